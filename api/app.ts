@@ -1,0 +1,39 @@
+import Koa from 'koa';
+import type { AuthFailureLimiter } from '../core/auth/auth-failure-limiter';
+import type { KeyResolver } from '../core/auth/gateway-key-auth';
+import type { Clock } from '../core/clock';
+import type { Config } from '../core/config';
+import type { Database } from '../core/db/client';
+import type { Logger } from '../core/logger';
+import type { GatewayState } from './context';
+import { gatewayRouter } from './gateway/router';
+import { healthRouter, type ReadinessCheck } from './health';
+import { managementRouter } from './manage/router';
+import { bodyLimit } from './middleware/body';
+import { errorHandler } from './middleware/error-handler';
+import { requestContext } from './middleware/request-context';
+
+export type AppDeps = {
+  config: Pick<Config, 'GW_TRUST_PROXY'>;
+  db: Database;
+  keys: KeyResolver;
+  authFailures: AuthFailureLimiter;
+  clock: Clock;
+  logger: Logger;
+  readiness: readonly ReadinessCheck[];
+};
+
+/** Builds the HTTP application from its dependencies; listening is the caller's business. */
+export function createApp(deps: AppDeps): Koa<GatewayState> {
+  const app = new Koa<GatewayState>({ proxy: deps.config.GW_TRUST_PROXY });
+  // Errors are rendered by errorHandler; Koa's own logging of them would duplicate it.
+  app.silent = true;
+
+  const routers = [healthRouter(deps.readiness), gatewayRouter(deps), managementRouter(deps)];
+
+  app.use(requestContext(deps.logger));
+  app.use(errorHandler());
+  app.use(bodyLimit());
+  for (const router of routers) app.use(router.routes());
+  return app;
+}

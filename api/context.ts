@@ -1,0 +1,17 @@
+import type { ParameterizedContext } from 'koa';
+import type { KeyContext } from '../core/auth/gateway-key-auth';
+import type { ManagementPrincipal } from '../core/auth/management-token-auth';
+import type { Logger } from '../core/logger';
+
+/** Everything middlewares put on ctx.state, typed in one place. */
+export type GatewayState = {
+  requestId: string;
+  log: Logger;
+  /** Largest body this endpoint accepts, decided from the path before anything is read. */
+  bodyLimit: number;
+  key?: KeyContext;
+  principal?: ManagementPrincipal;
+  body?: unknown;
+};
+
+export type GatewayContext = ParameterizedContext<GatewayState>;

@@ -1,0 +1,36 @@
+import Router from '@koa/router';
+import { eq } from 'drizzle-orm';
+import type { AuthFailureLimiter } from '../../core/auth/auth-failure-limiter';
+import type { Clock } from '../../core/clock';
+import type { Database } from '../../core/db/client';
+import { environments, organizations } from '../../core/db/schema';
+import { GatewayError } from '../../core/errors';
+import type { GatewayState } from '../context';
+import { jsonBody } from '../middleware/body';
+import { authorize, managementAuth } from '../middleware/management-auth';
+
+export type ManagementRouterDeps = { db: Database; authFailures: AuthFailureLimiter; clock: Clock };
+
+export function managementRouter(deps: ManagementRouterDeps): Router<GatewayState> {
+  const router = new Router<GatewayState>({ prefix: '/manage/v1' });
+  router.use(managementAuth(deps), jsonBody());
+
+  /** The calling token's organization: plan, entitlement and environments. */
+  router.get('/organization', async (ctx) => {
+    const { orgId } = authorize(ctx, 'organization:read');
+    const [org] = await deps.db.select().from(organizations).where(eq(organizations.id, orgId));
+    if (!org) throw new GatewayError('resource_not_found', 'Organization not found.');
+    const envs = await deps.db.select({ slug: environments.slug }).from(environments).where(eq(environments.orgId, orgId));
+    ctx.body = {
+      id: org.id,
+      object: 'organization',
+      name: org.name,
+      plan: org.plan,
+      entitlement_state: org.entitlementState,
+      environments: envs.map((e) => e.slug).sort(),
+      created_at: Math.floor(org.createdAt.getTime() / 1000),
+    };
+  });
+
+  return router;
+}

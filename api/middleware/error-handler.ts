@@ -1,0 +1,44 @@
+import type { Middleware } from 'koa';
+import { GatewayError, isGatewayError } from '../../core/errors';
+import type { GatewayState } from '../context';
+
+type HttpishError = Error & { status?: number; statusCode?: number; expose?: boolean; type?: string };
+
+/** Errors raised by Koa and its helpers (http-errors) mapped onto the catalog. */
+function fromHttpError(err: HttpishError): GatewayError | null {
+  const status = err.status ?? err.statusCode;
+  if (err.type === 'entity.too.large' || status === 413) {
+    return new GatewayError('request_too_large', 'Request body is larger than this endpoint accepts.');
+  }
+  if (status === 404) return new GatewayError('not_found', 'Not found.');
+  if (status !== undefined && status >= 400 && status < 500) {
+    return new GatewayError('invalid_request', err.expose ? err.message : 'Invalid request.');
+  }
+  return null;
+}
+
+/**
+ * The one place an error body is written. Anything that is not a GatewayError is a defect:
+ * logged with its stack, answered as 500 internal_error without one.
+ */
+export function errorHandler(): Middleware<GatewayState> {
+  return async (ctx, next) => {
+    try {
+      await next();
+      if (ctx.status === 404 && ctx.body === undefined) {
+        throw new GatewayError('not_found', `No route for ${ctx.method} ${ctx.path}.`);
+      }
+    } catch (raw) {
+      let err = isGatewayError(raw) ? raw : fromHttpError(raw as HttpishError);
+      if (!err) {
+        ctx.state.log?.error({ err: raw }, 'unhandled error');
+        err = new GatewayError('internal_error', 'The gateway hit an internal error. The request id identifies it in our logs.');
+      }
+      ctx.status = err.status;
+      for (const [name, value] of Object.entries(err.headers)) ctx.set(name, value);
+      // A body we refused to read must not be drained on a kept-alive connection.
+      if (!ctx.req.complete && ctx.req.readable) ctx.set('Connection', 'close');
+      ctx.body = err.toBody();
+    }
+  };
+}

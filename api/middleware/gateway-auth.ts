@@ -1,0 +1,34 @@
+import type { Middleware } from 'koa';
+import type { AuthFailureLimiter } from '../../core/auth/auth-failure-limiter';
+import { GATEWAY_KEY_PREFIX, MANAGEMENT_TOKEN_PREFIX, parseBearer } from '../../core/auth/credentials';
+import { refuseKey, type KeyResolver } from '../../core/auth/gateway-key-auth';
+import type { Clock } from '../../core/clock';
+import { sha256Hex } from '../../core/crypto/secrets';
+import { GatewayError } from '../../core/errors';
+import type { GatewayState } from '../context';
+import { authFailure } from './auth-failures';
+
+/** `/v1` authentication: a gateway key as a Bearer token, resolved from the in-process cache. */
+export function gatewayAuth(deps: { keys: KeyResolver; authFailures: AuthFailureLimiter; clock: Clock }): Middleware<GatewayState> {
+  return async (ctx, next) => {
+    const bearer = parseBearer(ctx.get('authorization') || undefined);
+    if (bearer.kind === 'missing') {
+      throw new GatewayError('authentication', 'Missing API key. Send it as `Authorization: Bearer <key>`.');
+    }
+    if (bearer.kind === 'malformed') {
+      throw await authFailure(ctx, deps.authFailures, 'gateway', 'Malformed Authorization header. Expected `Bearer <key>`.');
+    }
+    if (bearer.secret.startsWith(MANAGEMENT_TOKEN_PREFIX)) {
+      throw new GatewayError('authentication', 'A management token cannot call the gateway; use a gateway key.');
+    }
+    const key = bearer.secret.startsWith(GATEWAY_KEY_PREFIX) ? await deps.keys.resolve(sha256Hex(bearer.secret)) : null;
+    if (!key) throw await authFailure(ctx, deps.authFailures, 'gateway', 'Invalid API key.');
+    const refusal = refuseKey(key, deps.clock.now(), ctx.ip);
+    if (refusal) {
+      throw refusal.status === 401 ? await authFailure(ctx, deps.authFailures, 'gateway', refusal.message) : refusal;
+    }
+    ctx.state.key = key;
+    ctx.state.log = ctx.state.log.child({ key_id: key.keyId, org_id: key.orgId });
+    await next();
+  };
+}

@@ -1,0 +1,62 @@
+import type { Client } from '@temporalio/client';
+import { createAuthFailureLimiter } from '../core/auth/auth-failure-limiter';
+import { createKeyResolver } from '../core/auth/gateway-key-auth';
+import { subscribeConfigChanges } from '../core/cache/config-changes';
+import { systemClock } from '../core/clock';
+import { requireSetting, type Config } from '../core/config';
+import { connectDatabase } from '../core/db/client';
+import type { Logger } from '../core/logger';
+import { connectRedis } from '../core/redis';
+import { taskQueue, TASK_QUEUES, type TaskQueueName } from '../workflows/definitions';
+import { connectClient, queueHasPollers } from '../workers/temporal';
+import type { AppDeps } from './app';
+import type { ReadinessCheck } from './health';
+
+export type ApiRuntime = { deps: AppDeps; temporal: Client; close(): Promise<void> };
+
+/** Connects everything the API process needs, from configuration. */
+export async function startApiRuntime(config: Config, logger: Logger): Promise<ApiRuntime> {
+  const database = connectDatabase(requireSetting(config, 'DATABASE_URL'));
+  const redis = connectRedis(requireSetting(config, 'REDIS_URL'), config.REDIS_KEY_PREFIX);
+  const temporal = await connectClient(requireSetting(config, 'TEMPORAL_ADDRESS'), config.TEMPORAL_NAMESPACE);
+  const keys = createKeyResolver(database.db);
+  const unsubscribe = await subscribeConfigChanges(redis, (what) => {
+    keys.clear();
+    logger.debug({ what }, 'config changed; caches cleared');
+  });
+
+  const queues = Object.keys(TASK_QUEUES) as TaskQueueName[];
+  const readiness: ReadinessCheck[] = [
+    { name: 'postgres', check: async () => void (await database.pool.query('SELECT 1')) },
+    { name: 'redis', check: async () => void (await redis.redis.ping()) },
+    { name: 'temporal', check: async () => void (await temporal.client.workflowService.getSystemInfo({})) },
+    {
+      name: 'workers',
+      check: async () => {
+        const idle = [];
+        for (const name of queues) {
+          const queue = taskQueue(name, config.GW_TASK_QUEUE_PREFIX);
+          if (!(await queueHasPollers(temporal.client, queue))) idle.push(queue);
+        }
+        if (idle.length > 0) throw new Error(`no worker polls ${idle.join(', ')}`);
+      },
+    },
+  ];
+
+  return {
+    temporal: temporal.client,
+    deps: {
+      config,
+      db: database.db,
+      keys,
+      authFailures: createAuthFailureLimiter(redis.redis, config.GW_AUTH_FAILURES_PER_MINUTE),
+      clock: systemClock,
+      logger,
+      readiness,
+    },
+    async close() {
+      await unsubscribe();
+      await Promise.allSettled([database.close(), redis.close(), temporal.close()]);
+    },
+  };
+}

@@ -1,0 +1,127 @@
+import { eq } from 'drizzle-orm';
+import { LRUCache } from 'lru-cache';
+import type { Database } from '../db/client';
+import { gatewayKeys, organizations, projects, type EntitlementState } from '../db/schema';
+import { GatewayError } from '../errors';
+import { addressAllowed, parseRanges, type CidrRange } from './ip-allowlist';
+
+/** What the hot path needs to know about a key, loaded once and cached in-process. */
+export type KeyContext = {
+  keyId: string;
+  orgId: string;
+  projectId: string;
+  lineageId: string;
+  label: string;
+  rateLimitRpm: number;
+  environment: string | null;
+  modelAllowlist: string[];
+  allowedRoutes: string[];
+  allowedProviders: string[];
+  disabled: boolean;
+  revoked: boolean;
+  expiresAt: Date | null;
+  projectArchived: boolean;
+  entitlementState: EntitlementState;
+  supportEmail: string | null;
+  allowedRanges: CidrRange[];
+};
+
+export async function loadKeyContext(db: Database, secretHash: string): Promise<KeyContext | null> {
+  const rows = await db
+    .select({ key: gatewayKeys, archivedAt: projects.archivedAt, org: organizations })
+    .from(gatewayKeys)
+    .innerJoin(projects, eq(projects.id, gatewayKeys.projectId))
+    .innerJoin(organizations, eq(organizations.id, gatewayKeys.orgId))
+    .where(eq(gatewayKeys.secretHash, secretHash))
+    .limit(1);
+  const row = rows[0];
+  if (!row) return null;
+  const { key, org } = row;
+  return {
+    keyId: key.id,
+    orgId: key.orgId,
+    projectId: key.projectId,
+    lineageId: key.lineageId,
+    label: key.label,
+    rateLimitRpm: key.rateLimitRpm,
+    environment: key.environment,
+    modelAllowlist: key.modelAllowlist,
+    allowedRoutes: key.allowedRoutes,
+    allowedProviders: key.allowedProviders,
+    disabled: key.disabled,
+    revoked: key.revokedAt !== null,
+    expiresAt: key.expiresAt,
+    projectArchived: row.archivedAt !== null,
+    entitlementState: org.entitlementState,
+    supportEmail: org.supportEmail,
+    allowedRanges: parseRanges(key.allowedIps),
+  };
+}
+
+/**
+ * Why a found key may not be used right now, in the order a user would want to hear it:
+ * dead keys are 401, the organization's standing next, then the key's own restrictions.
+ */
+export function refuseKey(key: KeyContext, now: Date, clientAddress: string): GatewayError | null {
+  if (key.revoked) return new GatewayError('authentication', 'This API key has been revoked.');
+  if (key.expiresAt && key.expiresAt.getTime() <= now.getTime()) {
+    return new GatewayError('authentication', 'This API key has expired.');
+  }
+  switch (key.entitlementState) {
+    case 'suspended':
+      return new GatewayError('organization_suspended', 'This organization is suspended. Contact support.', {
+        details: { support_email: key.supportEmail },
+      });
+    case 'trial_payment_failed':
+      return new GatewayError('trial_payment_failed', 'The trial charge failed and the grace period has ended.');
+    case 'lapsed':
+      return new GatewayError('subscription_required', 'An active subscription is required.');
+    default:
+      break;
+  }
+  if (key.disabled) return new GatewayError('key_disabled', 'This API key is disabled.');
+  if (key.projectArchived) return new GatewayError('project_archived', "This API key's project is archived.");
+  if (!addressAllowed(key.allowedRanges, clientAddress)) {
+    return new GatewayError('ip_not_allowed', 'Requests from this address are not allowed for this API key.');
+  }
+  return null;
+}
+
+export type KeyResolver = { resolve(secretHash: string): Promise<KeyContext | null>; clear(): void };
+
+/**
+ * In-process cache in front of loadKeyContext: a warm request reads no Postgres. Entries live
+ * `ttlMs` at most and are dropped at once when a management change is published; unknown
+ * hashes are cached too, so a flood of bad keys cannot reach the database.
+ */
+export function createKeyResolver(db: Database, options: { ttlMs?: number; max?: number } = {}): KeyResolver {
+  const cache = new LRUCache<string, { value: KeyContext | null }>({ max: options.max ?? 50_000, ttl: options.ttlMs ?? 30_000 });
+  const inflight = new Map<string, Promise<KeyContext | null>>();
+  // A load that started before a clear() must not repopulate the cache with what it read.
+  let generation = 0;
+  return {
+    async resolve(secretHash) {
+      const hit = cache.get(secretHash);
+      if (hit) return hit.value;
+      let pending = inflight.get(secretHash);
+      if (!pending) {
+        const startedIn = generation;
+        pending = loadKeyContext(db, secretHash)
+          .then((value) => {
+            if (startedIn === generation) cache.set(secretHash, { value });
+            return value;
+          })
+          .finally(() => {
+            if (inflight.get(secretHash) === pending) inflight.delete(secretHash);
+          });
+        inflight.set(secretHash, pending);
+      }
+      return pending;
+    },
+    clear() {
+      generation += 1;
+      inflight.clear();
+      cache.clear();
+    },
+  };
+}

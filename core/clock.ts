@@ -1,0 +1,15 @@
+/** Injectable time source: domain code asks a Clock, tests pass a fixed one. */
+export interface Clock {
+  now(): Date;
+}
+
+export const systemClock: Clock = { now: () => new Date() };
+
+export function fixedClock(at: Date): Clock & { set(d: Date): void } {
+  let current = at;
+  return { now: () => current, set: (d) => (current = d) };
+}
+
+export function unixSeconds(d: Date): number {
+  return Math.floor(d.getTime() / 1000);
+}

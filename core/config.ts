@@ -1,0 +1,62 @@
+import path from 'node:path';
+import { z } from 'zod';
+
+/** Thrown for any configuration problem; entry points print its message as one line and exit. */
+export class ConfigError extends Error {}
+
+const booleanFlag = z
+  .enum(['true', 'false', '1', '0', ''])
+  .default('false')
+  .transform((v) => v === 'true' || v === '1');
+
+const configSchema = z
+  .object({
+    NODE_ENV: z.enum(['development', 'test', 'production']).default('development'),
+    PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+    HOST: z.string().default('0.0.0.0'),
+    LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    DATABASE_URL: z.string().url().optional(),
+    REDIS_URL: z.string().url().optional(),
+    REDIS_KEY_PREFIX: z.string().default('gw:'),
+    TEMPORAL_ADDRESS: z.string().optional(),
+    TEMPORAL_NAMESPACE: z.string().default('default'),
+    /** Prepended to every task queue name, so several deployments (or test files) can share one Temporal namespace. */
+    GW_TASK_QUEUE_PREFIX: z.string().default(''),
+    GW_DATA_DIR: z.string().default('.data'),
+    /** Multiplies every durable wait (job checks, webhook schedule, retention, rotation overlaps). */
+    GW_SCHEDULE_SCALE: z.coerce.number().positive().max(1000).default(1),
+    GW_ALLOW_PRIVATE_NETWORK: booleanFlag,
+    /** Trust X-Forwarded-For from a load balancer when deciding the client address. */
+    GW_TRUST_PROXY: booleanFlag,
+    /** Failed authentications one address may make per minute before 429. */
+    GW_AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().positive().default(30),
+  })
+  .superRefine((c, ctx) => {
+    if (c.NODE_ENV === 'production' && c.GW_SCHEDULE_SCALE !== 1) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['GW_SCHEDULE_SCALE'],
+        message: 'must be 1 when NODE_ENV=production (it compresses durable schedules for development and tests)',
+      });
+    }
+  });
+
+export type Config = z.infer<typeof configSchema> & { dataDir: string };
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const parsed = configSchema.safeParse(env);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new ConfigError(`invalid configuration: ${issue.path.join('.')} ${issue.message}`);
+  }
+  return { ...parsed.data, dataDir: path.resolve(parsed.data.GW_DATA_DIR) };
+}
+
+type ServiceUrl = 'DATABASE_URL' | 'REDIS_URL' | 'TEMPORAL_ADDRESS';
+
+/** Production entry points need real service addresses; `npm start` fills them for development. */
+export function requireSetting(config: Config, name: ServiceUrl): string {
+  const value = config[name];
+  if (!value) throw new ConfigError(`${name} is not set (npm start sets it for development; see README)`);
+  return value;
+}

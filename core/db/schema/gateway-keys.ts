@@ -1,0 +1,43 @@
+import { boolean, index, integer, jsonb, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
+import { resourceColumns } from './columns';
+import { members, organizations } from './organizations';
+import { projects } from './projects';
+
+export const RATE_LIMIT_TIERS = [60, 100, 200, 300, 500, 1000, 2000, 5000, 10000, 20000, 50000] as const;
+export const DEFAULT_RATE_LIMIT_RPM = 200;
+export const CREDIT_PERIODS = ['daily', 'weekly', 'monthly', 'never'] as const;
+export const OBSERVABILITY_ACCESS = ['none', 'scoped', 'organization'] as const;
+
+export type CreditLimit = { amount: number; period: (typeof CREDIT_PERIODS)[number] };
+
+export const gatewayKeys = pgTable(
+  'gateway_keys',
+  {
+    id: text('id').primaryKey(),
+    orgId: text('org_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
+    projectId: text('project_id').notNull().references(() => projects.id),
+    label: text('label').notNull(),
+    /** SHA-256 of the secret; the secret is shown once and never stored. */
+    secretHash: text('secret_hash').notNull().unique(),
+    secretPrefix: text('secret_prefix').notNull(),
+    /** Shared by a key and every key rotated from it: spend limits and grants follow the lineage. */
+    lineageId: text('lineage_id').notNull(),
+    creditLimit: jsonb('credit_limit').$type<CreditLimit | null>(),
+    rateLimitRpm: integer('rate_limit_rpm').notNull().default(DEFAULT_RATE_LIMIT_RPM),
+    modelAllowlist: text('model_allowlist').array().notNull().default([]),
+    allowedRoutes: text('allowed_routes').array().notNull().default([]),
+    allowedProviders: text('allowed_providers').array().notNull().default([]),
+    environment: text('environment'),
+    expiresAt: timestamp('expires_at', { withTimezone: true }),
+    observabilityAccess: text('observability_access', { enum: OBSERVABILITY_ACCESS }).notNull().default('none'),
+    payloadAccess: boolean('payload_access').notNull().default(false),
+    disabled: boolean('disabled').notNull().default(false),
+    /** Canonical CIDR ranges (`1.2.3.4/32`); empty accepts any address. */
+    allowedIps: text('allowed_ips').array().notNull().default([]),
+    revokedAt: timestamp('revoked_at', { withTimezone: true }),
+    rotatedFromKeyId: text('rotated_from_key_id'),
+    createdByMemberId: text('created_by_member_id').references(() => members.id),
+    ...resourceColumns(),
+  },
+  (t) => [index('gateway_keys_org_project').on(t.orgId, t.projectId), index('gateway_keys_lineage').on(t.lineageId)],
+);

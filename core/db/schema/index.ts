@@ -1,0 +1,4 @@
+export * from './organizations';
+export * from './management-tokens';
+export * from './projects';
+export * from './gateway-keys';

@@ -1,0 +1,67 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { Connection } from '@temporalio/client';
+import { SEARCH_ATTRIBUTES } from '../../workflows/definitions';
+import { waitFor } from './ports';
+
+export type DevServerOptions = {
+  cliPath: string;
+  port: number;
+  /** Web UI port; omitted runs headless. */
+  uiPort?: number;
+  /** SQLite file that keeps workflows across restarts; omitted keeps them in memory. */
+  dbFile?: string;
+  namespace?: string;
+};
+
+export type DevServer = { address: string; process: ChildProcess; stop(): Promise<void> };
+
+/** `temporal server start-dev` with our search attributes registered, ready when it answers. */
+export async function startTemporalDevServer(options: DevServerOptions): Promise<DevServer> {
+  const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(options.port), '--log-level', 'error'];
+  if (options.uiPort) args.push('--ui-port', String(options.uiPort));
+  else args.push('--headless');
+  if (options.dbFile) args.push('--db-filename', options.dbFile);
+  if (options.namespace && options.namespace !== 'default') args.push('--namespace', options.namespace);
+  for (const [name, type] of Object.entries(SEARCH_ATTRIBUTES)) args.push('--search-attribute', `${name}=${type}`);
+
+  const child = spawn(options.cliPath, args, { stdio: ['ignore', 'ignore', 'pipe'], detached: false });
+  let stderr = '';
+  child.stderr?.on('data', (d: Buffer) => {
+    stderr = (stderr + d.toString()).slice(-4000);
+  });
+  let exited = false;
+  child.once('exit', () => (exited = true));
+
+  const address = `127.0.0.1:${options.port}`;
+  try {
+    await waitFor(
+      'the Temporal dev server',
+      async () => {
+        if (exited) throw new Error(`temporal exited: ${stderr.trim().split('\n').pop() ?? ''}`);
+        const connection = await Connection.connect({ address, connectTimeout: 1000 });
+        try {
+          await connection.workflowService.getSystemInfo({});
+          return true;
+        } finally {
+          await connection.close();
+        }
+      },
+      60_000,
+    );
+  } catch (err) {
+    child.kill('SIGKILL');
+    throw new Error(`${(err as Error).message}${stderr ? `; temporal said: ${stderr.trim().split('\n').pop()}` : ''}`);
+  }
+
+  return {
+    address,
+    process: child,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (exited) return resolve();
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+        setTimeout(() => child.kill('SIGKILL'), 10_000).unref();
+      }),
+  };
+}

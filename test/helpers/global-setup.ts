@@ -1,0 +1,68 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { bundleWorkflowCode } from '@temporalio/worker';
+import { Client } from 'pg';
+import { applyMigrations } from '../../core/db/migrate';
+import { freePort } from '../../scripts/lib/ports';
+import { postgresAnswers, redisAnswers, startEmbeddedPostgres, startRedisServer } from '../../scripts/lib/local-services';
+import { resolveTemporalCli } from '../../scripts/lib/temporal-cli';
+import { startTemporalDevServer } from '../../scripts/lib/temporal-dev-server';
+import { WORKFLOWS_PATH } from '../../workers/temporal';
+
+/**
+ * Real services for the run: a fresh database on the machine's Postgres (or an embedded one),
+ * a key prefix on its Redis (or a redis-server we start), and a Temporal dev server of our own.
+ * Workers read what they need from the environment set here.
+ */
+export default async function globalSetup(): Promise<void> {
+  const run = `${Date.now().toString(36)}${process.pid}`;
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-test-'));
+  const stops: Array<() => Promise<void>> = [];
+  const log = (m: string) => process.stderr.write(`[test setup] ${m}\n`);
+
+  let adminUrl = process.env.TEST_DATABASE_URL ?? process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+  if (!(await postgresAnswers(adminUrl))) {
+    log(`no Postgres at ${adminUrl.replace(/\/\/[^@]*@/, '//')}; starting an embedded one`);
+    fs.chmodSync(scratch, 0o777);
+    const pg = await startEmbeddedPostgres(path.join(scratch, 'pg'), await freePort());
+    stops.push(pg.stop);
+    adminUrl = pg.url;
+  }
+  const database = `gw_test_${run}`;
+  const admin = new Client({ connectionString: adminUrl });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${database}`);
+  await admin.end();
+  const url = new URL(adminUrl);
+  url.pathname = `/${database}`;
+  process.env.DATABASE_URL = url.toString();
+  await applyMigrations(process.env.DATABASE_URL);
+
+  let redisUrl = process.env.TEST_REDIS_URL ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+  if (!(await redisAnswers(redisUrl))) {
+    log(`no Redis at ${redisUrl}; starting redis-server`);
+    const redis = await startRedisServer(await freePort());
+    stops.push(redis.stop);
+    redisUrl = redis.url;
+  }
+  process.env.REDIS_URL = redisUrl;
+  process.env.REDIS_KEY_PREFIX = `gwtest:${run}:`;
+
+  const temporal = await startTemporalDevServer({ cliPath: resolveTemporalCli(), port: await freePort() });
+  stops.push(temporal.stop);
+  process.env.TEMPORAL_ADDRESS = temporal.address;
+
+  // Bundling workflows takes seconds; do it once for every test file's workers.
+  const { code } = await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quietLogger });
+  const bundlePath = path.join(scratch, 'workflow-bundle.js');
+  fs.writeFileSync(bundlePath, code);
+  process.env.GW_TEST_WORKFLOW_BUNDLE = bundlePath;
+  process.env.NODE_ENV = 'test';
+  process.env.LOG_LEVEL = process.env.LOG_LEVEL ?? 'silent';
+
+  (globalThis as Record<string, unknown>).__gwTeardown = { adminUrl, database, redisUrl, scratch, stops };
+}
+
+const noop = () => undefined;
+const quietLogger = { trace: noop, debug: noop, info: noop, warn: noop, error: noop, log: noop };

@@ -1,0 +1,73 @@
+import { NativeConnection } from '@temporalio/worker';
+import { createApp } from '../../api/app';
+import { listen } from '../../api/listen';
+import { startApiRuntime, type ApiRuntime } from '../../api/runtime';
+import { loadConfig, type Config } from '../../core/config';
+import { connectDatabase, type DatabaseHandle } from '../../core/db/client';
+import { createLogger } from '../../core/logger';
+import { connectRedis, type RedisHandle } from '../../core/redis';
+import type { TaskQueueName } from '../../workflows/definitions';
+import { startQueueWorkers, type RunningWorkers } from '../../workers/queues';
+import type { AppDeps } from '../../api/app';
+
+/** A per-file task-queue prefix keeps one test file's workers from serving another's workflows. */
+export function uniquePrefix(label: string): string {
+  return `t${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}-${label}-`;
+}
+
+export function testConfig(overrides: Record<string, string> = {}): Config {
+  return loadConfig({ ...process.env, NODE_ENV: 'test', ...overrides });
+}
+
+export type TestApi = {
+  url: string;
+  config: Config;
+  runtime: ApiRuntime;
+  close(): Promise<void>;
+};
+
+/** The real API (real Postgres, Redis, Temporal client) on a free port; deps can be overridden. */
+export async function startTestApi(
+  options: { env?: Record<string, string>; deps?: (deps: AppDeps) => AppDeps } = {},
+): Promise<TestApi> {
+  const config = testConfig(options.env);
+  const runtime = await startApiRuntime(config, createLogger('silent'));
+  const deps = options.deps ? options.deps(runtime.deps) : runtime.deps;
+  const server = await listen(createApp(deps), 0, '127.0.0.1');
+  return {
+    url: `http://127.0.0.1:${server.port}`,
+    config,
+    runtime,
+    async close() {
+      await server.close();
+      await runtime.close();
+    },
+  };
+}
+
+export function testDatabase(): DatabaseHandle {
+  return connectDatabase(process.env.DATABASE_URL!, { max: 4 });
+}
+
+export function testRedis(): RedisHandle {
+  return connectRedis(process.env.REDIS_URL!, process.env.REDIS_KEY_PREFIX!);
+}
+
+/** Real workers on the test Temporal server, serving the prebuilt workflow bundle. */
+export async function startTestWorkers(names: readonly TaskQueueName[], taskQueuePrefix: string): Promise<RunningWorkers & { connection: NativeConnection }> {
+  const connection = await NativeConnection.connect({ address: process.env.TEMPORAL_ADDRESS! });
+  const running = await startQueueWorkers(names, {
+    connection,
+    namespace: 'default',
+    taskQueuePrefix,
+    workflowBundle: { codePath: process.env.GW_TEST_WORKFLOW_BUNDLE! },
+  });
+  return {
+    ...running,
+    connection,
+    async shutdown() {
+      await running.shutdown();
+      await connection.close();
+    },
+  };
+}

@@ -1,0 +1,3 @@
+import { runWorkerProcess } from './main';
+
+void runWorkerProcess(['jobs']);

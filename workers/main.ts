@@ -1,0 +1,30 @@
+import { NativeConnection } from '@temporalio/worker';
+import { ConfigError, loadConfig, requireSetting } from '../core/config';
+import { createLogger } from '../core/logger';
+import type { TaskQueueName } from '../workflows/definitions';
+import { startQueueWorkers } from './queues';
+
+/** Entry shared by the per-queue worker processes: connect, serve the queues, stop on a signal. */
+export async function runWorkerProcess(names: readonly TaskQueueName[]): Promise<void> {
+  const log = createLogger(process.env.LOG_LEVEL, 'gw-worker');
+  try {
+    const config = loadConfig();
+    const connection = await NativeConnection.connect({ address: requireSetting(config, 'TEMPORAL_ADDRESS') });
+    const running = await startQueueWorkers(names, {
+      connection,
+      namespace: config.TEMPORAL_NAMESPACE,
+      taskQueuePrefix: config.GW_TASK_QUEUE_PREFIX,
+    });
+    log.info({ queues: names }, 'worker polling');
+    const stop = () => void running.shutdown();
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+    await running.done;
+    await connection.close();
+  } catch (err) {
+    // One line at start-up: a bad setting or an unreachable Temporal, not a stack trace.
+    console.error(`gw-worker: ${(err as Error).message}`);
+    if (!(err instanceof ConfigError)) log.debug({ err }, 'worker failed');
+    process.exit(1);
+  }
+}

@@ -1,0 +1,43 @@
+import { NativeConnection, type Worker } from '@temporalio/worker';
+import { createProbeActivities } from '../activities/probe';
+import { taskQueue, type TaskQueueName } from '../workflows/definitions';
+import { createWorker, type WorkerSpec } from './temporal';
+
+export type QueueWorkerDeps = {
+  connection: NativeConnection;
+  namespace: string;
+  taskQueuePrefix: string;
+  workflowBundle?: WorkerSpec['workflowBundle'];
+};
+
+/** The activities each task queue's workers serve, built from real dependencies. */
+function activitiesFor(_name: TaskQueueName, queue: string): object {
+  return { ...createProbeActivities({ taskQueue: queue }) };
+}
+
+export type RunningWorkers = { workers: Worker[]; done: Promise<void>; shutdown(): Promise<void> };
+
+/** Starts one worker per named queue and keeps them polling until shutdown. */
+export async function startQueueWorkers(names: readonly TaskQueueName[], deps: QueueWorkerDeps): Promise<RunningWorkers> {
+  const workers = await Promise.all(
+    names.map((name) => {
+      const queue = taskQueue(name, deps.taskQueuePrefix);
+      return createWorker({
+        connection: deps.connection,
+        namespace: deps.namespace,
+        taskQueue: queue,
+        activities: activitiesFor(name, queue),
+        workflowBundle: deps.workflowBundle,
+      });
+    }),
+  );
+  const done = Promise.all(workers.map((w) => w.run())).then(() => undefined);
+  return {
+    workers,
+    done,
+    async shutdown() {
+      for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
+      await done;
+    },
+  };
+}

@@ -1,0 +1,2 @@
+/** Every workflow the workers register. Deterministic code only. */
+export { probeWorkflow } from './probe';

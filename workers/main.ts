@@ -3,12 +3,14 @@ import { ConfigError, loadConfig, requireSetting } from '../core/config';
 import { createLogger } from '../core/logger';
 import type { TaskQueueName } from '../workflows/definitions';
 import { startQueueWorkers } from './queues';
+import { installTemporalRuntime } from './temporal';
 
 /** Entry shared by the per-queue worker processes: connect, serve the queues, stop on a signal. */
 export async function runWorkerProcess(names: readonly TaskQueueName[]): Promise<void> {
   const log = createLogger(process.env.LOG_LEVEL, 'gw-worker');
   try {
     const config = loadConfig();
+    installTemporalRuntime(config.LOG_LEVEL);
     const connection = await NativeConnection.connect({ address: requireSetting(config, 'TEMPORAL_ADDRESS') });
     const running = await startQueueWorkers(names, {
       connection,

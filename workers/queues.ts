@@ -1,7 +1,7 @@
-import { NativeConnection, type Worker } from '@temporalio/worker';
+import { bundleWorkflowCode, NativeConnection, type Worker } from '@temporalio/worker';
 import { createProbeActivities } from '../activities/probe';
 import { taskQueue, type TaskQueueName } from '../workflows/definitions';
-import { createWorker, type WorkerSpec } from './temporal';
+import { createWorker, WORKFLOWS_PATH, type WorkerSpec } from './temporal';
 
 export type QueueWorkerDeps = {
   connection: NativeConnection;
@@ -15,10 +15,16 @@ function activitiesFor(_name: TaskQueueName, queue: string): object {
   return { ...createProbeActivities({ taskQueue: queue }) };
 }
 
+const noop = () => undefined;
+/** webpack's build report is noise in a worker's log; failures still throw. */
+export const quietBundlerLogger = { trace: noop, debug: noop, info: noop, warn: noop, error: noop, log: noop };
+
 export type RunningWorkers = { workers: Worker[]; done: Promise<void>; shutdown(): Promise<void> };
 
 /** Starts one worker per named queue and keeps them polling until shutdown. */
 export async function startQueueWorkers(names: readonly TaskQueueName[], deps: QueueWorkerDeps): Promise<RunningWorkers> {
+  // Every queue's worker runs the same workflow code: bundle it once, not once per queue.
+  const workflowBundle = deps.workflowBundle ?? (await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quietBundlerLogger }));
   const workers = await Promise.all(
     names.map((name) => {
       const queue = taskQueue(name, deps.taskQueuePrefix);
@@ -27,7 +33,7 @@ export async function startQueueWorkers(names: readonly TaskQueueName[], deps: Q
         namespace: deps.namespace,
         taskQueue: queue,
         activities: activitiesFor(name, queue),
-        workflowBundle: deps.workflowBundle,
+        workflowBundle,
       });
     }),
   );

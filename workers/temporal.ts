@@ -1,5 +1,5 @@
 import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import { DefaultLogger, NativeConnection, Runtime, Worker, type LogLevel, type WorkerOptions } from '@temporalio/worker';
 import { temporal } from '@temporalio/proto';
 
 export const WORKFLOWS_PATH = require.resolve('../workflows');
@@ -9,13 +9,21 @@ export async function connectClient(address: string, namespace: string): Promise
   return { client: new Client({ connection, namespace }), close: () => connection.close() };
 }
 
+/**
+ * Once per process: the SDK logs at our level, and leaves signals to our own handlers so that
+ * shutdown runs in the order the process chooses.
+ */
+export function installTemporalRuntime(level: string): void {
+  const sdkLevel: LogLevel = level === 'debug' || level === 'trace' ? 'DEBUG' : level === 'info' ? 'INFO' : 'WARN';
+  Runtime.install({ logger: new DefaultLogger(sdkLevel), shutdownSignals: [] });
+}
+
 export type WorkerSpec = {
   connection: NativeConnection;
   namespace: string;
   taskQueue: string;
   activities: object;
-  /** A prebuilt bundle (tests build one per run); otherwise the workflows are bundled at start. */
-  workflowBundle?: WorkerOptions['workflowBundle'];
+  workflowBundle: NonNullable<WorkerOptions['workflowBundle']>;
 };
 
 export async function createWorker(spec: WorkerSpec): Promise<Worker> {
@@ -24,7 +32,7 @@ export async function createWorker(spec: WorkerSpec): Promise<Worker> {
     namespace: spec.namespace,
     taskQueue: spec.taskQueue,
     activities: spec.activities,
-    ...(spec.workflowBundle ? { workflowBundle: spec.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
+    workflowBundle: spec.workflowBundle,
   });
 }
 

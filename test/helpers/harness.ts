@@ -15,8 +15,17 @@ export function uniquePrefix(label: string): string {
   return `t${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}-${label}-`;
 }
 
+/**
+ * Test APIs trust X-Forwarded-For so each test can speak from its own client address: failed
+ * authentications are counted per address, and tests must not share one count.
+ */
 export function testConfig(overrides: Record<string, string> = {}): Config {
-  return loadConfig({ ...process.env, NODE_ENV: 'test', ...overrides });
+  return loadConfig({ ...process.env, NODE_ENV: 'test', GW_TRUST_PROXY: 'true', ...overrides });
+}
+
+export function randomClientAddress(): string {
+  const octet = () => 1 + Math.floor(Math.random() * 250);
+  return `10.${octet()}.${octet()}.${octet()}`;
 }
 
 export type TestApi = {

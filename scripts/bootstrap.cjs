@@ -1,0 +1,45 @@
+#!/usr/bin/env node
+// `npm start` and `npm test` on a fresh clone: install what is missing, then run.
+// Plain Node with no dependencies, because node_modules may not exist yet.
+const { spawnSync } = require('node:child_process');
+const fs = require('node:fs');
+const path = require('node:path');
+
+const root = path.resolve(__dirname, '..');
+const mode = process.argv[2];
+const passThrough = process.argv.slice(3);
+
+function run(command, args, options = {}) {
+  const result = spawnSync(command, args, { cwd: root, stdio: 'inherit', ...options });
+  if (result.error) throw result.error;
+  return result.status ?? 1;
+}
+
+function dependenciesStale() {
+  const marker = path.join(root, 'node_modules', '.package-lock.json');
+  const lock = path.join(root, 'package-lock.json');
+  if (!fs.existsSync(marker)) return true;
+  return fs.statSync(marker).mtimeMs < fs.statSync(lock).mtimeMs;
+}
+
+function main() {
+  if (mode !== 'start' && mode !== 'test') {
+    console.error('usage: node scripts/bootstrap.cjs start|test');
+    return 2;
+  }
+  if (dependenciesStale() && run('bash', [path.join('scripts', 'install-deps')]) !== 0) {
+    console.error('[setup] npm dependencies could not be installed (see above)');
+    return 1;
+  }
+  // Locates or builds the Temporal CLI once per machine; prints its path last.
+  const setup = spawnSync('bash', [path.join('scripts', 'setup')], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
+  if (setup.status !== 0) return 1;
+  const cli = setup.stdout.trim().split('\n').pop();
+  const env = { ...process.env, TEMPORAL_CLI_PATH: cli };
+
+  const bin = (name) => path.join(root, 'node_modules', '.bin', name);
+  if (mode === 'start') return run(bin('tsx'), [path.join('scripts', 'dev.ts'), ...passThrough], { env });
+  return run(bin('jest'), passThrough, { env });
+}
+
+process.exitCode = main();

@@ -1,0 +1,165 @@
+/**
+ * `npm start`: the whole product on one machine. Uses each service named in the environment and
+ * starts what is missing: a Temporal dev server (Web UI on 8233), an embedded PostgreSQL, a
+ * redis-server. Then migrations, a demo organization on an empty database, the API and every
+ * worker. Ctrl-C stops everything it started; data stays under GW_DATA_DIR for the next start.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { NativeConnection } from '@temporalio/worker';
+import { count } from 'drizzle-orm';
+import { createApp } from '../api/app';
+import { listen } from '../api/listen';
+import { startApiRuntime } from '../api/runtime';
+import { ConfigError, loadConfig, type Config } from '../core/config';
+import { connectDatabase } from '../core/db/client';
+import { applyMigrations } from '../core/db/migrate';
+import { organizations } from '../core/db/schema';
+import { createLogger } from '../core/logger';
+import { bootstrapOrganization } from '../core/tenancy/organizations';
+import { TASK_QUEUES, taskQueue, type TaskQueueName } from '../workflows/definitions';
+import { startQueueWorkers } from '../workers/queues';
+import { installTemporalRuntime } from '../workers/temporal';
+import { startEmbeddedPostgres, startRedisServer } from './lib/local-services';
+import { freePort, preferredPort } from './lib/ports';
+import { removeRuntimeFile, writeRuntimeFile } from './lib/runtime-file';
+import { resolveTemporalCli } from './lib/temporal-cli';
+import { startTemporalDevServer } from './lib/temporal-dev-server';
+
+const say = (what: string, detail: string) => console.log(`[gw] ${what.padEnd(12)} ${detail}`);
+const stops: Array<[string, () => Promise<void>]> = [];
+
+async function startServices(config: Config) {
+  fs.mkdirSync(config.dataDir, { recursive: true });
+  // An embedded PostgreSQL run for root runs as the `postgres` user, which must reach its folder.
+  if (process.getuid?.() === 0) fs.chmodSync(config.dataDir, 0o755);
+
+  let databaseUrl = config.DATABASE_URL;
+  if (databaseUrl) {
+    say('Postgres', `${redact(databaseUrl)} (DATABASE_URL)`);
+  } else {
+    say('Postgres', 'starting embedded PostgreSQL...');
+    const pg = await startEmbeddedPostgres(path.join(config.dataDir, 'postgres'), await preferredPort(54329));
+    stops.push(['Postgres', pg.stop]);
+    databaseUrl = pg.url;
+    say('Postgres', `${redact(databaseUrl)} (embedded, data in ${path.join(config.dataDir, 'postgres')})`);
+  }
+
+  let redisUrl = config.REDIS_URL;
+  if (redisUrl) {
+    say('Redis', `${redact(redisUrl)} (REDIS_URL)`);
+  } else {
+    const redis = await startRedisServer(await freePort(), path.join(config.dataDir, 'redis'));
+    stops.push(['Redis', redis.stop]);
+    redisUrl = redis.url;
+    say('Redis', `${redisUrl} (redis-server started here)`);
+  }
+
+  let temporalAddress = config.TEMPORAL_ADDRESS;
+  let temporalUi: string | null = null;
+  if (temporalAddress) {
+    say('Temporal', `${temporalAddress} (TEMPORAL_ADDRESS)`);
+  } else {
+    const cliPath = resolveTemporalCli();
+    const uiPort = await preferredPort(Number(process.env.TEMPORAL_UI_PORT ?? 8233));
+    say('Temporal', 'starting the Temporal dev server...');
+    const server = await startTemporalDevServer({
+      cliPath,
+      port: await preferredPort(Number(process.env.TEMPORAL_PORT ?? 7233)),
+      uiPort,
+      dbFile: path.join(config.dataDir, 'temporal.sqlite'),
+      namespace: config.TEMPORAL_NAMESPACE,
+    });
+    stops.push(['Temporal', server.stop]);
+    temporalAddress = server.address;
+    temporalUi = `http://localhost:${uiPort}`;
+    say('Temporal', `${temporalAddress} (dev server, state in ${path.join(config.dataDir, 'temporal.sqlite')})`);
+  }
+  return { databaseUrl, redisUrl, temporalAddress, temporalUi };
+}
+
+async function bootstrapDemoOrganization(databaseUrl: string): Promise<void> {
+  const database = connectDatabase(databaseUrl, { max: 1 });
+  try {
+    const [row] = await database.db.select({ n: count() }).from(organizations);
+    if ((row?.n ?? 0) > 0) return;
+    const demo = await bootstrapOrganization(database.db, { name: 'Demo', plan: 'business' });
+    say('Demo org', `${demo.org_id}; management token (shown once, keep it): ${demo.management_token}`);
+  } finally {
+    await database.close();
+  }
+}
+
+async function main(): Promise<void> {
+  const base = loadConfig();
+  const services = await startServices(base);
+  await applyMigrations(services.databaseUrl);
+  say('Migrations', 'applied');
+  await bootstrapDemoOrganization(services.databaseUrl);
+
+  const config = loadConfig({
+    ...process.env,
+    DATABASE_URL: services.databaseUrl,
+    REDIS_URL: services.redisUrl,
+    TEMPORAL_ADDRESS: services.temporalAddress,
+  });
+  const logger = createLogger(config.LOG_LEVEL);
+  installTemporalRuntime(config.LOG_LEVEL === 'info' ? 'warn' : config.LOG_LEVEL);
+
+  say('Workers', 'bundling workflows and connecting...');
+  const connection = await NativeConnection.connect({ address: services.temporalAddress });
+  const queues = Object.keys(TASK_QUEUES) as TaskQueueName[];
+  const workers = await startQueueWorkers(queues, {
+    connection,
+    namespace: config.TEMPORAL_NAMESPACE,
+    taskQueuePrefix: config.GW_TASK_QUEUE_PREFIX,
+  });
+  stops.push(['Workers', async () => {
+    await workers.shutdown();
+    await connection.close();
+  }]);
+  say('Workers', `polling ${queues.map((q) => taskQueue(q, config.GW_TASK_QUEUE_PREFIX)).join(', ')}`);
+
+  const runtime = await startApiRuntime(config, logger);
+  const http = await listen(createApp(runtime.deps), config.PORT, config.HOST);
+  stops.push(['API', async () => {
+    await http.close();
+    await runtime.close();
+  }]);
+  const apiUrl = `http://localhost:${http.port}`;
+  writeRuntimeFile(config.dataDir, {
+    DATABASE_URL: services.databaseUrl,
+    REDIS_URL: services.redisUrl,
+    TEMPORAL_ADDRESS: services.temporalAddress,
+    API_URL: apiUrl,
+  });
+  say('API', `${apiUrl}  (ready: ${apiUrl}/readyz)`);
+  if (services.temporalUi) say('Temporal UI', services.temporalUi);
+  say('Ready', 'Ctrl-C stops everything started here');
+}
+
+function redact(url: string): string {
+  return url.replace(/\/\/([^:@/]+):[^@/]*@/, '//$1:***@');
+}
+
+let stopping = false;
+async function stopAll(code: number): Promise<never> {
+  if (!stopping) {
+    stopping = true;
+    console.log('[gw] stopping...');
+    for (const [name, stop] of stops.reverse()) {
+      await stop().catch((err: Error) => console.error(`[gw] stopping ${name}: ${err.message}`));
+    }
+    removeRuntimeFile(path.resolve(process.env.GW_DATA_DIR ?? '.data'));
+  }
+  process.exit(code);
+}
+
+process.on('SIGINT', () => void stopAll(0));
+process.on('SIGTERM', () => void stopAll(0));
+
+main().catch(async (err: Error) => {
+  console.error(`[gw] cannot start: ${err.message}`);
+  if (!(err instanceof ConfigError) && process.env.LOG_LEVEL === 'debug') console.error(err);
+  await stopAll(1);
+});

@@ -1,0 +1,78 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Client } from 'pg';
+import { freePort } from '../../scripts/lib/ports';
+
+const ROOT = path.resolve(__dirname, '../..');
+
+/**
+ * `npm start`'s launcher (scripts/dev.ts) on real services: it starts its own Temporal dev
+ * server with the Web UI, migrates, bootstraps a demo organization, runs API and workers,
+ * reaches /readyz 200, and Ctrl-C stops what it started.
+ */
+describe('development launcher', () => {
+  let child: ChildProcess;
+  let output = '';
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-launcher-'));
+  // An empty database of its own, so the launcher's first-start bootstrap happens.
+  const database = `gw_launcher_${Date.now().toString(36)}`;
+  const databaseUrl = new URL(process.env.DATABASE_URL!);
+  databaseUrl.pathname = `/${database}`;
+
+  async function admin(sql: string) {
+    const client = new Client({ connectionString: process.env.DATABASE_URL });
+    await client.connect();
+    await client.query(sql);
+    await client.end();
+  }
+
+  beforeAll(() => admin(`CREATE DATABASE ${database}`));
+  afterAll(async () => {
+    if (child && child.exitCode === null) child.kill('SIGKILL');
+    fs.rmSync(dataDir, { recursive: true, force: true });
+    await admin(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
+  });
+
+  it('starts everything, is ready with the Temporal UI answering, and stops on SIGINT', async () => {
+    const [port, temporalPort, uiPort] = [await freePort(), await freePort(), await freePort()];
+    child = spawn(path.join(ROOT, 'node_modules/.bin/tsx'), ['scripts/dev.ts'], {
+      cwd: ROOT,
+      env: {
+        ...process.env,
+        GW_DATA_DIR: dataDir,
+        DATABASE_URL: databaseUrl.toString(),
+        PORT: String(port),
+        TEMPORAL_ADDRESS: '',
+        TEMPORAL_PORT: String(temporalPort),
+        TEMPORAL_UI_PORT: String(uiPort),
+        REDIS_KEY_PREFIX: `${process.env.REDIS_KEY_PREFIX}launcher:`,
+        LOG_LEVEL: 'warn',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child.stdout!.on('data', (d) => (output += d));
+    child.stderr!.on('data', (d) => (output += d));
+
+    const deadline = Date.now() + 90_000;
+    while (!output.includes('[gw] Ready') && Date.now() < deadline && child.exitCode === null) {
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    expect(output).toContain('[gw] Ready');
+    expect(output).toContain(`[gw] API          http://localhost:${port}`);
+    expect(output).toContain(`[gw] Temporal UI  http://localhost:${uiPort}`);
+    expect(output).toMatch(/\[gw\] Demo org +org_\w+; management token \(shown once, keep it\): gwm_/);
+
+    const ready = await fetch(`http://127.0.0.1:${port}/readyz`);
+    expect(ready.status).toBe(200);
+    expect((await fetch(`http://127.0.0.1:${uiPort}/`)).status).toBe(200);
+    expect(fs.existsSync(path.join(dataDir, 'temporal.sqlite'))).toBe(true);
+
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    child.kill('SIGINT');
+    expect(await exited).toBe(0);
+    await expect(fetch(`http://127.0.0.1:${port}/healthz`)).rejects.toThrow();
+    await expect(fetch(`http://127.0.0.1:${uiPort}/`)).rejects.toThrow();
+  });
+});

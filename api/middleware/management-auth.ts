@@ -6,15 +6,20 @@ import { roleAtLeast, scopeGranted } from '../../core/auth/scopes';
 import type { Clock } from '../../core/clock';
 import { sha256Hex } from '../../core/crypto/secrets';
 import type { Database } from '../../core/db/client';
+import type { RedisHandle } from '../../core/redis';
+import { countInWindow, retryAfterSeconds } from '../../core/ratelimit/fixed-window';
 import type { MemberRole } from '../../core/db/schema';
 import { GatewayError } from '../../core/errors';
 import type { GatewayContext, GatewayState } from '../context';
 import { authFailure } from './auth-failures';
 
+/** Spec 5.7 / 8: each management token may make 120 requests a minute. */
+export const MANAGEMENT_TOKEN_RPM = 120;
+
 const UNAUTHENTICATED = 'Missing or invalid management token. Send it as `Authorization: Bearer <token>`.';
 
 /** `/manage/v1` authentication: a management token, read fresh so revocation is immediate. */
-export function managementAuth(deps: { db: Database; authFailures: AuthFailureLimiter; clock: Clock }): Middleware<GatewayState> {
+export function managementAuth(deps: { db: Database; redis: RedisHandle; authFailures: AuthFailureLimiter; clock: Clock }): Middleware<GatewayState> {
   return async (ctx, next) => {
     const bearer = parseBearer(ctx.get('authorization') || undefined);
     if (bearer.kind === 'missing') throw new GatewayError('authentication', UNAUTHENTICATED);
@@ -27,6 +32,12 @@ export function managementAuth(deps: { db: Database; authFailures: AuthFailureLi
     if (found.status !== 'ok') {
       const why = found.status === 'unknown' ? UNAUTHENTICATED : `This management token is ${found.status}.`;
       throw await authFailure(ctx, deps.authFailures, 'manage', why);
+    }
+    const window = await countInWindow(deps.redis.redis, `mtok-rpm:${found.principal.tokenId}`, 60_000);
+    if (window.count > MANAGEMENT_TOKEN_RPM) {
+      throw new GatewayError('rate_limit_exceeded', `A management token may make ${MANAGEMENT_TOKEN_RPM} requests a minute.`, {
+        headers: { 'Retry-After': String(retryAfterSeconds(window)) },
+      });
     }
     ctx.state.principal = found.principal;
     ctx.state.log = ctx.state.log.child({ token_id: found.principal.tokenId, org_id: found.principal.orgId });

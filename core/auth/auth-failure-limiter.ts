@@ -1,13 +1,5 @@
 import type Redis from 'ioredis';
-
-const WINDOW_MS = 60_000;
-
-/** INCR with the window's expiry set on the first failure; returns the count and the time left. */
-const RECORD_FAILURE = `
-local n = redis.call('INCR', KEYS[1])
-if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
-return {n, redis.call('PTTL', KEYS[1])}
-`;
+import { countInWindow, retryAfterSeconds } from '../ratelimit/fixed-window';
 
 export type AuthFailureVerdict = { limited: boolean; retryAfterSeconds: number };
 
@@ -18,8 +10,8 @@ export type AuthFailureVerdict = { limited: boolean; retryAfterSeconds: number }
 export function createAuthFailureLimiter(redis: Redis, limitPerMinute: number) {
   return {
     async recordFailure(scope: 'gateway' | 'manage', address: string): Promise<AuthFailureVerdict> {
-      const [count, ttl] = (await redis.eval(RECORD_FAILURE, 1, `authfail:${scope}:${address}`, WINDOW_MS)) as [number, number];
-      return { limited: count > limitPerMinute, retryAfterSeconds: Math.max(1, Math.ceil(ttl / 1000)) };
+      const window = await countInWindow(redis, `authfail:${scope}:${address}`, 60_000);
+      return { limited: window.count > limitPerMinute, retryAfterSeconds: retryAfterSeconds(window) };
     },
   };
 }

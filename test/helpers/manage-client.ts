@@ -1,0 +1,28 @@
+import { randomClientAddress } from './harness';
+
+export type Answer<T = Record<string, unknown>> = { status: number; body: T & { error?: { message: string; type: string; code: string | null } }; etag: string | null; headers: Headers };
+
+/** A small client for /manage/v1, speaking from its own client address. */
+export function manageClient(baseUrl: string, token: string) {
+  const address = randomClientAddress();
+  async function call<T = Record<string, unknown>>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Answer<T>> {
+    const res = await fetch(`${baseUrl}/manage/v1${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${token}`,
+        'x-forwarded-for': address,
+        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+        ...headers,
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    return { status: res.status, body: text ? JSON.parse(text) : {}, etag: res.headers.get('etag'), headers: res.headers };
+  }
+  return {
+    get: <T = Record<string, unknown>>(path: string) => call<T>('GET', path),
+    post: <T = Record<string, unknown>>(path: string, body: unknown, headers?: Record<string, string>) => call<T>('POST', path, body, headers),
+    patch: <T = Record<string, unknown>>(path: string, body: unknown, ifMatch?: string) => call<T>('PATCH', path, body, ifMatch === undefined ? {} : { 'if-match': ifMatch }),
+    delete: <T = Record<string, unknown>>(path: string, ifMatch?: string) => call<T>('DELETE', path, undefined, ifMatch === undefined ? {} : { 'if-match': ifMatch }),
+  };
+}

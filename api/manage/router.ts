@@ -9,13 +9,14 @@ import { GatewayError } from '../../core/errors';
 import type { GatewayState } from '../context';
 import { jsonBody } from '../middleware/body';
 import { authorize, managementAuth } from '../middleware/management-auth';
+import { gatewayKeysResource } from './resources/gateway-keys';
 import { projectsResource } from './resources/projects';
 import { resourceRouter } from './resources/router';
 
 export type ManagementRouterDeps = { db: Database; redis: RedisHandle; authFailures: AuthFailureLimiter; clock: Clock };
 
 /** Every resource type the generic operations serve. */
-const RESOURCES = [projectsResource] as const;
+const RESOURCES = [projectsResource, gatewayKeysResource] as const;
 
 export function managementRouter(deps: ManagementRouterDeps): Router<GatewayState> {
   const router = new Router<GatewayState>({ prefix: '/manage/v1' });

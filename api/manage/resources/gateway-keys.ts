@@ -1,0 +1,167 @@
+import { and, asc, eq, isNull } from 'drizzle-orm';
+import { z } from 'zod';
+import { canonicalCidr } from '../../../core/auth/ip-allowlist';
+import type { Executor } from '../../../core/db/client';
+import { CREDIT_PERIODS, environments, gatewayKeys, OBSERVABILITY_ACCESS, projects, RATE_LIMIT_TIERS } from '../../../core/db/schema';
+import { GatewayError } from '../../../core/errors';
+import { isProviderKind } from '../../../core/providers/kinds';
+import { issueGatewayKey } from '../../../core/tenancy/gateway-keys';
+import type { ResourceCall, ResourceType } from './resource-type';
+import { unix } from './router';
+
+type KeyRow = typeof gatewayKeys.$inferSelect;
+
+const creditLimit = z.strictObject({
+  amount: z.number().min(0.01).max(1_000_000_000),
+  period: z.enum(CREDIT_PERIODS),
+});
+const rateLimitRpm = z
+  .number()
+  .int()
+  .refine((n) => (RATE_LIMIT_TIERS as readonly number[]).includes(n), `must be one of ${RATE_LIMIT_TIERS.join(', ')}`);
+const ipRange = z.string().transform((value, ctx) => {
+  try {
+    return canonicalCidr(value);
+  } catch {
+    ctx.addIssue({ code: 'custom', message: `\`${value}\` is not an IP address or CIDR range` });
+    return z.NEVER;
+  }
+});
+
+/** Fields settable on create and patch alike (spec 2.6, gateway keys). */
+const settable = {
+  label: z.string().trim().min(1).max(80),
+  credit_limit: creditLimit.nullable(),
+  rate_limit_rpm: rateLimitRpm,
+  model_allowlist: z.array(z.string().min(1)).max(500),
+  allowed_routes: z.array(z.string().min(1).max(64)).max(500),
+  allowed_providers: z.array(z.string().min(1)).max(50),
+  environment: z.string().min(1).max(64).nullable(),
+  expires_at: z.iso.datetime({ offset: true }).nullable(),
+  observability_access: z.enum(OBSERVABILITY_ACCESS),
+  payload_access: z.boolean(),
+  allowed_ips: z.array(ipRange).max(32),
+};
+
+const createSchema = z.strictObject({
+  ...settable,
+  project_id: z.string().min(1),
+  credit_limit: settable.credit_limit.optional(),
+  rate_limit_rpm: settable.rate_limit_rpm.optional(),
+  model_allowlist: settable.model_allowlist.optional(),
+  allowed_routes: settable.allowed_routes.optional(),
+  allowed_providers: settable.allowed_providers.optional(),
+  environment: settable.environment.optional(),
+  expires_at: settable.expires_at.optional(),
+  observability_access: settable.observability_access.optional(),
+  payload_access: settable.payload_access.optional(),
+  allowed_ips: settable.allowed_ips.optional(),
+});
+const patchSchema = z.strictObject({ ...settable, disabled: z.boolean() }).partial();
+
+type Settable = Partial<z.infer<z.ZodObject<typeof settable>>>;
+
+async function checkReferences(db: Executor, orgId: string, input: Settable): Promise<void> {
+  const unknown = input.allowed_providers?.find((p) => !isProviderKind(p));
+  if (unknown) throw new GatewayError('unknown_provider', `Unknown provider \`${unknown}\` in \`allowed_providers\`.`);
+  if (input.environment) {
+    const [env] = await db.select({ id: environments.id }).from(environments)
+      .where(and(eq(environments.orgId, orgId), eq(environments.slug, input.environment)));
+    if (!env) throw new GatewayError('invalid_request', `Invalid \`environment\`: the organization has no environment \`${input.environment}\`.`);
+  }
+}
+
+function columns(input: Settable): Partial<typeof gatewayKeys.$inferInsert> {
+  return {
+    ...(input.label !== undefined && { label: input.label }),
+    ...(input.credit_limit !== undefined && { creditLimit: input.credit_limit }),
+    ...(input.rate_limit_rpm !== undefined && { rateLimitRpm: input.rate_limit_rpm }),
+    ...(input.model_allowlist !== undefined && { modelAllowlist: input.model_allowlist }),
+    ...(input.allowed_routes !== undefined && { allowedRoutes: input.allowed_routes }),
+    ...(input.allowed_providers !== undefined && { allowedProviders: input.allowed_providers }),
+    ...(input.environment !== undefined && { environment: input.environment }),
+    ...(input.expires_at !== undefined && { expiresAt: input.expires_at === null ? null : new Date(input.expires_at) }),
+    ...(input.observability_access !== undefined && { observabilityAccess: input.observability_access }),
+    ...(input.payload_access !== undefined && { payloadAccess: input.payload_access }),
+    ...(input.allowed_ips !== undefined && { allowedIps: input.allowed_ips }),
+  };
+}
+
+async function findKey(db: Executor, orgId: string, id: string, forUpdate: boolean): Promise<KeyRow | null> {
+  // A revoked key no longer appears in lists or reads (spec 2.6).
+  const query = db.select().from(gatewayKeys).where(and(eq(gatewayKeys.orgId, orgId), eq(gatewayKeys.id, id), isNull(gatewayKeys.revokedAt)));
+  const [row] = forUpdate ? await query.for('update') : await query;
+  return row ?? null;
+}
+
+export const gatewayKeysResource: ResourceType<KeyRow> = {
+  type: 'gateway_keys',
+  object: 'gateway_key',
+  scope: 'keys',
+  table: gatewayKeys,
+  createSchema,
+  patchSchema,
+
+  find: (db, orgId, id, { forUpdate }) => findKey(db, orgId, id, forUpdate),
+
+  list(db, principal) {
+    return db.select().from(gatewayKeys)
+      .where(and(eq(gatewayKeys.orgId, principal.orgId), isNull(gatewayKeys.revokedAt)))
+      .orderBy(asc(gatewayKeys.createdAt), asc(gatewayKeys.id));
+  },
+
+  async create(call: ResourceCall, input: z.infer<typeof createSchema>) {
+    const orgId = call.principal.orgId;
+    const allowed = call.principal.projectIds;
+    if (allowed && !allowed.includes(input.project_id)) {
+      throw new GatewayError('project_restricted', 'This token is restricted to other projects.');
+    }
+    const [project] = await call.db.select({ archivedAt: projects.archivedAt }).from(projects)
+      .where(and(eq(projects.orgId, orgId), eq(projects.id, input.project_id)));
+    if (!project) throw new GatewayError('invalid_request', `Invalid \`project_id\`: no project \`${input.project_id}\`.`);
+    if (project.archivedAt) throw new GatewayError('project_archived', 'Keys cannot be created in an archived project.');
+    await checkReferences(call.db, orgId, input);
+    const issued = await issueGatewayKey(call.db, {
+      ...columns(input),
+      orgId,
+      projectId: input.project_id,
+      label: input.label,
+      createdByMemberId: call.principal.memberId,
+    });
+    const row = (await findKey(call.db, orgId, issued.id, false))!;
+    return { row, reveal: { secret: issued.secret } };
+  },
+
+  async patch(call, _row, input: z.infer<typeof patchSchema>) {
+    await checkReferences(call.db, call.principal.orgId, input);
+    return { ...columns(input), ...(input.disabled !== undefined && { disabled: input.disabled }) };
+  },
+
+  /** DELETE revokes: the key stops working at once and vanishes from lists and reads. */
+  async remove(call) {
+    return { revokedAt: call.now };
+  },
+
+  projectOf: (row) => row.projectId,
+
+  present: (row) => ({
+    label: row.label,
+    project_id: row.projectId,
+    key_prefix: row.secretPrefix,
+    credit_limit: row.creditLimit,
+    rate_limit_rpm: row.rateLimitRpm,
+    model_allowlist: row.modelAllowlist,
+    allowed_routes: row.allowedRoutes,
+    allowed_providers: row.allowedProviders,
+    environment: row.environment,
+    expires_at: row.expiresAt?.toISOString() ?? null,
+    observability_access: row.observabilityAccess,
+    payload_access: row.payloadAccess,
+    disabled: row.disabled,
+    allowed_ips: row.allowedIps,
+    rotated_from_key_id: row.rotatedFromKeyId,
+    revoked_at: row.revokedAt?.toISOString() ?? null,
+    created_at: unix(row.createdAt),
+    updated_at: unix(row.updatedAt),
+  }),
+};

@@ -3,7 +3,8 @@ import { and, eq } from 'drizzle-orm';
 import { publishConfigChange } from '../../../core/cache/config-changes';
 import type { Clock } from '../../../core/clock';
 import { appendAudit } from '../../../core/audit';
-import type { Database } from '../../../core/db/client';
+import type { ManagementPrincipal } from '../../../core/auth/management-token-auth';
+import type { Database, Transaction } from '../../../core/db/client';
 import { GatewayError } from '../../../core/errors';
 import { withIdempotency } from '../../../core/idempotency';
 import type { RedisHandle } from '../../../core/redis';
@@ -22,6 +23,39 @@ export function unix(d: Date | null | undefined): number | null {
 
 export function envelope<Row extends VersionedRow>(resource: ResourceType<Row>, row: Row): Record<string, unknown> {
   return { id: row.id, object: resource.object, ...resource.present(row), version: row.version, managed_by: row.managedBy };
+}
+
+/** Writes a row's changes as its next version; the WHERE on the version makes a lost race a conflict. */
+async function writeNextVersion(tx: Transaction, resource: ResourceType, row: VersionedRow, changes: Record<string, unknown>, now: Date): Promise<VersionedRow> {
+  const table = resource.table;
+  const [next] = (await tx
+    .update(table)
+    .set({ ...changes, version: row.version + 1, updatedAt: now } as never)
+    .where(and(eq(table.id, row.id), eq(table.version, row.version)))
+    .returning()) as unknown as VersionedRow[];
+  if (!next) throw versionConflict(row.version + 1);
+  return next;
+}
+
+function auditWrite(
+  tx: Transaction,
+  principal: ManagementPrincipal,
+  resource: ResourceType,
+  verb: 'create' | 'update' | 'delete',
+  resourceId: string,
+  versions: [before: number | null, after: number | null],
+  detail?: Record<string, unknown>,
+): Promise<void> {
+  return appendAudit(tx, {
+    orgId: principal.orgId,
+    actor: { tokenId: principal.tokenId, memberId: principal.memberId },
+    action: `${resource.type}.${verb}`,
+    resourceType: resource.type,
+    resourceId,
+    beforeVersion: versions[0],
+    afterVersion: versions[1],
+    detail,
+  });
 }
 
 function queryOf(ctx: GatewayContext): ResourceCall['query'] {
@@ -91,16 +125,7 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
       const result = await deps.db.transaction(async (tx) => {
         const call: ResourceCall = { db: tx, principal, now, query: queryOf(ctx) };
         const { row, reveal, auditDetail } = await resource.create!(call, input as never);
-        await appendAudit(tx, {
-          orgId: principal.orgId,
-          actor: { tokenId: principal.tokenId, memberId: principal.memberId },
-          action: `${resource.type}.create`,
-          resourceType: resource.type,
-          resourceId: row.id,
-          beforeVersion: null,
-          afterVersion: row.version,
-          detail: auditDetail,
-        });
+        await auditWrite(tx, principal, resource, 'create', row.id, [null, row.version], auditDetail);
         return { status: 201, body: { ...envelope(resource, row), ...reveal } };
       });
       await changed(resource, (result.body as { id: string }).id);
@@ -128,23 +153,8 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
       const row = await visible(resource, ctx, tx, true);
       if (row.version !== expected) throw versionConflict(row.version);
       const changes = await resource.patch!({ db: tx, principal, now, query: queryOf(ctx) }, row, input as never);
-      const table = resource.table;
-      const [next] = (await tx
-        .update(table)
-        .set({ ...changes, version: row.version + 1, updatedAt: now } as never)
-        .where(and(eq(table.id, row.id), eq(table.version, row.version)))
-        .returning()) as unknown as VersionedRow[];
-      if (!next) throw versionConflict(row.version + 1);
-      await appendAudit(tx, {
-        orgId: principal.orgId,
-        actor: { tokenId: principal.tokenId, memberId: principal.memberId },
-        action: `${resource.type}.update`,
-        resourceType: resource.type,
-        resourceId: row.id,
-        beforeVersion: row.version,
-        afterVersion: next.version,
-        detail: { fields: Object.keys(input as object) },
-      });
+      const next = await writeNextVersion(tx, resource, row, changes, now);
+      await auditWrite(tx, principal, resource, 'update', row.id, [row.version, next.version], { fields: Object.keys(input as object) });
       return next;
     });
     await changed(resource, updated.id);
@@ -163,32 +173,15 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
       const row = await visible(resource, ctx, tx, true);
       if (row.version !== expected) throw versionConflict(row.version);
       const outcome = await resource.remove!({ db: tx, principal, now, query: queryOf(ctx) }, row);
-      const table = resource.table;
-      let answer: Record<string, unknown>;
-      let afterVersion: number | null = null;
       if (outcome === 'delete') {
-        await tx.delete(table).where(eq(table.id, row.id));
-        answer = { id: row.id, object: resource.object, deleted: true };
-      } else {
-        const [next] = (await tx
-          .update(table)
-          .set({ ...outcome, version: row.version + 1, updatedAt: now } as never)
-          .where(eq(table.id, row.id))
-          .returning()) as unknown as VersionedRow[];
-        afterVersion = next!.version;
-        answer = envelope(resource, next!);
-        ctx.set('ETag', etag(afterVersion));
+        await tx.delete(resource.table).where(eq(resource.table.id, row.id));
+        await auditWrite(tx, principal, resource, 'delete', row.id, [row.version, null]);
+        return { id: row.id, object: resource.object, deleted: true };
       }
-      await appendAudit(tx, {
-        orgId: principal.orgId,
-        actor: { tokenId: principal.tokenId, memberId: principal.memberId },
-        action: `${resource.type}.delete`,
-        resourceType: resource.type,
-        resourceId: row.id,
-        beforeVersion: row.version,
-        afterVersion,
-      });
-      return answer;
+      const next = await writeNextVersion(tx, resource, row, outcome, now);
+      await auditWrite(tx, principal, resource, 'delete', row.id, [row.version, next.version]);
+      ctx.set('ETag', etag(next.version));
+      return envelope(resource, next);
     });
     await changed(resource, ctx.params.id!);
     ctx.body = body;

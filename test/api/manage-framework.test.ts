@@ -4,8 +4,8 @@ import type { DatabaseHandle } from '../../core/db/client';
 import { auditEvents } from '../../core/db/schema';
 import { issueManagementToken } from '../../core/tenancy/management-tokens';
 import { addMember } from '../../core/tenancy/organizations';
-import { randomClientAddress, startTestApi, testDatabase, type TestApi } from '../helpers/harness';
-import { manageClient } from '../helpers/manage-client';
+import { randomClientAddress, type TestApi } from '../helpers/harness';
+import { manageClient, startManagementFixture, type ManagementFixture } from '../helpers/manage-client';
 import { createTenant, type Tenant } from '../helpers/tenants';
 
 type Project = { id: string; object: string; version: number; managed_by: string; name: string; slug: string; archived: boolean; model_allowlist: string[] };
@@ -17,16 +17,13 @@ describe('management resource framework: projects', () => {
   let tenant: Tenant;
   let client: ReturnType<typeof manageClient>;
 
+  let fixture: ManagementFixture;
+
   beforeAll(async () => {
-    api = await startTestApi();
-    database = testDatabase();
-    tenant = await createTenant(database.db);
-    client = manageClient(api.url, tenant.token);
+    fixture = await startManagementFixture();
+    ({ api, database, tenant, client } = fixture);
   });
-  afterAll(async () => {
-    await api.close();
-    await database.close();
-  });
+  afterAll(() => fixture.close());
 
   async function newProject(name = 'Proj') {
     const res = await client.post<Project>('/projects', { name });

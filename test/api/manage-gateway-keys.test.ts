@@ -2,8 +2,8 @@ import { eq } from 'drizzle-orm';
 import type { DatabaseHandle } from '../../core/db/client';
 import { auditEvents } from '../../core/db/schema';
 import { issueManagementToken } from '../../core/tenancy/management-tokens';
-import { randomClientAddress, startTestApi, testDatabase, type TestApi } from '../helpers/harness';
-import { manageClient } from '../helpers/manage-client';
+import { randomClientAddress, type TestApi } from '../helpers/harness';
+import { manageClient, startManagementFixture, type ManagementFixture } from '../helpers/manage-client';
 import { createTenant, type Tenant } from '../helpers/tenants';
 
 type Key = { id: string; object: string; version: number; secret?: string; label: string; allowed_ips: string[]; disabled: boolean; rate_limit_rpm: number };
@@ -14,16 +14,13 @@ describe('gateway_keys resource', () => {
   let tenant: Tenant;
   let client: ReturnType<typeof manageClient>;
 
+  let fixture: ManagementFixture;
+
   beforeAll(async () => {
-    api = await startTestApi();
-    database = testDatabase();
-    tenant = await createTenant(database.db);
-    client = manageClient(api.url, tenant.token);
+    fixture = await startManagementFixture();
+    ({ api, database, tenant, client } = fixture);
   });
-  afterAll(async () => {
-    await api.close();
-    await database.close();
-  });
+  afterAll(() => fixture.close());
 
   const models = (secret: string) =>
     fetch(`${api.url}/v1/models`, { headers: { authorization: `Bearer ${secret}`, 'x-forwarded-for': randomClientAddress() } });

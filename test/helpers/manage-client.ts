@@ -1,4 +1,6 @@
-import { randomClientAddress } from './harness';
+import type { DatabaseHandle } from '../../core/db/client';
+import { randomClientAddress, startTestApi, testDatabase, type TestApi } from './harness';
+import { createTenant, type Tenant } from './tenants';
 
 export type Answer<T = Record<string, unknown>> = { status: number; body: T & { error?: { message: string; type: string; code: string | null } }; etag: string | null; headers: Headers };
 
@@ -24,5 +26,30 @@ export function manageClient(baseUrl: string, token: string) {
     post: <T = Record<string, unknown>>(path: string, body: unknown, headers?: Record<string, string>) => call<T>('POST', path, body, headers),
     patch: <T = Record<string, unknown>>(path: string, body: unknown, ifMatch?: string) => call<T>('PATCH', path, body, ifMatch === undefined ? {} : { 'if-match': ifMatch }),
     delete: <T = Record<string, unknown>>(path: string, ifMatch?: string) => call<T>('DELETE', path, undefined, ifMatch === undefined ? {} : { 'if-match': ifMatch }),
+  };
+}
+
+/** What every management-API test file starts from: a real API, a database handle, a tenant and its client. */
+export type ManagementFixture = {
+  api: TestApi;
+  database: DatabaseHandle;
+  tenant: Tenant;
+  client: ReturnType<typeof manageClient>;
+  close(): Promise<void>;
+};
+
+export async function startManagementFixture(): Promise<ManagementFixture> {
+  const api = await startTestApi();
+  const database = testDatabase();
+  const tenant = await createTenant(database.db);
+  return {
+    api,
+    database,
+    tenant,
+    client: manageClient(api.url, tenant.token),
+    async close() {
+      await api.close();
+      await database.close();
+    },
   };
 }

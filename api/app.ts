@@ -7,9 +7,11 @@ import type { Database } from '../core/db/client';
 import type { Logger } from '../core/logger';
 import type { RedisHandle } from '../core/redis';
 import type { GatewayState } from './context';
+import { consoleRouter } from './console';
 import { gatewayRouter } from './gateway/router';
 import { healthRouter, type ReadinessCheck } from './health';
 import { managementRouter } from './manage/router';
+import type { ManagementServices } from './manage/services';
 import { bodyLimit } from './middleware/body';
 import { errorHandler } from './middleware/error-handler';
 import { requestContext } from './middleware/request-context';
@@ -23,6 +25,7 @@ export type AppDeps = {
   clock: Clock;
   logger: Logger;
   readiness: readonly ReadinessCheck[];
+  manage: ManagementServices;
 };
 
 /** Builds the HTTP application from its dependencies; listening is the caller's business. */
@@ -31,7 +34,7 @@ export function createApp(deps: AppDeps): Koa<GatewayState> {
   // Errors are rendered by errorHandler; Koa's own logging of them would duplicate it.
   app.silent = true;
 
-  const routers = [healthRouter(deps.readiness), gatewayRouter(deps), managementRouter(deps)];
+  const routers = [healthRouter(deps.readiness), gatewayRouter(deps), managementRouter(deps), consoleRouter()];
 
   app.use(requestContext(deps.logger));
   app.use(errorHandler());

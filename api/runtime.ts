@@ -10,12 +10,14 @@ import { connectRedis } from '../core/redis';
 import { taskQueue, TASK_QUEUES, type TaskQueueName } from '../workflows/definitions';
 import { connectClient, queueHasPollers } from '../workers/temporal';
 import type { AppDeps } from './app';
+import { createManagementServices } from './manage/services';
 import type { ReadinessCheck } from './health';
 
 export type ApiRuntime = { deps: AppDeps; temporal: Client; close(): Promise<void> };
 
 /** Connects everything the API process needs, from configuration. */
 export async function startApiRuntime(config: Config, logger: Logger): Promise<ApiRuntime> {
+  const sealingKeys = requireSetting(config, 'GW_SEALING_KEYS');
   const database = connectDatabase(requireSetting(config, 'DATABASE_URL'));
   const redis = connectRedis(requireSetting(config, 'REDIS_URL'), config.REDIS_KEY_PREFIX);
   const temporal = await connectClient(requireSetting(config, 'TEMPORAL_ADDRESS'), config.TEMPORAL_NAMESPACE);
@@ -54,6 +56,7 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
       clock: systemClock,
       logger,
       readiness,
+      manage: createManagementServices({ ...config, GW_SEALING_KEYS: sealingKeys }, temporal.client),
     },
     async close() {
       await unsubscribe();

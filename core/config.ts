@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { z } from 'zod';
+import { parseKeyring } from './crypto/sealing';
 
 /** Thrown for any configuration problem; entry points print its message as one line and exit. */
 export class ConfigError extends Error {}
@@ -30,6 +31,21 @@ const configSchema = z
     GW_TRUST_PROXY: booleanFlag,
     /** Failed authentications one address may make per minute before 429. */
     GW_AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().positive().default(30),
+    /**
+     * Master keys for sealed fields: `<version>:<base64 of 32 bytes>`, comma-separated, current
+     * first. `npm start` generates one under GW_DATA_DIR for development.
+     */
+    GW_SEALING_KEYS: z
+      .string()
+      .optional()
+      .superRefine((value, ctx) => {
+        if (value === undefined) return;
+        try {
+          parseKeyring(value);
+        } catch (err) {
+          ctx.addIssue({ code: 'custom', message: (err as Error).message });
+        }
+      }),
   })
   .superRefine((c, ctx) => {
     if (c.NODE_ENV === 'production' && c.GW_SCHEDULE_SCALE !== 1) {
@@ -54,7 +70,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return { ...parsed.data, dataDir: path.resolve(parsed.data.GW_DATA_DIR) };
 }
 
-type ServiceUrl = 'DATABASE_URL' | 'REDIS_URL' | 'TEMPORAL_ADDRESS';
+type ServiceUrl = 'DATABASE_URL' | 'REDIS_URL' | 'TEMPORAL_ADDRESS' | 'GW_SEALING_KEYS';
 
 /** Production entry points need real service addresses; `npm start` fills them for development. */
 export function requireSetting(config: Config, name: ServiceUrl): string {

@@ -18,7 +18,7 @@ export const ERROR_CATALOG = {
     'invalid_cache_control', 'response_cache_unavailable', 'idempotency_key_reuse',
     'idempotency_key_in_progress', 'if_match_required', 'invalid_if_match', 'unknown_resource_type',
     'operation_not_supported', 'duplicate_connection_name', 'alternate_host_off_domain',
-    'alternate_host_not_allowed',
+    'alternate_host_not_allowed', 'credential_rejected',
   ]),
   authentication: generic(401, 'authentication_error'),
   ...coded(402, 'budget_exceeded', [

@@ -12,10 +12,13 @@ import { createApp } from '../api/app';
 import { listen } from '../api/listen';
 import { startApiRuntime } from '../api/runtime';
 import { ConfigError, loadConfig, type Config } from '../core/config';
+import { newKeyring } from '../core/crypto/sealing';
 import { connectDatabase } from '../core/db/client';
 import { applyMigrations } from '../core/db/migrate';
 import { organizations } from '../core/db/schema';
+import { systemClock } from '../core/clock';
 import { createLogger } from '../core/logger';
+import { connectRedis } from '../core/redis';
 import { bootstrapOrganization } from '../core/tenancy/organizations';
 import { TASK_QUEUES, taskQueue, type TaskQueueName } from '../workflows/definitions';
 import { startQueueWorkers } from '../workers/queues';
@@ -78,6 +81,19 @@ async function startServices(config: Config) {
   return { databaseUrl, redisUrl, temporalAddress, temporalUi };
 }
 
+/**
+ * Sealed fields need a master key. For development one is generated once and kept beside the
+ * data it protects; production sets GW_SEALING_KEYS from its secret store.
+ */
+function developmentSealingKeys(dataDir: string): string {
+  const file = path.join(dataDir, 'sealing-keys');
+  if (!fs.existsSync(file)) {
+    fs.writeFileSync(file, newKeyring(), { mode: 0o600 });
+    say('Sealing key', `generated ${file} (development only; set GW_SEALING_KEYS in production)`);
+  }
+  return fs.readFileSync(file, 'utf8').trim();
+}
+
 async function bootstrapDemoOrganization(databaseUrl: string): Promise<void> {
   const database = connectDatabase(databaseUrl, { max: 1 });
   try {
@@ -99,6 +115,7 @@ async function main(): Promise<void> {
 
   const config = loadConfig({
     ...process.env,
+    GW_SEALING_KEYS: base.GW_SEALING_KEYS ?? developmentSealingKeys(base.dataDir),
     DATABASE_URL: services.databaseUrl,
     REDIS_URL: services.redisUrl,
     TEMPORAL_ADDRESS: services.temporalAddress,
@@ -108,15 +125,18 @@ async function main(): Promise<void> {
 
   say('Workers', 'bundling workflows and connecting...');
   const connection = await NativeConnection.connect({ address: services.temporalAddress });
+  const workerDatabase = connectDatabase(services.databaseUrl);
+  const workerRedis = connectRedis(services.redisUrl, config.REDIS_KEY_PREFIX);
   const queues = Object.keys(TASK_QUEUES) as TaskQueueName[];
   const workers = await startQueueWorkers(queues, {
     connection,
     namespace: config.TEMPORAL_NAMESPACE,
     taskQueuePrefix: config.GW_TASK_QUEUE_PREFIX,
+    services: { db: workerDatabase.db, redis: workerRedis, clock: systemClock },
   });
   stops.push(['Workers', async () => {
     await workers.shutdown();
-    await connection.close();
+    await Promise.allSettled([connection.close(), workerDatabase.close(), workerRedis.close()]);
   }]);
   say('Workers', `polling ${queues.map((q) => taskQueue(q, config.GW_TASK_QUEUE_PREFIX)).join(', ')}`);
 

@@ -1,6 +1,9 @@
 import { NativeConnection } from '@temporalio/worker';
 import { ConfigError, loadConfig, requireSetting } from '../core/config';
+import { systemClock } from '../core/clock';
+import { connectDatabase } from '../core/db/client';
 import { createLogger } from '../core/logger';
+import { connectRedis } from '../core/redis';
 import type { TaskQueueName } from '../workflows/definitions';
 import { startQueueWorkers } from './queues';
 import { installTemporalRuntime } from './temporal';
@@ -11,18 +14,21 @@ export async function runWorkerProcess(names: readonly TaskQueueName[]): Promise
   try {
     const config = loadConfig();
     installTemporalRuntime(config.LOG_LEVEL);
+    const database = connectDatabase(requireSetting(config, 'DATABASE_URL'));
+    const redis = connectRedis(requireSetting(config, 'REDIS_URL'), config.REDIS_KEY_PREFIX);
     const connection = await NativeConnection.connect({ address: requireSetting(config, 'TEMPORAL_ADDRESS') });
     const running = await startQueueWorkers(names, {
       connection,
       namespace: config.TEMPORAL_NAMESPACE,
       taskQueuePrefix: config.GW_TASK_QUEUE_PREFIX,
+      services: { db: database.db, redis, clock: systemClock },
     });
     log.info({ queues: names }, 'worker polling');
     const stop = () => void running.shutdown();
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
     await running.done;
-    await connection.close();
+    await Promise.allSettled([connection.close(), database.close(), redis.close()]);
   } catch (err) {
     // One line at start-up: a bad setting or an unreachable Temporal, not a stack trace.
     console.error(`gw-worker: ${(err as Error).message}`);

@@ -1,5 +1,10 @@
 import { bundleWorkflowCode, NativeConnection, type Worker } from '@temporalio/worker';
+import { createKeyRotationActivities } from '../activities/key-rotation';
 import { createProbeActivities } from '../activities/probe';
+import { createSecretRotationActivities } from '../activities/secret-rotation';
+import type { Clock } from '../core/clock';
+import type { Database } from '../core/db/client';
+import type { RedisHandle } from '../core/redis';
 import { taskQueue, type TaskQueueName } from '../workflows/definitions';
 import { createWorker, WORKFLOWS_PATH, type WorkerSpec } from './temporal';
 
@@ -8,11 +13,21 @@ export type QueueWorkerDeps = {
   namespace: string;
   taskQueuePrefix: string;
   workflowBundle?: WorkerSpec['workflowBundle'];
+  services: ActivityServices;
 };
 
+/** What activities reach: the worker process connects these once and shares them. */
+export type ActivityServices = { db: Database; redis: RedisHandle; clock: Clock };
+
 /** The activities each task queue's workers serve, built from real dependencies. */
-function activitiesFor(_name: TaskQueueName, queue: string): object {
-  return { ...createProbeActivities({ taskQueue: queue }) };
+function activitiesFor(name: TaskQueueName, queue: string, services: ActivityServices): object {
+  const probe = createProbeActivities({ taskQueue: queue });
+  switch (name) {
+    case 'maintenance':
+      return { ...probe, ...createKeyRotationActivities(services), ...createSecretRotationActivities(services) };
+    default:
+      return probe;
+  }
 }
 
 const noop = () => undefined;
@@ -32,7 +47,7 @@ export async function startQueueWorkers(names: readonly TaskQueueName[], deps: Q
         connection: deps.connection,
         namespace: deps.namespace,
         taskQueue: queue,
-        activities: activitiesFor(name, queue),
+        activities: activitiesFor(name, queue, deps.services),
         workflowBundle,
       });
     }),

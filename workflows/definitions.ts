@@ -1,3 +1,5 @@
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+
 /**
  * Names shared by workflows, workers, the API and the launcher: task queues, search attributes,
  * workflow ids. Deterministic constants only; workflows import this file.
@@ -26,6 +28,22 @@ export const SEARCH_ATTRIBUTES = {
   GwModel: 'Keyword',
 } as const;
 
+/** Workflow ids are business ids: one rotation per key, one retirement schedule per endpoint. */
+export const searchAttributeKeys = {
+  orgId: defineSearchAttributeKey('GwOrgId', SearchAttributeType.KEYWORD),
+  keyId: defineSearchAttributeKey('GwKeyId', SearchAttributeType.KEYWORD),
+  jobStatus: defineSearchAttributeKey('GwJobStatus', SearchAttributeType.KEYWORD),
+  model: defineSearchAttributeKey('GwModel', SearchAttributeType.KEYWORD),
+};
+
 export const workflowIds = {
   probe: (runId: string) => `probe_${runId}`,
+  keyRotation: (oldKeyId: string) => `keyrot_${oldKeyId}`,
+  secretRotation: (endpointId: string) => `whsecrot_${endpointId}`,
 };
+
+/** The old key stops working at `revokeAt` (ISO 8601): the end of the rotation overlap. */
+export type KeyRotationInput = { orgId: string; oldKeyId: string; revokeAt: string };
+
+/** Retired signing secrets of the endpoint stop signing from `retireAt` (ISO 8601) on. */
+export type SecretRotationInput = { orgId: string; endpointId: string; retireAt: string };

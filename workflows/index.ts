@@ -1,2 +1,4 @@
 /** Every workflow the workers register. Deterministic code only. */
 export { probeWorkflow } from './probe';
+export { keyRotation } from './key-rotation';
+export { secretRotation } from './secret-rotation';

@@ -9,18 +9,31 @@ import { GatewayError } from '../../core/errors';
 import type { GatewayState } from '../context';
 import { jsonBody } from '../middleware/body';
 import { authorize, managementAuth } from '../middleware/management-auth';
-import { gatewayKeysResource } from './resources/gateway-keys';
-import { projectsResource } from './resources/projects';
+import { presentProviderKinds } from '../../core/providers/kinds';
+import { buildOpenApiDocument } from './openapi';
+import { RESOURCES } from './resources';
 import { resourceRouter } from './resources/router';
+import type { ManagementServices } from './services';
 
-export type ManagementRouterDeps = { db: Database; redis: RedisHandle; authFailures: AuthFailureLimiter; clock: Clock };
-
-/** Every resource type the generic operations serve. */
-const RESOURCES = [projectsResource, gatewayKeysResource] as const;
+export type ManagementRouterDeps = { db: Database; redis: RedisHandle; authFailures: AuthFailureLimiter; clock: Clock; manage: ManagementServices };
 
 export function managementRouter(deps: ManagementRouterDeps): Router<GatewayState> {
   const router = new Router<GatewayState>({ prefix: '/manage/v1' });
+  const openApiDocument = JSON.stringify(buildOpenApiDocument(RESOURCES));
+
+  // The document describes the API, not any organization: readable without a token, like the
+  // public documentation it is.
+  router.get('/openapi.json', (ctx) => {
+    ctx.type = 'application/json';
+    ctx.body = openApiDocument;
+  });
+
   router.use(managementAuth(deps), jsonBody());
+
+  /** Catalog data: any valid management token may read it. */
+  router.get('/provider_kinds', (ctx) => {
+    ctx.body = presentProviderKinds();
+  });
 
   /** The calling token's organization: plan, entitlement and environments. */
   router.get('/organization', async (ctx) => {

@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { Client } from 'pg';
+import { newKeyring } from '../../core/crypto/sealing';
 import { applyMigrations } from '../../core/db/migrate';
 import { freePort } from '../../scripts/lib/ports';
 import { postgresAnswers, redisAnswers, startEmbeddedPostgres, startRedisServer } from '../../scripts/lib/local-services';
@@ -59,6 +60,7 @@ export default async function globalSetup(): Promise<void> {
   const bundlePath = path.join(scratch, 'workflow-bundle.js');
   fs.writeFileSync(bundlePath, code);
   process.env.GW_TEST_WORKFLOW_BUNDLE = bundlePath;
+  process.env.GW_SEALING_KEYS = newKeyring();
   process.env.NODE_ENV = 'test';
   process.env.LOG_LEVEL = process.env.LOG_LEVEL ?? 'silent';
 

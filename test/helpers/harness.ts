@@ -2,6 +2,7 @@ import { NativeConnection } from '@temporalio/worker';
 import { createApp } from '../../api/app';
 import { listen } from '../../api/listen';
 import { startApiRuntime, type ApiRuntime } from '../../api/runtime';
+import { systemClock } from '../../core/clock';
 import { loadConfig, type Config } from '../../core/config';
 import { connectDatabase, type DatabaseHandle } from '../../core/db/client';
 import { createLogger } from '../../core/logger';
@@ -71,18 +72,21 @@ export async function startTestWorkers(names: readonly TaskQueueName[], taskQueu
     // Already installed by an earlier test file in this Jest worker process.
   }
   const connection = await NativeConnection.connect({ address: process.env.TEMPORAL_ADDRESS! });
+  const database = testDatabase();
+  const redis = testRedis();
   const running = await startQueueWorkers(names, {
     connection,
     namespace: 'default',
     taskQueuePrefix,
     workflowBundle: { codePath: process.env.GW_TEST_WORKFLOW_BUNDLE! },
+    services: { db: database.db, redis, clock: systemClock },
   });
   return {
     ...running,
     connection,
     async shutdown() {
       await running.shutdown();
-      await connection.close();
+      await Promise.allSettled([connection.close(), database.close(), redis.close()]);
     },
   };
 }

@@ -6,6 +6,7 @@ import { CREDIT_PERIODS, environments, gatewayKeys, OBSERVABILITY_ACCESS, projec
 import { GatewayError } from '../../../core/errors';
 import { isProviderKind } from '../../../core/providers/kinds';
 import { issueGatewayKey } from '../../../core/tenancy/gateway-keys';
+import { unixTime } from './fields';
 import type { ResourceCall, ResourceType } from './resource-type';
 import { unix } from './router';
 
@@ -59,6 +60,30 @@ const createSchema = z.strictObject({
 });
 const patchSchema = z.strictObject({ ...settable, disabled: z.boolean() }).partial();
 
+export const DEFAULT_ROTATION_OVERLAP_SECONDS = 86_400;
+export const MAX_ROTATION_OVERLAP_SECONDS = 604_800;
+
+const readSchema = z.object({
+  label: z.string(),
+  project_id: z.string(),
+  key_prefix: z.string().describe('The first characters of the secret, to recognise it.'),
+  credit_limit: creditLimit.nullable(),
+  rate_limit_rpm: z.number().int(),
+  model_allowlist: z.array(z.string()),
+  allowed_routes: z.array(z.string()),
+  allowed_providers: z.array(z.string()),
+  environment: z.string().nullable(),
+  expires_at: z.string().nullable(),
+  observability_access: z.enum(OBSERVABILITY_ACCESS),
+  payload_access: z.boolean(),
+  disabled: z.boolean(),
+  allowed_ips: z.array(z.string()),
+  rotated_from_key_id: z.string().nullable(),
+  revoked_at: z.string().nullable(),
+  created_at: unixTime,
+  updated_at: unixTime,
+});
+
 type Settable = Partial<z.infer<z.ZodObject<typeof settable>>>;
 
 async function checkReferences(db: Executor, orgId: string, input: Settable): Promise<void> {
@@ -87,11 +112,57 @@ function columns(input: Settable): Partial<typeof gatewayKeys.$inferInsert> {
   };
 }
 
-async function findKey(db: Executor, orgId: string, id: string, forUpdate: boolean): Promise<KeyRow | null> {
+async function findKey(db: Executor, orgId: string, id: string, forUpdate: boolean, includeRevoked = false): Promise<KeyRow | null> {
   // A revoked key no longer appears in lists or reads (spec 2.6).
-  const query = db.select().from(gatewayKeys).where(and(eq(gatewayKeys.orgId, orgId), eq(gatewayKeys.id, id), isNull(gatewayKeys.revokedAt)));
+  const query = db.select().from(gatewayKeys)
+    .where(and(eq(gatewayKeys.orgId, orgId), eq(gatewayKeys.id, id), includeRevoked ? undefined : isNull(gatewayKeys.revokedAt)));
   const [row] = forUpdate ? await query.for('update') : await query;
   return row ?? null;
+}
+
+const rotateSchema = z.strictObject({
+  overlap_seconds: z.number().int().min(0).max(MAX_ROTATION_OVERLAP_SECONDS).optional(),
+});
+
+/**
+ * Spec 4.4: a new key with the old one's configuration and lineage (so spend limits and grants
+ * carry over); the old key keeps working for the overlap, then the durable `keyRotation`
+ * workflow revokes it. Its `expires_at` is also moved to the overlap's end, so the gateway
+ * refuses it on time even before the workflow runs.
+ */
+async function rotateKey(call: ResourceCall, old: KeyRow, input: z.infer<typeof rotateSchema>) {
+  const notRotatable = (why: string) => new GatewayError('key_not_rotatable', `This key cannot be rotated: ${why}.`);
+  if (old.revokedAt) throw notRotatable('it is revoked');
+  if (old.expiresAt && old.expiresAt <= call.now) throw notRotatable('it has expired');
+  const [successor] = await call.db.select({ id: gatewayKeys.id }).from(gatewayKeys).where(eq(gatewayKeys.rotatedFromKeyId, old.id));
+  if (successor) throw notRotatable(`it was already rotated to \`${successor.id}\``);
+  const [project] = await call.db.select({ archivedAt: projects.archivedAt }).from(projects).where(eq(projects.id, old.projectId));
+  if (project?.archivedAt) throw notRotatable('its project is archived');
+
+  // Everything but identity, secret and history carries over, `disabled` included: rotating
+  // must not quietly re-enable a key someone switched off.
+  const { id: _id, secretHash: _h, secretPrefix: _p, revokedAt: _r, version: _v, createdAt: _c, updatedAt: _u, ...config } = old;
+  const issued = await issueGatewayKey(call.db, { ...config, rotatedFromKeyId: old.id, createdByMemberId: call.principal.memberId });
+  const answer = (await findKey(call.db, old.orgId, issued.id, false))!;
+
+  const overlapSeconds = input.overlap_seconds ?? DEFAULT_ROTATION_OVERLAP_SECONDS;
+  let changes: Partial<KeyRow>;
+  if (overlapSeconds === 0) {
+    changes = { revokedAt: call.now };
+  } else {
+    const end = new Date(call.now.getTime() + call.services.scaleMs(overlapSeconds * 1000));
+    changes = { expiresAt: old.expiresAt && old.expiresAt < end ? old.expiresAt : end };
+    await call.services.scheduleKeyRevocation({ orgId: old.orgId, oldKeyId: old.id, revokeAt: changes.expiresAt!.toISOString() });
+  }
+  return {
+    changes,
+    answer,
+    reveal: {
+      secret: issued.secret,
+      previous_key: { id: old.id, expires_at: changes.expiresAt?.toISOString() ?? null, revoked_at: changes.revokedAt?.toISOString() ?? null },
+    },
+    auditDetail: { new_key_id: issued.id, overlap_seconds: overlapSeconds },
+  };
 }
 
 export const gatewayKeysResource: ResourceType<KeyRow> = {
@@ -99,10 +170,12 @@ export const gatewayKeysResource: ResourceType<KeyRow> = {
   object: 'gateway_key',
   scope: 'keys',
   table: gatewayKeys,
+  readSchema,
   createSchema,
+  revealSchema: z.object({ secret: z.string().describe('The key secret, shown only in this answer.') }),
   patchSchema,
 
-  find: (db, orgId, id, { forUpdate }) => findKey(db, orgId, id, forUpdate),
+  find: (db, orgId, id, { forUpdate, includeHidden }) => findKey(db, orgId, id, forUpdate, includeHidden),
 
   list(db, principal) {
     return db.select().from(gatewayKeys)
@@ -140,6 +213,19 @@ export const gatewayKeysResource: ResourceType<KeyRow> = {
   /** DELETE revokes: the key stops working at once and vanishes from lists and reads. */
   async remove(call) {
     return { revokedAt: call.now };
+  },
+
+  actions: {
+    rotate: {
+      summary: 'Rotate a key: a new key with the same configuration; the old one ends after `overlap_seconds`.',
+      schema: rotateSchema,
+      ifMatch: 'optional',
+      revealSchema: z.object({
+        secret: z.string(),
+        previous_key: z.object({ id: z.string(), expires_at: z.string().nullable(), revoked_at: z.string().nullable() }),
+      }),
+      run: rotateKey,
+    },
   },
 
   projectOf: (row) => row.projectId,

@@ -3,18 +3,13 @@ import { z } from 'zod';
 import { gatewayKeys, projects } from '../../../core/db/schema';
 import { GatewayError } from '../../../core/errors';
 import { newId } from '../../../core/ids';
+import { nameField, spendLimitSchema, unixTime } from './fields';
 import type { ResourceType } from './resource-type';
 import { unix } from './router';
 
 type ProjectRow = typeof projects.$inferSelect;
 
-export const spendLimitSchema = z.strictObject({
-  monthly: z.number().positive().max(1_000_000_000),
-  behavior: z.enum(['alert', 'block']),
-  alert_at: z.array(z.number().gt(0).max(1)).max(10).optional(),
-});
-
-const name = z.string().trim().min(1).max(80);
+const name = nameField;
 const slug = z.string().min(1).max(60).regex(/^[a-z0-9][a-z0-9_-]*$/, 'lower-case letters, digits, - and _');
 
 const createSchema = z.strictObject({
@@ -40,6 +35,16 @@ export const projectsResource: ResourceType<ProjectRow> = {
   object: 'project',
   scope: 'projects',
   table: projects,
+  readSchema: z.object({
+    name: z.string(),
+    slug: z.string(),
+    model_allowlist: z.array(z.string()),
+    spend_limit: spendLimitSchema.nullable(),
+    archived: z.boolean(),
+    archived_at: unixTime.nullable(),
+    created_at: unixTime,
+    updated_at: unixTime,
+  }),
   createSchema,
   patchSchema,
 

@@ -2,6 +2,9 @@ import type { PgColumn, PgTable } from 'drizzle-orm/pg-core';
 import type { z } from 'zod';
 import type { ManagementPrincipal } from '../../../core/auth/management-token-auth';
 import type { Database, Executor } from '../../../core/db/client';
+import type { MemberRole } from '../../../core/db/schema';
+import type { GatewayError } from '../../../core/errors';
+import type { ManagementServices } from '../services';
 
 /** A table the framework can version: it reads and writes these columns generically. */
 export type VersionedTable = PgTable & { id: PgColumn; orgId: PgColumn; version: PgColumn; updatedAt: PgColumn };
@@ -14,10 +17,31 @@ export type ResourceCall = {
   principal: ManagementPrincipal;
   now: Date;
   query: Record<string, string | string[] | undefined>;
+  services: ManagementServices;
 };
 
 /** What a write changed, for the audit row: never sealed values. */
 export type WriteResult<Row> = { row: Row; reveal?: Record<string, unknown>; auditDetail?: Record<string, unknown> };
+
+/**
+ * A resource-specific operation, `POST /<type>/{id}/<name>` (spec 4.4): rotate a key, replace
+ * a credential, rotate a signing secret. The framework locks the row, checks If-Match, writes
+ * `changes` as the row's next version, audits and answers `answer` (another row of the same
+ * type, such as the new key) or the changed row, plus `reveal` (secrets shown once).
+ */
+export type ResourceAction<Row> = {
+  summary: string;
+  schema: z.ZodType;
+  ifMatch: 'optional' | 'required';
+  /** Extra wire fields of the answer, for the OpenAPI document. */
+  revealSchema?: z.ZodType;
+  run(call: ResourceCall, row: Row, input: never): Promise<{
+    changes?: Record<string, unknown>;
+    answer?: Row;
+    reveal?: Record<string, unknown>;
+    auditDetail?: Record<string, unknown>;
+  }>;
+};
 
 /**
  * One management resource type: data plus a few functions. The framework (router.ts) owns
@@ -32,17 +56,36 @@ export interface ResourceType<Row extends VersionedRow = VersionedRow> {
   object: string;
   /** Scope area: reads need `<scope>:read`, writes `<scope>:write`. */
   scope: string;
+  /** One object per organization, read and patched at `/<type>` (its id is the organization's). */
+  singleton?: boolean;
   table: VersionedTable;
+  /** The wire fields present() returns, for the OpenAPI document and response checks in tests. */
+  readSchema: z.ZodObject;
   createSchema?: z.ZodType;
+  /** Fields only the create answer carries (a secret shown once). */
+  revealSchema?: z.ZodObject;
   patchSchema?: z.ZodType;
-  /** The visible row with this id in the organization, or null (404 resource_not_found). */
-  find(db: Executor, orgId: string, id: string, options: { forUpdate: boolean }): Promise<Row | null>;
+  /** Lowest creator role for writes; `member` when absent. */
+  writeRole?: MemberRole;
+  /**
+   * The visible row with this id in the organization, or null (404 resource_not_found).
+   * Actions ask with `includeHidden` so they can refuse a hidden row with their own error
+   * (rotating a revoked key is 409 key_not_rotatable, not 404).
+   */
+  find(db: Executor, orgId: string, id: string, options: { forUpdate: boolean; includeHidden?: boolean }): Promise<Row | null>;
   list?(db: Database, principal: ManagementPrincipal): Promise<Row[]>;
   create?(call: ResourceCall, input: never): Promise<WriteResult<Row>>;
   /** Column changes for a validated patch; the framework bumps the version and writes them. */
   patch?(call: ResourceCall, row: Row, input: never): Promise<Record<string, unknown>>;
-  /** Column changes for a soft delete, or 'delete' to remove the row. */
-  remove?(call: ResourceCall, row: Row): Promise<Record<string, unknown> | 'delete'>;
+  /**
+   * What DELETE does: column changes the row keeps showing (a revoked key, an archived
+   * project), `{ hide }` for changes after which the row is gone from reads (a soft delete),
+   * or 'delete' to remove the row.
+   */
+  remove?(call: ResourceCall, row: Row): Promise<Record<string, unknown> | 'delete' | { hide: Record<string, unknown> }>;
+  /** The 400 a unique index's violation means (a duplicate name), by constraint name. */
+  uniqueConflict?(constraint: string): GatewayError | undefined;
+  actions?: Record<string, ResourceAction<Row>>;
   /** Project the row belongs to, for project-restricted tokens. */
   projectOf?(row: Row): string | null;
   /** The resource's own wire fields (the framework adds id, object, version, managed_by). */

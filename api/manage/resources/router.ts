@@ -4,17 +4,18 @@ import { publishConfigChange } from '../../../core/cache/config-changes';
 import type { Clock } from '../../../core/clock';
 import { appendAudit } from '../../../core/audit';
 import type { ManagementPrincipal } from '../../../core/auth/management-token-auth';
-import type { Database, Transaction } from '../../../core/db/client';
+import type { Database, Executor, Transaction } from '../../../core/db/client';
 import { GatewayError } from '../../../core/errors';
 import { withIdempotency } from '../../../core/idempotency';
 import type { RedisHandle } from '../../../core/redis';
 import type { GatewayContext, GatewayState } from '../../context';
-import { authorize, requireProjectAccess } from '../../middleware/management-auth';
+import { authorize } from '../../middleware/management-auth';
 import { parseInput } from '../../validation';
 import { etag, parseIfMatch, versionConflict } from '../if-match';
+import type { ManagementServices } from '../services';
 import type { ResourceCall, ResourceType, VersionedRow } from './resource-type';
 
-export type ResourceRouterDeps = { db: Database; redis: RedisHandle; clock: Clock };
+export type ResourceRouterDeps = { db: Database; redis: RedisHandle; clock: Clock; manage: ManagementServices };
 
 /** Unix seconds for every timestamp on the wire. */
 export function unix(d: Date | null | undefined): number | null {
@@ -25,7 +26,10 @@ export function envelope<Row extends VersionedRow>(resource: ResourceType<Row>, 
   return { id: row.id, object: resource.object, ...resource.present(row), version: row.version, managed_by: row.managedBy };
 }
 
-/** Writes a row's changes as its next version; the WHERE on the version makes a lost race a conflict. */
+/**
+ * Writes a row's changes as its next version; the WHERE on the version makes a lost race a
+ * conflict. Answers the row as the resource reads it (some resources join other tables).
+ */
 async function writeNextVersion(tx: Transaction, resource: ResourceType, row: VersionedRow, changes: Record<string, unknown>, now: Date): Promise<VersionedRow> {
   const table = resource.table;
   const [next] = (await tx
@@ -34,14 +38,14 @@ async function writeNextVersion(tx: Transaction, resource: ResourceType, row: Ve
     .where(and(eq(table.id, row.id), eq(table.version, row.version)))
     .returning()) as unknown as VersionedRow[];
   if (!next) throw versionConflict(row.version + 1);
-  return next;
+  return (await resource.find(tx, row.orgId, row.id, { forUpdate: false, includeHidden: true })) ?? next;
 }
 
 function auditWrite(
   tx: Transaction,
   principal: ManagementPrincipal,
   resource: ResourceType,
-  verb: 'create' | 'update' | 'delete',
+  verb: string,
   resourceId: string,
   versions: [before: number | null, after: number | null],
   detail?: Record<string, unknown>,
@@ -58,14 +62,27 @@ function auditWrite(
   });
 }
 
-function queryOf(ctx: GatewayContext): ResourceCall['query'] {
-  return ctx.query as ResourceCall['query'];
+type Answer = { status: number; body: Record<string, unknown> };
+
+/**
+ * Runs a write, turning a unique-index violation into the resource's own 400 (two concurrent
+ * creates with one name: the loser gets `duplicate_connection_name`, not a 500).
+ */
+async function mappingConflicts<T>(resource: ResourceType, write: () => Promise<T>): Promise<T> {
+  try {
+    return await write();
+  } catch (err) {
+    const cause = (err as { cause?: { code?: string; constraint?: string } }).cause ?? (err as { code?: string; constraint?: string });
+    const mapped = cause?.code === '23505' && cause.constraint ? resource.uniqueConflict?.(cause.constraint) : undefined;
+    throw mapped ?? err;
+  }
 }
 
 /**
  * The generic management operations for every registered resource type (spec 4.4):
- * list, read, create (with Idempotency-Key), patch and delete (with If-Match), each audited,
- * each publishing a config change so every API instance drops cached configuration.
+ * list, read, create and actions (with Idempotency-Key), patch and delete (with If-Match),
+ * each audited, each publishing a config change so every API instance drops cached
+ * configuration. Singleton types (org_settings) are read and patched at `/<type>`.
  */
 export function resourceRouter(resources: readonly ResourceType<never>[], deps: ResourceRouterDeps): Router<GatewayState> {
   const byType = new Map<string, ResourceType>(resources.map((r) => [r.type, r as unknown as ResourceType]));
@@ -81,21 +98,78 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
     return new GatewayError('operation_not_supported', `\`${resource.type}\` does not support ${what}.`);
   }
 
-  async function visible(resource: ResourceType, ctx: GatewayContext, db: Parameters<ResourceType['find']>[0], forUpdate: boolean) {
+  function writer(ctx: GatewayContext, resource: ResourceType): ManagementPrincipal {
+    return authorize(ctx, `${resource.scope}:write`, resource.writeRole ?? 'member');
+  }
+
+  function callFor(ctx: GatewayContext, db: Executor, principal: ManagementPrincipal, now: Date): ResourceCall {
+    return { db, principal, now, query: ctx.query as ResourceCall['query'], services: deps.manage };
+  }
+
+  /**
+   * The row the caller may see, or 404. Rows of other organizations and of projects outside a
+   * restricted token's reach answer the same: no hint that they exist.
+   */
+  async function visible(resource: ResourceType, ctx: GatewayContext, db: Executor, id: string, forUpdate: boolean, includeHidden = false) {
     const principal = ctx.state.principal!;
-    const row = await resource.find(db, principal.orgId, ctx.params.id!, { forUpdate });
-    if (!row) throw new GatewayError('resource_not_found', `No ${resource.object} \`${ctx.params.id}\`.`);
-    const project = resource.projectOf?.(row);
-    if (project) requireProjectAccess(ctx, project);
+    const row = await resource.find(db, principal.orgId, id, { forUpdate, includeHidden });
+    const project = row && resource.projectOf?.(row);
+    if (!row || (project && principal.projectIds && !principal.projectIds.includes(project))) {
+      throw new GatewayError('resource_not_found', `No ${resource.object} \`${id}\`.`);
+    }
     return row;
   }
 
-  async function changed(resource: ResourceType, id: string) {
-    await publishConfigChange(deps.redis, `${resource.type}:${id}`).catch(() => undefined);
+  function idOf(ctx: GatewayContext, resource: ResourceType): string {
+    return resource.singleton ? ctx.state.principal!.orgId : ctx.params.id!;
+  }
+
+  async function changed(resource: ResourceType, ...ids: string[]) {
+    for (const id of new Set(ids)) await publishConfigChange(deps.redis, `${resource.type}:${id}`).catch(() => undefined);
+  }
+
+  /** Runs a POST once per Idempotency-Key (spec 4.4): a replay answers the first status and body. */
+  async function once(ctx: GatewayContext, principal: ManagementPrincipal, scope: string, now: Date, perform: () => Promise<Answer>): Promise<void> {
+    const key = ctx.get('idempotency-key');
+    const answer = key
+      ? await withIdempotency(deps.db, { orgId: principal.orgId, scope, key, request: ctx.state.body ?? null, now }, perform)
+      : await perform();
+    ctx.status = answer.status;
+    const version = (answer.body as { version?: number }).version;
+    if (version !== undefined) ctx.set('ETag', etag(version));
+    ctx.body = answer.body;
+  }
+
+  async function read(ctx: GatewayContext, resource: ResourceType) {
+    authorize(ctx, `${resource.scope}:read`);
+    const row = await visible(resource, ctx, deps.db, idOf(ctx, resource), false);
+    ctx.set('ETag', etag(row.version));
+    ctx.body = envelope(resource, row);
+  }
+
+  async function patch(ctx: GatewayContext, resource: ResourceType) {
+    if (!resource.patch || !resource.patchSchema) throw unsupported(resource, 'patch');
+    const principal = writer(ctx, resource);
+    const expected = parseIfMatch(ctx.get('if-match') || undefined, true)!;
+    const input = parseInput(resource.patchSchema, ctx.state.body ?? {});
+    const now = deps.clock.now();
+
+    const updated = await mappingConflicts(resource, () => deps.db.transaction(async (tx) => {
+      const row = await visible(resource, ctx, tx, idOf(ctx, resource), true);
+      if (row.version !== expected) throw versionConflict(row.version);
+      const changes = await resource.patch!(callFor(ctx, tx, principal, now), row, input as never);
+      const next = await writeNextVersion(tx, resource, row, changes, now);
+      await auditWrite(tx, principal, resource, 'update', row.id, [row.version, next.version], { fields: Object.keys(input as object) });
+      return next;
+    }));
+    await changed(resource, updated.id);
+    ctx.set('ETag', etag(updated.version));
+    ctx.body = envelope(resource, updated);
   }
 
   router.get('/:type', async (ctx) => {
     const resource = resourceFor(ctx);
+    if (resource.singleton) return read(ctx, resource);
     if (!resource.list) throw unsupported(resource, 'list');
     const principal = authorize(ctx, `${resource.scope}:read`);
     const rows = await resource.list(deps.db, principal);
@@ -108,74 +182,83 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
 
   router.get('/:type/:id', async (ctx) => {
     const resource = resourceFor(ctx);
-    authorize(ctx, `${resource.scope}:read`);
-    const row = await visible(resource, ctx, deps.db, false);
-    ctx.set('ETag', etag(row.version));
-    ctx.body = envelope(resource, row);
+    if (resource.singleton) throw unsupported(resource, 'reads by id; read it at its own path');
+    await read(ctx, resource);
   });
 
   router.post('/:type', async (ctx) => {
     const resource = resourceFor(ctx);
     if (!resource.create || !resource.createSchema) throw unsupported(resource, 'create');
-    const principal = authorize(ctx, `${resource.scope}:write`);
+    const principal = writer(ctx, resource);
     const input = parseInput(resource.createSchema, ctx.state.body ?? {});
     const now = deps.clock.now();
 
-    const perform = async () => {
-      const result = await deps.db.transaction(async (tx) => {
-        const call: ResourceCall = { db: tx, principal, now, query: queryOf(ctx) };
-        const { row, reveal, auditDetail } = await resource.create!(call, input as never);
+    await once(ctx, principal, `manage:${resource.type}`, now, async () => {
+      const result = await mappingConflicts(resource, () => deps.db.transaction(async (tx) => {
+        const { row, reveal, auditDetail } = await resource.create!(callFor(ctx, tx, principal, now), input as never);
         await auditWrite(tx, principal, resource, 'create', row.id, [null, row.version], auditDetail);
         return { status: 201, body: { ...envelope(resource, row), ...reveal } };
-      });
-      await changed(resource, (result.body as { id: string }).id);
+      }));
+      await changed(resource, result.body.id as string);
       return result;
-    };
+    });
+  });
 
-    const idempotencyKey = ctx.get('idempotency-key');
-    const answer = idempotencyKey
-      ? await withIdempotency(deps.db, { orgId: principal.orgId, scope: `manage:${resource.type}`, key: idempotencyKey, request: ctx.state.body ?? null, now }, perform)
-      : await perform();
-    ctx.status = answer.status;
-    ctx.set('ETag', etag((answer.body as { version: number }).version));
-    ctx.body = answer.body;
+  router.post('/:type/:id/:action', async (ctx) => {
+    const resource = resourceFor(ctx);
+    const action = resource.actions && Object.hasOwn(resource.actions, ctx.params.action!) ? resource.actions[ctx.params.action!] : undefined;
+    if (!action) throw unsupported(resource, `\`${ctx.params.action}\``);
+    const principal = writer(ctx, resource);
+    const expected = parseIfMatch(ctx.get('if-match') || undefined, action.ifMatch === 'required');
+    const input = parseInput(action.schema, ctx.state.body ?? {});
+    const now = deps.clock.now();
+
+    await once(ctx, principal, `manage:${resource.type}/${ctx.params.id}/${ctx.params.action}`, now, async () => {
+      const result = await mappingConflicts(resource, () => deps.db.transaction(async (tx) => {
+        const row = await visible(resource, ctx, tx, ctx.params.id!, true, true);
+        if (expected !== null && expected !== undefined && row.version !== expected) throw versionConflict(row.version);
+        const outcome = await action.run(callFor(ctx, tx, principal, now), row, input as never);
+        const current = outcome.changes ? await writeNextVersion(tx, resource, row, outcome.changes, now) : row;
+        await auditWrite(tx, principal, resource, ctx.params.action!, row.id, [row.version, current.version], outcome.auditDetail);
+        const answered = outcome.answer ?? current;
+        return { status: 200, body: { ...envelope(resource, answered), ...outcome.reveal }, ids: [row.id, answered.id] };
+      }));
+      await changed(resource, ...result.ids);
+      return { status: result.status, body: result.body };
+    });
+  });
+
+  router.patch('/:type', async (ctx) => {
+    const resource = resourceFor(ctx);
+    if (!resource.singleton) throw unsupported(resource, 'patch without an id');
+    await patch(ctx, resource);
   });
 
   router.patch('/:type/:id', async (ctx) => {
     const resource = resourceFor(ctx);
-    if (!resource.patch || !resource.patchSchema) throw unsupported(resource, 'patch');
-    const principal = authorize(ctx, `${resource.scope}:write`);
-    const expected = parseIfMatch(ctx.get('if-match') || undefined, true)!;
-    const input = parseInput(resource.patchSchema, ctx.state.body ?? {});
-    const now = deps.clock.now();
-
-    const updated = await deps.db.transaction(async (tx) => {
-      const row = await visible(resource, ctx, tx, true);
-      if (row.version !== expected) throw versionConflict(row.version);
-      const changes = await resource.patch!({ db: tx, principal, now, query: queryOf(ctx) }, row, input as never);
-      const next = await writeNextVersion(tx, resource, row, changes, now);
-      await auditWrite(tx, principal, resource, 'update', row.id, [row.version, next.version], { fields: Object.keys(input as object) });
-      return next;
-    });
-    await changed(resource, updated.id);
-    ctx.set('ETag', etag(updated.version));
-    ctx.body = envelope(resource, updated);
+    if (resource.singleton) throw unsupported(resource, 'patch by id; patch it at its own path');
+    await patch(ctx, resource);
   });
 
   router.delete('/:type/:id', async (ctx) => {
     const resource = resourceFor(ctx);
     if (!resource.remove) throw unsupported(resource, 'delete');
-    const principal = authorize(ctx, `${resource.scope}:write`);
+    const principal = writer(ctx, resource);
     const expected = parseIfMatch(ctx.get('if-match') || undefined, true)!;
     const now = deps.clock.now();
 
     const body = await deps.db.transaction(async (tx) => {
-      const row = await visible(resource, ctx, tx, true);
+      const row = await visible(resource, ctx, tx, ctx.params.id!, true);
       if (row.version !== expected) throw versionConflict(row.version);
-      const outcome = await resource.remove!({ db: tx, principal, now, query: queryOf(ctx) }, row);
+      const outcome = await resource.remove!(callFor(ctx, tx, principal, now), row);
       if (outcome === 'delete') {
         await tx.delete(resource.table).where(eq(resource.table.id, row.id));
         await auditWrite(tx, principal, resource, 'delete', row.id, [row.version, null]);
+        return { id: row.id, object: resource.object, deleted: true };
+      }
+      if ('hide' in outcome) {
+        const gone = await writeNextVersion(tx, resource, row, outcome.hide as Record<string, unknown>, now);
+        await auditWrite(tx, principal, resource, 'delete', row.id, [row.version, gone.version]);
         return { id: row.id, object: resource.object, deleted: true };
       }
       const next = await writeNextVersion(tx, resource, row, outcome, now);

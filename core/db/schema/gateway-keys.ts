@@ -1,4 +1,4 @@
-import { boolean, index, integer, jsonb, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
+import { boolean, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 import { resourceColumns } from './columns';
 import { members, organizations } from './organizations';
 import { projects } from './projects';
@@ -39,5 +39,8 @@ export const gatewayKeys = pgTable(
     createdByMemberId: text('created_by_member_id').references(() => members.id),
     ...resourceColumns(),
   },
-  (t) => [index('gateway_keys_org_project').on(t.orgId, t.projectId), index('gateway_keys_lineage').on(t.lineageId)],
+  (t) => [index('gateway_keys_org_project').on(t.orgId, t.projectId), index('gateway_keys_lineage').on(t.lineageId),
+    // A key is rotated at most once: its one successor names it here.
+    uniqueIndex('gateway_keys_rotated_from').on(t.rotatedFromKeyId),
+  ],
 );

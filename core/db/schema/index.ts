@@ -4,3 +4,8 @@ export * from './projects';
 export * from './gateway-keys';
 export * from './audit-events';
 export * from './idempotency-records';
+export * from './provider-connections';
+export * from './routes';
+export * from './org-settings';
+export * from './model-prices';
+export * from './webhook-endpoints';

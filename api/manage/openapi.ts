@@ -1,0 +1,166 @@
+import { z } from 'zod';
+import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject } from 'zod-openapi';
+import { PROVIDER_KINDS } from '../../core/providers/kinds';
+import type { ResourceType } from './resources/resource-type';
+
+/**
+ * The management OpenAPI 3.1 document (spec 4.4), generated from the same zod schemas that
+ * validate requests and describe answers, so it cannot drift from what the API does.
+ */
+
+const errorSchema = z
+  .object({ error: z.object({ message: z.string(), type: z.string(), code: z.string().nullable() }) })
+  .meta({ id: 'Error', description: 'Every error answer (spec 2.4).' });
+
+const errors = {
+  '4XX': { description: 'Refused: see `error.type` and `error.code`.', content: { 'application/json': { schema: errorSchema } } },
+  '5XX': { description: 'A defect or an unreachable dependency.', content: { 'application/json': { schema: errorSchema } } },
+};
+
+const idParam = z.object({ id: z.string().meta({ description: 'The resource id.' }) });
+const ifMatch = (required: boolean) => {
+  const header = z.string().regex(/^"\d+"$/).meta({ description: 'The version you read, quoted: `"3"`. A stale one gives 409 version_conflict.' });
+  return z.object({ 'if-match': required ? header : header.optional() });
+};
+const idempotencyKey = z.object({
+  'idempotency-key': z.string().max(255).optional().meta({ description: 'Replays the first answer for 24 hours; scoped to the organization.' }),
+});
+
+function pascal(text: string): string {
+  return text.replace(/(^|_)([a-z])/g, (_, __, c: string) => c.toUpperCase());
+}
+
+function json(schema: z.ZodType, description: string) {
+  return { description, content: { 'application/json': { schema } } };
+}
+
+function resourcePaths(resource: ResourceType): ZodOpenApiPathsObject {
+  const item = resource.readSchema
+    .extend({
+      id: z.string(),
+      object: z.literal(resource.object),
+      version: z.number().int().meta({ description: 'Send it back in If-Match; also the ETag.' }),
+      managed_by: z.string(),
+    })
+    .meta({ id: pascal(resource.object) });
+  const scope = (what: 'read' | 'write') => `Scope \`${resource.scope}:${what}\`.`;
+  const base = `/${resource.type}`;
+  const tags = [resource.type];
+  const paths: ZodOpenApiPathsObject = {};
+  const at = (path: string) => (paths[path] ??= {});
+
+  const patch = (path: string, params: object): ZodOpenApiOperationObject => ({
+    tags,
+    operationId: `patch${pascal(resource.object)}`,
+    summary: `Change ${resource.object.replace(/_/g, ' ')} fields. ${scope('write')}`,
+    requestParams: { ...params, header: ifMatch(true) },
+    requestBody: { content: { 'application/json': { schema: resource.patchSchema! } } },
+    responses: { '200': json(item, 'The changed resource.'), ...errors },
+  });
+
+  if (resource.singleton) {
+    at(base).get = { tags, operationId: `get${pascal(resource.object)}`, summary: `Read the organization's ${resource.type}. ${scope('read')}`, responses: { '200': json(item, 'The settings.'), ...errors } };
+    if (resource.patchSchema) at(base).patch = patch(base, {});
+    return paths;
+  }
+
+  const one = `${base}/{id}`;
+  if (resource.list) {
+    at(base).get = {
+      tags,
+      operationId: `list${pascal(resource.type)}`,
+      summary: `List ${resource.type.replace(/_/g, ' ')}. ${scope('read')}`,
+      responses: { '200': json(z.object({ object: z.literal('list'), data: z.array(item), has_more: z.boolean() }), 'Every visible one.'), ...errors },
+    };
+  }
+  if (resource.create && resource.createSchema) {
+    at(base).post = {
+      tags,
+      operationId: `create${pascal(resource.object)}`,
+      summary: `Create a ${resource.object.replace(/_/g, ' ')}. ${scope('write')}`,
+      requestParams: { header: idempotencyKey },
+      requestBody: { content: { 'application/json': { schema: resource.createSchema } } },
+      responses: { '201': json(resource.revealSchema ? item.extend(resource.revealSchema.shape) : item, 'The new resource.'), ...errors },
+    };
+  }
+  at(one).get = {
+    tags,
+    operationId: `get${pascal(resource.object)}`,
+    summary: `Read one ${resource.object.replace(/_/g, ' ')}. ${scope('read')}`,
+    requestParams: { path: idParam },
+    responses: { '200': json(item, 'The resource.'), ...errors },
+  };
+  if (resource.patch && resource.patchSchema) at(one).patch = patch(one, { path: idParam });
+  if (resource.remove) {
+    at(one).delete = {
+      tags,
+      operationId: `delete${pascal(resource.object)}`,
+      summary: `Delete (or revoke, or archive) a ${resource.object.replace(/_/g, ' ')}. ${scope('write')}`,
+      requestParams: { path: idParam, header: ifMatch(true), ...(resource.type === 'projects' && { query: z.object({ purge: z.enum(['true', 'false']).optional() }) }) },
+      responses: { '200': json(z.union([item, z.object({ id: z.string(), object: z.string(), deleted: z.literal(true) })]), 'What remains, or a deletion marker.'), ...errors },
+    };
+  }
+  for (const [name, action] of Object.entries(resource.actions ?? {})) {
+    at(`${one}/${name}`).post = {
+      tags,
+      operationId: `${name.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase())}${pascal(resource.object)}`,
+      summary: `${action.summary} ${scope('write')}`,
+      requestParams: { path: idParam, header: ifMatch(action.ifMatch === 'required').extend(idempotencyKey.shape) },
+      requestBody: { content: { 'application/json': { schema: action.schema } } },
+      responses: { '200': json(action.revealSchema instanceof z.ZodObject ? item.extend(action.revealSchema.shape) : item, 'The resulting resource.'), ...errors },
+    };
+  }
+  return paths;
+}
+
+export function buildOpenApiDocument(resources: readonly ResourceType[]) {
+  const providerKind = z.object({
+    id: z.enum(PROVIDER_KINDS),
+    object: z.literal('provider_kind'),
+    name: z.string(),
+    default_base_url: z.string().nullable(),
+    requires_base_url: z.boolean(),
+    alternate_hosts: z.object({ allowed: z.boolean(), domains: z.array(z.string()).nullable() }),
+    takes_model_map: z.boolean(),
+  });
+  const fixed: ZodOpenApiPathsObject = {
+    '/organization': {
+      get: {
+        tags: ['organization'],
+        operationId: 'getOrganization',
+        summary: 'The calling token\'s organization. Scope `organization:read`.',
+        responses: {
+          '200': json(z.object({
+            id: z.string(), object: z.literal('organization'), name: z.string(), plan: z.string(),
+            entitlement_state: z.string(), environments: z.array(z.string()), created_at: z.number().int(),
+          }), 'The organization.'),
+          ...errors,
+        },
+      },
+    },
+    '/provider_kinds': {
+      get: {
+        tags: ['provider_connections'],
+        operationId: 'listProviderKinds',
+        summary: 'The provider kinds a connection can be of (also at /console/providers/kinds).',
+        responses: { '200': json(z.object({ object: z.literal('list'), data: z.array(providerKind), has_more: z.boolean() }), 'Every kind.'), ...errors },
+      },
+    },
+    '/openapi.json': {
+      get: { tags: ['meta'], operationId: 'getOpenApiDocument', summary: 'This document.', responses: { '200': { description: 'OpenAPI 3.1.' } } },
+    },
+  };
+  const paths = Object.assign(fixed, ...resources.map(resourcePaths)) as ZodOpenApiPathsObject;
+  return createDocument({
+    openapi: '3.1.0',
+    info: {
+      title: 'Model gateway management API',
+      version: '1',
+      description: 'Configure projects, keys, provider connections, routes, budgets, prices and webhooks. PATCH and DELETE need If-Match; POST takes Idempotency-Key.',
+    },
+    servers: [{ url: '/manage/v1' }],
+    security: [{ managementToken: [] }],
+    components: { securitySchemes: { managementToken: { type: 'http', scheme: 'bearer', description: 'A management token (`gwm_...`).' } } },
+    paths,
+  });
+}

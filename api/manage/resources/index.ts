@@ -1,0 +1,21 @@
+import { gatewayKeysResource } from './gateway-keys';
+import { memberBudgetsResource } from './member-budgets';
+import { modelPricesResource } from './model-prices';
+import { orgSettingsResource } from './org-settings';
+import { projectsResource } from './projects';
+import { providerConnectionsResource } from './provider-connections';
+import type { ResourceType } from './resource-type';
+import { routesResource } from './routes';
+import { webhookEndpointsResource } from './webhook-endpoints';
+
+/** Every resource type the generic operations serve, and so every one the OpenAPI document lists. */
+export const RESOURCES = [
+  projectsResource,
+  gatewayKeysResource,
+  providerConnectionsResource,
+  routesResource,
+  orgSettingsResource,
+  memberBudgetsResource,
+  modelPricesResource,
+  webhookEndpointsResource,
+] as unknown as readonly ResourceType[];

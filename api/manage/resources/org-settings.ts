@@ -1,0 +1,68 @@
+import { eq } from 'drizzle-orm';
+import { z } from 'zod';
+import { roleAtLeast } from '../../../core/auth/scopes';
+import { orgSettings, UNPRICED_BUDGET_POLICIES } from '../../../core/db/schema';
+import { GatewayError } from '../../../core/errors';
+import { spendLimitSchema, unixTime } from './fields';
+import type { ResourceType } from './resource-type';
+import { unix } from './router';
+
+type SettingsRow = typeof orgSettings.$inferSelect;
+
+const settable = {
+  monthly_target: z.number().min(0).max(1_000_000_000).nullable(),
+  hard_cap: spendLimitSchema.nullable(),
+  unpriced_budget_policy: z.enum(UNPRICED_BUDGET_POLICIES),
+  prompt_logging_enabled: z.boolean(),
+  prompt_logging_retention_days: z.number().int().min(1).max(3650),
+  model_allowlist: z.array(z.string().min(1).max(200)).max(500),
+  billing_day_of_month: z.number().int().min(1).max(28),
+};
+const patchSchema = z.strictObject(settable).partial();
+
+export const orgSettingsResource: ResourceType<SettingsRow> = {
+  type: 'org_settings',
+  object: 'org_settings',
+  scope: 'settings',
+  singleton: true,
+  table: orgSettings,
+  readSchema: z.object({ ...settable, created_at: unixTime, updated_at: unixTime }),
+  patchSchema,
+
+  /** The organization's settings; the row with every default appears on first use. */
+  async find(db, orgId, id, { forUpdate }) {
+    if (id !== orgId) return null;
+    await db.insert(orgSettings).values({ id: orgId, orgId }).onConflictDoNothing();
+    const query = db.select().from(orgSettings).where(eq(orgSettings.id, orgId));
+    const [row] = forUpdate ? await query.for('update') : await query;
+    return row ?? null;
+  },
+
+  async patch(call, row, input: z.infer<typeof patchSchema>) {
+    // Letting unpriced traffic through a blocking budget weakens every budget: owners only.
+    if (input.unpriced_budget_policy === 'allow' && row.unpricedBudgetPolicy !== 'allow' && !roleAtLeast(call.principal.role, 'owner')) {
+      throw new GatewayError('insufficient_role', 'Only an owner may set `unpriced_budget_policy` to `allow`.');
+    }
+    return {
+      ...(input.monthly_target !== undefined && { monthlyTarget: input.monthly_target }),
+      ...(input.hard_cap !== undefined && { hardCap: input.hard_cap }),
+      ...(input.unpriced_budget_policy !== undefined && { unpricedBudgetPolicy: input.unpriced_budget_policy }),
+      ...(input.prompt_logging_enabled !== undefined && { promptLoggingEnabled: input.prompt_logging_enabled }),
+      ...(input.prompt_logging_retention_days !== undefined && { promptLoggingRetentionDays: input.prompt_logging_retention_days }),
+      ...(input.model_allowlist !== undefined && { modelAllowlist: input.model_allowlist }),
+      ...(input.billing_day_of_month !== undefined && { billingDayOfMonth: input.billing_day_of_month }),
+    };
+  },
+
+  present: (row) => ({
+    monthly_target: row.monthlyTarget,
+    hard_cap: row.hardCap,
+    unpriced_budget_policy: row.unpricedBudgetPolicy,
+    prompt_logging_enabled: row.promptLoggingEnabled,
+    prompt_logging_retention_days: row.promptLoggingRetentionDays,
+    model_allowlist: row.modelAllowlist,
+    billing_day_of_month: row.billingDayOfMonth,
+    created_at: unix(row.createdAt),
+    updated_at: unix(row.updatedAt),
+  }),
+};

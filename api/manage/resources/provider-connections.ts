@@ -1,0 +1,240 @@
+import { and, asc, eq, isNull } from 'drizzle-orm';
+import { z } from 'zod';
+import type { Sealer } from '../../../core/crypto/sealing';
+import { CONNECTION_STATUSES, POOL_ROLES, providerConnections } from '../../../core/db/schema';
+import { GatewayError } from '../../../core/errors';
+import { newId } from '../../../core/ids';
+import { checkServiceUrl, hostOnDomain } from '../../../core/net/service-url';
+import { isProviderKind, kindSpec, type ProviderKind } from '../../../core/providers/kinds';
+import { environmentFields, environmentsRead, nameField, presentEnvironments, resolveEnvironments, timeoutMsField, unixTime } from './fields';
+import type { ResourceCall, ResourceType } from './resource-type';
+import { unix } from './router';
+
+type ConnectionRow = typeof providerConnections.$inferSelect;
+
+const MAX_ALTERNATE_BASE_URLS = 5;
+const MAX_FALLBACK_SECRETS = 10;
+
+const secretField = z.string().min(1).max(8192);
+/** Kind-specific settings; `base_url` is the one every kind takes. Values are plain JSON. */
+const configField = z.looseObject({ base_url: z.string().max(2048).optional() });
+const modelMapField = z.record(z.string().min(1).max(200), z.string().min(1).max(200))
+  .refine((m) => Object.keys(m).length <= 500, 'at most 500 entries');
+
+const settable = {
+  name: nameField,
+  ...environmentFields,
+  config: configField,
+  model_map: modelMapField,
+  timeout_ms: timeoutMsField,
+  alternate_base_urls: z.array(z.string().max(2048)).max(MAX_ALTERNATE_BASE_URLS),
+  pool_role: z.enum(POOL_ROLES),
+};
+
+const createSchema = z.strictObject({
+  kind: z.string().min(1).max(64),
+  name: settable.name,
+  secret: secretField,
+  fallback_secrets: z.array(secretField).max(MAX_FALLBACK_SECRETS).optional(),
+  environments: settable.environments.optional(),
+  environment: settable.environment.optional(),
+  config: settable.config.optional(),
+  model_map: settable.model_map.optional(),
+  timeout_ms: settable.timeout_ms.optional(),
+  alternate_base_urls: settable.alternate_base_urls.optional(),
+  pool_role: settable.pool_role.optional(),
+  validate: z.boolean().optional(),
+});
+const patchSchema = z.strictObject({ ...settable, status: z.enum(CONNECTION_STATUSES) }).partial();
+const credentialSchema = z.strictObject({
+  secret: secretField,
+  fallback_secrets: z.array(secretField).max(MAX_FALLBACK_SECRETS).optional(),
+  validate: z.boolean().optional(),
+});
+
+const readSchema = z.object({
+  kind: z.string(),
+  name: z.string(),
+  ...environmentsRead,
+  config: z.record(z.string(), z.unknown()),
+  model_map: z.record(z.string(), z.string()),
+  timeout_ms: z.number().int().nullable(),
+  alternate_base_urls: z.array(z.string()),
+  pool_role: z.enum(POOL_ROLES),
+  status: z.enum(CONNECTION_STATUSES),
+  base_url: z.string().describe('Where requests go: `config.base_url` or the kind\'s own.'),
+  fallback_secret_count: z.number().int().describe('How many pooled fallback credentials are sealed on the connection.'),
+  credential_updated_at: unixTime,
+  created_at: unixTime,
+  updated_at: unixTime,
+});
+
+/** Names clash ignoring case and repeated spaces (spec 2.6). */
+export function connectionNameKey(name: string): string {
+  return name.trim().replace(/\s+/g, ' ').toLowerCase();
+}
+
+function kindOf(kind: string): ProviderKind {
+  if (!isProviderKind(kind)) throw new GatewayError('unknown_provider', `Unknown provider kind \`${kind}\`; see GET /manage/v1/provider_kinds.`);
+  return kind;
+}
+
+/** The base URL requests go to; `config.base_url` must be https to a public host (spec 2.6). */
+function baseUrlFor(kind: ProviderKind, config: Record<string, unknown>, services: ResourceCall['services']): string {
+  const given = config.base_url;
+  if (typeof given === 'string') {
+    const verdict = checkServiceUrl(given, { allowPrivateNetwork: services.allowPrivateNetwork });
+    if (!verdict.ok) throw new GatewayError('invalid_request', `Invalid \`config.base_url\`: it ${verdict.reason}.`);
+    return given.replace(/\/+$/, '');
+  }
+  const fallback = kindSpec(kind).defaultBaseUrl;
+  if (!fallback) throw new GatewayError('invalid_request', `Invalid \`config.base_url\`: required for kind \`${kind}\`.`);
+  return fallback;
+}
+
+/** Alternate hosts: on the provider's own listed domains, or any public HTTPS host where the customer types the URL. */
+function checkAlternates(kind: ProviderKind, urls: string[], services: ResourceCall['services']): string[] {
+  const allowed = kindSpec(kind).alternateHosts;
+  return urls.map((raw, i) => {
+    if (allowed !== 'any' && allowed.length === 0) {
+      throw new GatewayError('alternate_host_not_allowed', `Kind \`${kind}\` takes no alternate hosts.`);
+    }
+    const verdict = checkServiceUrl(raw, { allowPrivateNetwork: services.allowPrivateNetwork && allowed === 'any' });
+    if (!verdict.ok) throw new GatewayError('invalid_request', `Invalid \`alternate_base_urls[${i}]\`: it ${verdict.reason}.`);
+    if (allowed !== 'any' && !allowed.some((d) => hostOnDomain(verdict.url.hostname, d))) {
+      throw new GatewayError('alternate_host_off_domain', `\`${verdict.url.hostname}\` is not on a domain ${kindSpec(kind).name} owns (${allowed.join(', ')}).`);
+    }
+    return raw.replace(/\/+$/, '');
+  });
+}
+
+function sealCredentials(sealer: Sealer, orgId: string, id: string, secret: string, fallbacks: string[] | undefined) {
+  return {
+    secretSealed: sealer.seal(secret, { orgId, recordId: id, field: 'secret' }),
+    ...(fallbacks !== undefined && {
+      fallbackSecretsSealed: fallbacks.length > 0 ? sealer.seal(JSON.stringify(fallbacks), { orgId, recordId: id, field: 'fallback_secrets' }) : null,
+      fallbackSecretCount: fallbacks.length,
+    }),
+  };
+}
+
+/** `validate: true`: the provider must accept the credential before anything is stored. */
+async function validateCredential(call: ResourceCall, kind: ProviderKind, baseUrl: string, secret: string): Promise<void> {
+  const check = await call.services.checkCredential(kind, baseUrl, secret);
+  if (check.outcome === 'rejected') {
+    throw new GatewayError('credential_rejected', `${kindSpec(kind).name} rejected the credential (HTTP ${check.status}); nothing was saved.`);
+  }
+  if (check.outcome === 'unreachable') {
+    throw new GatewayError('upstream_error', `Could not check the credential with ${kindSpec(kind).name} (${check.detail}); nothing was saved.`);
+  }
+}
+
+async function findConnection(db: ResourceCall['db'], orgId: string, id: string, forUpdate: boolean): Promise<ConnectionRow | null> {
+  const query = db.select().from(providerConnections)
+    .where(and(eq(providerConnections.orgId, orgId), eq(providerConnections.id, id), isNull(providerConnections.deletedAt)));
+  const [row] = forUpdate ? await query.for('update') : await query;
+  return row ?? null;
+}
+
+export const providerConnectionsResource: ResourceType<ConnectionRow> = {
+  type: 'provider_connections',
+  object: 'provider_connection',
+  scope: 'connections',
+  table: providerConnections,
+  readSchema,
+  createSchema,
+  patchSchema,
+
+  find: (db, orgId, id, { forUpdate }) => findConnection(db, orgId, id, forUpdate),
+
+  list(db, principal) {
+    return db.select().from(providerConnections)
+      .where(and(eq(providerConnections.orgId, principal.orgId), isNull(providerConnections.deletedAt)))
+      .orderBy(asc(providerConnections.createdAt), asc(providerConnections.id));
+  },
+
+  async create(call, input: z.infer<typeof createSchema>) {
+    const orgId = call.principal.orgId;
+    const kind = kindOf(input.kind);
+    const config = input.config ?? {};
+    const baseUrl = baseUrlFor(kind, config, call.services);
+    const alternates = checkAlternates(kind, input.alternate_base_urls ?? [], call.services);
+    const environments = (await resolveEnvironments(call.db, orgId, input)) ?? [];
+    if (input.validate) await validateCredential(call, kind, baseUrl, input.secret);
+    const id = newId('conn');
+    const [row] = await call.db.insert(providerConnections).values({
+      id,
+      orgId,
+      kind,
+      name: input.name,
+      nameKey: connectionNameKey(input.name),
+      ...sealCredentials(call.services.sealer, orgId, id, input.secret, input.fallback_secrets ?? []),
+      environments,
+      config,
+      modelMap: input.model_map ?? {},
+      timeoutMs: input.timeout_ms ?? null,
+      alternateBaseUrls: alternates,
+      poolRole: input.pool_role ?? 'active',
+      credentialUpdatedAt: call.now,
+    }).returning();
+    return { row: row!, auditDetail: { kind, validated: input.validate === true } };
+  },
+
+  async patch(call, row, input: z.infer<typeof patchSchema>) {
+    const kind = kindOf(row.kind);
+    if (input.config !== undefined) baseUrlFor(kind, input.config, call.services);
+    const environments = await resolveEnvironments(call.db, row.orgId, input);
+    return {
+      ...(input.name !== undefined && { name: input.name, nameKey: connectionNameKey(input.name) }),
+      ...(environments !== undefined && { environments }),
+      ...(input.config !== undefined && { config: input.config }),
+      ...(input.model_map !== undefined && { modelMap: input.model_map }),
+      ...(input.timeout_ms !== undefined && { timeoutMs: input.timeout_ms }),
+      ...(input.alternate_base_urls !== undefined && { alternateBaseUrls: checkAlternates(kind, input.alternate_base_urls, call.services) }),
+      ...(input.pool_role !== undefined && { poolRole: input.pool_role }),
+      ...(input.status !== undefined && { status: input.status }),
+    };
+  },
+
+  async remove(call) {
+    return { hide: { deletedAt: call.now } };
+  },
+
+  uniqueConflict: (constraint) =>
+    constraint === 'provider_connections_org_kind_name'
+      ? new GatewayError('duplicate_connection_name', 'Another connection of this kind already has that name (names ignore case and repeated spaces).')
+      : undefined,
+
+  actions: {
+    credential: {
+      summary: 'Replace the connection\'s credential (and, if given, its pooled fallbacks).',
+      schema: credentialSchema,
+      ifMatch: 'optional',
+      async run(call, row, input: z.infer<typeof credentialSchema>) {
+        const kind = kindOf(row.kind);
+        if (input.validate) await validateCredential(call, kind, baseUrlFor(kind, row.config, call.services), input.secret);
+        return {
+          changes: { ...sealCredentials(call.services.sealer, row.orgId, row.id, input.secret, input.fallback_secrets), credentialUpdatedAt: call.now },
+          auditDetail: { validated: input.validate === true, fallback_secrets_replaced: input.fallback_secrets !== undefined },
+        };
+      },
+    },
+  },
+
+  present: (row) => ({
+    kind: row.kind,
+    name: row.name,
+    ...presentEnvironments(row.environments),
+    config: row.config,
+    model_map: row.modelMap,
+    timeout_ms: row.timeoutMs,
+    alternate_base_urls: row.alternateBaseUrls,
+    pool_role: row.poolRole,
+    status: row.status,
+    base_url: typeof row.config.base_url === 'string' ? row.config.base_url.replace(/\/+$/, '') : (kindSpec(row.kind as ProviderKind).defaultBaseUrl ?? ''),
+    fallback_secret_count: row.fallbackSecretCount,
+    credential_updated_at: unix(row.credentialUpdatedAt),
+    created_at: unix(row.createdAt),
+    updated_at: unix(row.updatedAt),
+  }),
+};

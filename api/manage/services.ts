@@ -1,0 +1,55 @@
+import type { Client } from '@temporalio/client';
+import type { Config } from '../../core/config';
+import { createSealer, type Sealer } from '../../core/crypto/sealing';
+import { checkProviderCredential, type CredentialCheck } from '../../core/providers/credential-check';
+import type { ProviderKind } from '../../core/providers/kinds';
+import { searchAttributeKeys, taskQueue, workflowIds, type KeyRotationInput, type SecretRotationInput } from '../../workflows/definitions';
+
+/**
+ * What management resources reach beyond their own transaction: sealing, the schedule scale,
+ * durable timers on Temporal and credential checks with providers. Built once per API process.
+ */
+export type ManagementServices = {
+  sealer: Sealer;
+  allowPrivateNetwork: boolean;
+  /** Real durations times GW_SCHEDULE_SCALE (1 in production). */
+  scaleMs(ms: number): number;
+  /** Starts `keyRotation`; a retry of a rotation that never committed replaces the orphan. */
+  scheduleKeyRevocation(input: KeyRotationInput): Promise<void>;
+  /** Starts `secretRotation`, or leaves the endpoint's running one to pick the new secret up. */
+  scheduleSecretRetirement(input: SecretRotationInput): Promise<void>;
+  checkCredential(kind: ProviderKind, baseUrl: string, secret: string): Promise<CredentialCheck>;
+};
+
+type ServiceConfig = Pick<Config, 'GW_SEALING_KEYS' | 'GW_ALLOW_PRIVATE_NETWORK' | 'GW_SCHEDULE_SCALE' | 'GW_TASK_QUEUE_PREFIX'>;
+
+export function createManagementServices(config: ServiceConfig & { GW_SEALING_KEYS: string }, temporal: Client): ManagementServices {
+  const maintenanceQueue = taskQueue('maintenance', config.GW_TASK_QUEUE_PREFIX);
+  return {
+    sealer: createSealer(config.GW_SEALING_KEYS),
+    allowPrivateNetwork: config.GW_ALLOW_PRIVATE_NETWORK,
+    scaleMs: (ms) => Math.round(ms * config.GW_SCHEDULE_SCALE),
+    async scheduleKeyRevocation(input) {
+      await temporal.workflow.start('keyRotation', {
+        workflowId: workflowIds.keyRotation(input.oldKeyId),
+        taskQueue: maintenanceQueue,
+        args: [input],
+        workflowIdConflictPolicy: 'TERMINATE_EXISTING',
+        typedSearchAttributes: [
+          { key: searchAttributeKeys.orgId, value: input.orgId },
+          { key: searchAttributeKeys.keyId, value: input.oldKeyId },
+        ],
+      });
+    },
+    async scheduleSecretRetirement(input) {
+      await temporal.workflow.start('secretRotation', {
+        workflowId: workflowIds.secretRotation(input.endpointId),
+        taskQueue: maintenanceQueue,
+        args: [input],
+        workflowIdConflictPolicy: 'USE_EXISTING',
+        typedSearchAttributes: [{ key: searchAttributeKeys.orgId, value: input.orgId }],
+      });
+    },
+    checkCredential: (kind, baseUrl, secret) => checkProviderCredential(kind, baseUrl, secret),
+  };
+}

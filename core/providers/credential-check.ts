@@ -1,0 +1,33 @@
+import { request } from 'undici';
+import { credentialHeaders, kindSpec, type ProviderKind } from './kinds';
+
+export type CredentialCheck =
+  | { outcome: 'accepted' }
+  | { outcome: 'rejected'; status: number }
+  | { outcome: 'unreachable'; detail: string };
+
+/** The time a credential check may take, whatever the connection's own timeout. */
+export const CREDENTIAL_CHECK_TIMEOUT_MS = 10_000;
+
+/**
+ * Proves a credential with the provider by listing its models, the cheapest authenticated
+ * call every kind has. 401 and 403 mean the provider refused the credential; anything else
+ * that is not 2xx, or no answer at all, means we could not tell.
+ */
+export async function checkProviderCredential(kind: ProviderKind, baseUrl: string, secret: string, timeoutMs = CREDENTIAL_CHECK_TIMEOUT_MS): Promise<CredentialCheck> {
+  const url = `${baseUrl.replace(/\/+$/, '')}${kindSpec(kind).validationPath}`;
+  try {
+    const res = await request(url, {
+      method: 'GET',
+      headers: { accept: 'application/json', ...credentialHeaders(kind, secret) },
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+    });
+    await res.body.dump();
+    if (res.statusCode >= 200 && res.statusCode < 300) return { outcome: 'accepted' };
+    if (res.statusCode === 401 || res.statusCode === 403) return { outcome: 'rejected', status: res.statusCode };
+    return { outcome: 'unreachable', detail: `HTTP ${res.statusCode}` };
+  } catch (err) {
+    return { outcome: 'unreachable', detail: (err as { code?: string }).code ?? 'no answer' };
+  }
+}

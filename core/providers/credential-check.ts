@@ -11,7 +11,7 @@ export const CREDENTIAL_CHECK_TIMEOUT_MS = 10_000;
 
 /**
  * Proves a credential with the provider by listing its models, the cheapest authenticated
- * call every kind has. 401 and 403 mean the provider refused the credential; anything else
+ * call every kind has. 400, 401 and 403 mean the provider refused the credential; anything else
  * that is not 2xx, or no answer at all, means we could not tell.
  */
 export async function checkProviderCredential(kind: ProviderKind, baseUrl: string, secret: string, timeoutMs = CREDENTIAL_CHECK_TIMEOUT_MS): Promise<CredentialCheck> {
@@ -25,7 +25,8 @@ export async function checkProviderCredential(kind: ProviderKind, baseUrl: strin
     });
     await res.body.dump();
     if (res.statusCode >= 200 && res.statusCode < 300) return { outcome: 'accepted' };
-    if (res.statusCode === 401 || res.statusCode === 403) return { outcome: 'rejected', status: res.statusCode };
+    // A bare model listing can only be refused for its credential; Gemini says so with a 400.
+    if (res.statusCode === 400 || res.statusCode === 401 || res.statusCode === 403) return { outcome: 'rejected', status: res.statusCode };
     return { outcome: 'unreachable', detail: `HTTP ${res.statusCode}` };
   } catch (err) {
     return { outcome: 'unreachable', detail: (err as { code?: string }).code ?? 'no answer' };

@@ -38,8 +38,8 @@ export type ManagementFixture = {
   close(): Promise<void>;
 };
 
-export async function startManagementFixture(): Promise<ManagementFixture> {
-  const api = await startTestApi();
+export async function startManagementFixture(options: { env?: Record<string, string> } = {}): Promise<ManagementFixture> {
+  const api = await startTestApi({ env: options.env });
   const database = testDatabase();
   const tenant = await createTenant(database.db);
   return {

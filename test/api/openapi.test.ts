@@ -1,0 +1,76 @@
+import SwaggerParser from '@apidevtools/swagger-parser';
+import type { OpenAPIV3_1 } from 'openapi-types';
+import { startTestApi, type TestApi } from '../helpers/harness';
+
+/** Every management operation issue 3 names (spec 4.4); the document must list each. */
+const OPERATIONS = [
+  'get /organization',
+  'get /provider_kinds',
+  'get /openapi.json',
+  ...['projects', 'gateway_keys', 'provider_connections', 'routes', 'model_prices'].flatMap((t) => [
+    `get /${t}`, `post /${t}`, `get /${t}/{id}`, `patch /${t}/{id}`, `delete /${t}/{id}`,
+  ]),
+  'get /webhook_endpoints', 'post /webhook_endpoints', 'get /webhook_endpoints/{id}', 'delete /webhook_endpoints/{id}',
+  'get /org_settings', 'patch /org_settings',
+  'get /member_budgets', 'get /member_budgets/{id}', 'patch /member_budgets/{id}',
+  'post /gateway_keys/{id}/rotate',
+  'post /provider_connections/{id}/credential',
+  'post /webhook_endpoints/{id}/rotate_secret',
+];
+
+describe('GET /manage/v1/openapi.json', () => {
+  let api: TestApi;
+  let document: OpenAPIV3_1.Document;
+
+  beforeAll(async () => {
+    api = await startTestApi();
+    const res = await fetch(`${api.url}/manage/v1/openapi.json`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toContain('application/json');
+    document = (await res.json()) as OpenAPIV3_1.Document;
+  });
+  afterAll(() => api.close());
+
+  it('is a valid OpenAPI 3.1 document', async () => {
+    expect(document.openapi).toBe('3.1.0');
+    // validate() dereferences in place; give it a copy so later checks see the document as served.
+    await expect(SwaggerParser.validate(structuredClone(document) as never)).resolves.toBeDefined();
+  });
+
+  it('lists every management operation, and none that is not served', () => {
+    const listed = Object.entries(document.paths ?? {}).flatMap(([path, item]) =>
+      Object.keys(item ?? {}).filter((m) => ['get', 'post', 'patch', 'put', 'delete'].includes(m)).map((m) => `${m} ${path}`));
+    expect(listed.sort()).toEqual([...OPERATIONS].sort());
+    expect(document.paths?.['/webhook_endpoints/{id}']?.patch).toBeUndefined();
+  });
+
+  it('describes requests from the validating schemas: bounds, required fields, no unknown fields', () => {
+    type Schema = { properties: Record<string, { minimum?: number; maximum?: number; maxItems?: number; maxLength?: number; anyOf?: unknown[] }>; required?: string[]; additionalProperties?: unknown };
+    const body = (path: string, method: 'post' | 'patch') =>
+      ((document.paths![path] as Record<string, OpenAPIV3_1.OperationObject>)[method]!.requestBody as OpenAPIV3_1.RequestBodyObject).content['application/json']!.schema as Schema;
+    const connection = body('/provider_connections', 'post');
+    expect(connection.properties.timeout_ms).toMatchObject({ minimum: 1000, maximum: 600000 });
+    expect(connection.properties.alternate_base_urls).toMatchObject({ maxItems: 5 });
+    expect(connection.required).toEqual(expect.arrayContaining(['kind', 'name', 'secret']));
+    expect(connection.additionalProperties).toBe(false);
+    expect(body('/routes', 'post').properties.max_retries).toMatchObject({ minimum: 0, maximum: 3 });
+    expect(body('/routes', 'post').properties.rules).toMatchObject({ maxItems: 20 });
+    expect(body('/gateway_keys/{id}/rotate', 'post').properties.overlap_seconds).toMatchObject({ minimum: 0, maximum: 604800 });
+    expect(body('/org_settings', 'patch').properties.billing_day_of_month).toMatchObject({ minimum: 1, maximum: 28 });
+    expect(body('/projects', 'post').properties.name).toMatchObject({ maxLength: 80 });
+  });
+
+  it('documents If-Match on PATCH and DELETE, Idempotency-Key on POST, and secrets only where they are shown', () => {
+    const op = (path: string, method: string) => (document.paths![path] as Record<string, OpenAPIV3_1.OperationObject>)[method]!;
+    const header = (o: OpenAPIV3_1.OperationObject, name: string) => (o.parameters as OpenAPIV3_1.ParameterObject[] | undefined)?.find((p) => p.in === 'header' && p.name === name);
+    expect(header(op('/routes/{id}', 'patch'), 'if-match')?.required).toBe(true);
+    expect(header(op('/routes/{id}', 'delete'), 'if-match')?.required).toBe(true);
+    expect(header(op('/gateway_keys/{id}/rotate', 'post'), 'if-match')?.required).toBeFalsy();
+    expect(header(op('/routes', 'post'), 'idempotency-key')).toBeDefined();
+    const answerOf = (o: OpenAPIV3_1.OperationObject, status: string) => JSON.stringify((o.responses![status] as OpenAPIV3_1.ResponseObject).content);
+    expect(answerOf(op('/gateway_keys', 'post'), '201')).toContain('"secret"');
+    expect(answerOf(op('/gateway_keys/{id}', 'get'), '200')).not.toContain('"secret"');
+    expect(answerOf(op('/provider_connections', 'post'), '201')).not.toContain('"secret"');
+    expect(answerOf(op('/webhook_endpoints/{id}/rotate_secret', 'post'), '200')).toContain('"secret"');
+  });
+});

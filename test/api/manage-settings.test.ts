@@ -103,6 +103,16 @@ describe('org_settings, member_budgets and model_prices', () => {
       expect(bad.body.error?.message).toContain('spend_limit');
       const removed = await client.patch<Budget>(`/member_budgets/${extra.memberId}`, { spend_limit: null }, '"2"');
       expect(removed.body.spend_limit).toBeNull();
+      const audit = await database.db.select().from(auditEvents).where(eq(auditEvents.resourceId, extra.memberId)).orderBy(auditEvents.createdAt, auditEvents.id);
+      expect(audit.map((a) => [a.action, a.beforeVersion, a.afterVersion])).toEqual([['member_budgets.update', 1, 2], ['member_budgets.update', 2, 3]]);
+    });
+
+    it('needs the budgets scope', async () => {
+      const narrow = await tokenFor('admin', ['projects:read']);
+      expect((await narrow.client.get('/member_budgets')).body.error?.code).toBe('insufficient_scope');
+      const reader = await tokenFor('admin', ['budgets:read']);
+      expect((await reader.client.get('/member_budgets')).status).toBe(200);
+      expect((await reader.client.patch(`/member_budgets/${tenant.memberId}`, { spend_limit: null }, '"1"')).body.error?.code).toBe('insufficient_scope');
     });
 
     it('refuses create and delete, hides other organizations\' members, and needs an admin to write', async () => {

@@ -2,8 +2,8 @@ import { eq } from 'drizzle-orm';
 import { publishConfigChange } from '../../core/cache/config-changes';
 import type { DatabaseHandle } from '../../core/db/client';
 import { gatewayKeys, organizations, projects } from '../../core/db/schema';
-import type { RedisHandle } from '../../core/redis';
-import { randomClientAddress, startTestApi, testDatabase, testRedis, type TestApi } from '../helpers/harness';
+import { connectRedis, type RedisHandle } from '../../core/redis';
+import { randomClientAddress, startTestApi, testDatabase, type TestApi } from '../helpers/harness';
 import { bearer, createTenant } from '../helpers/tenants';
 
 type ErrorBody = { error: { message: string; type: string; code: string | null } };
@@ -13,10 +13,14 @@ describe('gateway key authentication (/v1)', () => {
   let database: DatabaseHandle;
   let redis: RedisHandle;
 
+  // Its own Redis prefix: other test files' management writes publish config changes on the
+  // shared prefix, and one arriving mid-test would empty the cache the warm-key test relies on.
+  const redisPrefix = `${process.env.REDIS_KEY_PREFIX}gateway-auth:`;
+
   beforeAll(async () => {
-    api = await startTestApi();
+    api = await startTestApi({ env: { REDIS_KEY_PREFIX: redisPrefix } });
     database = testDatabase();
-    redis = testRedis();
+    redis = connectRedis(process.env.REDIS_URL!, redisPrefix);
   });
   afterAll(async () => {
     await api.close();

@@ -5,10 +5,11 @@ module.exports = {
   testMatch: ['**/*.test.ts'],
   transform: {
     '^.+\\.ts$': ['@swc/jest', { jsc: { target: 'es2022' } }],
-    // The OpenAPI validator's reference parser ships only as ES modules; compile it for Jest.
-    '^.+/@apidevtools/json-schema-ref-parser/.+\\.js$': ['@swc/jest', { jsc: { target: 'es2022' }, module: { type: 'commonjs' } }],
+    // Packages that ship only as ES modules (the OpenAPI validator's reference parser, the
+    // models.dev catalog); compile them for Jest.
+    '^.+/(@apidevtools/json-schema-ref-parser|@tokenlens)/.+\\.js$': ['@swc/jest', { jsc: { target: 'es2022' }, module: { type: 'commonjs' } }],
   },
-  transformIgnorePatterns: ['/node_modules/(?!@apidevtools/json-schema-ref-parser/)'],
+  transformIgnorePatterns: ['/node_modules/(?!(@apidevtools/json-schema-ref-parser|@tokenlens)/)'],
   globalSetup: '<rootDir>/test/helpers/global-setup.ts',
   globalTeardown: '<rootDir>/test/helpers/global-teardown.ts',
   // Two cores: two workers keep the Temporal server and Postgres responsive.

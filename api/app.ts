@@ -9,6 +9,7 @@ import type { RedisHandle } from '../core/redis';
 import type { GatewayState } from './context';
 import { consoleRouter } from './console';
 import { gatewayRouter } from './gateway/router';
+import type { GatewayServices } from './gateway/services';
 import { healthRouter, type ReadinessCheck } from './health';
 import { managementRouter } from './manage/router';
 import type { ManagementServices } from './manage/services';
@@ -26,6 +27,7 @@ export type AppDeps = {
   logger: Logger;
   readiness: readonly ReadinessCheck[];
   manage: ManagementServices;
+  gateway: GatewayServices;
 };
 
 /** Builds the HTTP application from its dependencies; listening is the caller's business. */

@@ -11,6 +11,12 @@ import { taskQueue, TASK_QUEUES, type TaskQueueName } from '../workflows/definit
 import { connectClient, queueHasPollers } from '../workers/temporal';
 import type { AppDeps } from './app';
 import { createManagementServices } from './manage/services';
+import { DEFAULT_UPSTREAM_TIMEOUT_MS, type GatewayServices } from './gateway/services';
+import { loadModelCatalog } from '../core/catalog/model-catalog';
+import { createLearnedParams } from '../core/chat/prepare';
+import { createUpstreamAgent } from '../core/providers/upstream';
+import { createRequestLogWriter } from '../core/request-log/writer';
+import { createOrgConfigCache } from '../core/routing/org-config';
 import type { ReadinessCheck } from './health';
 
 export type ApiRuntime = { deps: AppDeps; temporal: Client; close(): Promise<void> };
@@ -22,8 +28,18 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
   const redis = connectRedis(requireSetting(config, 'REDIS_URL'), config.REDIS_KEY_PREFIX);
   const temporal = await connectClient(requireSetting(config, 'TEMPORAL_ADDRESS'), config.TEMPORAL_NAMESPACE);
   const keys = createKeyResolver(database.db);
+  const manage = createManagementServices({ ...config, GW_SEALING_KEYS: sealingKeys }, temporal.client);
+  const gateway: GatewayServices = {
+    orgConfig: createOrgConfigCache(database.db, manage.sealer),
+    catalog: await loadModelCatalog(),
+    agent: createUpstreamAgent({ allowPrivateNetwork: config.GW_ALLOW_PRIVATE_NETWORK }),
+    learned: createLearnedParams(),
+    requestLog: createRequestLogWriter(database.db, logger),
+    defaultTimeoutMs: DEFAULT_UPSTREAM_TIMEOUT_MS,
+  };
   const unsubscribe = await subscribeConfigChanges(redis, (what) => {
     keys.clear();
+    gateway.orgConfig.clear();
     logger.debug({ what }, 'config changed; caches cleared');
   });
 
@@ -56,10 +72,13 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
       clock: systemClock,
       logger,
       readiness,
-      manage: createManagementServices({ ...config, GW_SEALING_KEYS: sealingKeys }, temporal.client),
+      manage,
+      gateway,
     },
     async close() {
       await unsubscribe();
+      await gateway.requestLog.close();
+      await gateway.agent.close();
       await Promise.allSettled([database.close(), redis.close(), temporal.close()]);
     },
   };

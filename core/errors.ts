@@ -25,6 +25,8 @@ export const ERROR_CATALOG = {
     'key_budget', 'key_lifetime_limit', 'project_budget', 'member_budget', 'organization_budget',
     'end_user_budget', 'unpriced_model_under_budget', 'subscription_required', 'trial_payment_failed',
   ]),
+  /** Content moderation by the provider (spec 7: 403 permission_denied, no code given). */
+  permission_denied: generic(403, 'permission_denied'),
   ...coded(403, 'permission_denied', [
     'model_not_allowed', 'route_not_allowed', 'project_archived', 'key_disabled', 'ip_not_allowed',
     'organization_suspended', 'guardrail_blocked', 'guardrail_unavailable', 'insufficient_scope',

@@ -1,83 +1,149 @@
+import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { directivesInText, parseDirectives, type Directives } from './directives';
+import { planTurn } from './turn';
+import { anthropicWire } from './wire/anthropic';
+import { googleWire } from './wire/google';
+import { openaiWire } from './wire/openai';
+import type { ParsedChat, Wire } from './wire/types';
 
 /**
- * The provider simulator: real HTTP speaking each provider's wire format. Each provider lives
- * under its own path prefix, so one sandbox stands in for all of them:
- *   /openai/v1      OpenAI and OpenAI-compatible kinds (Bearer)
- *   /anthropic/v1   Anthropic (x-api-key, anthropic-version)
- *   /google/v1beta  Gemini (x-goog-api-key)
- *
- * Credentials: any secret starting with `sk-sandbox` is accepted; any other is refused the
- * way the provider refuses it. This file grows the chat, stream and video surfaces with the
- * issues that use them.
+ * The provider simulator: real HTTP speaking each provider's wire format, one path prefix per
+ * provider, so one sandbox stands in for all of them:
+ *   /openai/v1        OpenAI and every OpenAI-compatible kind (Bearer)
+ *   /azure/openai     Azure OpenAI deployments (api-key)
+ *   /anthropic/v1     Anthropic Messages (x-api-key)
+ *   /google/v1beta    Gemini generateContent (x-goog-api-key)
+ * A `/x/<directives>` prefix before any of them chooses failures (see directives.ts).
+ * Credentials: a secret starting with `sk-sandbox` is accepted; others are refused the way
+ * the provider refuses them.
  */
 export const SANDBOX_SECRET_PREFIX = 'sk-sandbox';
 
-type Flavor = 'openai' | 'anthropic' | 'google';
-
-const MODELS: Record<Flavor, string[]> = {
-  openai: ['gpt-4o-mini', 'gpt-4o'],
+const MODELS: Record<string, string[]> = {
+  openai: ['gpt-4o-mini', 'gpt-4o', 'o3-mini'],
+  azure: ['gpt-4o-mini'],
   anthropic: ['claude-3-5-haiku-latest', 'claude-sonnet-4-5'],
   google: ['gemini-2.0-flash', 'gemini-2.5-pro'],
 };
 
-function credentialOf(flavor: Flavor, req: http.IncomingMessage): string | undefined {
-  if (flavor === 'anthropic') return req.headers['x-api-key'] as string | undefined;
-  if (flavor === 'google') return (req.headers['x-goog-api-key'] as string | undefined) ?? new URL(req.url ?? '/', 'http://x').searchParams.get('key') ?? undefined;
-  const auth = req.headers.authorization;
-  return auth?.startsWith('Bearer ') ? auth.slice(7) : undefined;
+type Endpoint = { wire: Wire; flavor: string; kind: 'models' | 'chat'; model?: string; stream?: boolean };
+
+function endpointFor(method: string, path: string): Endpoint | null {
+  let m: RegExpExecArray | null;
+  if (method === 'GET' && path === '/openai/v1/models') return { wire: openaiWire, flavor: 'openai', kind: 'models' };
+  if (method === 'POST' && path === '/openai/v1/chat/completions') return { wire: openaiWire, flavor: 'openai', kind: 'chat' };
+  if (method === 'GET' && path === '/azure/openai/models') return { wire: openaiWire, flavor: 'azure', kind: 'models' };
+  if (method === 'POST' && (m = /^\/azure\/openai\/deployments\/([^/]+)\/chat\/completions$/.exec(path))) return { wire: openaiWire, flavor: 'azure', kind: 'chat', model: decodeURIComponent(m[1]!) };
+  if (method === 'GET' && path === '/anthropic/v1/models') return { wire: anthropicWire, flavor: 'anthropic', kind: 'models' };
+  if (method === 'POST' && path === '/anthropic/v1/messages') return { wire: anthropicWire, flavor: 'anthropic', kind: 'chat' };
+  if (method === 'GET' && path === '/google/v1beta/models') return { wire: googleWire, flavor: 'google', kind: 'models' };
+  if (method === 'POST' && (m = /^\/google\/v1beta\/models\/([^/:]+):(generateContent|streamGenerateContent)$/.exec(path))) {
+    return { wire: googleWire, flavor: 'google', kind: 'chat', model: decodeURIComponent(m[1]!), stream: m[2] === 'streamGenerateContent' };
+  }
+  return null;
 }
 
-/** Each provider's own refusal body for a bad credential. */
-function unauthorized(flavor: Flavor): [number, unknown] {
-  switch (flavor) {
-    case 'anthropic':
-      return [401, { type: 'error', error: { type: 'authentication_error', message: 'invalid x-api-key' } }];
-    case 'google':
-      return [400, { error: { code: 400, message: 'API key not valid. Please pass a valid API key.', status: 'INVALID_ARGUMENT' } }];
-    default:
-      return [401, { error: { message: 'Incorrect API key provided.', type: 'invalid_request_error', param: null, code: 'invalid_api_key' } }];
+/** What reached the sandbox, so tests can check what the gateway sent upstream. */
+export type ReceivedRequest = { path: string; headers: http.IncomingHttpHeaders; body: Record<string, unknown> | null };
+
+export type Sandbox = { url: string; received: ReceivedRequest[]; close(): Promise<void> };
+
+async function readJson(req: http.IncomingMessage): Promise<Record<string, unknown> | null> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  if (chunks.length === 0) return null;
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>;
+  } catch {
+    return null;
   }
 }
-
-function modelList(flavor: Flavor): unknown {
-  const ids = MODELS[flavor];
-  if (flavor === 'anthropic') {
-    return { data: ids.map((id) => ({ type: 'model', id, display_name: id, created_at: '2025-01-01T00:00:00Z' })), has_more: false, first_id: ids[0], last_id: ids.at(-1) };
-  }
-  if (flavor === 'google') return { models: ids.map((id) => ({ name: `models/${id}`, displayName: id })) };
-  return { object: 'list', data: ids.map((id) => ({ id, object: 'model', created: 1_700_000_000, owned_by: 'sandbox' })) };
-}
-
-const ROUTES: Array<{ flavor: Flavor; pattern: RegExp }> = [
-  { flavor: 'openai', pattern: /^\/openai\/v1\/models$/ },
-  { flavor: 'anthropic', pattern: /^\/anthropic\/v1\/models$/ },
-  { flavor: 'google', pattern: /^\/google\/v1beta\/models$/ },
-];
-
-export type Sandbox = { url: string; close(): Promise<void> };
 
 export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbox> {
-  const server = http.createServer((req, res) => {
-    const send = (status: number, body: unknown) => {
-      res.writeHead(status, { 'content-type': 'application/json' });
-      res.end(JSON.stringify(body));
+  const received: ReceivedRequest[] = [];
+  const failuresSeen = new Map<string, number>();
+
+  const server = http.createServer(async (req, res) => {
+    const url = new URL(req.url ?? '/', 'http://sandbox');
+    const prefixed = /^\/x\/([^/]*)(\/.*)$/.exec(url.pathname);
+    const path = prefixed ? prefixed[2]! : url.pathname;
+    const body = req.method === 'POST' ? await readJson(req) : null;
+    received.push({ path: url.pathname + url.search, headers: req.headers, body });
+    const send = (status: number, payload: unknown, headers: Record<string, string> = {}) => {
+      res.writeHead(status, { 'content-type': 'application/json', ...headers });
+      res.end(JSON.stringify(payload));
     };
-    const path = new URL(req.url ?? '/', 'http://sandbox').pathname;
-    const route = ROUTES.find((r) => r.pattern.test(path));
-    if (!route || req.method !== 'GET') return send(404, { error: { message: `sandbox: no ${req.method} ${path}` } });
-    const secret = credentialOf(route.flavor, req);
-    if (!secret?.startsWith(SANDBOX_SECRET_PREFIX)) {
-      const [status, body] = unauthorized(route.flavor);
-      return send(status, body);
+
+    const endpoint = endpointFor(req.method ?? 'GET', path);
+    if (!endpoint) return send(404, { error: { message: `sandbox: no ${req.method} ${path}` } });
+    if (!endpoint.wire.credential(req, url)?.startsWith(SANDBOX_SECRET_PREFIX)) {
+      const [status, payload] = endpoint.wire.unauthorized();
+      return send(status, payload);
     }
-    return send(200, modelList(route.flavor));
+    if (endpoint.kind === 'models') return send(200, endpoint.wire.models(MODELS[endpoint.flavor] ?? []));
+    if (!body) return send(400, endpoint.wire.error(400, 'We could not parse the JSON body of your request.'));
+
+    const parsed = endpoint.wire.parseChat(body, { model: endpoint.model, stream: endpoint.stream });
+    if ('invalid' in parsed) return send(400, endpoint.wire.error(400, parsed.invalid));
+    const directiveText = [prefixed?.[1] ?? '', directivesInText(parsed.promptText)].join(',');
+    const directives = parseDirectives(directiveText);
+
+    if (directives.delayMs) await new Promise((r) => setTimeout(r, directives.delayMs));
+    if (failing(directives, `${prefixed?.[1] ?? ''}|${directiveText}`)) {
+      if (directives.reset) return req.socket.destroy();
+      if (directives.status) {
+        const headers: Record<string, string> = directives.retryAfter ? { 'retry-after': directives.retryAfter } : {};
+        return send(directives.status, endpoint.wire.error(directives.status, `sandbox: simulated ${directives.status}`), headers);
+      }
+    }
+    if (directives.moderation) return send(400, endpoint.wire.error(400, 'Your request was rejected as a result of our safety system.', { moderation: true }));
+    if (directives.refuseParam && parsed.params.includes(directives.refuseParam)) {
+      return send(400, endpoint.wire.error(400, `Unsupported parameter: '${directives.refuseParam}' is not supported with this model.`, { param: directives.refuseParam }));
+    }
+    await answer(res, endpoint, parsed, directives);
   });
+
+  /** Whether this request is one of the first `times` with these directives (all, without `times`). */
+  function failing(d: Directives, key: string): boolean {
+    if (!d.status && !d.reset) return false;
+    if (d.times === undefined) return true;
+    const seen = failuresSeen.get(key) ?? 0;
+    failuresSeen.set(key, seen + 1);
+    return seen < d.times;
+  }
+
+  async function answer(res: http.ServerResponse, endpoint: Endpoint, parsed: ParsedChat, directives: Directives) {
+    const turn = planTurn({ ...parsed, reply: directives.reply });
+    const ctx = { id: randomBytes(12).toString('hex'), created: Math.floor(Date.now() / 1000), directives, turn, model: parsed.model, includeUsage: parsed.includeUsage };
+    if (!parsed.stream) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      return res.end(JSON.stringify(endpoint.wire.answer(ctx)));
+    }
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+    let contentSent = 0;
+    for (const frame of endpoint.wire.stream(ctx)) {
+      if (frame.content && directives.cutAfter !== undefined && contentSent >= directives.cutAfter) {
+        // A stream cut mid-way: what was sent arrives, then the connection drops with no
+        // terminating event.
+        await new Promise((r) => setTimeout(r, 20));
+        res.socket?.destroy();
+        return;
+      }
+      res.write(`${frame.event ? `event: ${frame.event}\n` : ''}data: ${frame.data}\n\n`);
+      if (frame.content) contentSent += 1;
+      // Tokens arrive over time, as from a real model; it also lets each frame flush.
+      await new Promise((r) => setTimeout(r, 1));
+    }
+    res.end();
+  }
+
   await new Promise<void>((resolve) => server.listen(port, host, resolve));
   const { port: bound } = server.address() as AddressInfo;
   return {
     url: `http://${host}:${bound}`,
+    received,
     close: () => new Promise<void>((resolve) => {
       server.closeAllConnections();
       server.close(() => resolve());

@@ -1,17 +1,26 @@
 import { z } from 'zod';
+import { GatewayError } from '../../core/errors';
 
 const contentPart = z.looseObject({ type: z.string() });
+const toolCall = z.looseObject({ id: z.string(), type: z.literal('function'), function: z.looseObject({ name: z.string(), arguments: z.string() }) });
 const message = z.looseObject({
   role: z.enum(['system', 'developer', 'user', 'assistant', 'tool']),
   content: z.union([z.string(), z.array(contentPart), z.null()]).optional(),
+  tool_calls: z.array(toolCall).optional(),
+  tool_call_id: z.string().optional(),
+});
+const tool = z.looseObject({
+  type: z.literal('function'),
+  function: z.looseObject({ name: z.string().min(1).max(64), description: z.string().optional(), parameters: z.record(z.string(), z.unknown()).optional() }),
 });
 
 /**
  * The chat request as spec 4.1 bounds it. Unknown top-level fields pass through untouched
- * (they are forwarded to the provider), so the object is loose.
+ * (they are forwarded to the provider), so the object is loose. Gateway extension fields
+ * (`routing`, `fallbacks`, `logging`, `metadata`, `cache`) are checked here and never sent on.
  */
 export const chatRequestSchema = z.looseObject({
-  model: z.string().min(1),
+  model: z.string().min(1).max(256),
   messages: z.array(message).min(1),
   stream: z.boolean().optional(),
   max_tokens: z.number().int().positive().optional(),
@@ -21,11 +30,91 @@ export const chatRequestSchema = z.looseObject({
   stop: z.union([z.string(), z.array(z.string()).max(4)]).optional(),
   frequency_penalty: z.number().min(-2).max(2).optional(),
   presence_penalty: z.number().min(-2).max(2).optional(),
+  tools: z.array(tool).max(128).optional(),
+  tool_choice: z.union([z.enum(['auto', 'none', 'required']), z.looseObject({ type: z.literal('function'), function: z.object({ name: z.string() }) })]).optional(),
+  response_format: z.looseObject({ type: z.string() }).optional(),
   seed: z.number().int().optional(),
   user: z.string().optional(),
-  fallbacks: z.array(z.string()).max(5).optional(),
-  metadata: z.record(z.string(), z.unknown()).optional(),
+  stream_options: z.looseObject({ include_usage: z.boolean().optional() }).optional(),
+  routing: z.object({
+    providers: z.object({ allow: z.array(z.string()).optional(), deny: z.array(z.string()).optional() }).optional(),
+    policy: z.enum(['cheapest', 'fastest', 'balanced']).optional(),
+    regions: z.array(z.string()).optional(),
+  }).optional(),
+  fallbacks: z.array(z.string().min(1)).max(5).optional(),
+  metadata: z.unknown().optional(),
   logging: z.boolean().optional(),
+  cache: z.unknown().optional(),
 });
 
 export type ChatRequest = z.infer<typeof chatRequestSchema>;
+
+/** The fields only the gateway reads; everything else goes to the provider. */
+export const EXTENSION_FIELDS = ['routing', 'fallbacks', 'logging', 'metadata', 'cache'] as const;
+
+export type Attribution = { userId: string | null; sessionId: string | null; tags: Record<string, string>; other: Record<string, unknown> };
+
+const attributionSchema = z.looseObject({
+  user_id: z.string().min(1).max(256).optional(),
+  session_id: z.string().min(1).max(256).optional(),
+  tags: z.record(z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, 'tag names are 1 to 64 letters, digits or . _ : -'), z.string().max(256))
+    .refine((t) => Object.keys(t).length <= 20, 'at most 20 tags')
+    .optional(),
+}).refine((m) => JSON.stringify(m).length <= 8192, 'metadata is at most 8 KB');
+
+/** `metadata` (spec 4.1): recorded, filterable by user, session and tags; 400 invalid_attribution otherwise. */
+export function parseAttribution(value: unknown): Attribution {
+  if (value === undefined || value === null) return { userId: null, sessionId: null, tags: {}, other: {} };
+  const parsed = attributionSchema.safeParse(value);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new GatewayError('invalid_attribution', `Invalid \`metadata${issue.path.length ? `.${issue.path.join('.')}` : ''}\`: ${issue.message}.`);
+  }
+  const { user_id, session_id, tags, ...other } = parsed.data;
+  return { userId: user_id ?? null, sessionId: session_id ?? null, tags: tags ?? {}, other };
+}
+
+const CACHE_MODES = ['default', 'bypass', 'refresh', 'read_only'] as const;
+export const MAX_CACHE_TTL_SECONDS = 2_592_000;
+const NAMESPACE = /^[A-Za-z0-9._:-]{1,128}$/;
+
+export type CacheControl = { mode?: (typeof CACHE_MODES)[number]; ttlSeconds?: number; namespace?: string };
+
+/**
+ * The cache controls of spec 4.1, from the body and the X-GW-Cache headers (the body wins
+ * field by field). Malformed headers are 400 invalid_cache_control; a TTL beyond the limit is
+ * 400 cache_ttl_too_long.
+ */
+export function parseCacheControl(body: unknown, header: (name: string) => string): CacheControl {
+  const fromHeaders: CacheControl = {};
+  const mode = header('x-gw-cache');
+  if (mode) {
+    if (!(CACHE_MODES as readonly string[]).includes(mode.toLowerCase())) throw new GatewayError('invalid_cache_control', `X-GW-Cache must be one of ${CACHE_MODES.join(', ')}.`);
+    fromHeaders.mode = mode.toLowerCase() as CacheControl['mode'];
+  }
+  const ttl = header('x-gw-cache-ttl');
+  if (ttl) {
+    if (!/^\d+$/.test(ttl)) throw new GatewayError('invalid_cache_control', 'X-GW-Cache-TTL must be a whole number of seconds.');
+    fromHeaders.ttlSeconds = Number(ttl);
+  }
+  const namespace = header('x-gw-cache-namespace');
+  if (namespace) {
+    if (!NAMESPACE.test(namespace)) throw new GatewayError('invalid_cache_control', 'X-GW-Cache-Namespace must be 1 to 128 letters, digits or . _ : -.');
+    fromHeaders.namespace = namespace;
+  }
+  let fromBody: CacheControl = {};
+  if (body !== undefined) {
+    const parsed = z.strictObject({ mode: z.enum(CACHE_MODES).optional(), ttl_seconds: z.number().int().optional(), namespace: z.string().regex(NAMESPACE).optional() }).safeParse(body);
+    if (!parsed.success) throw new GatewayError('invalid_request', `Invalid \`cache.${parsed.error.issues[0]!.path.join('.')}\`: ${parsed.error.issues[0]!.message}.`);
+    fromBody = { mode: parsed.data.mode, ttlSeconds: parsed.data.ttl_seconds, namespace: parsed.data.namespace };
+  }
+  const merged: CacheControl = {
+    mode: fromBody.mode ?? fromHeaders.mode,
+    ttlSeconds: fromBody.ttlSeconds ?? fromHeaders.ttlSeconds,
+    namespace: fromBody.namespace ?? fromHeaders.namespace,
+  };
+  if (merged.ttlSeconds !== undefined && (merged.ttlSeconds < 60 || merged.ttlSeconds > MAX_CACHE_TTL_SECONDS)) {
+    throw new GatewayError('cache_ttl_too_long', `Cache TTL must be 60 to ${MAX_CACHE_TTL_SECONDS} seconds.`);
+  }
+  return merged;
+}

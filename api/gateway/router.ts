@@ -2,32 +2,32 @@ import Router from '@koa/router';
 import type { AuthFailureLimiter } from '../../core/auth/auth-failure-limiter';
 import type { KeyResolver } from '../../core/auth/gateway-key-auth';
 import type { Clock } from '../../core/clock';
-import { GatewayError } from '../../core/errors';
+import type { RedisHandle } from '../../core/redis';
+import { callableModels } from '../../core/routing/callable-models';
 import type { GatewayState } from '../context';
-import { parseInput } from '../validation';
-import { chatRequestSchema } from './chat-request';
 import { jsonBody } from '../middleware/body';
 import { gatewayAuth } from '../middleware/gateway-auth';
+import { keyRateLimit } from '../middleware/key-rate-limit';
+import { chatCompletions } from './chat';
+import type { GatewayServices } from './services';
 
-export type GatewayRouterDeps = { keys: KeyResolver; authFailures: AuthFailureLimiter; clock: Clock };
+export type GatewayRouterDeps = { keys: KeyResolver; authFailures: AuthFailureLimiter; clock: Clock; redis: RedisHandle; gateway: GatewayServices };
 
-/** `/v1`: key auth first (DESIGN 3, step 2), then the body, then the endpoint. */
+/** `/v1`: key auth first (DESIGN 3, step 2), the key's rate tier, then the body, then the endpoint. */
 export function gatewayRouter(deps: GatewayRouterDeps): Router<GatewayState> {
   const router = new Router<GatewayState>({ prefix: '/v1' });
-  router.use(gatewayAuth(deps), jsonBody());
+  router.use(gatewayAuth(deps), keyRateLimit(deps.redis), jsonBody());
 
-  // Models come from the key's provider connections; none can be connected yet, so the
-  // honest list is empty until provider connections exist.
-  router.get('/models', (ctx) => {
-    ctx.body = { object: 'list', data: [] };
+  router.get('/models', async (ctx) => {
+    const key = ctx.state.key!;
+    const config = await deps.gateway.orgConfig.get(key.orgId);
+    ctx.body = {
+      object: 'list',
+      data: callableModels(key, config, deps.gateway.catalog).map((m) => ({ id: m.id, object: 'model', created: 0, owned_by: m.owned_by })),
+    };
   });
 
-  // The request is validated in full; provider connections do not exist yet, so no connection
-  // can serve any model (spec 7: 503 no_provider_connected).
-  router.post('/chat/completions', (ctx) => {
-    const request = parseInput(chatRequestSchema, ctx.state.body);
-    throw new GatewayError('no_provider_connected', `No provider connection serves \`${request.model}\`.`);
-  });
+  router.post('/chat/completions', chatCompletions(deps.gateway));
 
   return router;
 }

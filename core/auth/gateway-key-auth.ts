@@ -15,6 +15,8 @@ export type KeyContext = {
   rateLimitRpm: number;
   environment: string | null;
   modelAllowlist: string[];
+  /** The owning project's allowlist; empty allows every model. */
+  projectModelAllowlist: string[];
   allowedRoutes: string[];
   allowedProviders: string[];
   disabled: boolean;
@@ -28,7 +30,7 @@ export type KeyContext = {
 
 export async function loadKeyContext(db: Database, secretHash: string): Promise<KeyContext | null> {
   const rows = await db
-    .select({ key: gatewayKeys, archivedAt: projects.archivedAt, org: organizations })
+    .select({ key: gatewayKeys, archivedAt: projects.archivedAt, projectModelAllowlist: projects.modelAllowlist, org: organizations })
     .from(gatewayKeys)
     .innerJoin(projects, eq(projects.id, gatewayKeys.projectId))
     .innerJoin(organizations, eq(organizations.id, gatewayKeys.orgId))
@@ -46,6 +48,7 @@ export async function loadKeyContext(db: Database, secretHash: string): Promise<
     rateLimitRpm: key.rateLimitRpm,
     environment: key.environment,
     modelAllowlist: key.modelAllowlist,
+    projectModelAllowlist: row.projectModelAllowlist,
     allowedRoutes: key.allowedRoutes,
     allowedProviders: key.allowedProviders,
     disabled: key.disabled,

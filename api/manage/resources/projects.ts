@@ -1,6 +1,6 @@
 import { and, asc, eq, sql } from 'drizzle-orm';
 import { z } from 'zod';
-import { gatewayKeys, projects } from '../../../core/db/schema';
+import { gatewayKeys, projects, requestLogs } from '../../../core/db/schema';
 import { GatewayError } from '../../../core/errors';
 import { newId } from '../../../core/ids';
 import { nameField, spendLimitSchema, unixTime } from './fields';
@@ -87,15 +87,14 @@ export const projectsResource: ResourceType<ProjectRow> = {
     };
   },
 
-  /** Archives; `?purge=true` deletes only a project that never had a key or served a request. */
+  /** Archives; `?purge=true` deletes only a project that never had a key and never served a request. */
   async remove(call, row) {
     if (call.query.purge !== 'true') return { archivedAt: row.archivedAt ?? call.now };
     const [used] = await call.db
-      .select({ n: sql<number>`count(*)::int` })
-      .from(gatewayKeys)
-      .where(eq(gatewayKeys.projectId, row.id));
-    if ((used?.n ?? 0) > 0) {
-      throw new GatewayError('project_has_usage', 'This project has had gateway keys; archive it instead of purging.');
+      .select({ keys: sql<number>`(select count(*)::int from ${gatewayKeys} where ${gatewayKeys.projectId} = ${row.id})`, requests: sql<number>`(select count(*)::int from ${requestLogs} where ${requestLogs.projectId} = ${row.id})` })
+      .from(sql`(select 1) as one`);
+    if ((used?.keys ?? 0) > 0 || (used?.requests ?? 0) > 0) {
+      throw new GatewayError('project_has_usage', 'This project has had gateway keys or served requests; archive it instead of purging.');
     }
     return 'delete';
   },

@@ -1,7 +1,8 @@
 import { and, asc, eq, inArray, isNull } from 'drizzle-orm';
 import { z } from 'zod';
 import type { Executor } from '../../../core/db/client';
-import { FAILOVER_ACTIONS, FAILURE_KINDS, providerConnections, ROUTE_STRATEGIES, routes, type FailoverPolicy, type RouteTarget } from '../../../core/db/schema';
+import { FAILOVER_ACTIONS, FAILURE_KINDS, providerConnections, ROUTE_STRATEGIES, routes, type RouteTarget } from '../../../core/db/schema';
+import { fullFailover } from '../../../core/routing/org-config';
 import { GatewayError } from '../../../core/errors';
 import { newId } from '../../../core/ids';
 import { environmentFields, environmentsRead, nameField, presentEnvironments, resolveEnvironments, timeoutMsField, unixTime } from './fields';
@@ -82,10 +83,6 @@ async function checkTargets(db: Executor, orgId: string, targets: RouteTarget[])
 
 function allTargets(input: { targets?: RouteTarget[]; rules?: { targets: RouteTarget[] }[] }): RouteTarget[] {
   return [...(input.targets ?? []), ...(input.rules ?? []).flatMap((r) => r.targets)];
-}
-
-export function fullFailover(stored: FailoverPolicy): Record<(typeof FAILURE_KINDS)[number], (typeof FAILOVER_ACTIONS)[number]> {
-  return Object.fromEntries(FAILURE_KINDS.map((k) => [k, stored[k] ?? 'retry'])) as never;
 }
 
 async function findRoute(db: Executor, orgId: string, id: string, forUpdate: boolean): Promise<RouteRow | null> {

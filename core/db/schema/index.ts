@@ -9,3 +9,4 @@ export * from './routes';
 export * from './org-settings';
 export * from './model-prices';
 export * from './webhook-endpoints';
+export * from './request-logs';

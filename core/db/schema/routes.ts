@@ -4,7 +4,10 @@ import { resourceColumns } from './columns';
 import { organizations } from './organizations';
 
 export const ROUTE_STRATEGIES = ['priority', 'weighted'] as const;
-export const FAILURE_KINDS = ['rate_limit', 'server_error', 'timeout', 'connection', 'credential', 'moderation'] as const;
+import { FAILURE_KINDS } from '../../providers/types';
+
+/** The spec's failure kinds (defined with the provider adapters that classify them). */
+export { FAILURE_KINDS };
 export const FAILOVER_ACTIONS = ['retry', 'failover', 'stop'] as const;
 
 export type RouteTarget = { connection_id: string; model: string; weight?: number; enabled?: boolean };

@@ -1,0 +1,244 @@
+import { PassThrough } from 'node:stream';
+import type { KeyContext } from '../../core/auth/gateway-key-auth';
+import { completeChat, startChatStream, type LiveStream, type NotServed, type Served } from '../../core/chat/execute';
+import type { RequestAttempt } from '../../core/db/schema';
+import { GatewayError } from '../../core/errors';
+import { estimateCost, type CostEstimate } from '../../core/pricing/cost';
+import type { ChatBody, ChatResult, StreamOutput, Usage } from '../../core/providers/types';
+import { planCandidates, type Plan } from '../../core/routing/candidates';
+import type { OrgConfig } from '../../core/routing/org-config';
+import type { GatewayContext } from '../context';
+import { parseInput } from '../validation';
+import { chatRequestSchema, EXTENSION_FIELDS, parseAttribution, parseCacheControl, type Attribution } from './chat-request';
+import type { GatewayServices } from './services';
+
+/** The usage object of spec 2.2: counts as reported, the cost estimate and where it came from. */
+export function wireUsage(usage: Usage | null, estimate: CostEstimate): Record<string, unknown> {
+  const { provider_cost: providerCost, ...counts } = usage ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+  return {
+    ...counts,
+    cost: estimate?.cost ?? null,
+    ...(estimate && { price_source: estimate.source }),
+    ...(estimate?.source === 'provider' && providerCost !== undefined && { cost_usd: providerCost }),
+  };
+}
+
+type Call = {
+  ctx: GatewayContext;
+  services: GatewayServices;
+  key: KeyContext;
+  config: OrgConfig;
+  plan: Plan;
+  body: ChatBody;
+  attribution: Attribution;
+  logging: boolean;
+  started: number;
+  createdAt: Date;
+};
+
+function costOf(call: Call, served: Served<unknown>, usage: Usage | null): CostEstimate {
+  return estimateCost({
+    usage,
+    kind: served.candidate.connection.kind,
+    upstreamModel: served.candidate.upstreamModel,
+    modelId: served.candidate.modelId,
+    prices: call.config.prices,
+    catalog: call.services.catalog,
+  });
+}
+
+/** One request-log row (spec 4.1), queued off the hot path. */
+function logRequest(call: Call, outcome: {
+  status: number;
+  served?: Served<unknown>;
+  servedModel?: string | null;
+  attempts: RequestAttempt[];
+  usage?: Usage | null;
+  estimate?: CostEstimate;
+  error?: GatewayError;
+  response?: unknown;
+}): void {
+  const capture = call.logging && call.config.promptLoggingEnabled;
+  call.services.requestLog.record({
+    id: call.ctx.state.requestId,
+    orgId: call.key.orgId,
+    keyId: call.key.keyId,
+    projectId: call.key.projectId,
+    endpoint: 'chat.completions',
+    requestedModel: call.body.model,
+    routeSlug: call.plan.route?.slug ?? null,
+    servedModel: outcome.servedModel ?? outcome.served?.candidate.upstreamModel ?? null,
+    provider: outcome.served?.candidate.connection.kind ?? null,
+    connectionId: outcome.served?.candidate.connection.id ?? null,
+    chainPosition: outcome.served?.position ?? null,
+    status: outcome.status,
+    errorType: outcome.error?.type ?? null,
+    errorCode: outcome.error?.code ?? null,
+    stream: call.body.stream === true,
+    latencyMs: Math.round(performance.now() - call.started),
+    attempts: outcome.attempts,
+    usage: outcome.usage ? { ...outcome.usage } : null,
+    cost: outcome.estimate?.cost ?? null,
+    priceSource: outcome.estimate?.source ?? null,
+    userId: call.attribution.userId,
+    sessionId: call.attribution.sessionId,
+    tags: call.attribution.tags,
+    paramsDropped: outcome.served?.dropped ?? [],
+    requestBody: capture ? { messages: call.body.messages } : null,
+    responseBody: capture ? (outcome.response ?? null) : null,
+    createdAt: call.createdAt,
+  });
+}
+
+function refused(call: Call, result: NotServed): never {
+  logRequest(call, { status: result.error.status, attempts: result.attempts, error: result.error });
+  throw result.error;
+}
+
+function identity(call: Call, served: Served<unknown>, model: string) {
+  return {
+    id: call.ctx.state.requestId,
+    created: Math.floor(call.createdAt.getTime() / 1000),
+    model,
+    route: served.position,
+    route_name: call.plan.route?.slug ?? null,
+    provider: served.candidate.connection.kind,
+    connection: served.candidate.connection.id,
+  };
+}
+
+function answerWhole(call: Call, served: Served<ChatResult>): void {
+  const result = served.value;
+  const estimate = costOf(call, served, result.usage);
+  const model = result.model ?? served.candidate.upstreamModel;
+  call.ctx.body = { ...identity(call, served, model), object: 'chat.completion', choices: result.choices, usage: wireUsage(result.usage, estimate) };
+  logRequest(call, { status: 200, served, servedModel: model, attempts: served.attempts, usage: result.usage, estimate, response: result.choices });
+}
+
+/**
+ * Streams the answer as OpenAI chunks (spec 4.1, 6.4): a final usage chunk when asked, then
+ * `[DONE]`. If the provider's stream breaks off, one data event carries the error object and
+ * the stream closes with no `[DONE]` and no usage chunk. A client that goes away aborts the
+ * upstream request.
+ */
+function answerStream(call: Call, served: Served<LiveStream>, includeUsage: boolean, clientGone: AbortSignal): void {
+  const { ctx } = call;
+  const out = new PassThrough();
+  ctx.status = 200;
+  ctx.type = 'text/event-stream';
+  ctx.set('Cache-Control', 'no-cache');
+  ctx.set('X-Accel-Buffering', 'no');
+  ctx.body = out;
+
+  let model = served.candidate.upstreamModel;
+  let usage: Usage | null = null;
+  let finished = false;
+  let done = false;
+  let broken: GatewayError | null = null;
+  const text: string[] = [];
+  const write = (payload: unknown) => out.write(`data: ${typeof payload === 'string' ? payload : JSON.stringify(payload)}\n\n`);
+
+  const emit = (outputs: StreamOutput[]) => {
+    for (const o of outputs) {
+      if (o.type === 'model') model = o.model;
+      else if (o.type === 'usage') usage = { ...(usage ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 }), ...o.usage } as Usage;
+      else if (o.type === 'done') done = true;
+      else if (o.type === 'error') broken = new GatewayError('upstream_error', `The provider's stream failed mid-answer: ${o.failure.kind}.`);
+      else {
+        for (const c of o.choices) {
+          if (c.finish_reason) finished = true;
+          if (c.delta.content) text.push(c.delta.content);
+        }
+        write({ ...identity(call, served, model), object: 'chat.completion.chunk', choices: o.choices });
+      }
+    }
+  };
+
+  void (async () => {
+    try {
+      emit(served.value.buffered);
+      for await (const outputs of served.value.rest) {
+        emit(outputs);
+        if (broken || done) break;
+      }
+    } catch (err) {
+      if (clientGone.aborted) {
+        served.value.abort();
+      } else {
+        const stalled = (err as { code?: string }).code === 'UND_ERR_BODY_TIMEOUT';
+        broken = stalled
+          ? new GatewayError('stream_stalled', 'The provider stopped sending mid-answer.')
+          : new GatewayError('upstream_error', 'The provider\'s stream broke off mid-answer.');
+      }
+    }
+    const complete = !broken && (done || finished) && !clientGone.aborted;
+    const estimate = complete ? costOf(call, served, usage) : null;
+    if (clientGone.aborted) {
+      out.end();
+    } else if (complete) {
+      if (includeUsage) write({ ...identity(call, served, model), object: 'chat.completion.chunk', choices: [], usage: wireUsage(usage, estimate) });
+      write('[DONE]');
+      out.end();
+    } else {
+      broken ??= new GatewayError('upstream_error', 'The provider\'s stream ended before the answer was complete.');
+      write(broken.toBody());
+      out.end();
+    }
+    logRequest(call, {
+      status: complete ? 200 : clientGone.aborted ? 499 : broken?.status ?? 502,
+      served,
+      servedModel: model,
+      attempts: served.attempts,
+      usage,
+      estimate,
+      error: complete ? undefined : broken ?? undefined,
+      response: text.join(''),
+    });
+  })();
+}
+
+/** `POST /v1/chat/completions` (spec 4.1). */
+export function chatCompletions(services: GatewayServices) {
+  return async (ctx: GatewayContext): Promise<void> => {
+    const started = performance.now();
+    const key = ctx.state.key!;
+    const request = parseInput(chatRequestSchema, ctx.state.body);
+    const attribution = parseAttribution(request.metadata);
+    parseCacheControl(request.cache, (name) => ctx.get(name));
+    // The response cache is not on for any organization yet (spec 2.2: `cache` absent).
+    ctx.set('X-GW-Cache', 'DISABLED');
+
+    const body = Object.fromEntries(Object.entries(request).filter(([k]) => !(EXTENSION_FIELDS as readonly string[]).includes(k))) as ChatBody;
+    const config = await services.orgConfig.get(key.orgId);
+    const plan = planCandidates({
+      model: request.model,
+      fallbacks: request.fallbacks ?? [],
+      allow: request.routing?.providers?.allow,
+      deny: request.routing?.providers?.deny,
+      metadata: { ...attribution.other, user_id: attribution.userId, session_id: attribution.sessionId, tags: attribution.tags },
+      key,
+      config,
+      catalog: services.catalog,
+    });
+    const call: Call = { ctx, services, key, config, plan, body, attribution, logging: request.logging !== false, started, createdAt: new Date() };
+
+    // A client that hangs up stops the upstream work it asked for.
+    const clientGone = new AbortController();
+    ctx.res.once('close', () => {
+      if (!ctx.res.writableFinished) clientGone.abort();
+    });
+    const deps = { agent: services.agent, catalog: services.catalog, learned: services.learned, defaultTimeoutMs: services.defaultTimeoutMs };
+
+    if (request.stream) {
+      const served = await startChatStream(plan, body, deps, clientGone.signal);
+      if (!served.ok) refused(call, served);
+      if (served.dropped.length > 0) ctx.set('X-GW-Params-Dropped', served.dropped.join(','));
+      answerStream(call, served, request.stream_options?.include_usage === true, clientGone.signal);
+      return;
+    }
+    const served = await completeChat(plan, body, deps, clientGone.signal);
+    if (!served.ok) refused(call, served);
+    if (served.dropped.length > 0) ctx.set('X-GW-Params-Dropped', served.dropped.join(','));
+    answerWhole(call, served);
+  };
+}

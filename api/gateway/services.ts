@@ -1,0 +1,19 @@
+import type { Agent } from 'undici';
+import type { ModelCatalog } from '../../core/catalog/model-catalog';
+import type { LearnedParams } from '../../core/chat/prepare';
+import type { RequestLogWriter } from '../../core/request-log/writer';
+import type { OrgConfigCache } from '../../core/routing/org-config';
+
+/** What the chat path needs besides the key: configuration, catalog, upstream pools, the log. */
+export type GatewayServices = {
+  orgConfig: OrgConfigCache;
+  catalog: ModelCatalog;
+  agent: Agent;
+  learned: LearnedParams;
+  requestLog: RequestLogWriter;
+  /** Upstream timeout when neither route nor connection sets one. */
+  defaultTimeoutMs: number;
+};
+
+/** Default upstream timeout: long answers from large models take minutes. */
+export const DEFAULT_UPSTREAM_TIMEOUT_MS = 120_000;

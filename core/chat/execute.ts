@@ -1,0 +1,136 @@
+import type { Agent } from 'undici';
+import type { ModelCatalog } from '../catalog/model-catalog';
+import type { RequestAttempt } from '../db/schema';
+import { GatewayError } from '../errors';
+import { ADAPTERS } from '../providers/adapters';
+import { sendUpstream, type UpstreamSuccess } from '../providers/upstream';
+import type { ChatBody, ChatResult, ProviderAdapter, ProviderFailure, StreamOutput } from '../providers/types';
+import { chainPosition, type Candidate, type Plan } from '../routing/candidates';
+import { attemptRecord, finalError, type FailedAttempt } from './outcome';
+import { isDroppable, prepareBody, type LearnedParams } from './prepare';
+import { readSse } from './sse';
+
+export type ExecuteDeps = { agent: Agent; catalog: ModelCatalog; learned: LearnedParams; defaultTimeoutMs: number };
+
+export type Served<T> = { ok: true; candidate: Candidate; position: string; dropped: string[]; attempts: RequestAttempt[]; value: T };
+export type NotServed = { ok: false; error: GatewayError; attempts: RequestAttempt[] };
+
+type TryResult<T> = { ok: true; value: T } | { ok: false; failure: ProviderFailure };
+
+/** A started stream: what arrived up to the first token, and an iterator over the rest. */
+export type LiveStream = { buffered: StreamOutput[]; rest: AsyncGenerator<StreamOutput[]>; abort(): void };
+
+/**
+ * Walks the plan's candidates in order (spec 7, retry rules): per failure kind the route's
+ * action, `retry` (the same candidate again, up to `max_retries`), `failover` (the next one)
+ * or `stop` (no further tries). A provider's 400 moves on without retrying; a sampling
+ * parameter the model refuses is dropped and the same candidate tried once more. Failover
+ * happens only before the first token: `attempt` decides what counts as served.
+ */
+async function runPlan<T>(
+  plan: Plan,
+  body: ChatBody,
+  deps: ExecuteDeps,
+  attempt: (candidate: Candidate, adapter: ProviderAdapter, prepared: ReturnType<typeof prepareBody>) => Promise<TryResult<T>>,
+): Promise<Served<T> | NotServed> {
+  const attempts: RequestAttempt[] = [];
+  const failures: FailedAttempt[] = [];
+  for (const [index, candidate] of plan.candidates.entries()) {
+    const position = chainPosition(index);
+    const adapter = ADAPTERS[candidate.connection.kind];
+    let retries = 0;
+    let relearned = false;
+    for (;;) {
+      const prepared = prepareBody(body, candidate.connection.kind, candidate.upstreamModel, adapter, deps.catalog, deps.learned);
+      const started = performance.now();
+      const result = await attempt(candidate, adapter, prepared);
+      if (result.ok) {
+        attempts.push(attemptRecord(candidate, position, 'ok', 200, started));
+        return { ok: true, candidate, position, dropped: prepared.dropped, attempts, value: result.value };
+      }
+      const { failure } = result;
+      attempts.push(attemptRecord(candidate, position, failure.kind, failure.status ?? null, started));
+      if (failure.kind === 'unsupported_parameter' && isDroppable(failure.param) && !relearned) {
+        deps.learned.learn(candidate.connection.kind, candidate.upstreamModel, failure.param);
+        relearned = true;
+        continue;
+      }
+      failures.push({ candidate, failure });
+      if (failure.kind === 'invalid_request' || failure.kind === 'unsupported_parameter' || failure.kind === 'model_not_served') break;
+      const action = plan.failover[failure.kind];
+      if (action === 'stop') return { ok: false, error: finalError(failures), attempts };
+      if (action === 'retry' && retries < plan.maxRetries) {
+        retries += 1;
+        continue;
+      }
+      break;
+    }
+  }
+  return { ok: false, error: finalError(failures), attempts };
+}
+
+function timeoutFor(plan: Plan, candidate: Candidate, deps: ExecuteDeps): number {
+  return plan.timeoutMs ?? candidate.connection.timeoutMs ?? deps.defaultTimeoutMs;
+}
+
+function upstreamTarget(plan: Plan, candidate: Candidate, deps: ExecuteDeps) {
+  const c = candidate.connection;
+  return { kind: c.kind, baseUrls: [c.baseUrl, ...c.alternateBaseUrls], secrets: c.secrets, timeoutMs: timeoutFor(plan, candidate, deps) };
+}
+
+/** A whole answer from the first candidate that gives one. */
+export function completeChat(plan: Plan, body: ChatBody, deps: ExecuteDeps, signal: AbortSignal): Promise<Served<ChatResult> | NotServed> {
+  return runPlan(plan, body, deps, async (candidate, adapter, prepared): Promise<TryResult<ChatResult>> => {
+    const upstream = adapter.buildRequest(prepared.body, { model: candidate.upstreamModel, stream: false, defaultMaxTokens: prepared.defaultMaxTokens, config: candidate.connection.config });
+    const sent = await sendUpstream(deps.agent, adapter, upstreamTarget(plan, candidate, deps), upstream, signal);
+    if (!sent.ok) return sent;
+    try {
+      return { ok: true, value: adapter.parseResponse(await sent.body.json()) };
+    } catch (err) {
+      if (signal.aborted) throw err;
+      return { ok: false, failure: { kind: 'server_error', message: `unreadable answer: ${(err as Error).message}` } };
+    }
+  });
+}
+
+const startsAnswer = (o: StreamOutput) => o.type === 'delta' && o.choices.some((c) => c.delta.content || c.delta.tool_calls?.length || c.finish_reason);
+
+async function* decodeStream(sent: UpstreamSuccess, adapter: ProviderAdapter): AsyncGenerator<StreamOutput[]> {
+  const decode = adapter.createStreamDecoder();
+  for await (const event of readSse(sent.body)) {
+    const outputs = decode(event);
+    if (outputs.length > 0) yield outputs;
+  }
+}
+
+/**
+ * A stream from the first candidate that starts one: failover is possible until the first
+ * token arrives (spec 7 rule 5), so events are held back until then.
+ */
+export function startChatStream(plan: Plan, body: ChatBody, deps: ExecuteDeps, signal: AbortSignal): Promise<Served<LiveStream> | NotServed> {
+  return runPlan(plan, body, deps, async (candidate, adapter, prepared): Promise<TryResult<LiveStream>> => {
+    const upstream = adapter.buildRequest(prepared.body, { model: candidate.upstreamModel, stream: true, defaultMaxTokens: prepared.defaultMaxTokens, config: candidate.connection.config });
+    const own = new AbortController();
+    const combined = AbortSignal.any([signal, own.signal]);
+    const sent = await sendUpstream(deps.agent, adapter, upstreamTarget(plan, candidate, deps), upstream, combined);
+    if (!sent.ok) return sent;
+    const rest = decodeStream(sent, adapter);
+    const buffered: StreamOutput[] = [];
+    try {
+      for (;;) {
+        const next = await rest.next();
+        if (next.done) return { ok: false, failure: { kind: 'server_error', message: 'the stream ended before the first token' } };
+        const error = next.value.find((o) => o.type === 'error');
+        if (error && error.type === 'error') return { ok: false, failure: error.failure };
+        buffered.push(...next.value);
+        if (next.value.some(startsAnswer)) return { ok: true, value: { buffered, rest, abort: () => own.abort() } };
+      }
+    } catch (err) {
+      own.abort();
+      if (signal.aborted) throw err;
+      const code = (err as { code?: string }).code;
+      if (code === 'UND_ERR_BODY_TIMEOUT') return { ok: false, failure: { kind: 'timeout', message: 'the stream stalled before the first token' } };
+      return { ok: false, failure: { kind: 'connection', message: `the stream broke before the first token (${code ?? (err as Error).message})` } };
+    }
+  });
+}

@@ -1,0 +1,50 @@
+import { LRUCache } from 'lru-cache';
+import { DEFAULT_OUTPUT_CEILING, type ModelCatalog } from '../catalog/model-catalog';
+import type { ProviderKind } from '../providers/kinds';
+import type { ChatBody, ProviderAdapter } from '../providers/types';
+
+/** The only parameters the gateway may drop (spec 4.1, X-GW-Params-Dropped). */
+export const DROPPABLE_PARAMS = ['temperature', 'top_p', 'top_k', 'frequency_penalty', 'presence_penalty', 'seed', 'logprobs', 'top_logprobs', 'logit_bias'] as const;
+const DROPPABLE = new Set<string>(DROPPABLE_PARAMS);
+
+export function isDroppable(param: string): boolean {
+  return DROPPABLE.has(param);
+}
+
+/**
+ * Parameters a model refused without a known rule, learned from its 400 and remembered per
+ * kind and model so later requests drop them without a wasted call.
+ */
+export type LearnedParams = { get(kind: ProviderKind, model: string): ReadonlySet<string>; learn(kind: ProviderKind, model: string, param: string): void };
+
+export function createLearnedParams(max = 10_000): LearnedParams {
+  const store = new LRUCache<string, Set<string>>({ max });
+  return {
+    get: (kind, model) => store.get(`${kind}:${model}`) ?? new Set(),
+    learn(kind, model, param) {
+      const key = `${kind}:${model}`;
+      store.set(key, new Set([...(store.get(key) ?? []), param]));
+    },
+  };
+}
+
+export type PreparedBody = { body: ChatBody; dropped: string[]; defaultMaxTokens: number };
+
+/**
+ * The body one candidate is sent: sampling parameters its model refuses dropped (and named),
+ * `max_tokens` renamed for families that want `max_completion_tokens`, and the output cap a
+ * kind requiring one gets when the client gave none.
+ */
+export function prepareBody(body: ChatBody, kind: ProviderKind, model: string, adapter: ProviderAdapter, catalog: ModelCatalog, learned: LearnedParams): PreparedBody {
+  const rules = catalog.paramRules(kind, model);
+  const refused = new Set([...rules.drop, ...adapter.unsupportedSampling, ...learned.get(kind, model)]);
+  if (rules.exclusive && body[rules.exclusive[0]] !== undefined && body[rules.exclusive[1]] !== undefined) refused.add(rules.exclusive[1]);
+  const dropped = Object.keys(body).filter((k) => refused.has(k) && isDroppable(k) && body[k] !== undefined);
+  const out: ChatBody = { ...body };
+  for (const k of dropped) delete out[k];
+  if (rules.maxTokensField === 'max_completion_tokens' && out.max_tokens !== undefined) {
+    out.max_completion_tokens ??= out.max_tokens;
+    delete out.max_tokens;
+  }
+  return { body: out, dropped, defaultMaxTokens: catalog.lookup(kind, model)?.maxOutput ?? DEFAULT_OUTPUT_CEILING };
+}

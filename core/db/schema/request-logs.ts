@@ -1,0 +1,51 @@
+import { boolean, index, integer, jsonb, numeric, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
+import { organizations } from './organizations';
+
+export type RequestAttempt = {
+  connection_id: string;
+  provider: string;
+  model: string;
+  position: string;
+  outcome: 'ok' | string;
+  status: number | null;
+  latency_ms: number;
+};
+
+/**
+ * One row per gateway request (spec 4.1 "request log"), written in batches off the hot path.
+ * Prompts and answers are stored only when the organization turned prompt logging on and the
+ * request did not say `logging: false`.
+ */
+export const requestLogs = pgTable(
+  'request_logs',
+  {
+    id: text('id').primaryKey(),
+    orgId: text('org_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
+    keyId: text('key_id').notNull(),
+    projectId: text('project_id').notNull(),
+    endpoint: text('endpoint').notNull(),
+    requestedModel: text('requested_model'),
+    routeSlug: text('route_slug'),
+    servedModel: text('served_model'),
+    provider: text('provider'),
+    connectionId: text('connection_id'),
+    chainPosition: text('chain_position'),
+    status: integer('status').notNull(),
+    errorType: text('error_type'),
+    errorCode: text('error_code'),
+    stream: boolean('stream').notNull().default(false),
+    latencyMs: integer('latency_ms').notNull(),
+    attempts: jsonb('attempts').$type<RequestAttempt[]>().notNull().default([]),
+    usage: jsonb('usage').$type<Record<string, unknown> | null>(),
+    cost: numeric('cost', { mode: 'number' }),
+    priceSource: text('price_source'),
+    userId: text('user_id'),
+    sessionId: text('session_id'),
+    tags: jsonb('tags').$type<Record<string, string>>().notNull().default({}),
+    paramsDropped: text('params_dropped').array().notNull().default([]),
+    requestBody: jsonb('request_body'),
+    responseBody: jsonb('response_body'),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [index('request_logs_org_created').on(t.orgId, t.createdAt), index('request_logs_project').on(t.projectId), index('request_logs_org_user').on(t.orgId, t.userId)],
+);

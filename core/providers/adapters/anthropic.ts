@@ -1,0 +1,166 @@
+import { classifyByStatus } from '../errors';
+import type { ChatBody, ChatMessage, ChatResult, ContentPart, FinishReason, ProviderAdapter, StreamOutput, ToolCall, Usage } from '../types';
+
+type Block =
+  | { type: 'text'; text: string }
+  | { type: 'image'; source: { type: 'base64'; media_type: string; data: string } | { type: 'url'; url: string } }
+  | { type: 'tool_use'; id: string; name: string; input: unknown }
+  | { type: 'tool_result'; tool_use_id: string; content: string };
+type AnthropicMessage = { role: 'user' | 'assistant'; content: Block[] };
+type AnthropicUsage = { input_tokens?: number; output_tokens?: number; cache_read_input_tokens?: number; cache_creation_input_tokens?: number };
+
+/** OpenAI fields with no place in the Messages API (their values would be refused). */
+const NOT_FORWARDED = ['messages', 'model', 'stream', 'stream_options', 'max_tokens', 'max_completion_tokens', 'stop', 'tools', 'tool_choice', 'user', 'n', 'parallel_tool_calls', 'response_format',
+  'frequency_penalty', 'presence_penalty', 'seed', 'logprobs', 'top_logprobs', 'logit_bias'];
+
+function textOf(content: ChatMessage['content']): string {
+  if (typeof content === 'string') return content;
+  return (content ?? []).map((p) => p.text ?? '').join('');
+}
+
+function partToBlock(part: ContentPart): Block {
+  if (part.type === 'image_url' && part.image_url) {
+    const data = /^data:([^;]+);base64,(.*)$/.exec(part.image_url.url);
+    return data ? { type: 'image', source: { type: 'base64', media_type: data[1]!, data: data[2]! } } : { type: 'image', source: { type: 'url', url: part.image_url.url } };
+  }
+  return { type: 'text', text: part.text ?? '' };
+}
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text || '{}');
+  } catch {
+    return {};
+  }
+}
+
+/** OpenAI messages to Anthropic's: system apart, tool results as user blocks, alternating turns merged. */
+export function toAnthropicMessages(messages: ChatMessage[]): { system?: string; messages: AnthropicMessage[] } {
+  const system = messages.filter((m) => m.role === 'system' || m.role === 'developer').map((m) => textOf(m.content)).join('\n\n');
+  const out: AnthropicMessage[] = [];
+  const push = (role: AnthropicMessage['role'], blocks: Block[]) => {
+    const last = out.at(-1);
+    if (last && last.role === role) last.content.push(...blocks);
+    else out.push({ role, content: blocks });
+  };
+  for (const m of messages) {
+    if (m.role === 'system' || m.role === 'developer') continue;
+    if (m.role === 'tool') {
+      push('user', [{ type: 'tool_result', tool_use_id: m.tool_call_id ?? '', content: textOf(m.content) }]);
+    } else if (m.role === 'assistant') {
+      const blocks: Block[] = [];
+      const text = textOf(m.content);
+      if (text) blocks.push({ type: 'text', text });
+      for (const call of m.tool_calls ?? []) blocks.push({ type: 'tool_use', id: call.id, name: call.function.name, input: safeJson(call.function.arguments) });
+      push('assistant', blocks.length ? blocks : [{ type: 'text', text: '' }]);
+    } else {
+      push('user', typeof m.content === 'string' ? [{ type: 'text', text: m.content }] : (m.content ?? []).map(partToBlock));
+    }
+  }
+  return { ...(system && { system }), messages: out };
+}
+
+function toolChoice(choice: ChatBody['tool_choice']): Record<string, unknown> | undefined {
+  if (choice === undefined) return undefined;
+  if (choice === 'auto') return { type: 'auto' };
+  if (choice === 'required') return { type: 'any' };
+  if (choice === 'none') return { type: 'none' };
+  return { type: 'tool', name: choice.function.name };
+}
+
+export function mapAnthropicUsage(u: AnthropicUsage | undefined): Usage | null {
+  if (!u) return null;
+  const cached = u.cache_read_input_tokens ?? 0;
+  const prompt = (u.input_tokens ?? 0) + cached + (u.cache_creation_input_tokens ?? 0);
+  const completion = u.output_tokens ?? 0;
+  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, ...(cached > 0 && { prompt_tokens_details: { cached_tokens: cached } }) };
+}
+
+const STOP_REASONS: Record<string, FinishReason> = { end_turn: 'stop', stop_sequence: 'stop', max_tokens: 'length', tool_use: 'tool_calls', refusal: 'content_filter', pause_turn: 'stop' };
+
+/** Anthropic Messages API (`/messages`): system prompt apart, `max_tokens` required, tool blocks. */
+export const anthropicAdapter: ProviderAdapter = {
+  unsupportedSampling: ['frequency_penalty', 'presence_penalty', 'seed', 'logprobs', 'top_logprobs', 'logit_bias'],
+
+  buildRequest(body, { model, stream, defaultMaxTokens }) {
+    const forwarded = Object.fromEntries(Object.entries(body).filter(([k]) => !NOT_FORWARDED.includes(k)));
+    const { system, messages } = toAnthropicMessages(body.messages);
+    const stop = body.stop === undefined ? undefined : Array.isArray(body.stop) ? body.stop : [body.stop];
+    return {
+      path: '/messages',
+      body: {
+        ...forwarded,
+        model,
+        ...(system && { system }),
+        messages,
+        max_tokens: body.max_completion_tokens ?? body.max_tokens ?? defaultMaxTokens,
+        ...(stop && { stop_sequences: stop }),
+        ...(body.tools && { tools: body.tools.map((t) => ({ name: t.function.name, ...(t.function.description && { description: t.function.description }), input_schema: t.function.parameters ?? { type: 'object', properties: {} } })) }),
+        ...(toolChoice(body.tool_choice) && { tool_choice: toolChoice(body.tool_choice) }),
+        ...(body.user && { metadata: { user_id: body.user } }),
+        ...(stream && { stream: true }),
+      },
+    };
+  },
+
+  parseResponse(json): ChatResult {
+    const r = json as { model?: string; content?: Block[]; stop_reason?: string; usage?: AnthropicUsage };
+    const blocks = r.content ?? [];
+    const text = blocks.filter((b): b is Extract<Block, { type: 'text' }> => b.type === 'text').map((b) => b.text).join('');
+    const calls: ToolCall[] = blocks
+      .filter((b): b is Extract<Block, { type: 'tool_use' }> => b.type === 'tool_use')
+      .map((b) => ({ id: b.id, type: 'function', function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) } }));
+    return {
+      model: r.model ?? null,
+      choices: [{
+        index: 0,
+        message: { role: 'assistant', content: text || (calls.length ? null : ''), ...(calls.length && { tool_calls: calls }) },
+        finish_reason: STOP_REASONS[r.stop_reason ?? 'end_turn'] ?? 'stop',
+      }],
+      usage: mapAnthropicUsage(r.usage),
+    };
+  },
+
+  createStreamDecoder() {
+    let promptUsage: AnthropicUsage = {};
+    const toolIndexOfBlock = new Map<number, number>();
+    return ({ event, data }): StreamOutput[] => {
+      const e = JSON.parse(data) as { type?: string; index?: number; message?: { model?: string; usage?: AnthropicUsage }; content_block?: Block; delta?: { type?: string; text?: string; partial_json?: string; stop_reason?: string }; usage?: AnthropicUsage; error?: { type?: string; message?: string } };
+      switch (e.type ?? event) {
+        case 'message_start':
+          promptUsage = e.message?.usage ?? {};
+          return [...(e.message?.model ? [{ type: 'model' as const, model: e.message.model }] : []), { type: 'delta', choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }] }];
+        case 'content_block_start':
+          if (e.content_block?.type === 'tool_use') {
+            const toolIndex = toolIndexOfBlock.size;
+            toolIndexOfBlock.set(e.index ?? 0, toolIndex);
+            return [{ type: 'delta', choices: [{ index: 0, delta: { tool_calls: [{ index: toolIndex, id: e.content_block.id, type: 'function', function: { name: e.content_block.name, arguments: '' } }] }, finish_reason: null }] }];
+          }
+          return [];
+        case 'content_block_delta':
+          if (e.delta?.type === 'text_delta') return [{ type: 'delta', choices: [{ index: 0, delta: { content: e.delta.text ?? '' }, finish_reason: null }] }];
+          if (e.delta?.type === 'input_json_delta') {
+            return [{ type: 'delta', choices: [{ index: 0, delta: { tool_calls: [{ index: toolIndexOfBlock.get(e.index ?? 0) ?? 0, function: { arguments: e.delta.partial_json ?? '' } }] }, finish_reason: null }] }];
+          }
+          return [];
+        case 'message_delta': {
+          const usage = mapAnthropicUsage({ ...promptUsage, output_tokens: e.usage?.output_tokens ?? promptUsage.output_tokens });
+          return [
+            { type: 'delta', choices: [{ index: 0, delta: {}, finish_reason: STOP_REASONS[e.delta?.stop_reason ?? 'end_turn'] ?? 'stop' }] },
+            ...(usage ? [{ type: 'usage' as const, usage }] : []),
+          ];
+        }
+        case 'message_stop':
+          return [{ type: 'done' }];
+        case 'error': {
+          const status = e.error?.type === 'overloaded_error' ? 529 : e.error?.type === 'rate_limit_error' ? 429 : 500;
+          return [{ type: 'error', failure: classifyByStatus(status, e, {}) }];
+        }
+        default:
+          return [];
+      }
+    };
+  },
+
+  classifyError: (status, body, headers) => classifyByStatus(status, body, headers),
+};

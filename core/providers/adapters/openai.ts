@@ -1,0 +1,95 @@
+import { classifyByStatus } from '../errors';
+import type { ChatResult, ChunkChoice, ProviderAdapter, StreamOutput, Usage } from '../types';
+
+type OpenAiUsage = {
+  prompt_tokens?: number;
+  completion_tokens?: number;
+  total_tokens?: number;
+  prompt_tokens_details?: { cached_tokens?: number };
+  completion_tokens_details?: { reasoning_tokens?: number };
+  cost?: number;
+};
+
+export function mapOpenAiUsage(u: OpenAiUsage | null | undefined): Usage | null {
+  if (!u) return null;
+  const prompt = u.prompt_tokens ?? 0;
+  const completion = u.completion_tokens ?? 0;
+  return {
+    prompt_tokens: prompt,
+    completion_tokens: completion,
+    total_tokens: u.total_tokens ?? prompt + completion,
+    ...(u.prompt_tokens_details?.cached_tokens !== undefined && { prompt_tokens_details: { cached_tokens: u.prompt_tokens_details.cached_tokens } }),
+    ...(u.completion_tokens_details?.reasoning_tokens !== undefined && { completion_tokens_details: { reasoning_tokens: u.completion_tokens_details.reasoning_tokens } }),
+    ...(typeof u.cost === 'number' && { provider_cost: u.cost }),
+  };
+}
+
+/**
+ * OpenAI Chat Completions: the wire of `openai`, every OpenAI-compatible kind and `custom`.
+ * Requests pass through nearly untouched (unknown fields included); streams always ask for
+ * usage so cost can be settled, and the gateway drops that chunk if the client did not ask.
+ */
+export function openAiWireAdapter(options: { path?: (model: string) => string; query?: (config: Record<string, unknown>) => Record<string, string> } = {}): ProviderAdapter {
+  return {
+    unsupportedSampling: [],
+
+    buildRequest(body, { model, stream, config }) {
+      const { stream_options: streamOptions, ...rest } = body;
+      return {
+        path: options.path ? options.path(model) : '/chat/completions',
+        query: options.query?.(config),
+        body: {
+          ...rest,
+          model,
+          stream,
+          ...(stream && { stream_options: { ...streamOptions, include_usage: true } }),
+        },
+      };
+    },
+
+    parseResponse(json): ChatResult {
+      const r = json as { model?: string; choices?: ChatResult['choices']; usage?: OpenAiUsage };
+      return {
+        model: r.model ?? null,
+        choices: (r.choices ?? []).map((c, i) => ({
+          index: c.index ?? i,
+          message: {
+            role: 'assistant',
+            content: c.message?.content ?? null,
+            ...(c.message?.tool_calls?.length ? { tool_calls: c.message.tool_calls } : {}),
+            ...(c.message?.refusal ? { refusal: c.message.refusal } : {}),
+          },
+          finish_reason: c.finish_reason ?? 'stop',
+        })),
+        usage: mapOpenAiUsage(r.usage),
+      };
+    },
+
+    createStreamDecoder() {
+      return ({ data }): StreamOutput[] => {
+        if (data.trim() === '[DONE]') return [{ type: 'done' }];
+        const chunk = JSON.parse(data) as { model?: string; choices?: ChunkChoice[]; usage?: OpenAiUsage | null; error?: { message?: string; code?: string } };
+        if (chunk.error) return [{ type: 'error', failure: classifyByStatus(500, chunk, {}) }];
+        const out: StreamOutput[] = [];
+        if (chunk.model) out.push({ type: 'model', model: chunk.model });
+        if (chunk.choices?.length) out.push({ type: 'delta', choices: chunk.choices.map((c) => ({ index: c.index, delta: c.delta ?? {}, finish_reason: c.finish_reason ?? null })) });
+        const usage = mapOpenAiUsage(chunk.usage);
+        if (usage) out.push({ type: 'usage', usage });
+        return out;
+      };
+    },
+
+    classifyError(status, body, headers) {
+      const err = (body as { error?: { param?: string | null; code?: string | null } } | null)?.error;
+      return classifyByStatus(status, body, headers, { param: err?.param, code: err?.code });
+    },
+  };
+}
+
+export const openAiAdapter = openAiWireAdapter();
+
+/** Azure OpenAI: the same wire, addressed by deployment, with an `api-version` query. */
+export const azureOpenAiAdapter = openAiWireAdapter({
+  path: (deployment) => `/deployments/${encodeURIComponent(deployment)}/chat/completions`,
+  query: (config) => ({ 'api-version': typeof config.api_version === 'string' ? config.api_version : '2024-10-21' }),
+});

@@ -1,0 +1,110 @@
+/**
+ * The one OpenAI-shaped vocabulary every adapter maps to and from. Adapters are data plus pure
+ * functions over these types; the HTTP call, failover and cost live elsewhere.
+ */
+
+export type ContentPart = { type: string; text?: string; image_url?: { url: string; detail?: string } } & Record<string, unknown>;
+
+export type ToolCall = { id: string; type: 'function'; function: { name: string; arguments: string } };
+
+export type ChatMessage = {
+  role: 'system' | 'developer' | 'user' | 'assistant' | 'tool';
+  content?: string | ContentPart[] | null;
+  name?: string;
+  tool_calls?: ToolCall[];
+  tool_call_id?: string;
+} & Record<string, unknown>;
+
+export type ToolDefinition = { type: 'function'; function: { name: string; description?: string; parameters?: Record<string, unknown>; strict?: boolean } };
+
+/** What reaches an adapter: the client's body without the gateway's own extension fields. */
+export type ChatBody = {
+  model: string;
+  messages: ChatMessage[];
+  stream?: boolean;
+  max_tokens?: number;
+  max_completion_tokens?: number;
+  temperature?: number;
+  top_p?: number;
+  stop?: string | string[];
+  tools?: ToolDefinition[];
+  tool_choice?: 'auto' | 'none' | 'required' | { type: 'function'; function: { name: string } };
+  response_format?: { type: string; json_schema?: { name?: string; schema?: Record<string, unknown>; strict?: boolean } };
+  seed?: number;
+  user?: string;
+  stream_options?: { include_usage?: boolean };
+} & Record<string, unknown>;
+
+export type FinishReason = 'stop' | 'length' | 'tool_calls' | 'content_filter';
+
+export type Usage = {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  prompt_tokens_details?: { cached_tokens?: number };
+  completion_tokens_details?: { reasoning_tokens?: number };
+  /** A charge the provider itself reported (OpenRouter and others), in US dollars. */
+  provider_cost?: number;
+};
+
+export type Choice = {
+  index: number;
+  message: { role: 'assistant'; content: string | null; tool_calls?: ToolCall[]; refusal?: string | null };
+  finish_reason: FinishReason;
+};
+
+export type ChatResult = { model: string | null; choices: Choice[]; usage: Usage | null };
+
+/** A piece of a streamed tool call: the first carries id and name, later ones argument text. */
+export type ToolCallDelta = { index: number; id?: string; type?: 'function'; function?: { name?: string; arguments?: string } };
+
+export type ChunkChoice = {
+  index: number;
+  delta: { role?: 'assistant'; content?: string; tool_calls?: ToolCallDelta[] };
+  finish_reason: FinishReason | null;
+};
+
+/** What one upstream stream event becomes. */
+export type StreamOutput =
+  | { type: 'delta'; choices: ChunkChoice[] }
+  | { type: 'usage'; usage: Partial<Usage> }
+  | { type: 'model'; model: string }
+  | { type: 'done' }
+  | { type: 'error'; failure: ProviderFailure };
+
+export const FAILURE_KINDS = ['rate_limit', 'server_error', 'timeout', 'connection', 'credential', 'moderation'] as const;
+export type FailureKind = (typeof FAILURE_KINDS)[number];
+
+/**
+ * A provider's refusal in our terms: one of the spec's failure kinds (which drive failover),
+ * an invalid request (the provider's 400, surfaced to the client), a parameter the model
+ * refuses (dropped and retried once), or a model this connection cannot serve.
+ */
+export type ProviderFailure =
+  | { kind: FailureKind; message: string; status?: number; retryAfterSeconds?: number }
+  | { kind: 'invalid_request'; message: string; status: number }
+  | { kind: 'unsupported_parameter'; message: string; status: number; param: string }
+  | { kind: 'model_not_served'; message: string; status: number };
+
+export type UpstreamRequest = { path: string; query?: Record<string, string>; body: Record<string, unknown> };
+
+export type BuildOptions = {
+  /** The model name the provider knows (after a connection's model map). */
+  model: string;
+  stream: boolean;
+  /** Sent as the output cap when the kind requires one and the client gave none. */
+  defaultMaxTokens: number;
+  /** Connection settings (`api_version` for Azure). */
+  config: Record<string, unknown>;
+};
+
+export type StreamDecoder = (event: { event?: string; data: string }) => StreamOutput[];
+
+export interface ProviderAdapter {
+  /** Sampling parameters this wire has no place for: dropped and named in X-GW-Params-Dropped. */
+  unsupportedSampling: readonly string[];
+  buildRequest(body: ChatBody, options: BuildOptions): UpstreamRequest;
+  parseResponse(json: unknown): ChatResult;
+  createStreamDecoder(): StreamDecoder;
+  classifyError(status: number, body: unknown, headers: Record<string, string | string[] | undefined>): ProviderFailure;
+}

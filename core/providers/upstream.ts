@@ -1,0 +1,114 @@
+import dns from 'node:dns';
+import type { LookupFunction } from 'node:net';
+import { Agent, errors as undiciErrors, request, type Dispatcher } from 'undici';
+import { isPrivateHost } from '../net/service-url';
+import { credentialHeaders, type ProviderKind } from './kinds';
+import type { ProviderAdapter, ProviderFailure, UpstreamRequest } from './types';
+
+/** One connection as the call path needs it: where, with which credentials, how long. */
+export type UpstreamTarget = {
+  kind: ProviderKind;
+  /** The base URL, then the alternates tried in order when a host is unreachable. */
+  baseUrls: string[];
+  /** The credential, then pooled fallbacks tried when an earlier one is rejected or rate-limited. */
+  secrets: string[];
+  timeoutMs: number;
+};
+
+export type UpstreamSuccess = { ok: true; status: number; headers: Record<string, string | string[] | undefined>; body: Dispatcher.ResponseData['body']; baseUrl: string };
+export type UpstreamFailure = { ok: false; failure: ProviderFailure };
+
+/**
+ * Refuses to connect to private, loopback or link-local addresses after DNS, unless the
+ * deployment allows private networks: a public-looking name cannot smuggle a call inside.
+ */
+function guardedLookup(allowPrivateNetwork: boolean): LookupFunction {
+  return (hostname, options, callback) => {
+    dns.lookup(hostname, options, (err, address, family) => {
+      if (err) return callback(err, address as string, family);
+      const addresses = Array.isArray(address) ? address : [{ address, family }];
+      const blocked = !allowPrivateNetwork && addresses.some((a) => isPrivateHost(typeof a === 'string' ? a : a.address));
+      if (blocked) return callback(Object.assign(new Error(`refusing to connect to a private address for ${hostname}`), { code: 'EPRIVATE' }), '', 0);
+      callback(null, address as string, family);
+    });
+  };
+}
+
+/** The keep-alive pools, one per upstream origin (undici's Agent keeps a pool per origin). */
+export function createUpstreamAgent(options: { allowPrivateNetwork: boolean }): Agent {
+  return new Agent({
+    keepAliveTimeout: 30_000,
+    keepAliveMaxTimeout: 600_000,
+    connections: 256,
+    connect: { lookup: guardedLookup(options.allowPrivateNetwork), timeout: 10_000 },
+  });
+}
+
+const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EPRIVATE', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_SOCKET', 'EPIPE']);
+
+function isConnectionError(err: unknown): boolean {
+  const e = err as { code?: string; cause?: { code?: string } };
+  return CONNECTION_CODES.has(e.code ?? '') || CONNECTION_CODES.has(e.cause?.code ?? '') || err instanceof undiciErrors.SocketError || err instanceof undiciErrors.ConnectTimeoutError;
+}
+
+async function readBody(body: Dispatcher.ResponseData['body']): Promise<unknown> {
+  const text = await body.text().catch(() => '');
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+/**
+ * Sends one request to a connection: through its alternate hosts when one is unreachable and
+ * its pooled credentials when one is rejected or rate-limited. Answers the 2xx response with
+ * its body unread (a stream, maybe), or the classified failure of the last try.
+ */
+export async function sendUpstream(
+  agent: Agent,
+  adapter: ProviderAdapter,
+  target: UpstreamTarget,
+  upstream: UpstreamRequest,
+  signal: AbortSignal,
+): Promise<UpstreamSuccess | UpstreamFailure> {
+  let last: ProviderFailure = { kind: 'connection', message: 'no host to call' };
+  for (const [secretIndex, secret] of target.secrets.entries()) {
+    for (const baseUrl of target.baseUrls) {
+      const url = new URL(`${baseUrl.replace(/\/+$/, '')}${upstream.path}`);
+      for (const [k, v] of Object.entries(upstream.query ?? {})) url.searchParams.set(k, v);
+      // The timeout covers the wait for the answer to begin; after that, `bodyTimeout` bounds
+      // each pause, so a long stream is not cut for being long.
+      const timeout = new AbortController();
+      const timer = setTimeout(() => timeout.abort(), target.timeoutMs);
+      try {
+        const res = await request(url, {
+          method: 'POST',
+          dispatcher: agent,
+          headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...credentialHeaders(target.kind, secret) },
+          body: JSON.stringify(upstream.body),
+          signal: AbortSignal.any([signal, timeout.signal]),
+          headersTimeout: target.timeoutMs,
+          bodyTimeout: target.timeoutMs,
+        });
+        if (res.statusCode >= 200 && res.statusCode < 300) return { ok: true, status: res.statusCode, headers: res.headers, body: res.body, baseUrl };
+        last = adapter.classifyError(res.statusCode, await readBody(res.body), res.headers);
+        // Only a refused or rate-limited credential moves on to the next pooled one.
+        if ((last.kind === 'credential' || last.kind === 'rate_limit') && secretIndex < target.secrets.length - 1) break;
+        return { ok: false, failure: last };
+      } catch (err) {
+        if (signal.aborted) throw err;
+        if (timeout.signal.aborted || (err as { code?: string }).code === 'UND_ERR_HEADERS_TIMEOUT') {
+          return { ok: false, failure: { kind: 'timeout', message: `no answer within ${target.timeoutMs} ms` } };
+        }
+        if (!isConnectionError(err)) return { ok: false, failure: { kind: 'connection', message: (err as Error).message } };
+        last = { kind: 'connection', message: `${url.host} unreachable (${(err as { code?: string }).code ?? 'error'})` };
+        // Next alternate host.
+      } finally {
+        clearTimeout(timer);
+      }
+    }
+    if (last.kind === 'connection') return { ok: false, failure: last };
+  }
+  return { ok: false, failure: last };
+}

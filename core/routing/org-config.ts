@@ -1,0 +1,125 @@
+import { and, eq, isNull } from 'drizzle-orm';
+import { LRUCache } from 'lru-cache';
+import type { Sealer } from '../crypto/sealing';
+import type { Database } from '../db/client';
+import { modelPrices, orgSettings, providerConnections, routes, type FailoverPolicy, type RouteRule, type RouteTarget } from '../db/schema';
+import { FAILURE_KINDS, type FailureKind } from '../providers/types';
+import { isProviderKind, kindSpec, type ProviderKind } from '../providers/kinds';
+
+/** A connection as the hot path uses it: credentials opened, URLs resolved. */
+export type ConnectionConfig = {
+  id: string;
+  kind: ProviderKind;
+  name: string;
+  environments: string[];
+  config: Record<string, unknown>;
+  modelMap: Record<string, string>;
+  timeoutMs: number | null;
+  baseUrl: string;
+  alternateBaseUrls: string[];
+  poolRole: 'active' | 'standby';
+  enabled: boolean;
+  secrets: string[];
+};
+
+export type FailoverAction = 'retry' | 'failover' | 'stop';
+
+export type RouteConfig = {
+  id: string;
+  slug: string;
+  name: string | null;
+  strategy: 'priority' | 'weighted';
+  environments: string[];
+  timeoutMs: number | null;
+  maxRetries: number;
+  targets: RouteTarget[];
+  rules: RouteRule[];
+  failover: Record<FailureKind, FailoverAction>;
+};
+
+export type PriceEntry = { model: string; provider: string | null; inputPerMillion: number | null; outputPerMillion: number | null; cachedInputPerMillion: number | null };
+
+export type OrgConfig = {
+  orgId: string;
+  connections: ConnectionConfig[];
+  routes: Map<string, RouteConfig>;
+  prices: PriceEntry[];
+  modelAllowlist: string[];
+  promptLoggingEnabled: boolean;
+};
+
+export function fullFailover(stored: FailoverPolicy): Record<FailureKind, FailoverAction> {
+  return Object.fromEntries(FAILURE_KINDS.map((k) => [k, stored[k] ?? 'retry'])) as Record<FailureKind, FailoverAction>;
+}
+
+export async function loadOrgConfig(db: Database, sealer: Sealer, orgId: string): Promise<OrgConfig> {
+  const [connectionRows, routeRows, priceRows, settingsRows] = await Promise.all([
+    db.select().from(providerConnections).where(and(eq(providerConnections.orgId, orgId), isNull(providerConnections.deletedAt))),
+    db.select().from(routes).where(and(eq(routes.orgId, orgId), isNull(routes.deletedAt))),
+    db.select().from(modelPrices).where(eq(modelPrices.orgId, orgId)),
+    db.select().from(orgSettings).where(eq(orgSettings.id, orgId)),
+  ]);
+  const connections = connectionRows.filter((c) => isProviderKind(c.kind)).map((c): ConnectionConfig => {
+    const bind = (field: string) => ({ orgId, recordId: c.id, field });
+    const fallbacks = c.fallbackSecretsSealed ? (JSON.parse(sealer.open(c.fallbackSecretsSealed, bind('fallback_secrets'))) as string[]) : [];
+    const kind = c.kind as ProviderKind;
+    return {
+      id: c.id,
+      kind,
+      name: c.name,
+      environments: c.environments,
+      config: c.config,
+      modelMap: c.modelMap,
+      timeoutMs: c.timeoutMs,
+      baseUrl: typeof c.config.base_url === 'string' ? c.config.base_url : (kindSpec(kind).defaultBaseUrl ?? ''),
+      alternateBaseUrls: c.alternateBaseUrls,
+      poolRole: c.poolRole,
+      enabled: c.status === 'enabled',
+      secrets: [sealer.open(c.secretSealed, bind('secret')), ...fallbacks],
+    };
+  });
+  return {
+    orgId,
+    connections,
+    routes: new Map(routeRows.map((r) => [r.slug, {
+      id: r.id, slug: r.slug, name: r.name, strategy: r.strategy, environments: r.environments, timeoutMs: r.timeoutMs,
+      maxRetries: r.maxRetries, targets: r.targets, rules: r.rules, failover: fullFailover(r.failover),
+    }])),
+    prices: priceRows.map((p) => ({ model: p.model, provider: p.provider, inputPerMillion: p.inputPerMillion, outputPerMillion: p.outputPerMillion, cachedInputPerMillion: p.cachedInputPerMillion })),
+    modelAllowlist: settingsRows[0]?.modelAllowlist ?? [],
+    promptLoggingEnabled: settingsRows[0]?.promptLoggingEnabled ?? false,
+  };
+}
+
+export type OrgConfigCache = { get(orgId: string): Promise<OrgConfig>; clear(): void };
+
+/**
+ * Each organization's routing configuration, read once and kept in process: the hot path
+ * reads no Postgres while warm. Any management write clears it (over Redis pub/sub); the TTL
+ * only bounds how long a missed message could keep stale config.
+ */
+export function createOrgConfigCache(db: Database, sealer: Sealer, options: { ttlMs?: number; max?: number } = {}): OrgConfigCache {
+  const cache = new LRUCache<string, Promise<OrgConfig>>({ max: options.max ?? 10_000, ttl: options.ttlMs ?? 60_000 });
+  let generation = 0;
+  return {
+    get(orgId) {
+      const cached = cache.get(orgId);
+      if (cached) return cached;
+      const started = generation;
+      const loading = loadOrgConfig(db, sealer, orgId);
+      cache.set(orgId, loading);
+      // A failed load is not remembered, nor one a change overtook while it loaded.
+      const forget = () => {
+        if (cache.get(orgId) === loading) cache.delete(orgId);
+      };
+      loading.then(() => {
+        if (generation !== started) forget();
+      }, forget);
+      return loading;
+    },
+    clear() {
+      generation += 1;
+      cache.clear();
+    },
+  };
+}

@@ -1,0 +1,61 @@
+/**
+ * How a test chooses a failure: directives in the connection's base URL path
+ * (`/x/status=429,retry_after=7/openai/v1`) apply to every request through that connection;
+ * directives in the last user message (`[sandbox cut_after=3]`) apply to that request.
+ *
+ *   status=<code>       answer with this HTTP status in the provider's error format
+ *   retry_after=<s>     Retry-After header on that error
+ *   times=<n>           fail only the first n requests with these directives (per path)
+ *   delay_ms=<ms>       wait this long before answering (for timeouts)
+ *   reset               destroy the connection without an answer
+ *   cut_after=<n>       on a stream, send n content chunks and then drop the connection
+ *   refuse_param=<name> answer 400 when the request carries this parameter
+ *   report_cost=<usd>   put a provider-reported cost in the usage (OpenRouter style)
+ *   cached=<n>          report n of the prompt tokens as cached
+ *   reasoning=<n>       report n reasoning tokens within the completion
+ *   moderation          refuse the request as flagged content
+ *   reply=<text>        answer with this text (URL-encoded)
+ */
+export type Directives = {
+  status?: number;
+  retryAfter?: string;
+  times?: number;
+  delayMs?: number;
+  reset?: boolean;
+  cutAfter?: number;
+  refuseParam?: string;
+  reportCost?: number;
+  cached?: number;
+  reasoning?: number;
+  moderation?: boolean;
+  reply?: string;
+};
+
+export function parseDirectives(text: string): Directives {
+  const d: Directives = {};
+  for (const part of text.split(/[,\s]+/).filter(Boolean)) {
+    const [name, raw = ''] = part.split('=');
+    const value = decodeURIComponent(raw);
+    switch (name) {
+      case 'status': d.status = Number(value); break;
+      case 'retry_after': d.retryAfter = value; break;
+      case 'times': d.times = Number(value); break;
+      case 'delay_ms': d.delayMs = Number(value); break;
+      case 'reset': d.reset = true; break;
+      case 'cut_after': d.cutAfter = Number(value); break;
+      case 'refuse_param': d.refuseParam = value; break;
+      case 'report_cost': d.reportCost = Number(value); break;
+      case 'cached': d.cached = Number(value); break;
+      case 'reasoning': d.reasoning = Number(value); break;
+      case 'moderation': d.moderation = true; break;
+      case 'reply': d.reply = value; break;
+      default: break;
+    }
+  }
+  return d;
+}
+
+/** `[sandbox ...]` inside a message's text. */
+export function directivesInText(text: string): string {
+  return [...text.matchAll(/\[sandbox ([^\]]*)\]/g)].map((m) => m[1]).join(',');
+}

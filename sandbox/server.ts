@@ -48,7 +48,13 @@ function endpointFor(method: string, path: string): Endpoint | null {
 /** What reached the sandbox, so tests can check what the gateway sent upstream. */
 export type ReceivedRequest = { path: string; headers: http.IncomingHttpHeaders; body: Record<string, unknown> | null };
 
-export type Sandbox = { url: string; received: ReceivedRequest[]; close(): Promise<void> };
+export type Sandbox = {
+  url: string;
+  received: ReceivedRequest[];
+  /** Streams whose client (the gateway) went away before the stream ended. */
+  abandonedStreams(): number;
+  close(): Promise<void>;
+};
 
 async function readJson(req: http.IncomingMessage): Promise<Record<string, unknown> | null> {
   const chunks: Buffer[] = [];
@@ -64,6 +70,7 @@ async function readJson(req: http.IncomingMessage): Promise<Record<string, unkno
 export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbox> {
   const received: ReceivedRequest[] = [];
   const failuresSeen = new Map<string, number>();
+  let abandoned = 0;
 
   const server = http.createServer(async (req, res) => {
     const url = new URL(req.url ?? '/', 'http://sandbox');
@@ -123,7 +130,15 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
     }
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
     let contentSent = 0;
+    let gone = false;
+    res.once('close', () => {
+      if (!res.writableFinished) {
+        gone = true;
+        abandoned += 1;
+      }
+    });
     for (const frame of endpoint.wire.stream(ctx)) {
+      if (gone) return;
       if (frame.content && directives.cutAfter !== undefined && contentSent >= directives.cutAfter) {
         // A stream cut mid-way: what was sent arrives, then the connection drops with no
         // terminating event.
@@ -144,6 +159,7 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
   return {
     url: `http://${host}:${bound}`,
     received,
+    abandonedStreams: () => abandoned,
     close: () => new Promise<void>((resolve) => {
       server.closeAllConnections();
       server.close(() => resolve());

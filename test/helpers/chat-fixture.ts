@@ -1,0 +1,87 @@
+import { startSandbox, type Sandbox } from '../../sandbox/server';
+import { randomClientAddress } from './harness';
+import { startManagementFixture, type ManagementFixture } from './manage-client';
+
+/** Where each kind's wire lives on the sandbox. */
+export function sandboxPath(kind: string): string {
+  switch (kind) {
+    case 'anthropic': return 'anthropic/v1';
+    case 'google': return 'google/v1beta';
+    case 'azure_openai': return 'azure/openai';
+    default: return 'openai/v1';
+  }
+}
+
+export type ChatFixture = ManagementFixture & {
+  sandbox: Sandbox;
+  /** Creates a provider connection on the sandbox; `directives` choose its failures. */
+  connect(kind: string, options?: { directives?: string; name?: string; secret?: string; extra?: Record<string, unknown> }): Promise<string>;
+  /** A gateway key of the tenant's project with these settings. */
+  key(settings?: Record<string, unknown>): Promise<string>;
+  /** POST /v1/chat/completions with a key; answers status, headers and parsed JSON or raw text. */
+  chat(secret: string, body: Record<string, unknown>, headers?: Record<string, string>): Promise<{ status: number; headers: Headers; json: Record<string, any>; text: string }>;
+  settle(): Promise<void>;
+};
+
+let seq = 0;
+
+/** A real API on the sandbox providers (private network allowed, as in development). */
+export async function startChatFixture(env: Record<string, string> = {}): Promise<ChatFixture> {
+  const sandbox = await startSandbox();
+  const fixture = await startManagementFixture({ env: { GW_ALLOW_PRIVATE_NETWORK: 'true', ...env } });
+  const settle = () => new Promise<void>((r) => setTimeout(r, 150));
+  return {
+    ...fixture,
+    sandbox,
+    settle,
+    async connect(kind, options = {}) {
+      const prefix = options.directives ? `/x/${options.directives}` : '';
+      const res = await fixture.client.post<{ id: string }>('/provider_connections', {
+        kind,
+        name: options.name ?? `${kind} ${Date.now()} ${seq++}`,
+        secret: options.secret ?? 'sk-sandbox-test',
+        config: { base_url: `${sandbox.url}${prefix}/${sandboxPath(kind)}` },
+        ...options.extra,
+      });
+      if (res.status !== 201) throw new Error(`connection refused: ${JSON.stringify(res.body)}`);
+      await settle();
+      return res.body.id;
+    },
+    async key(settings = {}) {
+      const res = await fixture.client.post<{ secret: string }>('/gateway_keys', { label: `k${seq++}`, project_id: fixture.tenant.projectId, ...settings });
+      if (res.status !== 201) throw new Error(`key refused: ${JSON.stringify(res.body)}`);
+      return res.body.secret;
+    },
+    async chat(secret, body, headers = {}) {
+      const res = await fetch(`${fixture.api.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress(), ...headers },
+        body: JSON.stringify(body),
+      });
+      const text = await res.text();
+      let json: Record<string, any> = {};
+      try {
+        json = JSON.parse(text);
+      } catch {
+        // A stream: callers read `text`.
+      }
+      return { status: res.status, headers: res.headers, json, text };
+    },
+    async close() {
+      await fixture.close();
+      await sandbox.close();
+    },
+  };
+}
+
+/** The data events of an SSE answer, parsed where they are JSON. */
+export function sseData(text: string): Array<Record<string, any> | string> {
+  return text.split('\n\n').filter((b) => b.startsWith('data: ')).map((b) => {
+    const data = b.slice(6);
+    try {
+      return JSON.parse(data) as Record<string, any>;
+    } catch {
+      return data;
+    }
+  });
+}

@@ -1,0 +1,220 @@
+import { eq } from 'drizzle-orm';
+import { requestLogs } from '../../core/db/schema';
+import { sseData, startChatFixture, type ChatFixture } from '../helpers/chat-fixture';
+
+/**
+ * Cost by source, checked against figures computed by hand from the sandbox's word-count
+ * usage ("Say hello" = 2 prompt tokens; "Hello from the sandbox model <model>." = 6 tokens),
+ * then parameters, the request log and /v1/models.
+ */
+describe('chat cost, parameters, request log and models', () => {
+  let f: ChatFixture;
+  let secret: string;
+  const hello = [{ role: 'user', content: 'Say hello' }];
+
+  beforeAll(async () => {
+    f = await startChatFixture();
+    await f.connect('openai');
+    await f.connect('anthropic');
+    await f.connect('google');
+    secret = await f.key();
+  });
+  afterAll(() => f.close());
+
+  const lastBody = () => f.sandbox.received.at(-1)!.body!;
+
+  describe('cost and price_source', () => {
+    it('list: gpt-4o-mini at $0.15 in / $0.60 out per million', async () => {
+      const res = await f.chat(secret, { model: 'openai/gpt-4o-mini', messages: hello });
+      expect(res.json.usage).toMatchObject({ prompt_tokens: 2, completion_tokens: 6, price_source: 'list' });
+      expect(res.json.usage.cost).toBeCloseTo((2 * 0.15 + 6 * 0.6) / 1e6, 12);
+    });
+
+    it('list with cached input: cached tokens at $0.075 per million', async () => {
+      const res = await f.chat(secret, { model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'Say hello [sandbox cached=2]' }] });
+      // "Say hello [sandbox cached=2]" is 4 words, 2 of them cached.
+      expect(res.json.usage).toMatchObject({ prompt_tokens: 4, prompt_tokens_details: { cached_tokens: 2 } });
+      expect(res.json.usage.cost).toBeCloseTo((2 * 0.15 + 2 * 0.075 + 6 * 0.6) / 1e6, 12);
+    });
+
+    it('list for Anthropic, cached reads apart: claude-3-5-haiku at $0.80 / $0.08 cached / $4 out', async () => {
+      const res = await f.chat(secret, { model: 'anthropic/claude-3-5-haiku-latest', messages: [{ role: 'user', content: 'Say hello [sandbox cached=1]' }] });
+      expect(res.json.usage).toMatchObject({ prompt_tokens: 4, completion_tokens: 6, prompt_tokens_details: { cached_tokens: 1 }, price_source: 'list' });
+      expect(res.json.usage.cost).toBeCloseTo((3 * 0.8 + 1 * 0.08 + 6 * 4) / 1e6, 12);
+    });
+
+    it('provider: a cost the provider reports wins, also in cost_usd', async () => {
+      const res = await f.chat(secret, { model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'hi [sandbox report_cost=0.0042]' }] });
+      expect(res.json.usage).toMatchObject({ cost: 0.0042, price_source: 'provider', cost_usd: 0.0042 });
+    });
+
+    it('custom, then custom_provider over it; reasoning tokens priced inside completion tokens', async () => {
+      const f2 = await startChatFixture();
+      try {
+        await f2.connect('google');
+        const key = await f2.key();
+        const ask = () => f2.chat(key, { model: 'google/gemini-2.0-flash', messages: [{ role: 'user', content: 'Say hello [sandbox reasoning=2]' }] });
+        expect((await f2.client.post('/model_prices', { model: 'gemini-2.0-flash', input_per_million: 10, output_per_million: 20 })).status).toBe(201);
+        await f2.settle();
+        const custom = await ask();
+        // 4 prompt words; 6 completion tokens of which 2 reasoning.
+        expect(custom.json.usage).toMatchObject({ prompt_tokens: 4, completion_tokens: 6, completion_tokens_details: { reasoning_tokens: 2 }, price_source: 'custom' });
+        expect(custom.json.usage.cost).toBeCloseTo((4 * 10 + 6 * 20) / 1e6, 12);
+        expect((await f2.client.post('/model_prices', { model: 'google/gemini-2.0-flash', provider: 'google', input_per_million: 1, output_per_million: 2, cached_input_per_million: 0.5 })).status).toBe(201);
+        await f2.settle();
+        const own = await ask();
+        expect(own.json.usage).toMatchObject({ price_source: 'custom_provider' });
+        expect(own.json.usage.cost).toBeCloseTo((4 * 1 + 6 * 2) / 1e6, 12);
+      } finally {
+        await f2.close();
+      }
+    });
+
+    it('unpriced: cost null and no price_source', async () => {
+      const res = await f.client.post<{ id: string }>('/provider_connections', {
+        kind: 'custom', name: 'selfhosted', secret: 'sk-sandbox-x', config: { base_url: `${f.sandbox.url}/openai/v1` }, model_map: { 'house-model': 'house-model' },
+      });
+      expect(res.status).toBe(201);
+      await f.settle();
+      const answer = await f.chat(secret, { model: 'custom/house-model', messages: hello });
+      expect(answer.status).toBe(200);
+      expect(answer.json.usage.cost).toBeNull();
+      expect(answer.json.usage).not.toHaveProperty('price_source');
+    });
+
+    it('puts the cost on the final usage chunk of a stream', async () => {
+      const res = await f.chat(secret, { model: 'openai/gpt-4o-mini', messages: hello, stream: true, stream_options: { include_usage: true } });
+      const events = sseData(res.text);
+      expect(events.at(-1)).toBe('[DONE]');
+      const usage = events.at(-2) as Record<string, any>;
+      expect(usage.choices).toEqual([]);
+      expect(usage.usage).toMatchObject({ prompt_tokens: 2, completion_tokens: 6, price_source: 'list' });
+      expect(usage.usage.cost).toBeCloseTo(3.9e-6, 12);
+      const plain = sseData((await f.chat(secret, { model: 'openai/gpt-4o-mini', messages: hello, stream: true })).text);
+      expect(plain.some((e) => typeof e === 'object' && e.usage)).toBe(false);
+    });
+  });
+
+  describe('parameters', () => {
+    it('forwards unknown top-level fields, never the gateway extension fields', async () => {
+      const res = await f.chat(secret, { model: 'openai/gpt-4o-mini', messages: hello, foo_bar: { x: 1 }, metadata: { user_id: 'u1' }, logging: false, fallbacks: [] });
+      expect(res.status).toBe(200);
+      expect(lastBody()).toMatchObject({ foo_bar: { x: 1 }, model: 'gpt-4o-mini' });
+      for (const field of ['metadata', 'logging', 'fallbacks', 'routing', 'cache']) expect(lastBody()).not.toHaveProperty(field);
+    });
+
+    it('drops sampling parameters a model refuses by rule, names them, and sends max_completion_tokens to reasoning models', async () => {
+      const res = await f.chat(secret, { model: 'openai/o3-mini', messages: hello, temperature: 0.2, top_p: 0.5, max_tokens: 50 });
+      expect(res.status).toBe(200);
+      expect(res.headers.get('x-gw-params-dropped')?.split(',').sort()).toEqual(['temperature', 'top_p']);
+      expect(lastBody()).toMatchObject({ max_completion_tokens: 50 });
+      expect(lastBody()).not.toHaveProperty('temperature');
+      expect(lastBody()).not.toHaveProperty('max_tokens');
+      const normal = await f.chat(secret, { model: 'openai/gpt-4o-mini', messages: hello, temperature: 0.2 });
+      expect(normal.headers.get('x-gw-params-dropped')).toBeNull();
+      expect(lastBody()).toMatchObject({ temperature: 0.2 });
+    });
+
+    it('drops a parameter refused without a rule, retries once, and remembers', async () => {
+      const conn = await f.connect('deepseek', { directives: 'refuse_param=seed' });
+      const before = f.sandbox.received.length;
+      const first = await f.chat(secret, { model: 'deepseek/deepseek-chat', messages: hello, seed: 7 });
+      expect([first.status, first.json.connection, first.headers.get('x-gw-params-dropped')]).toEqual([200, conn, 'seed']);
+      expect(f.sandbox.received.length - before).toBe(2);
+      const second = await f.chat(secret, { model: 'deepseek/deepseek-chat', messages: hello, seed: 7 });
+      expect(second.headers.get('x-gw-params-dropped')).toBe('seed');
+      expect(f.sandbox.received.length - before).toBe(3);
+      // A refused non-sampling parameter is the provider's 400, with the prefix.
+      await f.connect('xai', { directives: 'refuse_param=response_format' });
+      const refused = await f.chat(secret, { model: 'xai/grok-3', messages: hello, response_format: { type: 'json_object' } });
+      expect([refused.status, refused.json.error?.type]).toEqual([400, 'invalid_request_error']);
+      expect(refused.json.error.message).toMatch(/^Provider rejected the request: Unsupported parameter: 'response_format'/);
+    });
+
+    it('sends Anthropic the required max_tokens (the model maximum when none is given) and its own shapes', async () => {
+      await f.chat(secret, { model: 'anthropic/claude-3-5-haiku-latest', messages: [{ role: 'system', content: 'Be brief.' }, ...hello], stop: 'END', user: 'end-user-1', seed: 3 });
+      const body = lastBody();
+      expect(body.max_tokens).toEqual(expect.any(Number));
+      expect(body).toMatchObject({ system: 'Be brief.', stop_sequences: ['END'], metadata: { user_id: 'end-user-1' } });
+      expect(body).not.toHaveProperty('seed');
+    });
+
+    it('validates bounds of spec 4.1 with 400s', async () => {
+      for (const bad of [{ temperature: 2.5 }, { stop: ['a', 'b', 'c', 'd', 'e'] }, { frequency_penalty: -3 }, { presence_penalty: 2.1 }, { messages: [] }]) {
+        const res = await f.chat(secret, { model: 'openai/gpt-4o-mini', messages: hello, ...bad });
+        expect([JSON.stringify(bad), res.status]).toEqual([JSON.stringify(bad), 400]);
+      }
+      const attribution = await f.chat(secret, { model: 'openai/gpt-4o-mini', messages: hello, metadata: { user_id: 42 } });
+      expect([attribution.status, attribution.json.error?.code]).toEqual([400, 'invalid_attribution']);
+      const ttl = await f.chat(secret, { model: 'openai/gpt-4o-mini', messages: hello, cache: { ttl_seconds: 9_999_999 } });
+      expect([ttl.status, ttl.json.error?.code]).toEqual([400, 'cache_ttl_too_long']);
+      const header = await f.chat(secret, { model: 'openai/gpt-4o-mini', messages: hello }, { 'x-gw-cache-ttl': 'soon' });
+      expect([header.status, header.json.error?.code]).toEqual([400, 'invalid_cache_control']);
+    });
+
+    it('resolves bare names to the one connected vendor; several vendors is 400 ambiguous_model; unknown 404', async () => {
+      expect((await f.chat(secret, { model: 'gpt-4o-mini', messages: hello })).json.provider).toBe('openai');
+      const unknown = await f.chat(secret, { model: 'no-such-model-anywhere', messages: hello });
+      expect([unknown.status, unknown.json.error?.code]).toEqual([404, 'model_not_found']);
+      const notConnected = await f.chat(secret, { model: 'mistral/mistral-large-latest', messages: hello });
+      expect([notConnected.status, notConnected.json.error?.code]).toEqual([503, 'no_provider_connected']);
+      const f2 = await startChatFixture();
+      try {
+        await f2.connect('openai');
+        await f2.connect('openrouter');
+        await f2.connect('azure_openai');
+        const key = await f2.key();
+        const res = await f2.chat(key, { model: 'gpt-4o-mini', messages: hello });
+        expect([res.status, res.json.error?.code]).toEqual([400, 'ambiguous_model']);
+      } finally {
+        await f2.close();
+      }
+    });
+
+    it('enforces the key\'s model allowlist and environments', async () => {
+      const narrow = await f.key({ model_allowlist: ['openai/gpt-4o'] });
+      const refused = await f.chat(narrow, { model: 'openai/gpt-4o-mini', messages: hello });
+      expect([refused.status, refused.json.error?.code]).toEqual([403, 'model_not_allowed']);
+      expect((await f.chat(narrow, { model: 'openai/gpt-4o', messages: hello })).status).toBe(200);
+
+      const staging = await f.key({ environment: 'staging' });
+      const prodOnly = await f.connect('cerebras', { extra: { environments: ['production'] } });
+      const out = await f.chat(staging, { model: 'cerebras/llama3.1-8b', messages: hello });
+      expect([out.status, out.json.error?.code]).toEqual([503, 'connection_out_of_scope']);
+      const prodKey = await f.key({ environment: 'production' });
+      expect((await f.chat(prodKey, { model: 'cerebras/llama3.1-8b', messages: hello })).json.connection).toBe(prodOnly);
+      const noEnv = await f.chat(secret, { model: 'cerebras/llama3.1-8b', messages: hello });
+      expect(noEnv.json.error?.code).toBe('connection_out_of_scope');
+    });
+  });
+
+  describe('request log', () => {
+    it('writes one row per request, with attempts, usage, cost and attribution, and no prompt unless prompt logging is on', async () => {
+      const res = await f.chat(secret, { model: 'openai/gpt-4o-mini', messages: hello, metadata: { user_id: 'u-42', session_id: 's-1', tags: { team: 'search' } } });
+      await f.api.runtime.deps.gateway.requestLog.flush();
+      const [row] = await f.database.db.select().from(requestLogs).where(eq(requestLogs.id, res.json.id));
+      expect(row).toMatchObject({
+        orgId: f.tenant.orgId, projectId: f.tenant.projectId, requestedModel: 'openai/gpt-4o-mini', provider: 'openai', connectionId: res.json.connection,
+        status: 200, userId: 'u-42', sessionId: 's-1', tags: { team: 'search' }, priceSource: 'list', requestBody: null, responseBody: null,
+      });
+      expect(row!.cost).toBeCloseTo(3.9e-6, 12);
+      expect(row!.attempts).toHaveLength(1);
+
+      const failed = await f.chat(secret, { model: 'mistral/mistral-large-latest', messages: hello });
+      expect(failed.status).toBe(503);
+    });
+  });
+
+  describe('GET /v1/models', () => {
+    it('lists what the calling key can call: connected vendors\' models and routes, narrowed by its allowlist', async () => {
+      const list = async (key: string) => ((await (await fetch(`${f.api.url}/v1/models`, { headers: { authorization: `Bearer ${key}` } })).json()) as { data: Array<{ id: string; object: string; owned_by: string }> }).data;
+      const all = await list(secret);
+      expect(all.map((m) => m.id)).toEqual(expect.arrayContaining(['openai/gpt-4o-mini', 'anthropic/claude-3-5-haiku-20241022', 'google/gemini-2.0-flash']));
+      expect(all[0]).toMatchObject({ object: 'model' });
+      const narrow = await list(await f.key({ model_allowlist: ['openai/gpt-4o-mini'] }));
+      expect(narrow.map((m) => m.id)).toEqual(['openai/gpt-4o-mini']);
+      const anthropicOnly = await list(await f.key({ allowed_providers: ['anthropic'] }));
+      expect(anthropicOnly.every((m) => m.owned_by === 'anthropic')).toBe(true);
+    });
+  });
+});

@@ -23,6 +23,7 @@ import { bootstrapOrganization } from '../core/tenancy/organizations';
 import { TASK_QUEUES, taskQueue, type TaskQueueName } from '../workflows/definitions';
 import { startQueueWorkers } from '../workers/queues';
 import { installTemporalRuntime } from '../workers/temporal';
+import { SANDBOX_SECRET_PREFIX, startSandbox } from '../sandbox/server';
 import { startEmbeddedPostgres, startRedisServer } from './lib/local-services';
 import { freePort, preferredPort } from './lib/ports';
 import { removeRuntimeFile, writeRuntimeFile } from './lib/runtime-file';
@@ -94,16 +95,38 @@ function developmentSealingKeys(dataDir: string): string {
   return fs.readFileSync(file, 'utf8').trim();
 }
 
-async function bootstrapDemoOrganization(databaseUrl: string): Promise<void> {
+/** On an empty database: a demo organization, its token printed once. */
+async function bootstrapDemoOrganization(databaseUrl: string): Promise<string | null> {
   const database = connectDatabase(databaseUrl, { max: 1 });
   try {
     const [row] = await database.db.select({ n: count() }).from(organizations);
-    if ((row?.n ?? 0) > 0) return;
+    if ((row?.n ?? 0) > 0) return null;
     const demo = await bootstrapOrganization(database.db, { name: 'Demo', plan: 'business' });
     say('Demo org', `${demo.org_id}; management token (shown once, keep it): ${demo.management_token}`);
+    return demo.management_token;
   } finally {
     await database.close();
   }
+}
+
+/**
+ * Connects the new demo organization to the sandbox through its own management API, and
+ * issues a gateway key, so the first `curl` can chat without any setup.
+ */
+async function connectDemoToSandbox(apiUrl: string, token: string, sandboxUrl: string): Promise<void> {
+  const call = async (path: string, body: unknown) => {
+    const res = await fetch(`${apiUrl}/manage/v1${path}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const answer = (await res.json()) as Record<string, string>;
+    if (!res.ok) throw new Error(`demo setup: POST ${path} answered ${res.status}`);
+    return answer;
+  };
+  for (const [kind, prefix] of [['openai', 'openai/v1'], ['anthropic', 'anthropic/v1'], ['google', 'google/v1beta']] as const) {
+    await call('/provider_connections', { kind, name: `sandbox ${kind}`, secret: `${SANDBOX_SECRET_PREFIX}-demo`, config: { base_url: `${sandboxUrl}/${prefix}` } });
+  }
+  const project = await call('/projects', { name: 'Demo' });
+  const key = await call('/gateway_keys', { label: 'demo', project_id: project.id });
+  say('Demo key', `${key.secret} (shown once; connected to the sandbox's openai, anthropic and google)`);
+  say('Try', `curl ${apiUrl}/v1/chat/completions -H "Authorization: Bearer ${key.secret}" -H 'content-type: application/json' -d '{"model":"openai/gpt-4o-mini","messages":[{"role":"user","content":"Hello"}]}'`);
 }
 
 async function main(): Promise<void> {
@@ -111,10 +134,16 @@ async function main(): Promise<void> {
   const services = await startServices(base);
   await applyMigrations(services.databaseUrl);
   say('Migrations', 'applied');
-  await bootstrapDemoOrganization(services.databaseUrl);
+  const demoToken = await bootstrapDemoOrganization(services.databaseUrl);
+
+  const sandbox = await startSandbox(await preferredPort(Number(process.env.GW_SANDBOX_PORT ?? 8090)));
+  stops.push(['Sandbox', sandbox.close]);
+  say('Sandbox', `${sandbox.url} (provider simulator: /openai/v1, /anthropic/v1, /google/v1beta; secrets starting ${SANDBOX_SECRET_PREFIX})`);
 
   const config = loadConfig({
     ...process.env,
+    // Development reaches the local sandbox; production keeps the default (public HTTPS only).
+    GW_ALLOW_PRIVATE_NETWORK: process.env.GW_ALLOW_PRIVATE_NETWORK ?? 'true',
     GW_SEALING_KEYS: base.GW_SEALING_KEYS ?? developmentSealingKeys(base.dataDir),
     DATABASE_URL: services.databaseUrl,
     REDIS_URL: services.redisUrl,
@@ -154,6 +183,7 @@ async function main(): Promise<void> {
     API_URL: apiUrl,
   });
   say('API', `${apiUrl}  (ready: ${apiUrl}/readyz)`);
+  if (demoToken) await connectDemoToSandbox(apiUrl, demoToken, sandbox.url);
   if (services.temporalUi) say('Temporal UI', services.temporalUi);
   say('Ready', 'Ctrl-C stops everything started here');
 }

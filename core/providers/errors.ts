@@ -14,6 +14,7 @@ const CREDENTIAL_LIKE = [
 
 /** Provider text made safe to show: one line, credential-like text redacted. */
 export function cleanProviderText(text: string): string {
+  // eslint-disable-next-line no-control-regex -- removing control characters is the point
   let out = text.replace(/[\u0000-\u001f\u007f]+/g, ' ').replace(/\s+/g, ' ').trim();
   for (const pattern of CREDENTIAL_LIKE) {
     out = out.replace(pattern, (match, name?: string, sep?: string) => (typeof name === 'string' && typeof sep === 'string' ? `${name}${sep}[redacted]` : '[redacted]'));

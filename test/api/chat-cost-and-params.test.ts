@@ -1,6 +1,6 @@
 import { eq } from 'drizzle-orm';
 import { requestLogs } from '../../core/db/schema';
-import { sseData, startChatFixture, type ChatFixture } from '../helpers/chat-fixture';
+import { sseData, startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
 
 /**
  * Cost by source, checked against figures computed by hand from the sandbox's word-count
@@ -86,7 +86,7 @@ describe('chat cost, parameters, request log and models', () => {
       const res = await f.chat(secret, { model: 'openai/gpt-4o-mini', messages: hello, stream: true, stream_options: { include_usage: true } });
       const events = sseData(res.text);
       expect(events.at(-1)).toBe('[DONE]');
-      const usage = events.at(-2) as Record<string, any>;
+      const usage = events.at(-2) as Loose;
       expect(usage.choices).toEqual([]);
       expect(usage.usage).toMatchObject({ prompt_tokens: 2, completion_tokens: 6, price_source: 'list' });
       expect(usage.usage.cost).toBeCloseTo(3.9e-6, 12);

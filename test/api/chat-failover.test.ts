@@ -1,6 +1,6 @@
 import { eq } from 'drizzle-orm';
 import { requestLogs } from '../../core/db/schema';
-import { sseData, startChatFixture, type ChatFixture } from '../helpers/chat-fixture';
+import { sseData, startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
 
 const hello = [{ role: 'user', content: 'Say hello' }];
 let seq = 0;
@@ -90,9 +90,9 @@ describe('chat failover, fallbacks and provider selection', () => {
     const res = await f.chat(secret, { model: slug, messages: hello, stream: true, stream_options: { include_usage: true } });
     expect(res.status).toBe(200);
     const events = sseData(res.text);
-    const content = events.filter((e): e is Record<string, any> => typeof e === 'object' && Array.isArray(e.choices) && e.choices[0]?.delta?.content);
+    const content = events.filter((e): e is Loose => typeof e === 'object' && Array.isArray(e.choices) && e.choices[0]?.delta?.content);
     expect(content.map((e) => e.choices[0].delta.content).join('')).toBe('Hello from the ');
-    const last = events.at(-1) as Record<string, any>;
+    const last = events.at(-1) as Loose;
     expect(last.error).toMatchObject({ type: 'upstream_error', message: expect.any(String) });
     expect(events).not.toContain('[DONE]');
     expect(events.some((e) => typeof e === 'object' && e.usage)).toBe(false);
@@ -105,7 +105,7 @@ describe('chat failover, fallbacks and provider selection', () => {
     const res = await f.chat(secret, { model: slug, messages: hello, stream: true });
     const events = sseData(res.text);
     expect(events.at(-1)).toBe('[DONE]');
-    expect((events[0] as Record<string, any>).connection).toBe(b);
+    expect((events[0] as Loose).connection).toBe(b);
   });
 
   it('uses a fallback model after every connection for the model failed; unknown fallbacks are refused by name', async () => {

@@ -2,6 +2,10 @@ import { startSandbox, type Sandbox } from '../../sandbox/server';
 import { randomClientAddress } from './harness';
 import { startManagementFixture, type ManagementFixture } from './manage-client';
 
+/** A parsed JSON answer, read loosely: tests assert on its shape. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- answers are checked field by field
+export type Loose = Record<string, any>;
+
 /** Where each kind's wire lives on the sandbox. */
 export function sandboxPath(kind: string): string {
   switch (kind) {
@@ -19,7 +23,7 @@ export type ChatFixture = ManagementFixture & {
   /** A gateway key of the tenant's project with these settings. */
   key(settings?: Record<string, unknown>): Promise<string>;
   /** POST /v1/chat/completions with a key; answers status, headers and parsed JSON or raw text. */
-  chat(secret: string, body: Record<string, unknown>, headers?: Record<string, string>): Promise<{ status: number; headers: Headers; json: Record<string, any>; text: string }>;
+  chat(secret: string, body: Record<string, unknown>, headers?: Record<string, string>): Promise<{ status: number; headers: Headers; json: Loose; text: string }>;
   settle(): Promise<void>;
 };
 
@@ -59,7 +63,7 @@ export async function startChatFixture(env: Record<string, string> = {}): Promis
         body: JSON.stringify(body),
       });
       const text = await res.text();
-      let json: Record<string, any> = {};
+      let json: Loose = {};
       try {
         json = JSON.parse(text);
       } catch {
@@ -75,11 +79,11 @@ export async function startChatFixture(env: Record<string, string> = {}): Promis
 }
 
 /** The data events of an SSE answer, parsed where they are JSON. */
-export function sseData(text: string): Array<Record<string, any> | string> {
+export function sseData(text: string): Array<Loose | string> {
   return text.split('\n\n').filter((b) => b.startsWith('data: ')).map((b) => {
     const data = b.slice(6);
     try {
-      return JSON.parse(data) as Record<string, any>;
+      return JSON.parse(data) as Loose;
     } catch {
       return data;
     }

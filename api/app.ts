@@ -8,6 +8,7 @@ import type { Logger } from '../core/logger';
 import type { RedisHandle } from '../core/redis';
 import type { GatewayState } from './context';
 import { consoleRouter } from './console';
+import { filesRouter } from './files';
 import { gatewayRouter } from './gateway/router';
 import type { GatewayServices } from './gateway/services';
 import { healthRouter, type ReadinessCheck } from './health';
@@ -36,7 +37,13 @@ export function createApp(deps: AppDeps): Koa<GatewayState> {
   // Errors are rendered by errorHandler; Koa's own logging of them would duplicate it.
   app.silent = true;
 
-  const routers = [healthRouter(deps.readiness), gatewayRouter(deps), managementRouter(deps), consoleRouter()];
+  const routers = [
+    healthRouter(deps.readiness),
+    gatewayRouter(deps),
+    managementRouter(deps),
+    consoleRouter(),
+    filesRouter({ db: deps.db, clock: deps.clock, signer: deps.gateway.jobs.links.signer, storage: deps.gateway.storage }),
+  ];
 
   app.use(requestContext(deps.logger));
   app.use(errorHandler());

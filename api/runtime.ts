@@ -1,4 +1,8 @@
+import path from 'node:path';
 import type { Client } from '@temporalio/client';
+import { deriveKey } from '../core/crypto/sealing';
+import { createLinkSigner } from '../core/jobs/output-links';
+import { localOutputStorage } from '../core/storage/output-storage';
 import { createAuthFailureLimiter } from '../core/auth/auth-failure-limiter';
 import { createKeyResolver } from '../core/auth/gateway-key-auth';
 import { subscribeConfigChanges } from '../core/cache/config-changes';
@@ -36,6 +40,13 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
     learned: createLearnedParams(),
     requestLog: createRequestLogWriter(database.db, logger),
     defaultTimeoutMs: DEFAULT_UPSTREAM_TIMEOUT_MS,
+    jobs: {
+      temporal: temporal.client,
+      links: { signer: createLinkSigner(deriveKey(sealingKeys, 'output-links')), baseUrl: config.GW_PUBLIC_URL ?? null },
+      scheduleScale: config.GW_SCHEDULE_SCALE,
+      taskQueuePrefix: config.GW_TASK_QUEUE_PREFIX,
+    },
+    storage: localOutputStorage(path.join(config.dataDir, 'outputs')),
   };
   const unsubscribe = await subscribeConfigChanges(redis, (what) => {
     keys.clear();

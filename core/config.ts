@@ -31,6 +31,8 @@ const configSchema = z
     GW_TRUST_PROXY: booleanFlag,
     /** Failed authentications one address may make per minute before 429. */
     GW_AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().positive().default(30),
+    /** The address clients reach the API at, for links it hands out (job output URLs). */
+    GW_PUBLIC_URL: z.string().url().optional(),
     /**
      * Master keys for sealed fields: `<version>:<base64 of 32 bytes>`, comma-separated, current
      * first. `npm start` generates one under GW_DATA_DIR for development.
@@ -77,4 +79,9 @@ export function requireSetting(config: Config, name: ServiceUrl): string {
   const value = config[name];
   if (!value) throw new ConfigError(`${name} is not set (npm start sets it for development; see README)`);
   return value;
+}
+
+/** Where clients reach the API: GW_PUBLIC_URL, else this machine on PORT. */
+export function publicBaseUrl(config: Config): string {
+  return (config.GW_PUBLIC_URL ?? `http://localhost:${config.PORT}`).replace(/\/+$/, '');
 }

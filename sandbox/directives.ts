@@ -15,6 +15,11 @@
  *   reasoning=<n>       report n reasoning tokens within the completion
  *   moderation          refuse the request as flagged content
  *   reply=<text>        answer with this text (URL-encoded)
+ *   render_ms=<ms>      a video takes this long to render (default 1500)
+ *   video_fail          the video render fails
+ *   never_finish        the video render never finishes
+ *   no_progress         the provider reports no progress while rendering
+ *   content_delay_ms=<ms> the finished video's download starts this late
  */
 export type Directives = {
   status?: number;
@@ -29,6 +34,11 @@ export type Directives = {
   reasoning?: number;
   moderation?: boolean;
   reply?: string;
+  renderMs?: number;
+  videoFail?: boolean;
+  neverFinish?: boolean;
+  noProgress?: boolean;
+  contentDelayMs?: number;
 };
 
 export function parseDirectives(text: string): Directives {
@@ -49,6 +59,11 @@ export function parseDirectives(text: string): Directives {
       case 'reasoning': d.reasoning = Number(value); break;
       case 'moderation': d.moderation = true; break;
       case 'reply': d.reply = value; break;
+      case 'render_ms': d.renderMs = Number(value); break;
+      case 'video_fail': d.videoFail = true; break;
+      case 'never_finish': d.neverFinish = true; break;
+      case 'no_progress': d.noProgress = true; break;
+      case 'content_delay_ms': d.contentDelayMs = Number(value); break;
       default: break;
     }
   }

@@ -3,6 +3,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { directivesInText, parseDirectives, type Directives } from './directives';
 import { planTurn } from './turn';
+import { createVideoState, handleVideo } from './video';
 import { anthropicWire } from './wire/anthropic';
 import { googleWire } from './wire/google';
 import { openaiWire } from './wire/openai';
@@ -27,6 +28,10 @@ const MODELS: Record<string, string[]> = {
   anthropic: ['claude-3-5-haiku-latest', 'claude-sonnet-4-5'],
   google: ['gemini-2.0-flash', 'gemini-2.5-pro'],
 };
+
+function isVideoPath(path: string): boolean {
+  return /^\/openai\/v1\/videos/.test(path) || /^\/google\/v1beta\/(models\/[^/]+(:predictLongRunning|\/operations\/)|files\/)/.test(path);
+}
 
 type Endpoint = { wire: Wire; flavor: string; kind: 'models' | 'chat'; model?: string; stream?: boolean };
 
@@ -53,6 +58,8 @@ export type Sandbox = {
   received: ReceivedRequest[];
   /** Streams whose client (the gateway) went away before the stream ended. */
   abandonedStreams(): number;
+  /** Video renders created (a create replayed by Idempotency-Key does not count). */
+  videoSubmits(): number;
   close(): Promise<void>;
 };
 
@@ -69,6 +76,7 @@ async function readJson(req: http.IncomingMessage): Promise<Record<string, unkno
 
 export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbox> {
   const received: ReceivedRequest[] = [];
+  const video = createVideoState();
   const failuresSeen = new Map<string, number>();
   let abandoned = 0;
 
@@ -83,6 +91,21 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
       res.end(JSON.stringify(payload));
     };
 
+    if (isVideoPath(path)) {
+      const wire = path.startsWith('/google/') ? googleWire : openaiWire;
+      if (!wire.credential(req, url)?.startsWith(SANDBOX_SECRET_PREFIX)) {
+        const [status, payload] = wire.unauthorized();
+        return send(status, payload);
+      }
+      const pathDirectiveText = prefixed?.[1] ?? '';
+      const directives = parseDirectives(`${pathDirectiveText},${directivesInText(JSON.stringify(body ?? {}))}`);
+      if (req.method === 'POST' && failing(directives, `${pathDirectiveText}|video`)) {
+        if (directives.reset) return req.socket.destroy();
+        if (directives.status) return send(directives.status, wire.error(directives.status, `sandbox: simulated ${directives.status}`), directives.retryAfter ? { 'retry-after': directives.retryAfter } : {});
+      }
+      const origin = `http://${req.headers.host}${prefixed ? `/x/${prefixed[1]}` : ''}`;
+      if (handleVideo(video, req, res, path, body, pathDirectiveText, origin, send)) return;
+    }
     const endpoint = endpointFor(req.method ?? 'GET', path);
     if (!endpoint) return send(404, { error: { message: `sandbox: no ${req.method} ${path}` } });
     if (!endpoint.wire.credential(req, url)?.startsWith(SANDBOX_SECRET_PREFIX)) {
@@ -160,6 +183,7 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
     url: `http://${host}:${bound}`,
     received,
     abandonedStreams: () => abandoned,
+    videoSubmits: () => video.submits,
     close: () => new Promise<void>((resolve) => {
       server.closeAllConnections();
       server.close(() => resolve());

@@ -16,12 +16,11 @@ import { newKeyring } from '../core/crypto/sealing';
 import { connectDatabase } from '../core/db/client';
 import { applyMigrations } from '../core/db/migrate';
 import { organizations } from '../core/db/schema';
-import { systemClock } from '../core/clock';
 import { createLogger } from '../core/logger';
 import { connectRedis } from '../core/redis';
 import { bootstrapOrganization } from '../core/tenancy/organizations';
 import { TASK_QUEUES, taskQueue, type TaskQueueName } from '../workflows/definitions';
-import { startQueueWorkers } from '../workers/queues';
+import { createActivityServices, startQueueWorkers } from '../workers/queues';
 import { installTemporalRuntime } from '../workers/temporal';
 import { SANDBOX_SECRET_PREFIX, startSandbox } from '../sandbox/server';
 import { startEmbeddedPostgres, startRedisServer } from './lib/local-services';
@@ -73,6 +72,7 @@ async function startServices(config: Config) {
       uiPort,
       dbFile: path.join(config.dataDir, 'temporal.sqlite'),
       namespace: config.TEMPORAL_NAMESPACE,
+      preciseTimers: true,
     });
     stops.push(['Temporal', server.stop]);
     temporalAddress = server.address;
@@ -161,7 +161,7 @@ async function main(): Promise<void> {
     connection,
     namespace: config.TEMPORAL_NAMESPACE,
     taskQueuePrefix: config.GW_TASK_QUEUE_PREFIX,
-    services: { db: workerDatabase.db, redis: workerRedis, clock: systemClock },
+    services: createActivityServices(config, workerDatabase.db, workerRedis),
   });
   stops.push(['Workers', async () => {
     await workers.shutdown();

@@ -1,11 +1,10 @@
 import { NativeConnection } from '@temporalio/worker';
 import { ConfigError, loadConfig, requireSetting } from '../core/config';
-import { systemClock } from '../core/clock';
 import { connectDatabase } from '../core/db/client';
 import { createLogger } from '../core/logger';
 import { connectRedis } from '../core/redis';
 import type { TaskQueueName } from '../workflows/definitions';
-import { startQueueWorkers } from './queues';
+import { createActivityServices, startQueueWorkers } from './queues';
 import { installTemporalRuntime } from './temporal';
 
 /** Entry shared by the per-queue worker processes: connect, serve the queues, stop on a signal. */
@@ -21,7 +20,7 @@ export async function runWorkerProcess(names: readonly TaskQueueName[]): Promise
       connection,
       namespace: config.TEMPORAL_NAMESPACE,
       taskQueuePrefix: config.GW_TASK_QUEUE_PREFIX,
-      services: { db: database.db, redis, clock: systemClock },
+      services: createActivityServices(config, database.db, redis),
     });
     log.info({ queues: names }, 'worker polling');
     const stop = () => void running.shutdown();

@@ -2,7 +2,14 @@ import { bundleWorkflowCode, NativeConnection, type Worker } from '@temporalio/w
 import { createKeyRotationActivities } from '../activities/key-rotation';
 import { createProbeActivities } from '../activities/probe';
 import { createSecretRotationActivities } from '../activities/secret-rotation';
-import type { Clock } from '../core/clock';
+import path from 'node:path';
+import { createVideoJobActivities, type VideoJobDeps } from '../activities/video-job';
+import { systemClock, type Clock } from '../core/clock';
+import { publicBaseUrl, requireSetting, type Config } from '../core/config';
+import { createSealer, deriveKey } from '../core/crypto/sealing';
+import { createLinkSigner } from '../core/jobs/output-links';
+import { createUpstreamAgent } from '../core/providers/upstream';
+import { localOutputStorage } from '../core/storage/output-storage';
 import type { Database } from '../core/db/client';
 import type { RedisHandle } from '../core/redis';
 import { taskQueue, type TaskQueueName } from '../workflows/definitions';
@@ -17,12 +24,33 @@ export type QueueWorkerDeps = {
 };
 
 /** What activities reach: the worker process connects these once and shares them. */
-export type ActivityServices = { db: Database; redis: RedisHandle; clock: Clock };
+export type ActivityServices = { db: Database; redis: RedisHandle; clock: Clock; video: Omit<VideoJobDeps, 'db' | 'clock'> };
+
+/**
+ * Builds the activity services from configuration and the process's connections: sealing (to
+ * open provider credentials), output storage under GW_DATA_DIR, signed links, upstream pools.
+ */
+export function createActivityServices(config: Config, db: Database, redis: RedisHandle): ActivityServices {
+  const keyring = requireSetting(config, 'GW_SEALING_KEYS');
+  return {
+    db,
+    redis,
+    clock: systemClock,
+    video: {
+      sealer: createSealer(keyring),
+      storage: localOutputStorage(path.join(config.dataDir, 'outputs')),
+      agent: createUpstreamAgent({ allowPrivateNetwork: config.GW_ALLOW_PRIVATE_NETWORK }),
+      links: { signer: createLinkSigner(deriveKey(keyring, 'output-links')), baseUrl: publicBaseUrl(config) },
+    },
+  };
+}
 
 /** The activities each task queue's workers serve, built from real dependencies. */
 function activitiesFor(name: TaskQueueName, queue: string, services: ActivityServices): object {
   const probe = createProbeActivities({ taskQueue: queue });
   switch (name) {
+    case 'jobs':
+      return { ...probe, ...createVideoJobActivities({ ...services.video, db: services.db, clock: services.clock }) };
     case 'maintenance':
       return { ...probe, ...createKeyRotationActivities(services), ...createSecretRotationActivities(services) };
     default:

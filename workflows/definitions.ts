@@ -1,4 +1,5 @@
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+import type { NewJobRecord } from '../core/jobs/job-store';
 
 /**
  * Names shared by workflows, workers, the API and the launcher: task queues, search attributes,
@@ -40,6 +41,31 @@ export const workflowIds = {
   probe: (runId: string) => `probe_${runId}`,
   keyRotation: (oldKeyId: string) => `keyrot_${oldKeyId}`,
   secretRotation: (endpointId: string) => `whsecrot_${endpointId}`,
+  /** A job's workflow id is the job id itself (`job_...`). */
+  videoJob: (jobId: string) => jobId,
+};
+
+/** The Update that cancels a job; the workflow answers it once the job is terminal. */
+export const JOB_CANCEL_UPDATE = 'cancel';
+export type JobCancelResult = { status: string };
+
+/** One place a render may be submitted, in failover order. */
+export type VideoCandidate = { connectionId: string; kind: string; upstreamModel: string; modelId: string; position: string };
+
+export type { NewJobRecord };
+
+export type VideoJobInput = {
+  jobId: string;
+  orgId: string;
+  job: NewJobRecord;
+  candidates: VideoCandidate[];
+  /** Per failure kind: retry the same candidate, fail over to the next, or stop submitting. */
+  failover: Record<string, 'retry' | 'failover' | 'stop'>;
+  maxRetries: number;
+  /** The wait before each status check (its length is the number of checks). */
+  checkIntervalsMs: number[];
+  /** How long the output is kept after completion. */
+  retentionMs: number;
 };
 
 /** The old key stops working at `revokeAt` (ISO 8601): the end of the rotation overlap. */

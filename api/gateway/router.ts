@@ -9,9 +9,11 @@ import { jsonBody } from '../middleware/body';
 import { gatewayAuth } from '../middleware/gateway-auth';
 import { keyRateLimit } from '../middleware/key-rate-limit';
 import { chatCompletions } from './chat';
+import { jobRoutes } from './jobs';
+import type { Database } from '../../core/db/client';
 import type { GatewayServices } from './services';
 
-export type GatewayRouterDeps = { keys: KeyResolver; authFailures: AuthFailureLimiter; clock: Clock; redis: RedisHandle; gateway: GatewayServices };
+export type GatewayRouterDeps = { keys: KeyResolver; authFailures: AuthFailureLimiter; clock: Clock; redis: RedisHandle; db: Database; gateway: GatewayServices };
 
 /** `/v1`: key auth first (DESIGN 3, step 2), the key's rate tier, then the body, then the endpoint. */
 export function gatewayRouter(deps: GatewayRouterDeps): Router<GatewayState> {
@@ -28,6 +30,7 @@ export function gatewayRouter(deps: GatewayRouterDeps): Router<GatewayState> {
   });
 
   router.post('/chat/completions', chatCompletions(deps.gateway));
+  jobRoutes(router, { db: deps.db, clock: deps.clock, gateway: deps.gateway, jobs: deps.gateway.jobs });
 
   return router;
 }

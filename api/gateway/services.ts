@@ -3,6 +3,8 @@ import type { ModelCatalog } from '../../core/catalog/model-catalog';
 import type { LearnedParams } from '../../core/chat/prepare';
 import type { RequestLogWriter } from '../../core/request-log/writer';
 import type { OrgConfigCache } from '../../core/routing/org-config';
+import type { OutputStorage } from '../../core/storage/output-storage';
+import type { JobServices } from './jobs';
 
 /** What the chat path needs besides the key: configuration, catalog, upstream pools, the log. */
 export type GatewayServices = {
@@ -13,6 +15,8 @@ export type GatewayServices = {
   requestLog: RequestLogWriter;
   /** Upstream timeout when neither route nor connection sets one. */
   defaultTimeoutMs: number;
+  jobs: JobServices;
+  storage: OutputStorage;
 };
 
 /** Default upstream timeout: long answers from large models take minutes. */

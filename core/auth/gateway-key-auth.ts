@@ -19,6 +19,8 @@ export type KeyContext = {
   projectModelAllowlist: string[];
   allowedRoutes: string[];
   allowedProviders: string[];
+  /** Which jobs and request history the key may read: its own lineage, its project, or the organization. */
+  observabilityAccess: 'none' | 'scoped' | 'organization';
   disabled: boolean;
   revoked: boolean;
   expiresAt: Date | null;
@@ -51,6 +53,7 @@ export async function loadKeyContext(db: Database, secretHash: string): Promise<
     projectModelAllowlist: row.projectModelAllowlist,
     allowedRoutes: key.allowedRoutes,
     allowedProviders: key.allowedProviders,
+    observabilityAccess: key.observabilityAccess,
     disabled: key.disabled,
     revoked: key.revokedAt !== null,
     expiresAt: key.expiresAt,

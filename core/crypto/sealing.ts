@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from 'node:crypto';
 
 /**
  * Sealed fields (provider credentials, webhook signing secrets): AES-256-GCM, bound by
@@ -73,4 +73,13 @@ export function createSealer(keyring: string): Sealer {
       return Buffer.concat([decipher.update(Buffer.from(body, 'base64url')), decipher.final()]).toString('utf8');
     },
   };
+}
+
+/**
+ * A key for another purpose (signing output links), derived from the current master key with
+ * HKDF so one secret to keep covers both and the two uses never share key material.
+ */
+export function deriveKey(keyring: string, purpose: string): Buffer {
+  const { current, keys } = parseKeyring(keyring);
+  return Buffer.from(hkdfSync('sha256', keys.get(current)!, Buffer.alloc(0), `gw:${purpose}`, KEY_BYTES));
 }

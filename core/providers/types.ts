@@ -86,7 +86,8 @@ export type ProviderFailure =
   | { kind: 'unsupported_parameter'; message: string; status: number; param: string }
   | { kind: 'model_not_served'; message: string; status: number };
 
-export type UpstreamRequest = { path: string; query?: Record<string, string>; body: Record<string, unknown> };
+/** One HTTP call to a provider: a path under the connection's base URL (or an absolute URL). */
+export type UpstreamRequest = { method?: 'GET' | 'POST'; path: string; query?: Record<string, string>; body?: Record<string, unknown>; headers?: Record<string, string> };
 
 export type BuildOptions = {
   /** The model name the provider knows (after a connection's model map). */

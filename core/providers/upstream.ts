@@ -67,7 +67,7 @@ async function readBody(body: Dispatcher.ResponseData['body']): Promise<unknown>
  */
 export async function sendUpstream(
   agent: Agent,
-  adapter: ProviderAdapter,
+  adapter: Pick<ProviderAdapter, 'classifyError'>,
   target: UpstreamTarget,
   upstream: UpstreamRequest,
   signal: AbortSignal,
@@ -75,18 +75,24 @@ export async function sendUpstream(
   let last: ProviderFailure = { kind: 'connection', message: 'no host to call' };
   for (const [secretIndex, secret] of target.secrets.entries()) {
     for (const baseUrl of target.baseUrls) {
-      const url = new URL(`${baseUrl.replace(/\/+$/, '')}${upstream.path}`);
+      const url = new URL(/^https?:\/\//.test(upstream.path) ? upstream.path : `${baseUrl.replace(/\/+$/, '')}${upstream.path}`);
       for (const [k, v] of Object.entries(upstream.query ?? {})) url.searchParams.set(k, v);
       // The timeout covers the wait for the answer to begin; after that, `bodyTimeout` bounds
       // each pause, so a long stream is not cut for being long.
       const timeout = new AbortController();
       const timer = setTimeout(() => timeout.abort(), target.timeoutMs);
       try {
+        const method = upstream.method ?? 'POST';
         const res = await request(url, {
-          method: 'POST',
+          method,
           dispatcher: agent,
-          headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...credentialHeaders(target.kind, secret) },
-          body: JSON.stringify(upstream.body),
+          headers: {
+            ...(method === 'POST' && { 'content-type': 'application/json' }),
+            accept: 'application/json, text/event-stream, */*',
+            ...upstream.headers,
+            ...credentialHeaders(target.kind, secret),
+          },
+          body: method === 'POST' ? JSON.stringify(upstream.body ?? {}) : undefined,
           signal: AbortSignal.any([signal, timeout.signal]),
           headersTimeout: target.timeoutMs,
           bodyTimeout: target.timeoutMs,

@@ -11,6 +11,8 @@ export type DevServerOptions = {
   /** SQLite file that keeps workflows across restarts; omitted keeps them in memory. */
   dbFile?: string;
   namespace?: string;
+  /** Fire timers when due rather than on the next whole second (for compressed schedules). */
+  preciseTimers?: boolean;
 };
 
 export type DevServer = { address: string; process: ChildProcess; stop(): Promise<void> };
@@ -23,6 +25,9 @@ export async function startTemporalDevServer(options: DevServerOptions): Promise
   if (options.dbFile) args.push('--db-filename', options.dbFile);
   if (options.namespace && options.namespace !== 'default') args.push('--namespace', options.namespace);
   for (const [name, type] of Object.entries(SEARCH_ATTRIBUTES)) args.push('--search-attribute', `${name}=${type}`);
+  // Timers fire on one-second boundaries by default; compressed schedules (GW_SCHEDULE_SCALE)
+  // in development and tests need them to fire when they are due.
+  if (options.preciseTimers) args.push('--dynamic-config-value', 'history.timerProcessorMaxTimeShift="10ms"');
 
   const child = spawn(options.cliPath, args, { stdio: ['ignore', 'ignore', 'pipe'], detached: false });
   let stderr = '';

@@ -51,7 +51,7 @@ export default async function globalSetup(): Promise<void> {
   process.env.REDIS_URL = redisUrl;
   process.env.REDIS_KEY_PREFIX = `gwtest:${run}:`;
 
-  const temporal = await startTemporalDevServer({ cliPath: resolveTemporalCli(), port: await freePort() });
+  const temporal = await startTemporalDevServer({ cliPath: resolveTemporalCli(), port: await freePort(), preciseTimers: true });
   stops.push(temporal.stop);
   process.env.TEMPORAL_ADDRESS = temporal.address;
 
@@ -61,6 +61,8 @@ export default async function globalSetup(): Promise<void> {
   fs.writeFileSync(bundlePath, code);
   process.env.GW_TEST_WORKFLOW_BUNDLE = bundlePath;
   process.env.GW_SEALING_KEYS = newKeyring();
+  // Job outputs and other files go to the run's scratch folder, never the working tree.
+  process.env.GW_DATA_DIR = path.join(scratch, 'data');
   process.env.NODE_ENV = 'test';
   process.env.LOG_LEVEL = process.env.LOG_LEVEL ?? 'silent';
 

@@ -2,13 +2,12 @@ import { NativeConnection } from '@temporalio/worker';
 import { createApp } from '../../api/app';
 import { listen } from '../../api/listen';
 import { startApiRuntime, type ApiRuntime } from '../../api/runtime';
-import { systemClock } from '../../core/clock';
 import { loadConfig, type Config } from '../../core/config';
 import { connectDatabase, type DatabaseHandle } from '../../core/db/client';
 import { createLogger } from '../../core/logger';
 import { connectRedis, type RedisHandle } from '../../core/redis';
 import type { TaskQueueName } from '../../workflows/definitions';
-import { startQueueWorkers, type RunningWorkers } from '../../workers/queues';
+import { createActivityServices, startQueueWorkers, type RunningWorkers } from '../../workers/queues';
 import { installTemporalRuntime } from '../../workers/temporal';
 import type { AppDeps } from '../../api/app';
 
@@ -65,7 +64,7 @@ export function testRedis(): RedisHandle {
 }
 
 /** Real workers on the test Temporal server, serving the prebuilt workflow bundle. */
-export async function startTestWorkers(names: readonly TaskQueueName[], taskQueuePrefix: string): Promise<RunningWorkers & { connection: NativeConnection }> {
+export async function startTestWorkers(names: readonly TaskQueueName[], taskQueuePrefix: string, env: Record<string, string> = {}): Promise<RunningWorkers & { connection: NativeConnection }> {
   try {
     installTemporalRuntime('warn');
   } catch {
@@ -79,7 +78,7 @@ export async function startTestWorkers(names: readonly TaskQueueName[], taskQueu
     namespace: 'default',
     taskQueuePrefix,
     workflowBundle: { codePath: process.env.GW_TEST_WORKFLOW_BUNDLE! },
-    services: { db: database.db, redis, clock: systemClock },
+    services: createActivityServices(testConfig(env), database.db, redis),
   });
   return {
     ...running,

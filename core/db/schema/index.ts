@@ -10,3 +10,4 @@ export * from './org-settings';
 export * from './model-prices';
 export * from './webhook-endpoints';
 export * from './request-logs';
+export * from './jobs';

@@ -1,0 +1,184 @@
+import type Router from '@koa/router';
+import { WorkflowUpdateFailedError, type Client } from '@temporalio/client';
+import { and, desc, eq, inArray, lt, type SQL } from 'drizzle-orm';
+import { z } from 'zod';
+import type { KeyContext } from '../../core/auth/gateway-key-auth';
+import type { Clock } from '../../core/clock';
+import type { Database } from '../../core/db/client';
+import { JOB_EVENT_TYPES, JOB_STATUSES, jobs, type JobStatus } from '../../core/db/schema';
+import { GatewayError } from '../../core/errors';
+import { newId } from '../../core/ids';
+import { withIdempotency } from '../../core/idempotency';
+import { isTerminal, jobRowOf, type JobLinks, type JobRow, type NewJobRecord } from '../../core/jobs/job-store';
+import { presentJob } from '../../core/jobs/present';
+import { OUTPUT_RETENTION_MS, statusCheckSchedule } from '../../core/jobs/schedule';
+import { VIDEO_ADAPTERS } from '../../core/providers/video';
+import { chainPosition, planCandidates } from '../../core/routing/candidates';
+import { JOB_CANCEL_UPDATE, searchAttributeKeys, taskQueue, workflowIds, type JobCancelResult, type VideoJobInput } from '../../workflows/definitions';
+import type { GatewayContext, GatewayState } from '../context';
+import { parseInput } from '../validation';
+import type { GatewayServices } from './services';
+
+/** What the job endpoints need besides the chat services. */
+export type JobServices = { temporal: Client; links: Omit<JobLinks, 'baseUrl'> & { baseUrl: string | null }; scheduleScale: number; taskQueuePrefix: string };
+
+export const VIDEO_JOB_TYPE = 'video.generation';
+
+const videoRequestSchema = z.looseObject({
+  model: z.string().min(1).max(256),
+  prompt: z.string().min(1).max(32_000),
+  duration_seconds: z.number().positive().max(600).optional(),
+  seed: z.number().int().optional(),
+  webhook: z.strictObject({
+    url: z.string().max(2048),
+    events: z.array(z.enum(JOB_EVENT_TYPES)).min(1).max(3).optional(),
+  }).optional(),
+});
+
+/** The fields the gateway reads; the rest goes to the provider as sent. */
+const VIDEO_FIELDS = ['model', 'prompt', 'duration_seconds', 'seed', 'webhook'];
+
+function checkWebhookUrl(raw: string): string {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new GatewayError('invalid_request', 'Invalid `webhook.url`: it is not a URL.');
+  }
+  // Spec 4.2: plain HTTP is refused at submit; private addresses are refused at send time.
+  if (url.protocol !== 'https:') throw new GatewayError('invalid_request', 'Invalid `webhook.url`: it must use https.');
+  return raw;
+}
+
+/** Spec 4.2 rule 1: a key reads its own lineage's jobs, or its project's or organization's when its access says so. */
+function visibility(key: KeyContext): SQL {
+  switch (key.observabilityAccess) {
+    case 'organization':
+      return eq(jobs.orgId, key.orgId);
+    case 'scoped':
+      return and(eq(jobs.orgId, key.orgId), eq(jobs.projectId, key.projectId))!;
+    default:
+      return and(eq(jobs.orgId, key.orgId), eq(jobs.lineageId, key.lineageId))!;
+  }
+}
+
+const unknownJob = (id: string) => new GatewayError('invalid_request', `No job \`${id}\` within this key's reach.`);
+
+export function jobRoutes(router: Router<GatewayState>, deps: { db: Database; clock: Clock; gateway: GatewayServices; jobs: JobServices }): void {
+  const linksFor = (ctx: GatewayContext): JobLinks => ({ signer: deps.jobs.links.signer, baseUrl: deps.jobs.links.baseUrl ?? `${ctx.protocol}://${ctx.host}` });
+
+  async function visibleJob(ctx: GatewayContext, id: string): Promise<JobRow> {
+    const [row] = await deps.db.select().from(jobs).where(and(eq(jobs.id, id), visibility(ctx.state.key!)));
+    if (!row) throw unknownJob(id);
+    return row;
+  }
+
+  /** `POST /v1/videos` (spec 4.2): 202 with the job `queued` once its workflow has started. */
+  router.post('/videos', async (ctx) => {
+    const key = ctx.state.key!;
+    const input = parseInput(videoRequestSchema, ctx.state.body);
+    const webhook = input.webhook ? { url: checkWebhookUrl(input.webhook.url), events: input.webhook.events ?? [...JOB_EVENT_TYPES] } : null;
+    const config = await deps.gateway.orgConfig.get(key.orgId);
+    const plan = planCandidates({ model: input.model, fallbacks: [], key, config, catalog: deps.gateway.catalog });
+    const candidates = plan.candidates.filter((c) => VIDEO_ADAPTERS[c.connection.kind]);
+    if (candidates.length === 0) throw new GatewayError('no_provider_connected', `No connected provider renders video for \`${input.model}\`.`);
+    const now = deps.clock.now();
+
+    const perform = async () => {
+      const extra = Object.fromEntries(Object.entries(input).filter(([k]) => !VIDEO_FIELDS.includes(k)));
+      const job: NewJobRecord = {
+        id: newId('job'),
+        orgId: key.orgId,
+        keyId: key.keyId,
+        lineageId: key.lineageId,
+        projectId: key.projectId,
+        type: VIDEO_JOB_TYPE,
+        model: input.model,
+        routeSlug: plan.route?.slug ?? null,
+        request: { prompt: input.prompt, duration_seconds: input.duration_seconds, seed: input.seed, extra },
+        webhook,
+        createdAt: now.toISOString(),
+      };
+      const workflowInput: VideoJobInput = {
+        jobId: job.id,
+        orgId: key.orgId,
+        job,
+        candidates: candidates.map((c, i) => ({ connectionId: c.connection.id, kind: c.connection.kind, upstreamModel: c.upstreamModel, modelId: c.modelId, position: chainPosition(i) })),
+        failover: plan.failover,
+        maxRetries: plan.maxRetries,
+        checkIntervalsMs: statusCheckSchedule(deps.jobs.scheduleScale),
+        retentionMs: Math.round(OUTPUT_RETENTION_MS * deps.jobs.scheduleScale),
+      };
+      // The workflow first, then the row: a started workflow records its own row if we die here.
+      await deps.jobs.temporal.workflow.start('videoJob', {
+        workflowId: workflowIds.videoJob(job.id),
+        taskQueue: taskQueue('jobs', deps.jobs.taskQueuePrefix),
+        args: [workflowInput],
+        typedSearchAttributes: [
+          { key: searchAttributeKeys.orgId, value: key.orgId },
+          { key: searchAttributeKeys.keyId, value: key.keyId },
+          { key: searchAttributeKeys.jobStatus, value: 'queued' },
+          { key: searchAttributeKeys.model, value: input.model },
+        ],
+      });
+      const [row] = await deps.db.insert(jobs).values(jobRowOf(job)).onConflictDoNothing().returning();
+      const [stored] = row ? [row] : await deps.db.select().from(jobs).where(eq(jobs.id, job.id));
+      return { status: 202, body: presentJob(stored!, linksFor(ctx)) };
+    };
+
+    const idempotencyKey = ctx.get('idempotency-key');
+    const answer = idempotencyKey
+      ? await withIdempotency(deps.db, { orgId: key.orgId, scope: 'v1:videos', key: idempotencyKey, request: ctx.state.body ?? null, now }, perform)
+      : await perform();
+    ctx.status = answer.status;
+    ctx.body = answer.body;
+  });
+
+  router.get('/jobs/:id', async (ctx) => {
+    ctx.body = presentJob(await visibleJob(ctx, ctx.params.id!), linksFor(ctx));
+  });
+
+  /** `GET /v1/jobs` (spec 4.2): newest first, filters, and a cursor that later inserts cannot shift. */
+  router.get('/jobs', async (ctx) => {
+    const statuses = ([] as string[]).concat((ctx.query.status as string | string[] | undefined) ?? []);
+    const unknown = statuses.find((s) => !(JOB_STATUSES as readonly string[]).includes(s));
+    if (unknown) throw new GatewayError('invalid_request', `Invalid \`status\`: \`${unknown}\` is not one of ${JOB_STATUSES.join(', ')}.`);
+    const limitText = ctx.query.limit as string | undefined;
+    const limit = limitText === undefined ? 20 : Number(limitText);
+    if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw new GatewayError('invalid_request', 'Invalid `limit`: it must be a whole number from 1 to 100.');
+    const after = ctx.query.after as string | undefined;
+    if (after !== undefined && !/^job_[0-9a-z]{25}$/.test(after)) throw new GatewayError('invalid_request', 'Invalid `after`: pass the `next_cursor` of the previous page.');
+    const type = ctx.query.type as string | undefined;
+
+    // Ids sort by creation time, so the id is the cursor: newer jobs never shift later pages.
+    const rows = await deps.db.select().from(jobs)
+      .where(and(
+        visibility(ctx.state.key!),
+        statuses.length > 0 ? inArray(jobs.status, statuses as JobStatus[]) : undefined,
+        type ? eq(jobs.type, type) : undefined,
+        after ? lt(jobs.id, after) : undefined,
+      ))
+      .orderBy(desc(jobs.id))
+      .limit(limit + 1);
+    const page = rows.slice(0, limit);
+    const links = linksFor(ctx);
+    ctx.body = { object: 'list', data: page.map((r) => presentJob(r, links)), has_more: rows.length > limit, next_cursor: page.at(-1)?.id ?? null };
+  });
+
+  /**
+   * `POST /v1/jobs/{id}/cancel` (spec 3.1): a job already terminal is 400; otherwise the
+   * workflow's cancel Update answers with how the job ended, which is `succeeded` when the
+   * render finished first.
+   */
+  router.post('/jobs/:id/cancel', async (ctx) => {
+    const row = await visibleJob(ctx, ctx.params.id!);
+    if (isTerminal(row.status)) throw new GatewayError('invalid_request', `Job \`${row.id}\` is already ${row.status}.`);
+    try {
+      await deps.jobs.temporal.workflow.getHandle(workflowIds.videoJob(row.id)).executeUpdate<JobCancelResult, []>(JOB_CANCEL_UPDATE);
+    } catch (err) {
+      if (!(err instanceof WorkflowUpdateFailedError)) throw err;
+    }
+    const [after] = await deps.db.select().from(jobs).where(eq(jobs.id, row.id));
+    ctx.body = presentJob(after!, linksFor(ctx));
+  });
+}

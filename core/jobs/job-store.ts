@@ -1,0 +1,63 @@
+import { and, eq, sql } from 'drizzle-orm';
+import type { Database } from '../db/client';
+import { jobEvents, jobs, TERMINAL_JOB_STATUSES, type JobStatus } from '../db/schema';
+import { newId } from '../ids';
+import type { LinkSigner } from './output-links';
+import { presentJob } from './present';
+
+export type JobRow = typeof jobs.$inferSelect;
+
+/** The job as first recorded: the API writes it, and the workflow writes it again if the API could not. */
+export type NewJobRecord = {
+  id: string;
+  orgId: string;
+  keyId: string;
+  lineageId: string;
+  projectId: string;
+  type: string;
+  model: string;
+  routeSlug: string | null;
+  request: Record<string, unknown>;
+  webhook: { url: string; events: string[] } | null;
+  createdAt: string;
+};
+
+/** The jobs row for a new job; inserting it twice is harmless (on conflict, nothing). */
+export function jobRowOf(job: NewJobRecord): typeof jobs.$inferInsert {
+  return { ...job, status: 'queued', createdAt: new Date(job.createdAt), updatedAt: new Date(job.createdAt) };
+}
+export type JobLinks = { signer: LinkSigner; baseUrl: string };
+
+export function isTerminal(status: JobStatus): boolean {
+  return TERMINAL_JOB_STATUSES.includes(status);
+}
+
+const EVENT_OF: Partial<Record<JobStatus, string>> = { succeeded: 'job.succeeded', failed: 'job.failed', canceled: 'job.canceled' };
+
+/**
+ * Moves a job to a terminal status in one transaction with its event (spec 6.1): only from a
+ * non-terminal status, so a retried activity or a lost race changes nothing. Answers the row
+ * as it now is, and whether this call made the move.
+ */
+export async function finishJob(db: Database, jobId: string, status: JobStatus, changes: Partial<JobRow>, now: Date, links: JobLinks): Promise<{ row: JobRow; moved: boolean }> {
+  return db.transaction(async (tx) => {
+    const [moved] = await tx
+      .update(jobs)
+      .set({ ...changes, status, completedAt: changes.completedAt ?? now, updatedAt: now })
+      .where(and(eq(jobs.id, jobId), sql`${jobs.status} in ('queued', 'running')`))
+      .returning();
+    if (!moved) {
+      const [row] = await tx.select().from(jobs).where(eq(jobs.id, jobId));
+      return { row: row!, moved: false };
+    }
+    await tx.insert(jobEvents).values({
+      id: newId('evt'),
+      orgId: moved.orgId,
+      jobId,
+      type: EVENT_OF[status]!,
+      data: presentJob(moved, links),
+      createdAt: now,
+    }).onConflictDoNothing();
+    return { row: moved, moved: true };
+  });
+}

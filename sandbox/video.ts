@@ -1,0 +1,121 @@
+import { randomBytes } from 'node:crypto';
+import type http from 'node:http';
+import { directivesInText, parseDirectives, type Directives } from './directives';
+
+/**
+ * Video renders as the providers run them: OpenAI's videos API (create, retrieve, content) and
+ * Gemini Veo's long-running operations. A render takes `render_ms` (default 1.5 s), reports
+ * progress as it goes (unless `no_progress`), and can fail (`video_fail`) or never finish.
+ * An `Idempotency-Key` on create returns the render already made for that key.
+ */
+type Render = { id: string; model: string; seconds: number; startedAt: number; directives: Directives };
+
+const DEFAULT_RENDER_MS = 1500;
+
+export type VideoState = { renders: Map<string, Render>; byIdempotencyKey: Map<string, string>; submits: number };
+
+export function createVideoState(): VideoState {
+  return { renders: new Map(), byIdempotencyKey: new Map(), submits: 0 };
+}
+
+/** A small deterministic stand-in for an MP4 file. */
+export function videoBytes(id: string): Buffer {
+  return Buffer.concat([Buffer.from([0, 0, 0, 0x18]), Buffer.from('ftypmp42'), Buffer.alloc(64 * 1024, `sandbox-video:${id};`)]);
+}
+
+function phase(r: Render): { done: boolean; failed: boolean; progress: number } {
+  const renderMs = r.directives.renderMs ?? DEFAULT_RENDER_MS;
+  const elapsed = Date.now() - r.startedAt;
+  if (r.directives.neverFinish) return { done: false, failed: false, progress: Math.min(0.99, elapsed / renderMs) };
+  if (elapsed < renderMs) return { done: false, failed: false, progress: elapsed / renderMs };
+  return { done: true, failed: r.directives.videoFail === true, progress: 1 };
+}
+
+function create(state: VideoState, req: http.IncomingMessage, model: string, prompt: string, seconds: number, pathDirectives: string): Render {
+  const key = req.headers['idempotency-key'] as string | undefined;
+  const known = key ? state.byIdempotencyKey.get(key) : undefined;
+  if (known) return state.renders.get(known)!;
+  const render: Render = { id: randomBytes(10).toString('hex'), model, seconds, startedAt: Date.now(), directives: parseDirectives(`${pathDirectives},${directivesInText(prompt)}`) };
+  state.renders.set(render.id, render);
+  if (key) state.byIdempotencyKey.set(key, render.id);
+  state.submits += 1;
+  return render;
+}
+
+type Send = (status: number, payload: unknown, headers?: Record<string, string>) => void;
+
+/** Serves a video path if it is one; answers whether it did. */
+export function handleVideo(state: VideoState, req: http.IncomingMessage, res: http.ServerResponse, path: string, body: Record<string, unknown> | null, pathDirectives: string, origin: string, send: Send): boolean {
+  let m: RegExpExecArray | null;
+  const method = req.method ?? 'GET';
+
+  // OpenAI
+  if (method === 'POST' && path === '/openai/v1/videos') {
+    const r = create(state, req, String(body?.model ?? 'sora-2'), String(body?.prompt ?? ''), Number(body?.seconds ?? 4), pathDirectives);
+    send(200, openAiVideo(r));
+    return true;
+  }
+  if (method === 'GET' && (m = /^\/openai\/v1\/videos\/([^/]+)$/.exec(path))) {
+    const r = state.renders.get(m[1]!);
+    if (!r) send(404, { error: { message: 'Video not found', type: 'invalid_request_error', code: 'not_found' } });
+    else send(200, openAiVideo(r));
+    return true;
+  }
+  if (method === 'GET' && (m = /^\/openai\/v1\/videos\/([^/]+)\/content$/.exec(path))) {
+    const r = state.renders.get(m[1]!);
+    if (!r || !phase(r).done || phase(r).failed) send(404, { error: { message: 'Video content not found', type: 'invalid_request_error' } });
+    else sendVideo(res, r);
+    return true;
+  }
+
+  // Gemini Veo
+  if (method === 'POST' && (m = /^\/google\/v1beta\/models\/([^/:]+):predictLongRunning$/.exec(path))) {
+    const instances = (body?.instances as Array<{ prompt?: string }> | undefined) ?? [];
+    const parameters = (body?.parameters as { durationSeconds?: number } | undefined) ?? {};
+    const r = create(state, req, m[1]!, instances[0]?.prompt ?? '', Number(parameters.durationSeconds ?? 8), pathDirectives);
+    send(200, { name: `models/${r.model}/operations/${r.id}` });
+    return true;
+  }
+  if (method === 'GET' && (m = /^\/google\/v1beta\/models\/([^/]+)\/operations\/([^/]+)$/.exec(path))) {
+    const r = state.renders.get(m[2]!);
+    if (!r) {
+      send(404, { error: { code: 404, message: 'Operation not found', status: 'NOT_FOUND' } });
+      return true;
+    }
+    const p = phase(r);
+    const name = `models/${r.model}/operations/${r.id}`;
+    if (!p.done) send(200, { name, done: false, ...(!r.directives.noProgress && { metadata: { progressPercent: Math.round(p.progress * 100) } }) });
+    else if (p.failed) send(200, { name, done: true, error: { code: 13, message: 'sandbox: the render failed' } });
+    else send(200, { name, done: true, response: { '@type': 'type.googleapis.com/google.ai.generativelanguage.v1beta.PredictLongRunningResponse', durationSeconds: r.seconds, resolution: '720p', aspectRatio: '16:9', generateVideoResponse: { generatedSamples: [{ video: { uri: `${origin}/google/v1beta/files/${r.id}:download?alt=media` } }] } } });
+    return true;
+  }
+  if (method === 'GET' && (m = /^\/google\/v1beta\/files\/([^/:]+):download$/.exec(path))) {
+    const r = state.renders.get(m[1]!);
+    if (!r || !phase(r).done || phase(r).failed) send(404, { error: { code: 404, message: 'File not found', status: 'NOT_FOUND' } });
+    else sendVideo(res, r);
+    return true;
+  }
+  return false;
+}
+
+function sendVideo(res: http.ServerResponse, r: Render): void {
+  setTimeout(() => {
+    res.writeHead(200, { 'content-type': 'video/mp4' });
+    res.end(videoBytes(r.id));
+  }, r.directives.contentDelayMs ?? 0);
+}
+
+function openAiVideo(r: Render) {
+  const p = phase(r);
+  return {
+    id: r.id,
+    object: 'video',
+    model: r.model,
+    created_at: Math.floor(r.startedAt / 1000),
+    status: !p.done ? (p.progress < 0.05 ? 'queued' : 'in_progress') : p.failed ? 'failed' : 'completed',
+    progress: r.directives.noProgress && !p.done ? 0 : Math.round(p.progress * 100),
+    seconds: String(r.seconds),
+    size: '1280x720',
+    error: p.done && p.failed ? { code: 'video_generation_failed', message: 'sandbox: the render failed' } : null,
+  };
+}

@@ -1,0 +1,273 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { and, eq } from 'drizzle-orm';
+import { jobEvents, jobs } from '../../core/db/schema';
+import { videoBytes } from '../../sandbox/video';
+import { workflowIds } from '../../workflows/definitions';
+import { startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
+import { randomClientAddress, startTestWorkers, uniquePrefix } from '../helpers/harness';
+import { saveHistory } from '../helpers/histories';
+
+/** A day of retention lasts about 2.6 s here; status checks come every 2 to 9 ms. */
+const SCALE = 0.00003;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Video jobs end to end on the Temporal dev server (spec 2.1, 3.1, 4.2): the API starts the
+ * `videoJob` workflow, real workers run it against the sandbox's video APIs.
+ */
+describe('video jobs', () => {
+  const prefix = uniquePrefix('jobs');
+  const env = { GW_TASK_QUEUE_PREFIX: prefix, GW_SCHEDULE_SCALE: String(SCALE) };
+  let f: ChatFixture;
+  let workers: Awaited<ReturnType<typeof startTestWorkers>> | null = null;
+  let secret: string;
+  let seq = 0;
+
+  beforeAll(async () => {
+    f = await startChatFixture(env);
+    workers = await startTestWorkers(['jobs'], prefix, env);
+    await f.connect('openai', { name: 'videos' });
+    secret = await f.key({ rate_limit_rpm: 50000 });
+  });
+  afterAll(async () => {
+    await workers?.shutdown();
+    await f.close();
+  });
+
+  async function call(method: string, p: string, body?: unknown, headers: Record<string, string> = {}, key = secret) {
+    const res = await fetch(`${f.api.url}${p}`, {
+      method,
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress(), ...headers },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    return { status: res.status, json: (text ? JSON.parse(text) : {}) as Loose, headers: res.headers };
+  }
+  const submit = (body: Record<string, unknown>, headers: Record<string, string> = {}, key = secret) =>
+    call('POST', '/v1/videos', { model: 'openai/sora-2', duration_seconds: 4, ...body }, headers, key);
+  const read = (id: string, key = secret) => call('GET', `/v1/jobs/${id}`, undefined, {}, key);
+  async function until(id: string, done: (job: Loose) => boolean, timeoutMs = 20_000, key = secret): Promise<Loose> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const job = (await read(id, key)).json;
+      if (done(job)) return job;
+      if (Date.now() > deadline) throw new Error(`job ${id} stuck: ${JSON.stringify(job)}`);
+      await sleep(40);
+    }
+  }
+  const terminal = (j: Loose) => ['succeeded', 'failed', 'canceled'].includes(j.status);
+  const history = (name: string, jobId: string) => saveHistory(name, f.api.runtime.temporal, workflowIds.videoJob(jobId));
+
+  it('runs end to end: queued, progress, success, download, expiry, retention', async () => {
+    expect((await f.client.post('/model_prices', { model: 'openai/sora-2', unit: 0.1, note: 'per second' })).status).toBe(201);
+    await f.settle();
+    const created = await submit({ prompt: `a cat surfing [sandbox render_ms=400] ${seq++}` });
+    expect(created.status).toBe(202);
+    expect(created.json).toMatchObject({ object: 'job', type: 'video.generation', status: 'queued', model: 'openai/sora-2', route: null, provider: null, connection: null, progress: 0, output: null, usage: null, error: null, started_at: null });
+    expect(created.json.id).toMatch(/^job_/);
+
+    const running = await until(created.json.id, (j) => j.status === 'running' && j.progress > 0);
+    expect(running).toMatchObject({ route: 'primary', provider: 'openai', connection: expect.stringMatching(/^conn_/), started_at: expect.any(Number) });
+    expect(running.progress).toBeLessThan(1);
+
+    const done = await until(created.json.id, terminal);
+    expect(done).toMatchObject({ status: 'succeeded', progress: 1, error: null, usage: { seconds: 4, cost: 0.4, price_source: 'custom' } });
+    expect(done.output).toMatchObject({ duration_seconds: 4, resolution: '1280x720', aspect_ratio: '16:9', mime_type: 'video/mp4' });
+    expect(done.expires_at - done.completed_at).toBeGreaterThanOrEqual(Math.floor(86_400 * SCALE) - 1);
+    const url = new URL(done.output.url);
+    expect([url.searchParams.get('exp'), url.searchParams.get('sig')]).toEqual([expect.stringMatching(/^\d+$/), expect.stringMatching(/^[0-9a-f]{64}$/)]);
+
+    const [job] = await f.database.db.select().from(jobs).where(eq(jobs.id, done.id));
+    const file = await fetch(done.output.url);
+    expect([file.status, file.headers.get('content-type'), file.headers.get('content-disposition')]).toEqual([200, 'video/mp4', null]);
+    expect(Buffer.from(await file.arrayBuffer()).equals(videoBytes(job!.providerJobId!))).toBe(true);
+    const download = await fetch(`${done.output.url}&download=1`);
+    expect(download.headers.get('content-disposition')).toBe(`attachment; filename="${done.id}.mp4"`);
+    await download.arrayBuffer();
+    const tampered = await fetch(done.output.url.replace(/sig=([0-9a-f])/, (_: string, c: string) => `sig=${c === '0' ? '1' : '0'}`));
+    expect(tampered.status).toBe(404);
+
+    const events = await f.database.db.select().from(jobEvents).where(eq(jobEvents.jobId, done.id));
+    expect(events).toHaveLength(1);
+    expect(events[0]).toMatchObject({ type: 'job.succeeded', id: expect.stringMatching(/^evt_/), data: { id: done.id, status: 'succeeded', usage: { cost: 0.4 } } });
+
+    // Retention: the link stops working, the file goes, the job stays readable without output.
+    const stored = path.join(process.env.GW_DATA_DIR!, 'outputs', job!.output!.storage_key);
+    expect(fs.existsSync(stored)).toBe(true);
+    const expired = await until(done.id, (j) => j.output === null, 15_000);
+    expect(expired).toMatchObject({ status: 'succeeded', output: null, expires_at: null, usage: { cost: 0.4 } });
+    expect((await fetch(done.output.url)).status).toBe(404);
+    expect(fs.existsSync(stored)).toBe(false);
+    await f.api.runtime.temporal.workflow.getHandle(done.id).result();
+    await history('succeeded', done.id);
+  });
+
+  it('renders through Gemini Veo\'s long-running operations', async () => {
+    const f2Key = secret;
+    await f.connect('google', { name: 'veo' });
+    const created = await call('POST', '/v1/videos', { model: 'google/veo-3.0-generate-001', prompt: `ocean [sandbox render_ms=200] ${seq++}`, duration_seconds: 8 }, {}, f2Key);
+    expect(created.status).toBe(202);
+    const done = await until(created.json.id, terminal);
+    expect(done).toMatchObject({ status: 'succeeded', provider: 'google', output: { duration_seconds: 8, resolution: '720p', aspect_ratio: '16:9' }, usage: { seconds: 8, cost: null } });
+    expect((await fetch(done.output.url)).status).toBe(200);
+  });
+
+  it('fails over between targets during submit only', async () => {
+    const broken = await f.connect('openai', { directives: 'status=503', name: 'broken video' });
+    const good = await f.connect('openai', { name: 'good video' });
+    const slug = `video-route-${seq++}`;
+    expect((await f.client.post('/routes', { slug, targets: [{ connection_id: broken, model: 'sora-2' }, { connection_id: good, model: 'sora-2' }], max_retries: 0 })).status).toBe(201);
+    await f.settle();
+    const created = await submit({ model: slug, prompt: `failover [sandbox render_ms=100] ${seq++}` });
+    const done = await until(created.json.id, terminal);
+    expect(done).toMatchObject({ status: 'succeeded', route: 'standby_a', connection: good, model: 'sora-2' });
+
+    const allBroken = `video-broken-${seq++}`;
+    expect((await f.client.post('/routes', { slug: allBroken, targets: [{ connection_id: broken, model: 'sora-2' }], max_retries: 0 })).status).toBe(201);
+    await f.settle();
+    const failed = await until((await submit({ model: allBroken, prompt: 'nope' })).json.id, terminal);
+    expect(failed).toMatchObject({ status: 'failed', usage: null, output: null, completed_at: expect.any(Number), error: { type: 'upstream_error', message: expect.stringContaining(broken) } });
+  });
+
+  it('ends failed when the provider reports the render failed', async () => {
+    const created = await submit({ prompt: `doomed [sandbox render_ms=50 video_fail] ${seq++}` });
+    const done = await until(created.json.id, terminal);
+    expect(done).toMatchObject({ status: 'failed', usage: null, output: null, error: { type: 'upstream_error', message: expect.stringContaining('render') } });
+    const [event] = await f.database.db.select().from(jobEvents).where(eq(jobEvents.jobId, done.id));
+    expect(event!.type).toBe('job.failed');
+    await f.api.runtime.temporal.workflow.getHandle(done.id).result();
+    await history('failed', done.id);
+  });
+
+  it('times out after 60 status checks without a final answer', async () => {
+    const created = await submit({ prompt: `forever [sandbox never_finish] ${seq++}` });
+    const done = await until(created.json.id, terminal, 30_000);
+    expect(done).toMatchObject({ status: 'failed', error: { type: 'request_timeout' }, usage: null });
+    const [row] = await f.database.db.select().from(jobs).where(eq(jobs.id, done.id));
+    expect(row!.statusChecks).toBe(60);
+  });
+
+  it('cancels a running job: canceled, no cost, completed_at; a second cancel is 400', async () => {
+    const created = await submit({ prompt: `long [sandbox never_finish] ${seq++}` });
+    await until(created.json.id, (j) => j.status === 'running');
+    const canceled = await call('POST', `/v1/jobs/${created.json.id}/cancel`);
+    expect(canceled.status).toBe(200);
+    expect(canceled.json).toMatchObject({ status: 'canceled', usage: null, output: null, completed_at: expect.any(Number) });
+    const again = await call('POST', `/v1/jobs/${created.json.id}/cancel`);
+    expect([again.status, again.json.error?.type]).toEqual([400, 'invalid_request_error']);
+    const [event] = await f.database.db.select().from(jobEvents).where(eq(jobEvents.jobId, created.json.id));
+    expect(event!.type).toBe('job.canceled');
+    await f.api.runtime.temporal.workflow.getHandle(created.json.id).result();
+    await history('canceled', created.json.id);
+  });
+
+  it('cancels a queued job before anything is submitted', async () => {
+    const submitsBefore = f.sandbox.videoSubmits();
+    await workers!.shutdown();
+    workers = null;
+    const created = await submit({ prompt: `queued ${seq++}` });
+    expect(created.json.status).toBe('queued');
+    const cancel = call('POST', `/v1/jobs/${created.json.id}/cancel`);
+    await sleep(300);
+    workers = await startTestWorkers(['jobs'], prefix, env);
+    const answer = await cancel;
+    expect(answer.json).toMatchObject({ status: 'canceled', started_at: null, provider: null });
+    expect(f.sandbox.videoSubmits()).toBe(submitsBefore);
+  });
+
+  it('answers a cancel that races completion with the completed job', async () => {
+    const created = await submit({ prompt: `race [sandbox render_ms=50 content_delay_ms=1500] ${seq++}` });
+    const [row] = await f.database.db.select({ id: jobs.id }).from(jobs).where(eq(jobs.id, created.json.id));
+    expect(row).toBeDefined();
+    // Once the output download has begun, completion is under way.
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const [job] = await f.database.db.select().from(jobs).where(eq(jobs.id, created.json.id));
+      if (job?.providerJobId && f.sandbox.received.some((r) => r.path.endsWith(`/videos/${job.providerJobId}/content`))) break;
+      if (Date.now() > deadline) throw new Error('download never started');
+      await sleep(20);
+    }
+    const canceled = await call('POST', `/v1/jobs/${created.json.id}/cancel`);
+    expect(canceled.status).toBe(200);
+    expect(canceled.json).toMatchObject({ status: 'succeeded', output: { mime_type: 'video/mp4' }, usage: { seconds: 4 } });
+  });
+
+  it('replays an Idempotency-Key: the first 202 as it was, one render; another body is refused', async () => {
+    const key = `idem-${seq++}`;
+    const body = { prompt: `once [sandbox render_ms=100] ${seq++}` };
+    const before = f.sandbox.videoSubmits();
+    const first = await submit(body, { 'idempotency-key': key });
+    await until(first.json.id, terminal);
+    const replay = await submit(body, { 'idempotency-key': key });
+    expect([replay.status, replay.json]).toEqual([202, first.json]);
+    expect(replay.json.status).toBe('queued');
+    expect(f.sandbox.videoSubmits()).toBe(before + 1);
+    const reuse = await submit({ prompt: 'something else' }, { 'idempotency-key': key });
+    expect([reuse.status, reuse.json.error?.code]).toEqual([400, 'idempotency_key_reuse']);
+  });
+
+  it('submits exactly once when the worker is killed after submit and replaced', async () => {
+    const rendersBefore = f.sandbox.videoSubmits();
+    const created = await submit({ prompt: `durable [sandbox render_ms=1500] ${seq++}` });
+    await until(created.json.id, (j) => j.status === 'running');
+    await workers!.shutdown();
+    workers = await startTestWorkers(['jobs'], prefix, env);
+    const done = await until(created.json.id, terminal);
+    expect(done.status).toBe('succeeded');
+    const [row] = await f.database.db.select().from(jobs).where(eq(jobs.id, created.json.id));
+    // Connections made by earlier tests may refuse first (503); only one submit was accepted.
+    const accepted = f.sandbox.received.filter((r) => r.path === '/openai/v1/videos' && String(r.headers['idempotency-key']).startsWith(`${created.json.id}-`));
+    expect(accepted).toHaveLength(1);
+    expect(f.sandbox.videoSubmits() - rendersBefore).toBe(1);
+    expect(row!.providerJobId).toBeTruthy();
+  });
+
+  it('lists newest first with status and type filters and stable cursor paging', async () => {
+    const lister = await f.key({ observability_access: 'organization', rate_limit_rpm: 50000 });
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push((await submit({ prompt: `list ${i} [sandbox render_ms=20 video_fail] ${seq++}` }, {}, lister)).json.id);
+    for (const id of ids) await until(id, terminal, 20_000, lister);
+    const list = (q: string) => call('GET', `/v1/jobs?${q}`, undefined, {}, lister);
+
+    const page1 = await list('limit=2&status=failed');
+    expect(page1.json.data.map((j: Loose) => j.id)).toEqual([ids[4], ids[3]]);
+    expect(page1.json).toMatchObject({ object: 'list', has_more: true, next_cursor: ids[3] });
+    // A job created between pages does not shift the next page.
+    const newer = (await submit({ prompt: `newer [sandbox render_ms=20 video_fail] ${seq++}` }, {}, lister)).json.id;
+    const page2 = await list(`limit=2&status=failed&after=${page1.json.next_cursor}`);
+    expect(page2.json.data.map((j: Loose) => j.id)).toEqual([ids[2], ids[1]]);
+    await until(newer, terminal, 20_000, lister);
+
+    const both = await list('status=failed&status=canceled&type=video.generation&limit=100');
+    expect(both.json.data.every((j: Loose) => ['failed', 'canceled'].includes(j.status))).toBe(true);
+    expect((await list('type=image.generation')).json.data).toEqual([]);
+    expect((await list('status=exploded')).status).toBe(400);
+    for (const bad of ['limit=0', 'limit=101', 'limit=x', 'after=nonsense']) expect((await list(bad)).status).toBe(400);
+    const defaults = await list('');
+    expect(defaults.json.data.length).toBeLessThanOrEqual(20);
+  });
+
+  it('keeps jobs within the key\'s reach: 400 on read and cancel outside it', async () => {
+    const mine = (await submit({ prompt: `mine [sandbox render_ms=20] ${seq++}` })).json.id;
+    const stranger = await f.key({ rate_limit_rpm: 50000 });
+    expect((await read(mine, stranger)).status).toBe(400);
+    expect((await call('POST', `/v1/jobs/${mine}/cancel`, undefined, {}, stranger)).json.error?.type).toBe('invalid_request_error');
+    expect((await read('job_doesnotexist000000000000000')).status).toBe(400);
+    const project = await f.key({ observability_access: 'scoped', rate_limit_rpm: 50000 });
+    expect((await read(mine, project)).status).toBe(200);
+    const listed = await call('GET', '/v1/jobs?limit=100', undefined, {}, stranger);
+    expect(listed.json.data.some((j: Loose) => j.id === mine)).toBe(false);
+  });
+
+  it('refuses a plain-HTTP webhook URL and bodies over 11 MB at submit', async () => {
+    const http = await submit({ prompt: 'x', webhook: { url: 'http://hooks.example.com/x' } });
+    expect([http.status, http.json.error?.type]).toEqual([400, 'invalid_request_error']);
+    const ok = await submit({ prompt: `hooked [sandbox render_ms=20] ${seq++}`, webhook: { url: 'https://hooks.example.com/x', events: ['job.failed'] } });
+    expect(ok.status).toBe(202);
+    const big = await fetch(`${f.api.url}/v1/videos`, { method: 'POST', headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'openai/sora-2', prompt: 'x'.repeat(12 * 1024 * 1024) }) });
+    expect(big.status).toBe(413);
+    const [stored] = await f.database.db.select().from(jobs).where(and(eq(jobs.id, ok.json.id)));
+    expect(stored!.webhook).toEqual({ url: 'https://hooks.example.com/x', events: ['job.failed'] });
+  });
+});

@@ -1,0 +1,98 @@
+import { condition, defineQuery, defineUpdate, proxyActivities, setHandler, sleep, upsertSearchAttributes } from '@temporalio/workflow';
+import type { SubmitRefusal, VideoJobActivities } from '../activities/video-job';
+import { JOB_CANCEL_UPDATE, searchAttributeKeys, type JobCancelResult, type VideoJobInput } from './definitions';
+
+type Status = 'queued' | 'running' | 'succeeded' | 'failed' | 'canceled';
+
+export const cancelJob = defineUpdate<JobCancelResult>(JOB_CANCEL_UPDATE);
+export const jobStatus = defineQuery<Status>('status');
+
+const { recordJob, submitVideo, checkVideo, completeVideo, endJob, expireJobOutput } = proxyActivities<VideoJobActivities>({
+  startToCloseTimeout: '5 minutes',
+  // Infrastructure errors (Postgres away, a download cut) retry; provider refusals are answers.
+  retry: { initialInterval: '1 second', maximumInterval: '1 minute', backoffCoefficient: 2, maximumAttempts: 20 },
+});
+
+/**
+ * One video job (spec 3.1), id = the job id. Submit with failover over the candidates; then
+ * status checks on the given schedule, each cancellable; success stores the output, which is
+ * deleted when retention ends. Cancel is an Update: it is answered with the job's terminal
+ * status, so a cancel that races completion reports the completion.
+ */
+export async function videoJob(input: VideoJobInput): Promise<{ status: Status }> {
+  let status: Status = 'queued';
+  let cancelRequested = false;
+  const terminal = () => status === 'succeeded' || status === 'failed' || status === 'canceled';
+  const setStatus = (next: Status) => {
+    status = next;
+    upsertSearchAttributes([{ key: searchAttributeKeys.jobStatus, value: next }]);
+  };
+
+  setHandler(jobStatus, () => status);
+  setHandler(cancelJob, async () => {
+    cancelRequested = true;
+    await condition(terminal);
+    return { status };
+  });
+
+  const cancel = async () => setStatus((await endJob({ jobId: input.jobId, status: 'canceled' })).status as Status);
+  const fail = async (message: string, type: string, code: string | null = null) =>
+    setStatus((await endJob({ jobId: input.jobId, status: 'failed', error: { message, type, code } })).status as Status);
+
+  await recordJob({ job: input.job });
+
+  // queued: failover between targets happens only here; a running render is never moved.
+  let accepted: VideoJobInput['candidates'][number] | null = null;
+  const refusals: SubmitRefusal[] = [];
+  submitting: for (const [index, candidate] of input.candidates.entries()) {
+    for (let retries = 0; ; retries++) {
+      if (cancelRequested) break submitting;
+      const result = await submitVideo({ jobId: input.jobId, candidateIndex: index, candidate });
+      if (result.ok) {
+        accepted = candidate;
+        break submitting;
+      }
+      refusals.push({ candidate, failure: result.failure });
+      const action = input.failover[result.failure.kind] ?? 'failover';
+      if (action === 'stop') break submitting;
+      if (action === 'retry' && retries < input.maxRetries) continue;
+      break;
+    }
+  }
+  if (cancelRequested && !accepted) {
+    await cancel();
+    return { status };
+  }
+  if (!accepted) {
+    setStatus((await endJob({ jobId: input.jobId, status: 'failed', submitRefusals: refusals })).status as Status);
+    return { status };
+  }
+  setStatus('running');
+
+  // running: each wait ends early for a cancel.
+  for (const wait of input.checkIntervalsMs) {
+    if (await condition(() => cancelRequested, wait)) break;
+    const check = await checkVideo({ jobId: input.jobId });
+    if (check.state === 'failed') {
+      await fail(check.error.message, check.error.type, check.error.code);
+      return { status };
+    }
+    if (check.state === 'succeeded') {
+      const { state: _state, ...video } = check;
+      const done = await completeVideo({ jobId: input.jobId, modelId: accepted.modelId, retentionMs: input.retentionMs, ...video });
+      setStatus(done.status as Status);
+      if (done.expiresAt) {
+        // Retention: the output link works for its hours, then the file goes.
+        await sleep(Math.max(0, Date.parse(done.expiresAt) - Date.now()));
+        await expireJobOutput({ jobId: input.jobId });
+      }
+      return { status };
+    }
+  }
+  if (cancelRequested) {
+    await cancel();
+    return { status };
+  }
+  await fail(`The provider gave no final answer after ${input.checkIntervalsMs.length} status checks.`, 'request_timeout');
+  return { status };
+}

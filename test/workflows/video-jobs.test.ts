@@ -57,7 +57,7 @@ describe('video jobs', () => {
     }
   }
   const terminal = (j: Loose) => ['succeeded', 'failed', 'canceled'].includes(j.status);
-  const history = (name: string, jobId: string) => saveHistory(name, f.api.runtime.temporal, workflowIds.videoJob(jobId));
+  const history = (name: string, jobId: string) => saveHistory(name, workflowIds.videoJob(jobId));
 
   it('runs end to end: queued, progress, success, download, expiry, retention', async () => {
     expect((await f.client.post('/model_prices', { model: 'openai/sora-2', unit: 0.1, note: 'per second' })).status).toBe(201);

@@ -1,0 +1,38 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { bundleWorkflowCode, Worker } from '@temporalio/worker';
+import { DeterminismViolationError } from '@temporalio/workflow';
+import { quietBundlerLogger } from '../../workers/queues';
+import { installTemporalRuntime } from '../../workers/temporal';
+import { HISTORIES_DIR } from '../helpers/histories';
+
+/**
+ * Determinism guard: committed histories of `videoJob` (succeeded, canceled, failed) must replay
+ * against today's workflow code. A change that alters the commands a recorded run issued is
+ * caught here before it can break running jobs; such a change needs workflow versioning
+ * (patched()) and newly recorded histories.
+ */
+const HISTORIES = ['succeeded', 'canceled', 'failed'];
+const historyOf = (name: string) => JSON.parse(fs.readFileSync(path.join(HISTORIES_DIR, `video-job-${name}.json`), 'utf8')) as unknown;
+
+describe('videoJob replay', () => {
+  beforeAll(() => {
+    try {
+      // The refused replays log their nondeterminism at WARN; the assertions say it already.
+      installTemporalRuntime('error');
+    } catch {
+      // A runtime is already installed in this Jest worker.
+    }
+  });
+
+  it.each(HISTORIES)('replays the recorded %s history', async (name) => {
+    await Worker.runReplayHistory({ workflowBundle: { codePath: process.env.GW_TEST_WORKFLOW_BUNDLE! } }, historyOf(name), `replay-${name}`);
+  });
+
+  it('refuses a workflow changed in a way that breaks determinism', async () => {
+    const { code } = await bundleWorkflowCode({ workflowsPath: require.resolve('./changed-workflows'), logger: quietBundlerLogger });
+    for (const name of HISTORIES) {
+      await expect(Worker.runReplayHistory({ workflowBundle: { code } }, historyOf(name), `changed-${name}`)).rejects.toBeInstanceOf(DeterminismViolationError);
+    }
+  });
+});

@@ -4,7 +4,8 @@ import { ApplicationFailure } from '@temporalio/activity';
 import type { Clock } from '../core/clock';
 import type { Sealer } from '../core/crypto/sealing';
 import type { Database } from '../core/db/client';
-import { jobs, modelPrices, providerConnections, type JobError } from '../core/db/schema';
+import { closeJobSpend, videoPrice } from '../core/budgets/job-spend';
+import { jobs, providerConnections, type JobError } from '../core/db/schema';
 import { finalError } from '../core/chat/outcome';
 import { finishJob, jobRowOf, type JobLinks, type NewJobRecord } from '../core/jobs/job-store';
 import type { Candidate } from '../core/routing/candidates';
@@ -44,17 +45,6 @@ function adapterFor(kind: ProviderKind) {
   const adapter = VIDEO_ADAPTERS[kind];
   if (!adapter) throw ApplicationFailure.nonRetryable(`kind ${kind} renders no video`, 'NoVideoAdapter');
   return adapter;
-}
-
-/** Seconds times the customer's per-second rate for the model (this provider's first). */
-async function videoCost(deps: VideoJobDeps, orgId: string, kind: ProviderKind, model: string, modelId: string, seconds: number) {
-  const rows = await deps.db.select().from(modelPrices).where(eq(modelPrices.orgId, orgId));
-  const names = new Set([model, modelId]);
-  const own = rows.find((p) => names.has(p.model) && p.provider === kind && p.unit !== null);
-  const any = rows.find((p) => names.has(p.model) && p.provider === null && p.unit !== null);
-  const entry = own ?? any;
-  if (!entry) return { seconds, cost: null };
-  return { seconds, cost: Math.round(seconds * entry.unit! * 1e9) / 1e9, price_source: own ? 'custom_provider' : 'custom' };
 }
 
 /** A candidate that refused the submit, and how. */
@@ -134,13 +124,15 @@ export function createVideoJobActivities(deps: VideoJobDeps) {
       const seconds = input.durationSeconds ?? request.duration_seconds ?? 0;
       const now = deps.clock.now();
       const expiresAt = new Date(now.getTime() + input.retentionMs);
+      const price = await videoPrice(deps.db, job.orgId, connection.kind, [job.model, input.modelId], seconds);
       const { row } = await finishJob(deps.db, job.id, 'succeeded', {
         progress: 1,
         output: { storage_key: storageKey, duration_seconds: seconds, resolution: input.resolution ?? 'unknown', aspect_ratio: input.aspectRatio ?? 'unknown', mime_type: input.mimeType, bytes },
-        usage: await videoCost(deps, job.orgId, connection.kind, job.model, input.modelId, seconds),
+        usage: { seconds, ...(price ? { cost: price.cost, price_source: price.source } : { cost: null }) },
         completedAt: now,
         expiresAt,
       }, now, deps.links);
+      await closeJobSpend(deps.db, job.id, row.status === 'succeeded' ? { cost: price?.cost ?? null } : 'released', now);
       return { status: row.status, expiresAt: row.expiresAt?.toISOString() ?? null };
     },
 
@@ -151,7 +143,10 @@ export function createVideoJobActivities(deps: VideoJobDeps) {
      */
     async endJob(input: { jobId: string; status: 'failed' | 'canceled'; error?: JobError; submitRefusals?: SubmitRefusal[] }): Promise<{ status: string }> {
       const error = input.submitRefusals ? submitError(input.submitRefusals) : input.error ?? null;
-      const { row } = await finishJob(deps.db, input.jobId, input.status, { error, usage: null }, deps.clock.now(), deps.links);
+      const now = deps.clock.now();
+      const { row } = await finishJob(deps.db, input.jobId, input.status, { error, usage: null }, now, deps.links);
+      // No cost is recorded for failed or canceled jobs: their reservation goes back.
+      if (row.status !== 'succeeded') await closeJobSpend(deps.db, input.jobId, 'released', now);
       return { status: row.status };
     },
 

@@ -3,6 +3,7 @@ import { WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { and, desc, eq, inArray, lt, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
 import type { KeyContext } from '../../core/auth/gateway-key-auth';
+import { closeJobSpend, reserveJobSpend, videoPrice } from '../../core/budgets/job-spend';
 import type { Clock } from '../../core/clock';
 import type { Database } from '../../core/db/client';
 import { JOB_EVENT_TYPES, JOB_STATUSES, jobs, type JobStatus } from '../../core/db/schema';
@@ -23,6 +24,8 @@ import type { GatewayServices } from './services';
 export type JobServices = { temporal: Client; links: Omit<JobLinks, 'baseUrl'> & { baseUrl: string | null }; scheduleScale: number; taskQueuePrefix: string };
 
 export const VIDEO_JOB_TYPE = 'video.generation';
+/** Providers render 4 to 8 seconds by default; the estimate takes the longer when none is asked. */
+const ESTIMATE_SECONDS_WHEN_UNSAID = 8;
 
 const videoRequestSchema = z.looseObject({
   model: z.string().min(1).max(256),
@@ -109,18 +112,27 @@ export function jobRoutes(router: Router<GatewayState>, deps: { db: Database; cl
         checkIntervalsMs: statusCheckSchedule(deps.jobs.scheduleScale),
         retentionMs: Math.round(OUTPUT_RETENTION_MS * deps.jobs.scheduleScale),
       };
+      // The estimated cost is held against the key's limit before anything starts.
+      const first = candidates[0]!;
+      const estimate = await videoPrice(deps.db, key.orgId, first.connection.kind, [input.model, first.modelId, first.upstreamModel], input.duration_seconds ?? ESTIMATE_SECONDS_WHEN_UNSAID);
+      await reserveJobSpend(deps.db, { orgId: key.orgId, lineageId: key.lineageId, projectId: key.projectId, jobId: job.id, estimate: estimate?.cost ?? null, creditLimit: key.creditLimit, now });
       // The workflow first, then the row: a started workflow records its own row if we die here.
-      await deps.jobs.temporal.workflow.start('videoJob', {
-        workflowId: workflowIds.videoJob(job.id),
-        taskQueue: taskQueue('jobs', deps.jobs.taskQueuePrefix),
-        args: [workflowInput],
-        typedSearchAttributes: [
-          { key: searchAttributeKeys.orgId, value: key.orgId },
-          { key: searchAttributeKeys.keyId, value: key.keyId },
-          { key: searchAttributeKeys.jobStatus, value: 'queued' },
-          { key: searchAttributeKeys.model, value: input.model },
-        ],
-      });
+      try {
+        await deps.jobs.temporal.workflow.start('videoJob', {
+          workflowId: workflowIds.videoJob(job.id),
+          taskQueue: taskQueue('jobs', deps.jobs.taskQueuePrefix),
+          args: [workflowInput],
+          typedSearchAttributes: [
+            { key: searchAttributeKeys.orgId, value: key.orgId },
+            { key: searchAttributeKeys.keyId, value: key.keyId },
+            { key: searchAttributeKeys.jobStatus, value: 'queued' },
+            { key: searchAttributeKeys.model, value: input.model },
+          ],
+        });
+      } catch (err) {
+        await closeJobSpend(deps.db, job.id, 'released', now);
+        throw err;
+      }
       const [row] = await deps.db.insert(jobs).values(jobRowOf(job)).onConflictDoNothing().returning();
       const [stored] = row ? [row] : await deps.db.select().from(jobs).where(eq(jobs.id, job.id));
       return { status: 202, body: presentJob(stored!, linksFor(ctx)) };

@@ -1,7 +1,7 @@
 import { eq } from 'drizzle-orm';
 import { LRUCache } from 'lru-cache';
 import type { Database } from '../db/client';
-import { gatewayKeys, organizations, projects, type EntitlementState } from '../db/schema';
+import { gatewayKeys, organizations, projects, type CreditLimit, type EntitlementState } from '../db/schema';
 import { GatewayError } from '../errors';
 import { addressAllowed, parseRanges, type CidrRange } from './ip-allowlist';
 
@@ -19,6 +19,7 @@ export type KeyContext = {
   projectModelAllowlist: string[];
   allowedRoutes: string[];
   allowedProviders: string[];
+  creditLimit: CreditLimit | null;
   /** Which jobs and request history the key may read: its own lineage, its project, or the organization. */
   observabilityAccess: 'none' | 'scoped' | 'organization';
   disabled: boolean;
@@ -54,6 +55,7 @@ export async function loadKeyContext(db: Database, secretHash: string): Promise<
     allowedRoutes: key.allowedRoutes,
     allowedProviders: key.allowedProviders,
     observabilityAccess: key.observabilityAccess,
+    creditLimit: key.creditLimit,
     disabled: key.disabled,
     revoked: key.revokedAt !== null,
     expiresAt: key.expiresAt,

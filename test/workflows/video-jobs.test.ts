@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { and, eq } from 'drizzle-orm';
-import { jobEvents, jobs } from '../../core/db/schema';
+import { jobEvents, jobs, spendLedger } from '../../core/db/schema';
 import { videoBytes } from '../../sandbox/video';
 import { workflowIds } from '../../workflows/definitions';
 import { startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
@@ -258,6 +258,35 @@ describe('video jobs', () => {
     expect((await read(mine, project)).status).toBe(200);
     const listed = await call('GET', '/v1/jobs?limit=100', undefined, {}, stranger);
     expect(listed.json.data.some((j: Loose) => j.id === mine)).toBe(false);
+  });
+
+  it('holds the estimated cost against the key\'s limit: reserved, settled on success, released on failure', async () => {
+    await f.client.post('/model_prices', { model: 'openai/sora-2', unit: 0.1 }); // may exist already
+    await f.settle();
+    const limited = await f.key({ credit_limit: { amount: 0.5, period: 'monthly' }, rate_limit_rpm: 50000 });
+    const ledger = async (jobId: string) => (await f.database.db.select().from(spendLedger).where(eq(spendLedger.jobId, jobId)))[0];
+
+    // A failed render gives its reservation back.
+    const failed = await submit({ prompt: `budget fail [sandbox render_ms=20 video_fail] ${seq++}` }, {}, limited);
+    expect(failed.status).toBe(202);
+    expect(await ledger(failed.json.id)).toMatchObject({ state: 'reserved', amount: 0.4 });
+    await until(failed.json.id, terminal, 20_000, limited);
+    expect(await ledger(failed.json.id)).toMatchObject({ state: 'released' });
+
+    const ok = await submit({ prompt: `budget ok [sandbox render_ms=20] ${seq++}` }, {}, limited);
+    expect(ok.status).toBe(202);
+    // $0.40 held of $0.50: another 4-second video does not fit, while running or after.
+    const refused = await submit({ prompt: 'one too many' }, {}, limited);
+    expect([refused.status, refused.json.error?.type, refused.json.error?.code]).toEqual([402, 'budget_exceeded', 'key_budget']);
+    await until(ok.json.id, terminal, 20_000, limited);
+    expect(await ledger(ok.json.id)).toMatchObject({ state: 'settled', amount: 0.4 });
+    expect((await submit({ prompt: 'still too many' }, {}, limited)).json.error?.code).toBe('key_budget');
+
+    // An unpriced model under a spend limit is refused.
+    const unpriced = await call('POST', '/v1/videos', { model: 'google/veo-3.0-generate-001', prompt: 'x', duration_seconds: 8 }, {}, limited);
+    expect([unpriced.status, unpriced.json.error?.code]).toEqual([402, 'unpriced_model_under_budget']);
+    const lifetime = await f.key({ credit_limit: { amount: 0.1, period: 'never' }, rate_limit_rpm: 50000 });
+    expect((await submit({ prompt: 'x' }, {}, lifetime)).json.error?.code).toBe('key_lifetime_limit');
   });
 
   it('refuses a plain-HTTP webhook URL and bodies over 11 MB at submit', async () => {

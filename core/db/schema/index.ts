@@ -11,3 +11,4 @@ export * from './model-prices';
 export * from './webhook-endpoints';
 export * from './request-logs';
 export * from './jobs';
+export * from './spend-ledger';

@@ -1,0 +1,20 @@
+/** Spec 8, spend limits rule 2: when each period began, in UTC. */
+export function periodStart(period: 'daily' | 'weekly' | 'monthly' | 'never', now: Date, billingDay: number): Date {
+  const y = now.getUTCFullYear();
+  const m = now.getUTCMonth();
+  const d = now.getUTCDate();
+  switch (period) {
+    case 'daily':
+      return new Date(Date.UTC(y, m, d));
+    case 'weekly': {
+      // Midnight UTC on Monday.
+      const sinceMonday = (now.getUTCDay() + 6) % 7;
+      return new Date(Date.UTC(y, m, d - sinceMonday));
+    }
+    case 'monthly':
+      // Midnight UTC on the organization's budget cycle day (1 to 28).
+      return d >= billingDay ? new Date(Date.UTC(y, m, billingDay)) : new Date(Date.UTC(y, m - 1, billingDay));
+    case 'never':
+      return new Date(0);
+  }
+}

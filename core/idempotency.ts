@@ -11,6 +11,13 @@ const IN_PROGRESS_LEASE_MS = 60_000;
 
 export type StoredAnswer = { status: number; body: unknown };
 
+/**
+ * What `perform` answers: `reveal` holds fields shown only in this first answer (a key or
+ * signing secret). They are never stored, so a replay answers without them: a secret is shown
+ * once, and the idempotency table never holds one.
+ */
+export type FirstAnswer = StoredAnswer & { reveal?: Record<string, unknown> };
+
 /** Stable JSON: the same body with keys in another order is the same request. */
 function canonical(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
@@ -36,7 +43,7 @@ export function validateIdempotencyKey(key: string): void {
 export async function withIdempotency(
   db: Database,
   claim: { orgId: string; scope: string; key: string; request: unknown; now: Date },
-  perform: () => Promise<StoredAnswer>,
+  perform: () => Promise<FirstAnswer>,
 ): Promise<StoredAnswer & { replayed: boolean }> {
   validateIdempotencyKey(claim.key);
   const requestHash = sha256Hex(canonical(claim.request));
@@ -89,7 +96,7 @@ export async function withIdempotency(
     return { status: existing.responseStatus!, body: existing.responseBody, replayed: true };
   }
 
-  let answer: StoredAnswer;
+  let answer: FirstAnswer;
   try {
     answer = await perform();
   } catch (err) {
@@ -100,5 +107,6 @@ export async function withIdempotency(
     .update(idempotencyRecords)
     .set({ state: 'done', responseStatus: answer.status, responseBody: answer.body })
     .where(identity);
-  return { ...answer, replayed: false };
+  const { reveal, ...stored } = answer;
+  return { status: stored.status, body: reveal ? { ...(stored.body as object), ...reveal } : stored.body, replayed: false };
 }

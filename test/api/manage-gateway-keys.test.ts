@@ -1,6 +1,6 @@
 import { eq } from 'drizzle-orm';
 import type { DatabaseHandle } from '../../core/db/client';
-import { auditEvents } from '../../core/db/schema';
+import { auditEvents, idempotencyRecords } from '../../core/db/schema';
 import { issueManagementToken } from '../../core/tenancy/management-tokens';
 import { randomClientAddress, type TestApi } from '../helpers/harness';
 import { manageClient, startManagementFixture, type ManagementFixture } from '../helpers/manage-client';
@@ -40,6 +40,20 @@ describe('gateway_keys resource', () => {
     const audit = await database.db.select().from(auditEvents).where(eq(auditEvents.resourceId, created.body.id));
     expect(audit).toHaveLength(1);
     expect(JSON.stringify(audit)).not.toContain(created.body.secret!);
+  });
+
+  it('never stores a secret for Idempotency-Key replays: the replay answers the key without it', async () => {
+    const headers = { 'idempotency-key': `key-once-${Date.now()}` };
+    const first = await client.post<Key>('/gateway_keys', { label: 'idem', project_id: tenant.projectId }, headers);
+    expect(first.body.secret).toMatch(/^gwk_/);
+    const replay = await client.post<Key>('/gateway_keys', { label: 'idem', project_id: tenant.projectId }, headers);
+    expect([replay.status, replay.body.id, replay.body.secret]).toEqual([201, first.body.id, undefined]);
+    const rows = await database.db.select().from(idempotencyRecords).where(eq(idempotencyRecords.orgId, tenant.orgId));
+    expect(JSON.stringify(rows)).not.toContain(first.body.secret!);
+    const rotated = await client.post<Key>(`/gateway_keys/${first.body.id}/rotate`, { overlap_seconds: 0 }, { 'idempotency-key': `rot-${Date.now()}` });
+    const stored = await database.db.select().from(idempotencyRecords).where(eq(idempotencyRecords.orgId, tenant.orgId));
+    expect(rotated.body.secret).toMatch(/^gwk_/);
+    expect(JSON.stringify(stored)).not.toContain(rotated.body.secret!);
   });
 
   it('stores allowed_ips canonically and refuses more than 32', async () => {

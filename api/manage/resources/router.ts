@@ -62,7 +62,8 @@ function auditWrite(
   });
 }
 
-type Answer = { status: number; body: Record<string, unknown> };
+/** An answer, with the fields shown only once (secrets) apart so they are never stored. */
+type Answer = { status: number; body: Record<string, unknown>; reveal?: Record<string, unknown> };
 
 /**
  * Runs a write, turning a unique-index violation into the resource's own 400 (two concurrent
@@ -133,7 +134,7 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
     const key = ctx.get('idempotency-key');
     const answer = key
       ? await withIdempotency(deps.db, { orgId: principal.orgId, scope, key, request: ctx.state.body ?? null, now }, perform)
-      : await perform();
+      : await perform().then((a) => ({ status: a.status, body: { ...a.body, ...a.reveal } }));
     ctx.status = answer.status;
     const version = (answer.body as { version?: number }).version;
     if (version !== undefined) ctx.set('ETag', etag(version));
@@ -197,7 +198,7 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
       const result = await mappingConflicts(resource, () => deps.db.transaction(async (tx) => {
         const { row, reveal, auditDetail } = await resource.create!(callFor(ctx, tx, principal, now), input as never);
         await auditWrite(tx, principal, resource, 'create', row.id, [null, row.version], auditDetail);
-        return { status: 201, body: { ...envelope(resource, row), ...reveal } };
+        return { status: 201, body: envelope(resource, row), reveal };
       }));
       await changed(resource, result.body.id as string);
       return result;
@@ -221,10 +222,10 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
         const current = outcome.changes ? await writeNextVersion(tx, resource, row, outcome.changes, now) : row;
         await auditWrite(tx, principal, resource, ctx.params.action!, row.id, [row.version, current.version], outcome.auditDetail);
         const answered = outcome.answer ?? current;
-        return { status: 200, body: { ...envelope(resource, answered), ...outcome.reveal }, ids: [row.id, answered.id] };
+        return { status: 200, body: envelope(resource, answered), reveal: outcome.reveal, ids: [row.id, answered.id] };
       }));
       await changed(resource, ...result.ids);
-      return { status: result.status, body: result.body };
+      return { status: result.status, body: result.body, reveal: result.reveal };
     });
   });
 

@@ -4,7 +4,7 @@ import { ApplicationFailure } from '@temporalio/activity';
 import type { Clock } from '../core/clock';
 import type { Sealer } from '../core/crypto/sealing';
 import type { Database } from '../core/db/client';
-import { closeJobSpend, videoPrice } from '../core/budgets/job-spend';
+import { videoPrice } from '../core/budgets/job-spend';
 import { jobs, providerConnections, type JobError } from '../core/db/schema';
 import { finalError } from '../core/chat/outcome';
 import { finishJob, jobRowOf, type JobLinks, type NewJobRecord } from '../core/jobs/job-store';
@@ -132,7 +132,6 @@ export function createVideoJobActivities(deps: VideoJobDeps) {
         completedAt: now,
         expiresAt,
       }, now, deps.links);
-      await closeJobSpend(deps.db, job.id, row.status === 'succeeded' ? { cost: price?.cost ?? null } : 'released', now);
       return { status: row.status, expiresAt: row.expiresAt?.toISOString() ?? null };
     },
 
@@ -143,10 +142,8 @@ export function createVideoJobActivities(deps: VideoJobDeps) {
      */
     async endJob(input: { jobId: string; status: 'failed' | 'canceled'; error?: JobError; submitRefusals?: SubmitRefusal[] }): Promise<{ status: string }> {
       const error = input.submitRefusals ? submitError(input.submitRefusals) : input.error ?? null;
-      const now = deps.clock.now();
-      const { row } = await finishJob(deps.db, input.jobId, input.status, { error, usage: null }, now, deps.links);
-      // No cost is recorded for failed or canceled jobs: their reservation goes back.
-      if (row.status !== 'succeeded') await closeJobSpend(deps.db, input.jobId, 'released', now);
+      // No cost is recorded for failed or canceled jobs: finishJob gives their reservation back.
+      const { row } = await finishJob(deps.db, input.jobId, input.status, { error, usage: null }, deps.clock.now(), deps.links);
       return { status: row.status };
     },
 

@@ -1,4 +1,4 @@
-import { condition, defineQuery, defineUpdate, proxyActivities, setHandler, sleep, upsertSearchAttributes } from '@temporalio/workflow';
+import { ActivityFailure, condition, defineQuery, defineUpdate, proxyActivities, setHandler, sleep, upsertSearchAttributes } from '@temporalio/workflow';
 import type { SubmitRefusal, VideoJobActivities } from '../activities/video-job';
 import { JOB_CANCEL_UPDATE, searchAttributeKeys, type JobCancelResult, type VideoJobInput } from './definitions';
 
@@ -35,64 +35,77 @@ export async function videoJob(input: VideoJobInput): Promise<{ status: Status }
     return { status };
   });
 
-  const cancel = async () => setStatus((await endJob({ jobId: input.jobId, status: 'canceled' })).status as Status);
-  const fail = async (message: string, type: string, code: string | null = null) =>
-    setStatus((await endJob({ jobId: input.jobId, status: 'failed', error: { message, type, code } })).status as Status);
+  try {
+    return await run();
+  } catch (err) {
+    // An activity that gave up (the connection deleted, storage failing past its retries) must
+    // not leave the job queued or running forever: it ends `failed`, with its event.
+    if (!(err instanceof ActivityFailure) || terminal()) throw err;
+    const reason = err.cause?.message ?? err.message;
+    setStatus((await endJob({ jobId: input.jobId, status: 'failed', error: { message: `The job could not be completed: ${reason}`, type: 'internal_error', code: null } })).status as Status);
+    return { status };
+  }
 
-  await recordJob({ job: input.job });
+  async function run(): Promise<{ status: Status }> {
+    const cancel = async () => setStatus((await endJob({ jobId: input.jobId, status: 'canceled' })).status as Status);
+    const fail = async (message: string, type: string, code: string | null = null) =>
+      setStatus((await endJob({ jobId: input.jobId, status: 'failed', error: { message, type, code } })).status as Status);
 
-  // queued: failover between targets happens only here; a running render is never moved.
-  let accepted: VideoJobInput['candidates'][number] | null = null;
-  const refusals: SubmitRefusal[] = [];
-  submitting: for (const [index, candidate] of input.candidates.entries()) {
-    for (let retries = 0; ; retries++) {
-      if (cancelRequested) break submitting;
-      const result = await submitVideo({ jobId: input.jobId, candidateIndex: index, candidate });
-      if (result.ok) {
-        accepted = candidate;
-        break submitting;
+    await recordJob({ job: input.job });
+
+    // queued: failover between targets happens only here; a running render is never moved.
+    let accepted: VideoJobInput['candidates'][number] | null = null;
+    const refusals: SubmitRefusal[] = [];
+    submitting: for (const [index, candidate] of input.candidates.entries()) {
+      for (let retries = 0; ; retries++) {
+        if (cancelRequested) break submitting;
+        const result = await submitVideo({ jobId: input.jobId, candidateIndex: index, candidate });
+        if (result.ok) {
+          accepted = candidate;
+          break submitting;
+        }
+        refusals.push({ candidate, failure: result.failure });
+        const action = input.failover[result.failure.kind] ?? 'failover';
+        if (action === 'stop') break submitting;
+        if (action === 'retry' && retries < input.maxRetries) continue;
+        break;
       }
-      refusals.push({ candidate, failure: result.failure });
-      const action = input.failover[result.failure.kind] ?? 'failover';
-      if (action === 'stop') break submitting;
-      if (action === 'retry' && retries < input.maxRetries) continue;
-      break;
     }
-  }
-  if (cancelRequested && !accepted) {
-    await cancel();
-    return { status };
-  }
-  if (!accepted) {
-    setStatus((await endJob({ jobId: input.jobId, status: 'failed', submitRefusals: refusals })).status as Status);
-    return { status };
-  }
-  setStatus('running');
-
-  // running: each wait ends early for a cancel.
-  for (const wait of input.checkIntervalsMs) {
-    if (await condition(() => cancelRequested, wait)) break;
-    const check = await checkVideo({ jobId: input.jobId });
-    if (check.state === 'failed') {
-      await fail(check.error.message, check.error.type, check.error.code);
+    if (cancelRequested && !accepted) {
+      await cancel();
       return { status };
     }
-    if (check.state === 'succeeded') {
-      const { state: _state, ...video } = check;
-      const done = await completeVideo({ jobId: input.jobId, modelId: accepted.modelId, retentionMs: input.retentionMs, ...video });
-      setStatus(done.status as Status);
-      if (done.expiresAt) {
-        // Retention: the output link works for its hours, then the file goes.
-        await sleep(Math.max(0, Date.parse(done.expiresAt) - Date.now()));
-        await expireJobOutput({ jobId: input.jobId });
-      }
+    if (!accepted) {
+      setStatus((await endJob({ jobId: input.jobId, status: 'failed', submitRefusals: refusals })).status as Status);
       return { status };
     }
-  }
-  if (cancelRequested) {
-    await cancel();
+    setStatus('running');
+
+    // running: each wait ends early for a cancel.
+    for (const wait of input.checkIntervalsMs) {
+      if (await condition(() => cancelRequested, wait)) break;
+      const check = await checkVideo({ jobId: input.jobId });
+      if (check.state === 'failed') {
+        await fail(check.error.message, check.error.type, check.error.code);
+        return { status };
+      }
+      if (check.state === 'succeeded') {
+        const { state: _state, ...video } = check;
+        const done = await completeVideo({ jobId: input.jobId, modelId: accepted.modelId, retentionMs: input.retentionMs, ...video });
+        setStatus(done.status as Status);
+        if (done.expiresAt) {
+          // Retention: the output link works for its hours, then the file goes.
+          await sleep(Math.max(0, Date.parse(done.expiresAt) - Date.now()));
+          await expireJobOutput({ jobId: input.jobId });
+        }
+        return { status };
+      }
+    }
+    if (cancelRequested) {
+      await cancel();
+      return { status };
+    }
+    await fail(`The provider gave no final answer after ${input.checkIntervalsMs.length} status checks.`, 'request_timeout');
     return { status };
   }
-  await fail(`The provider gave no final answer after ${input.checkIntervalsMs.length} status checks.`, 'request_timeout');
-  return { status };
 }

@@ -1,5 +1,5 @@
 import type Router from '@koa/router';
-import { WorkflowUpdateFailedError, type Client } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
 import { and, desc, eq, inArray, lt, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
 import type { KeyContext } from '../../core/auth/gateway-key-auth';
@@ -188,7 +188,10 @@ export function jobRoutes(router: Router<GatewayState>, deps: { db: Database; cl
     try {
       await deps.jobs.temporal.workflow.getHandle(workflowIds.videoJob(row.id)).executeUpdate<JobCancelResult, []>(JOB_CANCEL_UPDATE);
     } catch (err) {
-      if (!(err instanceof WorkflowUpdateFailedError)) throw err;
+      // The workflow may have ended between our read and the Update (a finished job whose
+      // retention passed, or one that failed): then the job as stored is the answer.
+      const [now] = await deps.db.select().from(jobs).where(eq(jobs.id, row.id));
+      if (!now || !isTerminal(now.status)) throw err;
     }
     const [after] = await deps.db.select().from(jobs).where(eq(jobs.id, row.id));
     ctx.body = presentJob(after!, linksFor(ctx));

@@ -116,12 +116,18 @@ export function startChatStream(plan: Plan, body: ChatBody, deps: ExecuteDeps, s
     if (!sent.ok) return sent;
     const rest = decodeStream(sent, adapter);
     const buffered: StreamOutput[] = [];
+    // A candidate given up on before its first token must not keep its pooled socket.
+    const giveUp = (failure: ProviderFailure): TryResult<LiveStream> => {
+      own.abort();
+      void rest.return(undefined).catch(() => undefined);
+      return { ok: false, failure };
+    };
     try {
       for (;;) {
         const next = await rest.next();
-        if (next.done) return { ok: false, failure: { kind: 'server_error', message: 'the stream ended before the first token' } };
+        if (next.done) return giveUp({ kind: 'server_error', message: 'the stream ended before the first token' });
         const error = next.value.find((o) => o.type === 'error');
-        if (error && error.type === 'error') return { ok: false, failure: error.failure };
+        if (error && error.type === 'error') return giveUp(error.failure);
         buffered.push(...next.value);
         if (next.value.some(startsAnswer)) return { ok: true, value: { buffered, rest, abort: () => own.abort() } };
       }

@@ -1,4 +1,5 @@
 import { and, eq, sql } from 'drizzle-orm';
+import { closeJobSpend } from '../budgets/job-spend';
 import type { Database } from '../db/client';
 import { jobEvents, jobs, TERMINAL_JOB_STATUSES, type JobStatus } from '../db/schema';
 import { newId } from '../ids';
@@ -32,6 +33,11 @@ export function isTerminal(status: JobStatus): boolean {
   return TERMINAL_JOB_STATUSES.includes(status);
 }
 
+/** Success settles the reservation at the actual cost; failure and cancel release it. */
+function spendOutcome(row: JobRow): { cost: number | null } | 'released' {
+  return row.status === 'succeeded' ? { cost: row.usage?.cost ?? null } : 'released';
+}
+
 const EVENT_OF: Partial<Record<JobStatus, string>> = { succeeded: 'job.succeeded', failed: 'job.failed', canceled: 'job.canceled' };
 
 /**
@@ -48,8 +54,11 @@ export async function finishJob(db: Database, jobId: string, status: JobStatus, 
       .returning();
     if (!moved) {
       const [row] = await tx.select().from(jobs).where(eq(jobs.id, jobId));
+      // A retry after a crash between the move and its reply still closes the reservation.
+      if (row && isTerminal(row.status)) await closeJobSpend(tx, jobId, spendOutcome(row), now);
       return { row: row!, moved: false };
     }
+    await closeJobSpend(tx, jobId, spendOutcome(moved), now);
     await tx.insert(jobEvents).values({
       id: newId('evt'),
       orgId: moved.orgId,

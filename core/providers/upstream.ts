@@ -75,7 +75,11 @@ export async function sendUpstream(
   let last: ProviderFailure = { kind: 'connection', message: 'no host to call' };
   for (const [secretIndex, secret] of target.secrets.entries()) {
     for (const baseUrl of target.baseUrls) {
-      const url = new URL(/^https?:\/\//.test(upstream.path) ? upstream.path : `${baseUrl.replace(/\/+$/, '')}${upstream.path}`);
+      const absolute = /^https?:\/\//.test(upstream.path);
+      const url = new URL(absolute ? upstream.path : `${baseUrl.replace(/\/+$/, '')}${upstream.path}`);
+      // A URL the provider handed back (a file to download) gets the credential only when it
+      // is on one of the connection's own hosts.
+      const credentialed = !absolute || target.baseUrls.some((b) => new URL(b).host === url.host);
       for (const [k, v] of Object.entries(upstream.query ?? {})) url.searchParams.set(k, v);
       // The timeout covers the wait for the answer to begin; after that, `bodyTimeout` bounds
       // each pause, so a long stream is not cut for being long.
@@ -90,7 +94,7 @@ export async function sendUpstream(
             ...(method === 'POST' && { 'content-type': 'application/json' }),
             accept: 'application/json, text/event-stream, */*',
             ...upstream.headers,
-            ...credentialHeaders(target.kind, secret),
+            ...(credentialed && credentialHeaders(target.kind, secret)),
           },
           body: method === 'POST' ? JSON.stringify(upstream.body ?? {}) : undefined,
           signal: AbortSignal.any([signal, timeout.signal]),

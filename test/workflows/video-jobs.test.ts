@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { and, eq } from 'drizzle-orm';
-import { jobEvents, jobs, spendLedger } from '../../core/db/schema';
+import { jobEvents, jobs, providerConnections, spendLedger } from '../../core/db/schema';
 import { videoBytes } from '../../sandbox/video';
 import { workflowIds } from '../../workflows/definitions';
 import { startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
@@ -287,6 +287,22 @@ describe('video jobs', () => {
     expect([unpriced.status, unpriced.json.error?.code]).toEqual([402, 'unpriced_model_under_budget']);
     const lifetime = await f.key({ credit_limit: { amount: 0.1, period: 'never' }, rate_limit_rpm: 50000 });
     expect((await submit({ prompt: 'x' }, {}, lifetime)).json.error?.code).toBe('key_lifetime_limit');
+  });
+
+  it('ends a job failed, with its event, when an activity gives up (its connection deleted under it)', async () => {
+    const doomed = await f.connect('openai', { name: `doomed ${seq++}` });
+    const slug = `video-doomed-${seq++}`;
+    expect((await f.client.post('/routes', { slug, targets: [{ connection_id: doomed, model: 'sora-2' }] })).status).toBe(201);
+    await f.settle();
+    const created = await submit({ model: slug, prompt: `orphan [sandbox never_finish] ${seq++}` });
+    await until(created.json.id, (j) => j.status === 'running');
+    await f.database.db.delete(providerConnections).where(eq(providerConnections.id, doomed));
+    const done = await until(created.json.id, terminal);
+    expect(done).toMatchObject({ status: 'failed', usage: null, error: { type: 'internal_error', message: expect.stringContaining('could not be completed') } });
+    const [event] = await f.database.db.select().from(jobEvents).where(eq(jobEvents.jobId, done.id));
+    expect(event!.type).toBe('job.failed');
+    const [spend] = await f.database.db.select().from(spendLedger).where(eq(spendLedger.jobId, done.id));
+    expect(spend!.state).toBe('released');
   });
 
   it('refuses a plain-HTTP webhook URL and bodies over 11 MB at submit', async () => {

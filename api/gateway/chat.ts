@@ -219,6 +219,7 @@ export function chatCompletions(services: GatewayServices) {
       key,
       config,
       catalog: services.catalog,
+      catalogModelsOnly: true,
     });
     const call: Call = { ctx, services, key, config, plan, body, attribution, logging: request.logging !== false, started, createdAt: new Date() };
 

@@ -40,6 +40,8 @@ export type PricedUsage = { inputTokens: number; cachedInputTokens: number; outp
 
 export type ModelCatalog = {
   lookup(kind: ProviderKind, model: string): CatalogModel | null;
+  /** Whether either catalog knows this model for the kind (models.dev lists it or genai-prices prices it). */
+  knows(kind: ProviderKind, model: string): boolean;
   /** Kinds whose catalog lists this model name. */
   kindsListing(model: string): ProviderKind[];
   /** Every model a kind lists, for /v1/models. */
@@ -72,8 +74,21 @@ export function buildModelCatalog(modelsDev: ModelsDevCatalog): ModelCatalog {
 
   const lookup = (kind: ProviderKind, model: string) => byKind.get(kind)?.get(model) ?? null;
 
+  const listPrice: ModelCatalog['listPrice'] = (kind, model, usage) => {
+    const providerId = PRICE_PROVIDER_IDS[kind];
+    if (!providerId) return null;
+    const result = calcPrice(
+      { input_tokens: usage.inputTokens, cache_read_tokens: usage.cachedInputTokens || undefined, output_tokens: usage.outputTokens },
+      model,
+      { providerId },
+    );
+    return result ? result.total_price : null;
+  };
+
   return {
     lookup,
+    knows: (kind, model) => lookup(kind, model) !== null || listPrice(kind, model, { inputTokens: 1, cachedInputTokens: 0, outputTokens: 1 }) !== null,
+    listPrice,
     kindsListing: (model) => [...byKind.entries()].filter(([, models]) => models.has(model)).map(([kind]) => kind),
     modelsOf: (kind) => [...(byKind.get(kind)?.keys() ?? [])].sort(),
 
@@ -89,17 +104,6 @@ export function buildModelCatalog(modelsDev: ModelsDevCatalog): ModelCatalog {
         if (family.maxTokensField === 'max_completion_tokens') maxTokensField = 'max_completion_tokens';
       }
       return { drop: [...drop], exclusive, maxTokensField };
-    },
-
-    listPrice(kind, model, usage) {
-      const providerId = PRICE_PROVIDER_IDS[kind];
-      if (!providerId) return null;
-      const result = calcPrice(
-        { input_tokens: usage.inputTokens, cache_read_tokens: usage.cachedInputTokens || undefined, output_tokens: usage.outputTokens },
-        model,
-        { providerId },
-      );
-      return result ? result.total_price : null;
     },
   };
 }

@@ -34,6 +34,11 @@ export type PlanInput = {
   key: KeyContext;
   config: OrgConfig;
   catalog: ModelCatalog;
+  /**
+   * Chat names must be models a catalog knows (spec 7: 404 model_not_found), unless a
+   * connection's model map names them; video models are in no catalog and are not checked.
+   */
+  catalogModelsOnly?: boolean;
   random?: () => number;
 };
 
@@ -114,8 +119,7 @@ function resolveModel(model: string, input: PlanInput): { parsed: ParsedModel; s
   if (!parsed.kind) {
     const vendors = new Set<ProviderKind>();
     for (const c of connections) {
-      if (c.modelMap[parsed.name]) vendors.add(c.kind);
-      else if (input.catalog.lookup(c.kind, parsed.name)) vendors.add(c.kind);
+      if (c.modelMap[parsed.name] || input.catalog.knows(c.kind, parsed.name)) vendors.add(c.kind);
     }
     if (vendors.size > 1) {
       throw new GatewayError('ambiguous_model', `\`${model}\` is served by several connected vendors (${[...vendors].sort().join(', ')}); name it as \`<vendor>/${model}\`.`);
@@ -124,6 +128,9 @@ function resolveModel(model: string, input: PlanInput): { parsed: ParsedModel; s
     if (!vendor) return null;
     parsed = { kind: vendor, name: parsed.name, id: `${vendor}/${parsed.name}` };
   }
+  const mapped = connections.some((c) => c.modelMap[parsed.id] || c.modelMap[parsed.name]);
+  const customerNamed = kindSpec(parsed.kind!).takesModelMap;
+  if (input.catalogModelsOnly && !mapped && !customerNamed && !input.catalog.knows(parsed.kind!, parsed.name)) return null;
   const serving: Candidate[] = [];
   for (const c of connections) {
     const upstreamModel = upstreamNameFor(c, parsed);
@@ -216,7 +223,7 @@ export function planCandidates(input: PlanInput): Plan {
   // Fallback ids are checked even where they are ignored (route slugs).
   const fallbackModels = input.fallbacks.map((id) => {
     const resolved = resolveModel(id, input);
-    const known = resolved !== null && (resolved.serving.length > 0 || resolved.parsed.kind !== null);
+    const known = resolved !== null;
     if (!known) throw new GatewayError('unknown_fallback_model', `\`${id}\` in \`fallbacks\` is not a model this organization can call.`);
     return resolved;
   });

@@ -156,6 +156,11 @@ describe('chat cost, parameters, request log and models', () => {
       expect((await f.chat(secret, { model: 'gpt-4o-mini', messages: hello })).json.provider).toBe('openai');
       const unknown = await f.chat(secret, { model: 'no-such-model-anywhere', messages: hello });
       expect([unknown.status, unknown.json.error?.code]).toEqual([404, 'model_not_found']);
+      // A real vendor with a model no catalog knows is not sent upstream.
+      const invented = await f.chat(secret, { model: 'openai/gpt-made-up-9', messages: hello });
+      expect([invented.status, invented.json.error?.type, invented.json.error?.code]).toEqual([404, 'model_not_found', 'model_not_found']);
+      const inventedFallback = await f.chat(secret, { model: 'openai/gpt-4o-mini', messages: hello, fallbacks: ['anthropic/claude-made-up'] });
+      expect([inventedFallback.status, inventedFallback.json.error?.code]).toEqual([400, 'unknown_fallback_model']);
       const notConnected = await f.chat(secret, { model: 'mistral/mistral-large-latest', messages: hello });
       expect([notConnected.status, notConnected.json.error?.code]).toEqual([503, 'no_provider_connected']);
       const f2 = await startChatFixture();

@@ -40,7 +40,7 @@ export function createKeyRotationActivities(deps: KeyRotationDeps) {
         });
         return true;
       });
-      if (revoked) await publishConfigChange(deps.redis, `gateway_keys:${input.keyId}`);
+      if (revoked) await publishConfigChange(deps.redis, { orgId: input.orgId, what: `gateway_keys:${input.keyId}` });
       return { revoked };
     },
   };

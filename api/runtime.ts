@@ -48,10 +48,15 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
     },
     storage: localOutputStorage(path.join(config.dataDir, 'outputs')),
   };
-  const unsubscribe = await subscribeConfigChanges(redis, (what) => {
-    keys.clear();
-    gateway.orgConfig.clear();
-    logger.debug({ what }, 'config changed; caches cleared');
+  const unsubscribe = await subscribeConfigChanges(redis, ({ orgId, what }) => {
+    if (orgId) {
+      keys.clearOrg(orgId);
+      gateway.orgConfig.clearOrg(orgId);
+    } else {
+      keys.clear();
+      gateway.orgConfig.clear();
+    }
+    logger.debug({ what, org_id: orgId }, 'config changed; caches cleared');
   });
 
   const queues = Object.keys(TASK_QUEUES) as TaskQueueName[];

@@ -95,7 +95,12 @@ export function refuseKey(key: KeyContext, now: Date, clientAddress: string): Ga
   return null;
 }
 
-export type KeyResolver = { resolve(secretHash: string): Promise<KeyContext | null>; clear(): void };
+export type KeyResolver = {
+  resolve(secretHash: string): Promise<KeyContext | null>;
+  clear(): void;
+  /** Drops the cached keys of one organization. */
+  clearOrg(orgId: string): void;
+};
 
 /**
  * In-process cache in front of loadKeyContext: a warm request reads no Postgres. Entries live
@@ -130,6 +135,11 @@ export function createKeyResolver(db: Database, options: { ttlMs?: number; max?:
       generation += 1;
       inflight.clear();
       cache.clear();
+    },
+    clearOrg(orgId) {
+      generation += 1;
+      inflight.clear();
+      for (const [hash, entry] of cache.entries()) if (entry.value?.orgId === orgId) cache.delete(hash);
     },
   };
 }

@@ -1,23 +1,31 @@
 import type { RedisHandle } from '../redis';
 
 /**
- * Any management write publishes here; every API instance drops its cached key and routing
- * config on receipt. Messages name what changed for logs, but receivers clear everything:
- * changes are rare and a full clear can never miss a dependency.
+ * Any management write publishes here; every API instance drops the cached key and routing
+ * config of that organization on receipt (one organization's edit must not send every other
+ * organization's traffic back to Postgres). A message without an organization clears all.
  */
 const CHANNEL = 'config-changed';
 
-export async function publishConfigChange(handle: RedisHandle, what: string): Promise<void> {
-  await handle.redis.publish(handle.channel(CHANNEL), what);
+export type ConfigChange = { orgId: string | null; what: string };
+
+export async function publishConfigChange(handle: RedisHandle, change: { orgId: string; what: string } | string): Promise<void> {
+  const message = typeof change === 'string' ? change : `${change.orgId}\t${change.what}`;
+  await handle.redis.publish(handle.channel(CHANNEL), message);
+}
+
+function parseChange(message: string): ConfigChange {
+  const tab = message.indexOf('\t');
+  return tab < 0 ? { orgId: null, what: message } : { orgId: message.slice(0, tab), what: message.slice(tab + 1) };
 }
 
 /** Subscribes on a connection of its own (a subscribed Redis connection can do nothing else). */
-export async function subscribeConfigChanges(handle: RedisHandle, onChange: (what: string) => void): Promise<() => Promise<void>> {
+export async function subscribeConfigChanges(handle: RedisHandle, onChange: (change: ConfigChange) => void): Promise<() => Promise<void>> {
   const subscriber = handle.redis.duplicate();
   subscriber.on('error', () => undefined);
   const channel = handle.channel(CHANNEL);
   subscriber.on('message', (ch: string, message: string) => {
-    if (ch === channel) onChange(message);
+    if (ch === channel) onChange(parseChange(message));
   });
   await subscriber.subscribe(channel);
   return async () => {

@@ -91,7 +91,7 @@ export async function loadOrgConfig(db: Database, sealer: Sealer, orgId: string)
   };
 }
 
-export type OrgConfigCache = { get(orgId: string): Promise<OrgConfig>; clear(): void };
+export type OrgConfigCache = { get(orgId: string): Promise<OrgConfig>; clear(): void; clearOrg(orgId: string): void };
 
 /**
  * Each organization's routing configuration, read once and kept in process: the hot path
@@ -120,6 +120,10 @@ export function createOrgConfigCache(db: Database, sealer: Sealer, options: { tt
     clear() {
       generation += 1;
       cache.clear();
+    },
+    clearOrg(orgId) {
+      generation += 1;
+      cache.delete(orgId);
     },
   };
 }

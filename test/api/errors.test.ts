@@ -143,6 +143,7 @@ describe('unexpected failures', () => {
             throw new Error('connection terminated unexpectedly at pg/lib/client.js:132');
           },
           clear: () => undefined,
+          clearOrg: () => undefined,
         },
       }),
     });

@@ -159,6 +159,18 @@ describe('gateway key authentication (/v1)', () => {
     }
   });
 
+  it('drops only the changed organization\'s cached keys', async () => {
+    const a = await createTenant(database.db);
+    const b = await createTenant(database.db);
+    for (const t of [a, b]) expect((await models(bearer(t.key.secret))).status).toBe(200);
+    for (const t of [a, b]) await database.db.delete(gatewayKeys).where(eq(gatewayKeys.id, t.key.id));
+    await publishConfigChange(redis, { orgId: a.orgId, what: 'test' });
+    await new Promise((r) => setTimeout(r, 100));
+    expect((await models(bearer(a.key.secret))).status).toBe(401);
+    // Organization B's key is still served from memory: its organization did not change.
+    expect((await models(bearer(b.key.secret))).status).toBe(200);
+  });
+
   it('reads no Postgres for a warm key (served from the in-process cache)', async () => {
     const tenant = await createTenant(database.db);
     expect((await models(bearer(tenant.key.secret))).status).toBe(200);

@@ -125,8 +125,9 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
     return resource.singleton ? ctx.state.principal!.orgId : ctx.params.id!;
   }
 
-  async function changed(resource: ResourceType, ...ids: string[]) {
-    for (const id of new Set(ids)) await publishConfigChange(deps.redis, `${resource.type}:${id}`).catch(() => undefined);
+  async function changed(ctx: GatewayContext, resource: ResourceType, ...ids: string[]) {
+    const orgId = ctx.state.principal!.orgId;
+    for (const id of new Set(ids)) await publishConfigChange(deps.redis, { orgId, what: `${resource.type}:${id}` }).catch(() => undefined);
   }
 
   /** Runs a POST once per Idempotency-Key (spec 4.4): a replay answers the first status and body. */
@@ -163,7 +164,7 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
       await auditWrite(tx, principal, resource, 'update', row.id, [row.version, next.version], { fields: Object.keys(input as object) });
       return next;
     }));
-    await changed(resource, updated.id);
+    await changed(ctx, resource, updated.id);
     ctx.set('ETag', etag(updated.version));
     ctx.body = envelope(resource, updated);
   }
@@ -200,7 +201,7 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
         await auditWrite(tx, principal, resource, 'create', row.id, [null, row.version], auditDetail);
         return { status: 201, body: envelope(resource, row), reveal };
       }));
-      await changed(resource, result.body.id as string);
+      await changed(ctx, resource, result.body.id as string);
       return result;
     });
   });
@@ -224,7 +225,7 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
         const answered = outcome.answer ?? current;
         return { status: 200, body: envelope(resource, answered), reveal: outcome.reveal, ids: [row.id, answered.id] };
       }));
-      await changed(resource, ...result.ids);
+      await changed(ctx, resource, ...result.ids);
       return { status: result.status, body: result.body, reveal: result.reveal };
     });
   });
@@ -267,7 +268,7 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
       ctx.set('ETag', etag(next.version));
       return envelope(resource, next);
     });
-    await changed(resource, ctx.params.id!);
+    await changed(ctx, resource, ctx.params.id!);
     ctx.body = body;
   });
 

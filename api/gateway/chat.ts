@@ -28,7 +28,8 @@ type Call = {
   services: GatewayServices;
   key: KeyContext;
   config: OrgConfig;
-  plan: Plan;
+  /** Null when the request was refused before any candidate was found. */
+  plan: Plan | null;
   body: ChatBody;
   attribution: Attribution;
   logging: boolean;
@@ -66,7 +67,7 @@ function logRequest(call: Call, outcome: {
     projectId: call.key.projectId,
     endpoint: 'chat.completions',
     requestedModel: call.body.model,
-    routeSlug: call.plan.route?.slug ?? null,
+    routeSlug: call.plan?.route?.slug ?? null,
     servedModel: outcome.servedModel ?? outcome.served?.candidate.upstreamModel ?? null,
     provider: outcome.served?.candidate.connection.kind ?? null,
     connectionId: outcome.served?.candidate.connection.id ?? null,
@@ -101,7 +102,7 @@ function identity(call: Call, served: Served<unknown>, model: string) {
     created: Math.floor(call.createdAt.getTime() / 1000),
     model,
     route: served.position,
-    route_name: call.plan.route?.slug ?? null,
+    route_name: call.plan?.route?.slug ?? null,
     provider: served.candidate.connection.kind,
     connection: served.candidate.connection.id,
   };
@@ -210,18 +211,25 @@ export function chatCompletions(services: GatewayServices) {
 
     const body = Object.fromEntries(Object.entries(request).filter(([k]) => !(EXTENSION_FIELDS as readonly string[]).includes(k))) as ChatBody;
     const config = await services.orgConfig.get(key.orgId);
-    const plan = planCandidates({
-      model: request.model,
-      fallbacks: request.fallbacks ?? [],
-      allow: request.routing?.providers?.allow,
-      deny: request.routing?.providers?.deny,
-      metadata: { ...attribution.other, user_id: attribution.userId, session_id: attribution.sessionId, tags: attribution.tags },
-      key,
-      config,
-      catalog: services.catalog,
-      catalogModelsOnly: true,
-    });
-    const call: Call = { ctx, services, key, config, plan, body, attribution, logging: request.logging !== false, started, createdAt: new Date() };
+    const call: Call = { ctx, services, key, config, plan: null, body, attribution, logging: request.logging !== false, started, createdAt: new Date() };
+    try {
+      call.plan = planCandidates({
+        model: request.model,
+        fallbacks: request.fallbacks ?? [],
+        allow: request.routing?.providers?.allow,
+        deny: request.routing?.providers?.deny,
+        metadata: { ...attribution.other, user_id: attribution.userId, session_id: attribution.sessionId, tags: attribution.tags },
+        key,
+        config,
+        catalog: services.catalog,
+        catalogModelsOnly: true,
+      });
+    } catch (err) {
+      // The gateway's own refusals (unknown model, allowlists, scope) are logged like any request.
+      if (err instanceof GatewayError) logRequest(call, { status: err.status, attempts: [], error: err });
+      throw err;
+    }
+    const plan = call.plan;
 
     // A client that hangs up stops the upstream work it asked for.
     const clientGone = new AbortController();
@@ -230,14 +238,28 @@ export function chatCompletions(services: GatewayServices) {
     });
     const deps = { agent: services.agent, catalog: services.catalog, learned: services.learned, defaultTimeoutMs: services.defaultTimeoutMs };
 
+    // A client gone before an answer began is not an error of ours: log it (499) and stop.
+    const unlessGone = async <T>(work: Promise<T>): Promise<T | null> => {
+      try {
+        return await work;
+      } catch (err) {
+        if (!clientGone.signal.aborted) throw err;
+        logRequest(call, { status: 499, attempts: [] });
+        ctx.respond = false;
+        return null;
+      }
+    };
+
     if (request.stream) {
-      const served = await startChatStream(plan, body, deps, clientGone.signal);
+      const served = await unlessGone(startChatStream(plan, body, deps, clientGone.signal));
+      if (!served) return;
       if (!served.ok) refused(call, served);
       if (served.dropped.length > 0) ctx.set('X-GW-Params-Dropped', served.dropped.join(','));
       answerStream(call, served, request.stream_options?.include_usage === true, clientGone.signal);
       return;
     }
-    const served = await completeChat(plan, body, deps, clientGone.signal);
+    const served = await unlessGone(completeChat(plan, body, deps, clientGone.signal));
+    if (!served) return;
     if (!served.ok) refused(call, served);
     if (served.dropped.length > 0) ctx.set('X-GW-Params-Dropped', served.dropped.join(','));
     answerWhole(call, served);

@@ -205,8 +205,12 @@ describe('chat cost, parameters, request log and models', () => {
       expect(row!.cost).toBeCloseTo(3.9e-6, 12);
       expect(row!.attempts).toHaveLength(1);
 
+      // Refusals are logged too, with their code.
       const failed = await f.chat(secret, { model: 'mistral/mistral-large-latest', messages: hello });
       expect(failed.status).toBe(503);
+      await f.api.runtime.deps.gateway.requestLog.flush();
+      const [refused] = await f.database.db.select().from(requestLogs).where(eq(requestLogs.id, failed.headers.get('x-gw-request-id')!));
+      expect(refused).toMatchObject({ status: 503, errorType: 'no_available_provider', errorCode: 'no_provider_connected', attempts: [] });
     });
   });
 

@@ -119,7 +119,7 @@ function sealCredentials(sealer: Sealer, orgId: string, id: string, secret: stri
 }
 
 /** `validate: true`: the provider must accept the credential before anything is stored. */
-async function validateCredential(call: ResourceCall, kind: ProviderKind, baseUrl: string, secret: string): Promise<void> {
+async function validateCredential(call: Pick<ResourceCall, 'services'>, kind: ProviderKind, baseUrl: string, secret: string): Promise<void> {
   const check = await call.services.checkCredential(kind, baseUrl, secret);
   if (check.outcome === 'rejected') {
     throw new GatewayError('credential_rejected', `${kindSpec(kind).name} rejected the credential (HTTP ${check.status}); nothing was saved.`);
@@ -153,14 +153,20 @@ export const providerConnectionsResource: ResourceType<ConnectionRow> = {
       .orderBy(asc(providerConnections.createdAt), asc(providerConnections.id));
   },
 
+  /** URL rules first, then (with `validate`) the provider's word on the credential: no transaction open yet. */
+  async precheckCreate(call, input: z.infer<typeof createSchema>) {
+    const kind = kindOf(input.kind);
+    const baseUrl = baseUrlFor(kind, input.config ?? {}, call.services);
+    checkAlternates(kind, input.alternate_base_urls ?? [], call.services);
+    if (input.validate) await validateCredential(call, kind, baseUrl, input.secret);
+  },
+
   async create(call, input: z.infer<typeof createSchema>) {
     const orgId = call.principal.orgId;
     const kind = kindOf(input.kind);
     const config = input.config ?? {};
-    const baseUrl = baseUrlFor(kind, config, call.services);
     const alternates = checkAlternates(kind, input.alternate_base_urls ?? [], call.services);
     const environments = (await resolveEnvironments(call.db, orgId, input)) ?? [];
-    if (input.validate) await validateCredential(call, kind, baseUrl, input.secret);
     const id = newId('conn');
     const [row] = await call.db.insert(providerConnections).values({
       id,

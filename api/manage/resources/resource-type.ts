@@ -74,6 +74,11 @@ export interface ResourceType<Row extends VersionedRow = VersionedRow> {
    */
   find(db: Executor, orgId: string, id: string, options: { forUpdate: boolean; includeHidden?: boolean }): Promise<Row | null>;
   list?(db: Database, principal: ManagementPrincipal): Promise<Row[]>;
+  /**
+   * Checks a create needs that take time outside our database (a credential checked with a
+   * provider), run before the write's transaction so no connection or lock waits on them.
+   */
+  precheckCreate?(call: Omit<ResourceCall, 'db'>, input: never): Promise<void>;
   create?(call: ResourceCall, input: never): Promise<WriteResult<Row>>;
   /** Column changes for a validated patch; the framework bumps the version and writes them. */
   patch?(call: ResourceCall, row: Row, input: never): Promise<Record<string, unknown>>;

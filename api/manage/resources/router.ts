@@ -196,6 +196,7 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
     const now = deps.clock.now();
 
     await once(ctx, principal, `manage:${resource.type}`, now, async () => {
+      await resource.precheckCreate?.({ principal, now, query: ctx.query as ResourceCall['query'], services: deps.manage }, input as never);
       const result = await mappingConflicts(resource, () => deps.db.transaction(async (tx) => {
         const { row, reveal, auditDetail } = await resource.create!(callFor(ctx, tx, principal, now), input as never);
         await auditWrite(tx, principal, resource, 'create', row.id, [null, row.version], auditDetail);

@@ -9,7 +9,8 @@ import { jobs, providerConnections, type JobError } from '../core/db/schema';
 import { finalError } from '../core/chat/outcome';
 import { finishJob, jobRowOf, type JobLinks, type NewJobRecord } from '../core/jobs/job-store';
 import type { Candidate } from '../core/routing/candidates';
-import { isProviderKind, kindSpec, type ProviderKind } from '../core/providers/kinds';
+import { isProviderKind, type ProviderKind } from '../core/providers/kinds';
+import { openConnection } from '../core/providers/open-connection';
 import { sendUpstream, type UpstreamTarget } from '../core/providers/upstream';
 import type { ProviderFailure } from '../core/providers/types';
 import { VIDEO_ADAPTERS } from '../core/providers/video';
@@ -26,12 +27,10 @@ type Connection = { kind: ProviderKind; target: UpstreamTarget };
 async function loadConnection(deps: VideoJobDeps, orgId: string, connectionId: string): Promise<Connection> {
   const [c] = await deps.db.select().from(providerConnections).where(and(eq(providerConnections.orgId, orgId), eq(providerConnections.id, connectionId)));
   if (!c || !isProviderKind(c.kind)) throw ApplicationFailure.nonRetryable(`connection ${connectionId} is gone`, 'ConnectionGone');
-  const bind = (field: string) => ({ orgId, recordId: c.id, field });
-  const fallbacks = c.fallbackSecretsSealed ? (JSON.parse(deps.sealer.open(c.fallbackSecretsSealed, bind('fallback_secrets'))) as string[]) : [];
-  const baseUrl = typeof c.config.base_url === 'string' ? c.config.base_url : kindSpec(c.kind).defaultBaseUrl ?? '';
+  const opened = openConnection(c, deps.sealer);
   return {
     kind: c.kind,
-    target: { kind: c.kind, baseUrls: [baseUrl, ...c.alternateBaseUrls], secrets: [deps.sealer.open(c.secretSealed, bind('secret')), ...fallbacks], timeoutMs: c.timeoutMs ?? VIDEO_CALL_TIMEOUT_MS },
+    target: { kind: c.kind, baseUrls: [opened.baseUrl, ...c.alternateBaseUrls], secrets: opened.secrets, timeoutMs: c.timeoutMs ?? VIDEO_CALL_TIMEOUT_MS },
   };
 }
 

@@ -4,7 +4,8 @@ import type { Sealer } from '../crypto/sealing';
 import type { Database } from '../db/client';
 import { modelPrices, orgSettings, providerConnections, routes, type FailoverPolicy, type RouteRule, type RouteTarget } from '../db/schema';
 import { FAILURE_KINDS, type FailureKind } from '../providers/types';
-import { isProviderKind, kindSpec, type ProviderKind } from '../providers/kinds';
+import { isProviderKind, type ProviderKind } from '../providers/kinds';
+import { openConnection } from '../providers/open-connection';
 
 /** A connection as the hot path uses it: credentials opened, URLs resolved. */
 export type ConnectionConfig = {
@@ -60,9 +61,8 @@ export async function loadOrgConfig(db: Database, sealer: Sealer, orgId: string)
     db.select().from(orgSettings).where(eq(orgSettings.id, orgId)),
   ]);
   const connections = connectionRows.filter((c) => isProviderKind(c.kind)).map((c): ConnectionConfig => {
-    const bind = (field: string) => ({ orgId, recordId: c.id, field });
-    const fallbacks = c.fallbackSecretsSealed ? (JSON.parse(sealer.open(c.fallbackSecretsSealed, bind('fallback_secrets'))) as string[]) : [];
     const kind = c.kind as ProviderKind;
+    const opened = openConnection(c, sealer);
     return {
       id: c.id,
       kind,
@@ -71,11 +71,11 @@ export async function loadOrgConfig(db: Database, sealer: Sealer, orgId: string)
       config: c.config,
       modelMap: c.modelMap,
       timeoutMs: c.timeoutMs,
-      baseUrl: typeof c.config.base_url === 'string' ? c.config.base_url : (kindSpec(kind).defaultBaseUrl ?? ''),
+      baseUrl: opened.baseUrl,
       alternateBaseUrls: c.alternateBaseUrls,
       poolRole: c.poolRole,
       enabled: c.status === 'enabled',
-      secrets: [sealer.open(c.secretSealed, bind('secret')), ...fallbacks],
+      secrets: opened.secrets,
     };
   });
   return {

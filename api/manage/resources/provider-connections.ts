@@ -6,6 +6,7 @@ import { GatewayError } from '../../../core/errors';
 import { newId } from '../../../core/ids';
 import { checkServiceUrl, hostOnDomain } from '../../../core/net/service-url';
 import { isProviderKind, kindSpec, type ProviderKind } from '../../../core/providers/kinds';
+import { connectionBaseUrl } from '../../../core/providers/open-connection';
 import { environmentFields, environmentsRead, nameField, presentEnvironments, resolveEnvironments, timeoutMsField, unixTime } from './fields';
 import type { ResourceCall, ResourceType } from './resource-type';
 import { unix } from './router';
@@ -237,7 +238,7 @@ export const providerConnectionsResource: ResourceType<ConnectionRow> = {
     alternate_base_urls: row.alternateBaseUrls,
     pool_role: row.poolRole,
     status: row.status,
-    base_url: typeof row.config.base_url === 'string' ? row.config.base_url.replace(/\/+$/, '') : (kindSpec(row.kind as ProviderKind).defaultBaseUrl ?? ''),
+    base_url: connectionBaseUrl(row.kind as ProviderKind, row.config),
     fallback_secret_count: row.fallbackSecretCount,
     credential_updated_at: unix(row.credentialUpdatedAt),
     created_at: unix(row.createdAt),

@@ -5,6 +5,8 @@ import type { Clock } from '../core/clock';
 import type { Sealer } from '../core/crypto/sealing';
 import type { Database } from '../core/db/client';
 import { videoPrice } from '../core/budgets/job-spend';
+import { recordKeySpend } from '../core/budgets/key-spend';
+import type { RedisHandle } from '../core/redis';
 import { jobs, providerConnections, type JobError } from '../core/db/schema';
 import { finalError } from '../core/chat/outcome';
 import { finishJob, jobRowOf, type JobLinks, type NewJobRecord } from '../core/jobs/job-store';
@@ -17,7 +19,7 @@ import { VIDEO_ADAPTERS } from '../core/providers/video';
 import type { OutputStorage } from '../core/storage/output-storage';
 import type { VideoCandidate } from '../workflows/definitions';
 
-export type VideoJobDeps = { db: Database; clock: Clock; sealer: Sealer; storage: OutputStorage; agent: Agent; links: JobLinks };
+export type VideoJobDeps = { db: Database; redis: RedisHandle; clock: Clock; sealer: Sealer; storage: OutputStorage; agent: Agent; links: JobLinks };
 
 /** Calls to a provider's video API wait this long for an answer. */
 const VIDEO_CALL_TIMEOUT_MS = 60_000;
@@ -124,13 +126,15 @@ export function createVideoJobActivities(deps: VideoJobDeps) {
       const now = deps.clock.now();
       const expiresAt = new Date(now.getTime() + input.retentionMs);
       const price = await videoPrice(deps.db, job.orgId, connection.kind, [job.model, input.modelId], seconds);
-      const { row } = await finishJob(deps.db, job.id, 'succeeded', {
+      const { row, moved } = await finishJob(deps.db, job.id, 'succeeded', {
         progress: 1,
         output: { storage_key: storageKey, duration_seconds: seconds, resolution: input.resolution ?? 'unknown', aspect_ratio: input.aspectRatio ?? 'unknown', mime_type: input.mimeType, bytes },
         usage: { seconds, ...(price ? { cost: price.cost, price_source: price.source } : { cost: null }) },
         completedAt: now,
         expiresAt,
       }, now, deps.links);
+      // The settled cost joins the key's spend that chat requests are checked against.
+      if (moved && price) await recordKeySpend(deps.redis, job.lineageId, price.cost, now);
       return { status: row.status, expiresAt: row.expiresAt?.toISOString() ?? null };
     },
 

@@ -47,6 +47,7 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
       taskQueuePrefix: config.GW_TASK_QUEUE_PREFIX,
     },
     storage: localOutputStorage(path.join(config.dataDir, 'outputs')),
+    redis,
   };
   const unsubscribe = await subscribeConfigChanges(redis, ({ orgId, what }) => {
     if (orgId) {

@@ -24,7 +24,7 @@ export type QueueWorkerDeps = {
 };
 
 /** What activities reach: the worker process connects these once and shares them. */
-export type ActivityServices = { db: Database; redis: RedisHandle; clock: Clock; video: Omit<VideoJobDeps, 'db' | 'clock'> };
+export type ActivityServices = { db: Database; redis: RedisHandle; clock: Clock; video: Omit<VideoJobDeps, 'db' | 'clock' | 'redis'> };
 
 /**
  * Builds the activity services from configuration and the process's connections: sealing (to
@@ -50,7 +50,7 @@ function activitiesFor(name: TaskQueueName, queue: string, services: ActivitySer
   const probe = createProbeActivities({ taskQueue: queue });
   switch (name) {
     case 'jobs':
-      return { ...probe, ...createVideoJobActivities({ ...services.video, db: services.db, clock: services.clock }) };
+      return { ...probe, ...createVideoJobActivities({ ...services.video, db: services.db, redis: services.redis, clock: services.clock }) };
     case 'maintenance':
       return { ...probe, ...createKeyRotationActivities(services), ...createSecretRotationActivities(services) };
     default:

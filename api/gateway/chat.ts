@@ -3,7 +3,8 @@ import type { KeyContext } from '../../core/auth/gateway-key-auth';
 import { completeChat, startChatStream, type LiveStream, type NotServed, type Served } from '../../core/chat/execute';
 import type { RequestAttempt } from '../../core/db/schema';
 import { GatewayError } from '../../core/errors';
-import { estimateCost, type CostEstimate } from '../../core/pricing/cost';
+import { checkKeyBudget, recordKeySpend } from '../../core/budgets/key-spend';
+import { estimateCost, hasPrice, type CostEstimate } from '../../core/pricing/cost';
 import type { ChatBody, ChatResult, StreamOutput, Usage } from '../../core/providers/types';
 import { planCandidates, type Plan } from '../../core/routing/candidates';
 import type { OrgConfig } from '../../core/routing/org-config';
@@ -114,6 +115,7 @@ function answerWhole(call: Call, served: Served<ChatResult>): void {
   const model = result.model ?? served.candidate.upstreamModel;
   call.ctx.body = { ...identity(call, served, model), object: 'chat.completion', choices: result.choices, usage: wireUsage(result.usage, estimate) };
   logRequest(call, { status: 200, served, servedModel: model, attempts: served.attempts, usage: result.usage, estimate, response: result.choices });
+  recordSpend(call, estimate);
 }
 
 /**
@@ -174,6 +176,7 @@ function answerStream(call: Call, served: Served<LiveStream>, includeUsage: bool
     }
     const complete = !broken && (done || finished) && !clientGone.aborted;
     const estimate = complete ? costOf(call, served, usage) : null;
+    recordSpend(call, estimate);
     if (clientGone.aborted) {
       out.end();
     } else if (complete) {
@@ -196,6 +199,30 @@ function answerStream(call: Call, served: Served<LiveStream>, includeUsage: bool
       response: text.join(''),
     });
   })();
+}
+
+/**
+ * Spec 8: a key whose limit is used up gets 402 before anything is sent; under a limit, a
+ * model nobody priced is refused unless the organization allows unpriced traffic.
+ */
+async function checkBudgets(call: Call): Promise<void> {
+  const { key, config, plan } = call;
+  if (!key.creditLimit || !plan) return;
+  try {
+    await checkKeyBudget(call.services.redis, key, call.createdAt, config.billingDayOfMonth);
+    const first = plan.candidates[0];
+    if (first && config.unpricedBudgetPolicy === 'block' && !hasPrice({ kind: first.connection.kind, upstreamModel: first.upstreamModel, modelId: first.modelId, prices: config.prices, catalog: call.services.catalog })) {
+      throw new GatewayError('unpriced_model_under_budget', `\`${first.modelId}\` has no price, and a spend limit applies to this key; enter a rate or allow unpriced traffic.`);
+    }
+  } catch (err) {
+    if (err instanceof GatewayError) logRequest(call, { status: err.status, attempts: [], error: err });
+    throw err;
+  }
+}
+
+/** Settled cost joins the key lineage's spend, off the answer's path. */
+function recordSpend(call: Call, estimate: CostEstimate): void {
+  if (estimate && estimate.cost > 0) void recordKeySpend(call.services.redis, call.key.lineageId, estimate.cost, call.createdAt).catch(() => undefined);
 }
 
 /** `POST /v1/chat/completions` (spec 4.1). */
@@ -230,6 +257,7 @@ export function chatCompletions(services: GatewayServices) {
       throw err;
     }
     const plan = call.plan;
+    await checkBudgets(call);
 
     // A client that hangs up stops the upstream work it asked for.
     const clientGone = new AbortController();

@@ -3,6 +3,7 @@ import type { AuthFailureLimiter } from '../../core/auth/auth-failure-limiter';
 import type { KeyResolver } from '../../core/auth/gateway-key-auth';
 import type { Clock } from '../../core/clock';
 import type { RedisHandle } from '../../core/redis';
+import { keySpend } from '../../core/budgets/key-spend';
 import { callableModels } from '../../core/routing/callable-models';
 import type { GatewayState } from '../context';
 import { jsonBody } from '../middleware/body';
@@ -26,6 +27,21 @@ export function gatewayRouter(deps: GatewayRouterDeps): Router<GatewayState> {
     ctx.body = {
       object: 'list',
       data: callableModels(key, config, deps.gateway.catalog).map((m) => ({ id: m.id, object: 'model', created: 0, owned_by: m.owned_by })),
+    };
+  });
+
+  /** `GET /v1/key` (spec 2.5): the calling key's limit and what it has spent against it. */
+  router.get('/key', async (ctx) => {
+    const key = ctx.state.key!;
+    const config = await deps.gateway.orgConfig.get(key.orgId);
+    const spend = await keySpend(deps.redis, key, deps.clock.now(), config.billingDayOfMonth);
+    ctx.body = {
+      label: key.label,
+      limit: spend.limit,
+      usage: Math.round(spend.usage * 1e6) / 1e6,
+      limit_remaining: spend.limit === null ? null : Math.max(0, Math.round((spend.limit - spend.usage) * 1e6) / 1e6),
+      limit_period: spend.period,
+      limit_resets_at: spend.resetsAt?.toISOString() ?? null,
     };
   });
 

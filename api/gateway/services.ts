@@ -4,6 +4,7 @@ import type { LearnedParams } from '../../core/chat/prepare';
 import type { RequestLogWriter } from '../../core/request-log/writer';
 import type { OrgConfigCache } from '../../core/routing/org-config';
 import type { OutputStorage } from '../../core/storage/output-storage';
+import type { RedisHandle } from '../../core/redis';
 import type { JobServices } from './jobs';
 
 /** What the chat path needs besides the key: configuration, catalog, upstream pools, the log. */
@@ -17,6 +18,8 @@ export type GatewayServices = {
   defaultTimeoutMs: number;
   jobs: JobServices;
   storage: OutputStorage;
+  /** Spend per key lineage lives here (core/budgets/key-spend.ts). */
+  redis: RedisHandle;
 };
 
 /** Default upstream timeout: long answers from large models take minutes. */

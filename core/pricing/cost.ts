@@ -51,3 +51,10 @@ export function estimateCost(input: {
   const list = input.catalog.listPrice(input.kind, input.upstreamModel, { inputTokens: usage.prompt_tokens, cachedInputTokens: cached, outputTokens: usage.completion_tokens });
   return list === null ? null : { cost: dollars(list), source: 'list' };
 }
+
+/** Whether any source could price this model (before a request: usage unknown yet). */
+export function hasPrice(input: { kind: ProviderKind; upstreamModel: string; modelId: string; prices: PriceEntry[]; catalog: ModelCatalog }): boolean {
+  const names = new Set([input.modelId, input.upstreamModel, input.modelId.slice(input.modelId.indexOf('/') + 1)]);
+  if (input.prices.some((p) => names.has(p.model) && (p.provider === null || p.provider === input.kind) && (p.inputPerMillion !== null || p.outputPerMillion !== null))) return true;
+  return input.catalog.listPrice(input.kind, input.upstreamModel, { inputTokens: 1, cachedInputTokens: 0, outputTokens: 1 }) !== null;
+}

@@ -47,6 +47,9 @@ export type OrgConfig = {
   prices: PriceEntry[];
   modelAllowlist: string[];
   promptLoggingEnabled: boolean;
+  /** The day of the month budget periods start (1 to 28). */
+  billingDayOfMonth: number;
+  unpricedBudgetPolicy: 'block' | 'allow';
 };
 
 export function fullFailover(stored: FailoverPolicy): Record<FailureKind, FailoverAction> {
@@ -88,6 +91,8 @@ export async function loadOrgConfig(db: Database, sealer: Sealer, orgId: string)
     prices: priceRows.map((p) => ({ model: p.model, provider: p.provider, inputPerMillion: p.inputPerMillion, outputPerMillion: p.outputPerMillion, cachedInputPerMillion: p.cachedInputPerMillion })),
     modelAllowlist: settingsRows[0]?.modelAllowlist ?? [],
     promptLoggingEnabled: settingsRows[0]?.promptLoggingEnabled ?? false,
+    billingDayOfMonth: settingsRows[0]?.billingDayOfMonth ?? 1,
+    unpricedBudgetPolicy: settingsRows[0]?.unpricedBudgetPolicy ?? 'block',
   };
 }
 

@@ -193,6 +193,58 @@ describe('chat cost, parameters, request log and models', () => {
     });
   });
 
+  describe('spend limits', () => {
+    const keyInfo = async (key: string) => (await (await fetch(`${f.api.url}/v1/key`, { headers: { authorization: `Bearer ${key}` } })).json()) as Loose;
+
+    it('refuses with 402 once the key\'s limit is used up, and GET /v1/key shows where it stands', async () => {
+      // $0.10 a token: "Say hello" (2) + the 6-token answer is $0.80 a request.
+      expect((await f.client.post('/model_prices', { model: 'openai/gpt-4o', provider: 'openai', input_per_million: 100_000, output_per_million: 100_000 })).status).toBe(201);
+      await f.settle();
+      const limited = await f.key({ label: 'limited', credit_limit: { amount: 1, period: 'daily' } });
+      const tomorrow = new Date(Date.UTC(new Date().getUTCFullYear(), new Date().getUTCMonth(), new Date().getUTCDate() + 1)).toISOString();
+      expect(await keyInfo(limited)).toEqual({ label: 'limited', limit: 1, usage: 0, limit_remaining: 1, limit_period: 'daily', limit_resets_at: tomorrow });
+
+      const first = await f.chat(limited, { model: 'openai/gpt-4o', messages: hello });
+      expect(first.json.usage).toMatchObject({ cost: 0.8, price_source: 'custom_provider' });
+      await f.settle();
+      expect(await keyInfo(limited)).toMatchObject({ usage: 0.8, limit_remaining: 0.2 });
+      // Room left: served, and it may go past the limit (the cost is known only afterwards).
+      expect((await f.chat(limited, { model: 'openai/gpt-4o', messages: hello })).status).toBe(200);
+      await f.settle();
+      const refused = await f.chat(limited, { model: 'openai/gpt-4o', messages: hello });
+      expect([refused.status, refused.json.error?.type, refused.json.error?.code]).toEqual([402, 'budget_exceeded', 'key_budget']);
+      expect(await keyInfo(limited)).toMatchObject({ usage: 1.6, limit_remaining: 0 });
+
+      const lifetime = await f.key({ credit_limit: { amount: 0.5, period: 'never' } });
+      await f.chat(lifetime, { model: 'openai/gpt-4o', messages: hello });
+      await f.settle();
+      expect((await f.chat(lifetime, { model: 'openai/gpt-4o', messages: hello })).json.error?.code).toBe('key_lifetime_limit');
+      expect(await keyInfo(lifetime)).toMatchObject({ limit: 0.5, usage: 0.8, limit_period: 'never', limit_resets_at: null });
+
+      const unlimited = await f.key();
+      await f.chat(unlimited, { model: 'openai/gpt-4o', messages: hello });
+      await f.settle();
+      expect(await keyInfo(unlimited)).toMatchObject({ limit: null, usage: 0.8, limit_remaining: null, limit_period: null, limit_resets_at: null });
+    });
+
+    it('refuses an unpriced model under a limit unless the organization allows unpriced traffic', async () => {
+      const conn = await f.client.post<{ id: string }>('/provider_connections', { kind: 'custom', name: 'unpriced house', secret: 'sk-sandbox-x', config: { base_url: `${f.sandbox.url}/openai/v1` }, model_map: { 'house-2': 'house-2' } });
+      expect(conn.status).toBe(201);
+      await f.settle();
+      const limited = await f.key({ credit_limit: { amount: 5, period: 'monthly' } });
+      const refused = await f.chat(limited, { model: 'custom/house-2', messages: hello });
+      expect([refused.status, refused.json.error?.code]).toEqual([402, 'unpriced_model_under_budget']);
+      expect((await f.chat(await f.key(), { model: 'custom/house-2', messages: hello })).status).toBe(200);
+      const settings = await f.client.get('/org_settings');
+      expect((await f.client.patch('/org_settings', { unpriced_budget_policy: 'allow' }, settings.etag!)).status).toBe(200);
+      await f.settle();
+      expect((await f.chat(limited, { model: 'custom/house-2', messages: hello })).status).toBe(200);
+      const now = await f.client.get('/org_settings');
+      await f.client.patch('/org_settings', { unpriced_budget_policy: 'block' }, now.etag!);
+      await f.settle();
+    });
+  });
+
   describe('request log', () => {
     it('writes one row per request, with attempts, usage, cost and attribution, and no prompt unless prompt logging is on', async () => {
       const res = await f.chat(secret, { model: 'openai/gpt-4o-mini', messages: hello, metadata: { user_id: 'u-42', session_id: 's-1', tags: { team: 'search' } } });

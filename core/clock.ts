@@ -13,3 +13,8 @@ export function fixedClock(at: Date): Clock & { set(d: Date): void } {
 export function unixSeconds(d: Date): number {
   return Math.floor(d.getTime() / 1000);
 }
+
+/** Unix seconds, or null for a time not set (the wire form of optional timestamps). */
+export function unixOrNull(d: Date | null | undefined): number | null {
+  return d ? unixSeconds(d) : null;
+}

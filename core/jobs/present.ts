@@ -1,9 +1,9 @@
+import { unixOrNull } from '../clock';
 import type { jobs } from '../db/schema';
 import type { LinkSigner } from './output-links';
 
 type JobRow = typeof jobs.$inferSelect;
 
-const unix = (d: Date | null) => (d ? Math.floor(d.getTime() / 1000) : null);
 
 /** The job object of spec 2.1, exactly as a read returns it (and as events carry it). */
 export function presentJob(row: JobRow, links: { signer: LinkSigner; baseUrl: string }): Record<string, unknown> {
@@ -26,10 +26,10 @@ export function presentJob(row: JobRow, links: { signer: LinkSigner; baseUrl: st
     provider: row.provider,
     connection: row.connectionId,
     progress: row.progress,
-    created_at: unix(row.createdAt),
-    started_at: unix(row.startedAt),
-    completed_at: unix(row.completedAt),
-    expires_at: unix(row.expiresAt),
+    created_at: unixOrNull(row.createdAt),
+    started_at: unixOrNull(row.startedAt),
+    completed_at: unixOrNull(row.completedAt),
+    expires_at: unixOrNull(row.expiresAt),
     output,
     usage: row.status === 'succeeded' ? row.usage : null,
     error: row.status === 'failed' ? row.error : null,

@@ -7,7 +7,7 @@ import { GatewayError } from '../../../core/errors';
 import { isProviderKind } from '../../../core/providers/kinds';
 import { issueGatewayKey } from '../../../core/tenancy/gateway-keys';
 import { unixTime } from './fields';
-import type { ResourceCall, ResourceType } from './resource-type';
+import { selectOne, type ResourceCall, type ResourceType } from './resource-type';
 import { unix } from './router';
 
 type KeyRow = typeof gatewayKeys.$inferSelect;
@@ -116,8 +116,7 @@ async function findKey(db: Executor, orgId: string, id: string, forUpdate: boole
   // A revoked key no longer appears in lists or reads (spec 2.6).
   const query = db.select().from(gatewayKeys)
     .where(and(eq(gatewayKeys.orgId, orgId), eq(gatewayKeys.id, id), includeRevoked ? undefined : isNull(gatewayKeys.revokedAt)));
-  const [row] = forUpdate ? await query.for('update') : await query;
-  return row ?? null;
+  return selectOne(query, forUpdate);
 }
 
 const rotateSchema = z.strictObject({

@@ -5,7 +5,7 @@ import { GatewayError } from '../../../core/errors';
 import { newId } from '../../../core/ids';
 import { isProviderKind } from '../../../core/providers/kinds';
 import { unixTime } from './fields';
-import type { ResourceType } from './resource-type';
+import { selectOne, type ResourceType } from './resource-type';
 import { unix } from './router';
 
 type PriceRow = typeof modelPrices.$inferSelect;
@@ -48,8 +48,7 @@ export const modelPricesResource: ResourceType<PriceRow> = {
 
   async find(db, orgId, id, { forUpdate }) {
     const query = db.select().from(modelPrices).where(and(eq(modelPrices.orgId, orgId), eq(modelPrices.id, id)));
-    const [row] = forUpdate ? await query.for('update') : await query;
-    return row ?? null;
+    return selectOne(query, forUpdate);
   },
 
   list(db, principal) {

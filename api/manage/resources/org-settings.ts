@@ -4,7 +4,7 @@ import { roleAtLeast } from '../../../core/auth/scopes';
 import { orgSettings, UNPRICED_BUDGET_POLICIES } from '../../../core/db/schema';
 import { GatewayError } from '../../../core/errors';
 import { spendLimitSchema, unixTime } from './fields';
-import type { ResourceType } from './resource-type';
+import { selectOne, type ResourceType } from './resource-type';
 import { unix } from './router';
 
 type SettingsRow = typeof orgSettings.$inferSelect;
@@ -34,8 +34,7 @@ export const orgSettingsResource: ResourceType<SettingsRow> = {
     if (id !== orgId) return null;
     await db.insert(orgSettings).values({ id: orgId, orgId }).onConflictDoNothing();
     const query = db.select().from(orgSettings).where(eq(orgSettings.id, orgId));
-    const [row] = forUpdate ? await query.for('update') : await query;
-    return row ?? null;
+    return selectOne(query, forUpdate);
   },
 
   async patch(call, row, input: z.infer<typeof patchSchema>) {

@@ -4,7 +4,7 @@ import { gatewayKeys, projects, requestLogs } from '../../../core/db/schema';
 import { GatewayError } from '../../../core/errors';
 import { newId } from '../../../core/ids';
 import { nameField, spendLimitSchema, unixTime } from './fields';
-import type { ResourceType } from './resource-type';
+import { selectOne, type ResourceType } from './resource-type';
 import { unix } from './router';
 
 type ProjectRow = typeof projects.$inferSelect;
@@ -50,8 +50,7 @@ export const projectsResource: ResourceType<ProjectRow> = {
 
   async find(db, orgId, id, { forUpdate }) {
     const query = db.select().from(projects).where(and(eq(projects.orgId, orgId), eq(projects.id, id)));
-    const [row] = forUpdate ? await query.for('update') : await query;
-    return row ?? null;
+    return selectOne(query, forUpdate);
   },
 
   list(db, principal) {

@@ -8,7 +8,7 @@ import { checkServiceUrl, hostOnDomain } from '../../../core/net/service-url';
 import { isProviderKind, kindSpec, type ProviderKind } from '../../../core/providers/kinds';
 import { connectionBaseUrl } from '../../../core/providers/open-connection';
 import { environmentFields, environmentsRead, nameField, presentEnvironments, resolveEnvironments, timeoutMsField, unixTime } from './fields';
-import type { ResourceCall, ResourceType } from './resource-type';
+import { selectOne, type ResourceCall, type ResourceType } from './resource-type';
 import { unix } from './router';
 
 type ConnectionRow = typeof providerConnections.$inferSelect;
@@ -133,8 +133,7 @@ async function validateCredential(call: Pick<ResourceCall, 'services'>, kind: Pr
 async function findConnection(db: ResourceCall['db'], orgId: string, id: string, forUpdate: boolean): Promise<ConnectionRow | null> {
   const query = db.select().from(providerConnections)
     .where(and(eq(providerConnections.orgId, orgId), eq(providerConnections.id, id), isNull(providerConnections.deletedAt)));
-  const [row] = forUpdate ? await query.for('update') : await query;
-  return row ?? null;
+  return selectOne(query, forUpdate);
 }
 
 export const providerConnectionsResource: ResourceType<ConnectionRow> = {

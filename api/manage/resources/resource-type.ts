@@ -96,3 +96,9 @@ export interface ResourceType<Row extends VersionedRow = VersionedRow> {
   /** The resource's own wire fields (the framework adds id, object, version, managed_by). */
   present(row: Row): Record<string, unknown>;
 }
+
+/** The one row a `find` selects, locked FOR UPDATE when the framework is about to write it. */
+export async function selectOne<T>(query: PromiseLike<T[]> & { for(strength: 'update'): PromiseLike<T[]> }, forUpdate: boolean): Promise<T | null> {
+  const [row] = forUpdate ? await query.for('update') : await query;
+  return row ?? null;
+}

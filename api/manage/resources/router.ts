@@ -1,7 +1,7 @@
 import Router from '@koa/router';
 import { and, eq } from 'drizzle-orm';
 import { publishConfigChange } from '../../../core/cache/config-changes';
-import type { Clock } from '../../../core/clock';
+import { unixOrNull, type Clock } from '../../../core/clock';
 import { appendAudit } from '../../../core/audit';
 import type { ManagementPrincipal } from '../../../core/auth/management-token-auth';
 import type { Database, Executor, Transaction } from '../../../core/db/client';
@@ -18,9 +18,7 @@ import type { ResourceCall, ResourceType, VersionedRow } from './resource-type';
 export type ResourceRouterDeps = { db: Database; redis: RedisHandle; clock: Clock; manage: ManagementServices };
 
 /** Unix seconds for every timestamp on the wire. */
-export function unix(d: Date | null | undefined): number | null {
-  return d ? Math.floor(d.getTime() / 1000) : null;
-}
+export { unixOrNull as unix };
 
 export function envelope<Row extends VersionedRow>(resource: ResourceType<Row>, row: Row): Record<string, unknown> {
   return { id: row.id, object: resource.object, ...resource.present(row), version: row.version, managed_by: row.managedBy };

@@ -6,7 +6,7 @@ import { fullFailover } from '../../../core/routing/org-config';
 import { GatewayError } from '../../../core/errors';
 import { newId } from '../../../core/ids';
 import { environmentFields, environmentsRead, nameField, presentEnvironments, resolveEnvironments, timeoutMsField, unixTime } from './fields';
-import type { ResourceType } from './resource-type';
+import { selectOne, type ResourceType } from './resource-type';
 import { unix } from './router';
 
 type RouteRow = typeof routes.$inferSelect;
@@ -87,8 +87,7 @@ function allTargets(input: { targets?: RouteTarget[]; rules?: { targets: RouteTa
 
 async function findRoute(db: Executor, orgId: string, id: string, forUpdate: boolean): Promise<RouteRow | null> {
   const query = db.select().from(routes).where(and(eq(routes.orgId, orgId), eq(routes.id, id), isNull(routes.deletedAt)));
-  const [row] = forUpdate ? await query.for('update') : await query;
-  return row ?? null;
+  return selectOne(query, forUpdate);
 }
 
 export const routesResource: ResourceType<RouteRow> = {

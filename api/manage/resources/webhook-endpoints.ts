@@ -6,7 +6,7 @@ import { GatewayError } from '../../../core/errors';
 import { newId } from '../../../core/ids';
 import { checkServiceUrl } from '../../../core/net/service-url';
 import { unixTime } from './fields';
-import type { ResourceCall, ResourceType } from './resource-type';
+import { selectOne, type ResourceCall, type ResourceType } from './resource-type';
 import { unix } from './router';
 
 type EndpointRow = typeof webhookEndpoints.$inferSelect;
@@ -47,8 +47,7 @@ export const webhookEndpointsResource: ResourceType<EndpointRow> = {
   async find(db, orgId, id, { forUpdate }) {
     const query = db.select().from(webhookEndpoints)
       .where(and(eq(webhookEndpoints.orgId, orgId), eq(webhookEndpoints.id, id), isNull(webhookEndpoints.deletedAt)));
-    const [row] = forUpdate ? await query.for('update') : await query;
-    return row ?? null;
+    return selectOne(query, forUpdate);
   },
 
   list(db, principal) {

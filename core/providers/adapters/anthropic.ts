@@ -1,3 +1,4 @@
+import { safeJson, textOf } from './message-text';
 import { classifyByStatus } from '../errors';
 import type { ChatBody, ChatMessage, ChatResult, ContentPart, FinishReason, ProviderAdapter, StreamOutput, ToolCall, Usage } from '../types';
 
@@ -13,10 +14,6 @@ type AnthropicUsage = { input_tokens?: number; output_tokens?: number; cache_rea
 const NOT_FORWARDED = ['messages', 'model', 'stream', 'stream_options', 'max_tokens', 'max_completion_tokens', 'stop', 'tools', 'tool_choice', 'user', 'n', 'parallel_tool_calls', 'response_format',
   'frequency_penalty', 'presence_penalty', 'seed', 'logprobs', 'top_logprobs', 'logit_bias'];
 
-function textOf(content: ChatMessage['content']): string {
-  if (typeof content === 'string') return content;
-  return (content ?? []).map((p) => p.text ?? '').join('');
-}
 
 function partToBlock(part: ContentPart): Block {
   if (part.type === 'image_url' && part.image_url) {
@@ -26,13 +23,6 @@ function partToBlock(part: ContentPart): Block {
   return { type: 'text', text: part.text ?? '' };
 }
 
-function safeJson(text: string): unknown {
-  try {
-    return JSON.parse(text || '{}');
-  } catch {
-    return {};
-  }
-}
 
 /** OpenAI messages to Anthropic's: system apart, tool results as user blocks, alternating turns merged. */
 export function toAnthropicMessages(messages: ChatMessage[]): { system?: string; messages: AnthropicMessage[] } {

@@ -1,3 +1,4 @@
+import { safeJson, textOf } from './message-text';
 import { classifyByStatus, providerMessage } from '../errors';
 import type { ChatBody, ChatMessage, ChatResult, FinishReason, ProviderAdapter, StreamOutput, ToolCall, Usage } from '../types';
 
@@ -10,18 +11,7 @@ type GeminiResponse = { candidates?: Array<{ content?: { parts?: Part[] }; finis
 const NOT_FORWARDED = ['model', 'messages', 'stream', 'stream_options', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'top_k', 'stop', 'seed',
   'frequency_penalty', 'presence_penalty', 'response_format', 'tools', 'tool_choice', 'user', 'n', 'parallel_tool_calls', 'logprobs', 'top_logprobs', 'logit_bias'];
 
-function textOf(content: ChatMessage['content']): string {
-  if (typeof content === 'string') return content;
-  return (content ?? []).map((p) => p.text ?? '').join('');
-}
 
-function safeJson(text: string): unknown {
-  try {
-    return JSON.parse(text || '{}');
-  } catch {
-    return {};
-  }
-}
 
 /** OpenAI messages to Gemini contents; tool results name their function, found from the call. */
 export function toGeminiContents(messages: ChatMessage[]): { systemInstruction?: { parts: Part[] }; contents: Content[] } {

@@ -78,6 +78,8 @@ const CACHE_MODES = ['default', 'bypass', 'refresh', 'read_only'] as const;
 export const MAX_CACHE_TTL_SECONDS = 2_592_000;
 const NAMESPACE = /^[A-Za-z0-9._:-]{1,128}$/;
 
+const cacheBodySchema = z.strictObject({ mode: z.enum(CACHE_MODES).optional(), ttl_seconds: z.number().int().optional(), namespace: z.string().regex(NAMESPACE).optional() });
+
 export type CacheControl = { mode?: (typeof CACHE_MODES)[number]; ttlSeconds?: number; namespace?: string };
 
 /**
@@ -104,7 +106,7 @@ export function parseCacheControl(body: unknown, header: (name: string) => strin
   }
   let fromBody: CacheControl = {};
   if (body !== undefined) {
-    const parsed = z.strictObject({ mode: z.enum(CACHE_MODES).optional(), ttl_seconds: z.number().int().optional(), namespace: z.string().regex(NAMESPACE).optional() }).safeParse(body);
+    const parsed = cacheBodySchema.safeParse(body);
     if (!parsed.success) throw new GatewayError('invalid_request', `Invalid \`cache.${parsed.error.issues[0]!.path.join('.')}\`: ${parsed.error.issues[0]!.message}.`);
     fromBody = { mode: parsed.data.mode, ttlSeconds: parsed.data.ttl_seconds, namespace: parsed.data.namespace };
   }

@@ -12,3 +12,4 @@ export * from './webhook-endpoints';
 export * from './request-logs';
 export * from './jobs';
 export * from './spend-ledger';
+export * from './webhook-deliveries';

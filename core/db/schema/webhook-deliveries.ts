@@ -1,0 +1,93 @@
+import { boolean, index, integer, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import { resourceColumns } from './columns';
+import { jobs } from './jobs';
+import { organizations } from './organizations';
+
+export const DELIVERY_STATUSES = ['pending', 'succeeded', 'failed'] as const;
+export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
+
+/** The receiver of a per-request `webhook` (spec 4.2), where a console endpoint has its id. */
+export const PER_REQUEST_RECEIVER = 'request';
+
+/**
+ * One event to one receiver (spec 2.3, 6.3): the event's own `evt_` id, the envelope's exact
+ * bytes (identical on every attempt), and the delivery log's fields. The `webhookDelivery`
+ * workflow (`whd_<event id>`, the row's id) owns the attempts and writes each outcome here.
+ */
+export const webhookDeliveries = pgTable(
+  'webhook_deliveries',
+  {
+    id: text('id').primaryKey(),
+    orgId: text('org_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
+    eventId: text('event_id').notNull(),
+    eventType: text('event_type').notNull(),
+    jobId: text('job_id').references(() => jobs.id, { onDelete: 'cascade' }),
+    /** Null for a per-request URL. */
+    endpointId: text('endpoint_id'),
+    /** The endpoint id, or `request`: one event per receiver of a job's transition. */
+    receiver: text('receiver').notNull(),
+    url: text('url').notNull(),
+    payload: text('payload').notNull(),
+    status: text('status', { enum: DELIVERY_STATUSES }).notNull().default('pending'),
+    attempts: integer('attempts').notNull().default(0),
+    lastResponseStatus: integer('last_response_status'),
+    lastError: text('last_error'),
+    nextAttemptAt: timestamp('next_attempt_at', { withTimezone: true }),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    uniqueIndex('webhook_deliveries_event').on(t.eventId),
+    // A job's terminal transition queues one event per receiver, however often it is retried.
+    uniqueIndex('webhook_deliveries_job_receiver').on(t.jobId, t.receiver),
+    index('webhook_deliveries_org_created').on(t.orgId, t.createdAt, t.id),
+  ],
+);
+
+export const ALERT_EVENT_TYPES = [
+  'spend.anomaly', 'spend.forecast_over_budget', 'cost.drift', 'budget.threshold_crossed', 'connection.failing',
+  'unpriced.traffic', 'traffic.model_changed', 'traffic.regression', 'mcp.tool_changed', 'mcp.server_failing',
+] as const;
+export type AlertEventType = (typeof ALERT_EVENT_TYPES)[number];
+/** Spec 2.6 names `min_severity` without its values; these three, in this order. */
+export const ALERT_SEVERITIES = ['info', 'warning', 'critical'] as const;
+export type AlertSeverity = (typeof ALERT_SEVERITIES)[number];
+
+/**
+ * Where alerts go (spec 2.6 notification channels). Only the `webhook` kind delivers today,
+ * through the same webhook deliveries as job events; the management resource comes with alerts.
+ */
+export const notificationChannels = pgTable(
+  'notification_channels',
+  {
+    id: text('id').primaryKey(),
+    orgId: text('org_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
+    kind: text('kind', { enum: ['chatapp', 'webhook', 'email'] }).notNull(),
+    label: text('label').notNull(),
+    status: text('status', { enum: ['active', 'disabled'] }).notNull().default('active'),
+    webhookEndpointId: text('webhook_endpoint_id'),
+    chatappUrlSealed: text('chatapp_url_sealed'),
+    emails: text('emails').array(),
+    ...resourceColumns(),
+  },
+  (t) => [index('notification_channels_org').on(t.orgId)],
+);
+
+/** Which alert types reach which channel (spec 2.6 notification rules). */
+export const notificationRules = pgTable(
+  'notification_rules',
+  {
+    id: text('id').primaryKey(),
+    orgId: text('org_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
+    eventType: text('event_type').notNull(),
+    channelId: text('channel_id').notNull().references(() => notificationChannels.id, { onDelete: 'cascade' }),
+    minSeverity: text('min_severity', { enum: ALERT_SEVERITIES }).notNull().default('info'),
+    scopeKind: text('scope_kind'),
+    scopeId: text('scope_id'),
+    includeEndUser: boolean('include_end_user').notNull().default(false),
+    muteDays: integer('mute_days'),
+    mutedUntil: timestamp('muted_until', { withTimezone: true }),
+    ...resourceColumns(),
+  },
+  (t) => [index('notification_rules_org_type').on(t.orgId, t.eventType)],
+);

@@ -32,11 +32,13 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
   const redis = connectRedis(requireSetting(config, 'REDIS_URL'), config.REDIS_KEY_PREFIX);
   const temporal = await connectClient(requireSetting(config, 'TEMPORAL_ADDRESS'), config.TEMPORAL_NAMESPACE);
   const keys = createKeyResolver(database.db);
-  const manage = createManagementServices({ ...config, GW_SEALING_KEYS: sealingKeys }, temporal.client);
+  // The one guarded outbound pool: chat, provider downloads and credential checks share it.
+  const upstreamAgent = createUpstreamAgent({ allowPrivateNetwork: config.GW_ALLOW_PRIVATE_NETWORK });
+  const manage = createManagementServices({ ...config, GW_SEALING_KEYS: sealingKeys }, temporal.client, upstreamAgent);
   const gateway: GatewayServices = {
     orgConfig: createOrgConfigCache(database.db, manage.sealer),
     catalog: await loadModelCatalog(),
-    agent: createUpstreamAgent({ allowPrivateNetwork: config.GW_ALLOW_PRIVATE_NETWORK }),
+    agent: upstreamAgent,
     learned: createLearnedParams(),
     requestLog: createRequestLogWriter(database.db, logger),
     defaultTimeoutMs: DEFAULT_UPSTREAM_TIMEOUT_MS,

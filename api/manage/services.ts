@@ -1,4 +1,5 @@
 import type { Client } from '@temporalio/client';
+import type { Dispatcher } from 'undici';
 import type { Config } from '../../core/config';
 import { createSealer, type Sealer } from '../../core/crypto/sealing';
 import { checkProviderCredential, type CredentialCheck } from '../../core/providers/credential-check';
@@ -23,7 +24,8 @@ export type ManagementServices = {
 
 type ServiceConfig = Pick<Config, 'GW_SEALING_KEYS' | 'GW_ALLOW_PRIVATE_NETWORK' | 'GW_SCHEDULE_SCALE' | 'GW_TASK_QUEUE_PREFIX'>;
 
-export function createManagementServices(config: ServiceConfig & { GW_SEALING_KEYS: string }, temporal: Client): ManagementServices {
+/** `outbound` is the guarded dispatcher (core/net) the API process built once from config. */
+export function createManagementServices(config: ServiceConfig & { GW_SEALING_KEYS: string }, temporal: Client, outbound: Dispatcher): ManagementServices {
   const maintenanceQueue = taskQueue('maintenance', config.GW_TASK_QUEUE_PREFIX);
   return {
     sealer: createSealer(config.GW_SEALING_KEYS),
@@ -50,6 +52,6 @@ export function createManagementServices(config: ServiceConfig & { GW_SEALING_KE
         typedSearchAttributes: [{ key: searchAttributeKeys.orgId, value: input.orgId }],
       });
     },
-    checkCredential: (kind, baseUrl, secret) => checkProviderCredential(kind, baseUrl, secret),
+    checkCredential: (kind, baseUrl, secret) => checkProviderCredential(outbound, kind, baseUrl, secret),
   };
 }

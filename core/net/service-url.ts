@@ -1,4 +1,5 @@
 import ipaddr from 'ipaddr.js';
+import { isPublicAddress } from './public-address';
 
 /**
  * Whether a URL the customer gives us (a provider base URL, a webhook receiver) may be called:
@@ -12,10 +13,7 @@ const PRIVATE_SUFFIXES = ['.localhost', '.local', '.internal', '.localdomain', '
 
 export function isPrivateHost(hostname: string): boolean {
   const host = hostname.replace(/^\[|\]$/g, '').toLowerCase();
-  if (ipaddr.isValid(host)) {
-    const address = ipaddr.process(host);
-    return address.range() !== 'unicast';
-  }
+  if (ipaddr.isValid(host)) return !isPublicAddress(host);
   return host === 'localhost' || !host.includes('.') || PRIVATE_SUFFIXES.some((s) => host.endsWith(s));
 }
 

@@ -1,7 +1,5 @@
-import dns from 'node:dns';
-import type { LookupFunction } from 'node:net';
-import { Agent, errors as undiciErrors, request, type Dispatcher } from 'undici';
-import { isPrivateHost } from '../net/service-url';
+import { errors as undiciErrors, request, type Agent, type Dispatcher } from 'undici';
+import { createGuardedDispatcher, GUARDED_ADDRESS_CODE, isGuardedAddressError } from '../net/guarded-dispatcher';
 import { credentialHeaders, type ProviderKind } from './kinds';
 import type { ProviderAdapter, ProviderFailure, UpstreamRequest } from './types';
 
@@ -19,36 +17,22 @@ export type UpstreamSuccess = { ok: true; status: number; headers: Record<string
 export type UpstreamFailure = { ok: false; failure: ProviderFailure };
 
 /**
- * Refuses to connect to private, loopback or link-local addresses after DNS, unless the
- * deployment allows private networks: a public-looking name cannot smuggle a call inside.
+ * The keep-alive pools, one per upstream origin (undici's Agent keeps a pool per origin),
+ * behind the guarded connector: non-public hosts are refused unless the deployment allows them.
  */
-function guardedLookup(allowPrivateNetwork: boolean): LookupFunction {
-  return (hostname, options, callback) => {
-    dns.lookup(hostname, options, (err, address, family) => {
-      if (err) return callback(err, address as string, family);
-      const addresses = Array.isArray(address) ? address : [{ address, family }];
-      const blocked = !allowPrivateNetwork && addresses.some((a) => isPrivateHost(typeof a === 'string' ? a : a.address));
-      if (blocked) return callback(Object.assign(new Error(`refusing to connect to a private address for ${hostname}`), { code: 'EPRIVATE' }), '', 0);
-      callback(null, address as string, family);
-    });
-  };
-}
-
-/** The keep-alive pools, one per upstream origin (undici's Agent keeps a pool per origin). */
 export function createUpstreamAgent(options: { allowPrivateNetwork: boolean }): Agent {
-  return new Agent({
-    keepAliveTimeout: 30_000,
-    keepAliveMaxTimeout: 600_000,
-    connections: 256,
-    connect: { lookup: guardedLookup(options.allowPrivateNetwork), timeout: 10_000 },
+  return createGuardedDispatcher({
+    allowPrivateNetwork: options.allowPrivateNetwork,
+    connectTimeoutMs: 10_000,
+    agentOptions: { keepAliveTimeout: 30_000, keepAliveMaxTimeout: 600_000, connections: 256 },
   });
 }
 
-const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EPRIVATE', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_SOCKET', 'EPIPE']);
+const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', GUARDED_ADDRESS_CODE, 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_SOCKET', 'EPIPE']);
 
 function isConnectionError(err: unknown): boolean {
   const e = err as { code?: string; cause?: { code?: string } };
-  return CONNECTION_CODES.has(e.code ?? '') || CONNECTION_CODES.has(e.cause?.code ?? '') || err instanceof undiciErrors.SocketError || err instanceof undiciErrors.ConnectTimeoutError;
+  return CONNECTION_CODES.has(e.code ?? '') || CONNECTION_CODES.has(e.cause?.code ?? '') || isGuardedAddressError(err) || err instanceof undiciErrors.SocketError || err instanceof undiciErrors.ConnectTimeoutError;
 }
 
 async function readBody(body: Dispatcher.ResponseData['body']): Promise<unknown> {

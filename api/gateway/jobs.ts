@@ -1,15 +1,15 @@
 import type Router from '@koa/router';
-import type { Client } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import { and, desc, eq, inArray, lt, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
 import type { KeyContext } from '../../core/auth/gateway-key-auth';
 import { closeJobSpend, reserveJobSpend, videoPrice } from '../../core/budgets/job-spend';
 import type { Clock } from '../../core/clock';
 import type { Database } from '../../core/db/client';
-import { JOB_EVENT_TYPES, JOB_STATUSES, jobs, type JobStatus } from '../../core/db/schema';
+import { JOB_EVENT_TYPES, JOB_STATUSES, jobs, spendLedger, type JobStatus } from '../../core/db/schema';
 import { GatewayError } from '../../core/errors';
 import { newId } from '../../core/ids';
-import { withIdempotency } from '../../core/idempotency';
+import { withIdempotency, type Checkpoint, type IdempotencyClaim } from '../../core/idempotency';
 import { isTerminal, jobRowOf, type JobLinks, type JobRow, type NewJobRecord } from '../../core/jobs/job-store';
 import { presentJob } from '../../core/jobs/present';
 import { OUTPUT_RETENTION_MS, statusCheckSchedule } from '../../core/jobs/schedule';
@@ -87,9 +87,10 @@ export function jobRoutes(router: Router<GatewayState>, deps: { db: Database; cl
     if (candidates.length === 0) throw new GatewayError('no_provider_connected', `No connected provider renders video for \`${input.model}\`.`);
     const now = deps.clock.now();
 
-    const perform = async () => {
+    /** `resumed`: the input a first request with this Idempotency-Key checkpointed (its job id). */
+    const perform = async (claim?: IdempotencyClaim, resumed?: VideoJobInput) => {
       const extra = Object.fromEntries(Object.entries(input).filter(([k]) => !VIDEO_FIELDS.includes(k)));
-      const job: NewJobRecord = {
+      const job: NewJobRecord = resumed?.job ?? {
         id: newId('job'),
         orgId: key.orgId,
         keyId: key.keyId,
@@ -102,7 +103,7 @@ export function jobRoutes(router: Router<GatewayState>, deps: { db: Database; cl
         webhook,
         createdAt: now.toISOString(),
       };
-      const workflowInput: VideoJobInput = {
+      const workflowInput: VideoJobInput = resumed ?? {
         jobId: job.id,
         orgId: key.orgId,
         job,
@@ -115,9 +116,12 @@ export function jobRoutes(router: Router<GatewayState>, deps: { db: Database; cl
       // The estimated cost is held against the key's limit before anything starts.
       const first = candidates[0]!;
       const estimate = await videoPrice(deps.db, key.orgId, first.connection.kind, [input.model, first.modelId, first.upstreamModel], input.duration_seconds ?? ESTIMATE_SECONDS_WHEN_UNSAID);
-      await reserveJobSpend(deps.db, { orgId: key.orgId, lineageId: key.lineageId, projectId: key.projectId, jobId: job.id, estimate: estimate?.cost ?? null, creditLimit: key.creditLimit, now });
+      const held = resumed && (await deps.db.select({ id: spendLedger.id }).from(spendLedger).where(and(eq(spendLedger.jobId, job.id), eq(spendLedger.state, 'reserved')))).length > 0;
+      if (!held) await reserveJobSpend(deps.db, { orgId: key.orgId, lineageId: key.lineageId, projectId: key.projectId, jobId: job.id, estimate: estimate?.cost ?? null, creditLimit: key.creditLimit, now });
       // The workflow first, then the row: a started workflow records its own row if we die here.
       try {
+        // The job id is recorded before the start: a retry after any later failure resolves to it.
+        await claim?.checkpoint({ job_id: job.id, input: workflowInput });
         await deps.jobs.temporal.workflow.start('videoJob', {
           workflowId: workflowIds.videoJob(job.id),
           taskQueue: taskQueue('jobs', deps.jobs.taskQueuePrefix),
@@ -130,17 +134,25 @@ export function jobRoutes(router: Router<GatewayState>, deps: { db: Database; cl
           ],
         });
       } catch (err) {
-        await closeJobSpend(deps.db, job.id, 'released', now);
-        throw err;
+        // Already started (a retry resumed this job while this request was on its way): record it.
+        if (!(err instanceof WorkflowExecutionAlreadyStartedError)) {
+          await closeJobSpend(deps.db, job.id, 'released', now);
+          throw err;
+        }
       }
       const [row] = await deps.db.insert(jobs).values(jobRowOf(job)).onConflictDoNothing().returning();
       const [stored] = row ? [row] : await deps.db.select().from(jobs).where(eq(jobs.id, job.id));
       return { status: 202, body: presentJob(stored!, linksFor(ctx)) };
     };
+    /** A retry after a failure past the checkpoint: the job as stored, else start what was checkpointed. */
+    const resume = async (checkpoint: Checkpoint) => {
+      const [row] = await deps.db.select().from(jobs).where(and(eq(jobs.id, String(checkpoint.job_id)), eq(jobs.orgId, key.orgId)));
+      return row ? { status: 202, body: presentJob(row, linksFor(ctx)) } : perform(undefined, checkpoint.input as VideoJobInput);
+    };
 
     const idempotencyKey = ctx.get('idempotency-key');
     const answer = idempotencyKey
-      ? await withIdempotency(deps.db, { orgId: key.orgId, scope: 'v1:videos', key: idempotencyKey, request: ctx.state.body ?? null, now }, perform)
+      ? await withIdempotency(deps.db, { orgId: key.orgId, scope: 'v1:videos', key: idempotencyKey, request: ctx.state.body ?? null, now }, perform, resume)
       : await perform();
     ctx.status = answer.status;
     ctx.body = answer.body;

@@ -1,4 +1,5 @@
 import Router from '@koa/router';
+import { errorSummary } from '../core/logger';
 import type { GatewayState } from './context';
 
 /** One dependency readiness depends on; `check` rejects (or times out) when it is down. */
@@ -19,6 +20,8 @@ function withTimeout(p: Promise<void>, ms: number): Promise<void> {
 /**
  * `/healthz`: the process lives. `/readyz`: every dependency answers now; 503 names what is
  * down. These are probes for load balancers, not API errors, so they answer a status report.
+ * It is unauthenticated, so it names checks only: an error's text (which can carry hostnames,
+ * addresses or a URL's credentials) goes to the log, never into the answer.
  */
 export function healthRouter(checks: readonly ReadinessCheck[]): Router<GatewayState> {
   const router = new Router<GatewayState>();
@@ -32,7 +35,8 @@ export function healthRouter(checks: readonly ReadinessCheck[]): Router<GatewayS
           await withTimeout(check(), CHECK_TIMEOUT_MS);
           return [name, 'ok'] as const;
         } catch (err) {
-          return [name, `down: ${(err as Error).message}`] as const;
+          ctx.state.log?.warn({ check: name, err: errorSummary(err) }, 'readiness check failed');
+          return [name, 'down'] as const;
         }
       }),
     );

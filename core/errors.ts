@@ -44,6 +44,8 @@ export const ERROR_CATALOG = {
   internal_error: generic(500, 'internal_error'),
   upstream_error: generic(502, 'upstream_error'),
   no_available_provider: generic(503, 'no_available_provider'),
+  /** One of our own services (Temporal, Postgres, Redis) is briefly unavailable: transient, no code (spec 7). */
+  dependency_unavailable: generic(503, 'no_available_provider'),
   ...coded(503, 'no_available_provider', ['no_provider_connected', 'connection_out_of_scope', 'model_not_served']),
 } as const satisfies Record<string, ErrorSpec>;
 

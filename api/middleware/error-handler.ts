@@ -1,5 +1,7 @@
 import type { Middleware } from 'koa';
 import { GatewayError, isGatewayError } from '../../core/errors';
+import { errorSummary } from '../../core/logger';
+import { dependencyUnavailable, transientDependency } from '../../core/transient';
 import type { GatewayState } from '../context';
 
 type HttpishError = Error & { status?: number; statusCode?: number; expose?: boolean; type?: string };
@@ -18,8 +20,11 @@ function fromHttpError(err: HttpishError): GatewayError | null {
 }
 
 /**
- * The one place an error body is written. Anything that is not a GatewayError is a defect:
- * logged with its stack, answered as 500 internal_error without one.
+ * The one place an error body is written. One of our own services (Temporal, Postgres, Redis)
+ * being unavailable is answered 503 without a code and with Retry-After: transient, retry.
+ * Anything else that is not a GatewayError is a defect: logged with its stack, answered as 500
+ * internal_error without one. Logs keep an error's type, message and code, never the whole
+ * object (an HTTP client's error carries the request's options and headers).
  */
 export function errorHandler(): Middleware<GatewayState> {
   return async (ctx, next) => {
@@ -30,8 +35,13 @@ export function errorHandler(): Middleware<GatewayState> {
       }
     } catch (raw) {
       let err = isGatewayError(raw) ? raw : fromHttpError(raw as HttpishError);
+      const dependency = err ? null : transientDependency(raw);
+      if (dependency) {
+        ctx.state.log?.warn({ dependency, err: errorSummary(raw) }, 'dependency unavailable');
+        err = dependencyUnavailable();
+      }
       if (!err) {
-        ctx.state.log?.error({ err: raw }, 'unhandled error');
+        ctx.state.log?.error({ err: errorSummary(raw) }, 'unhandled error');
         err = new GatewayError('internal_error', 'The gateway hit an internal error. The request id identifies it in our logs.');
       }
       ctx.status = err.status;

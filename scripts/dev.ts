@@ -23,6 +23,7 @@ import { TASK_QUEUES, taskQueue, type TaskQueueName } from '../workflows/definit
 import { createActivityServices, startQueueWorkers } from '../workers/queues';
 import { installTemporalRuntime } from '../workers/temporal';
 import { SANDBOX_SECRET_PREFIX, startSandbox } from '../sandbox/server';
+import { DataDirLockedError, lockDataDir, type DataDirLock } from './lib/data-dir-lock';
 import { startEmbeddedPostgres, startRedisServer } from './lib/local-services';
 import { freePort, preferredPort } from './lib/ports';
 import { removeRuntimeFile, writeRuntimeFile } from './lib/runtime-file';
@@ -31,6 +32,8 @@ import { startTemporalDevServer } from './lib/temporal-dev-server';
 
 const say = (what: string, detail: string) => console.log(`[gw] ${what.padEnd(12)} ${detail}`);
 const stops: Array<[string, () => Promise<void>]> = [];
+/** Held from start to exit: one launcher per GW_DATA_DIR (a second refuses, naming this pid). */
+let dataDirLock: DataDirLock | null = null;
 
 async function startServices(config: Config) {
   fs.mkdirSync(config.dataDir, { recursive: true });
@@ -131,6 +134,8 @@ async function connectDemoToSandbox(apiUrl: string, token: string, sandboxUrl: s
 
 async function main(): Promise<void> {
   const base = loadConfig();
+  dataDirLock = lockDataDir(base.dataDir);
+  say('Data', `${base.dataDir} (locked by pid ${process.pid})`);
   const services = await startServices(base);
   await applyMigrations(services.databaseUrl);
   say('Migrations', 'applied');
@@ -200,7 +205,11 @@ async function stopAll(code: number): Promise<never> {
     for (const [name, stop] of stops.reverse()) {
       await stop().catch((err: Error) => console.error(`[gw] stopping ${name}: ${err.message}`));
     }
-    removeRuntimeFile(path.resolve(process.env.GW_DATA_DIR ?? '.data'));
+    // The runtime file and the lock are this launcher's only when it took the lock.
+    if (dataDirLock) {
+      removeRuntimeFile(path.dirname(dataDirLock.file));
+      dataDirLock.release();
+    }
   }
   process.exit(code);
 }
@@ -210,6 +219,8 @@ process.on('SIGTERM', () => void stopAll(0));
 
 main().catch(async (err: Error) => {
   console.error(`[gw] cannot start: ${err.message}`);
+  // Another launcher owns the folder: nothing was started here, and its files are not ours.
+  if (err instanceof DataDirLockedError) process.exit(1);
   if (!(err instanceof ConfigError) && process.env.LOG_LEVEL === 'debug') console.error(err);
   await stopAll(1);
 });

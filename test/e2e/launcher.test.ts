@@ -10,7 +10,8 @@ const ROOT = path.resolve(__dirname, '../..');
 /**
  * `npm start`'s launcher (scripts/dev.ts) on real services: it starts its own Temporal dev
  * server with the Web UI, migrates, bootstraps a demo organization, runs API and workers,
- * reaches /readyz 200, and Ctrl-C stops what it started.
+ * reaches /readyz 200, and Ctrl-C stops what it started. A second launcher on the same data
+ * folder refuses, naming the first one's pid.
  */
 describe('development launcher', () => {
   let child: ChildProcess;
@@ -37,19 +38,20 @@ describe('development launcher', () => {
 
   it('starts everything, is ready with the Temporal UI answering, and stops on SIGINT', async () => {
     const [port, temporalPort, uiPort] = [await freePort(), await freePort(), await freePort()];
+    const launcherEnv = (ports: number[]) => ({
+      ...process.env,
+      GW_DATA_DIR: dataDir,
+      DATABASE_URL: databaseUrl.toString(),
+      PORT: String(ports[0]),
+      TEMPORAL_ADDRESS: '',
+      TEMPORAL_PORT: String(ports[1]),
+      TEMPORAL_UI_PORT: String(ports[2]),
+      REDIS_KEY_PREFIX: `${process.env.REDIS_KEY_PREFIX}launcher:`,
+      LOG_LEVEL: 'warn',
+    });
     child = spawn(path.join(ROOT, 'node_modules/.bin/tsx'), ['scripts/dev.ts'], {
       cwd: ROOT,
-      env: {
-        ...process.env,
-        GW_DATA_DIR: dataDir,
-        DATABASE_URL: databaseUrl.toString(),
-        PORT: String(port),
-        TEMPORAL_ADDRESS: '',
-        TEMPORAL_PORT: String(temporalPort),
-        TEMPORAL_UI_PORT: String(uiPort),
-        REDIS_KEY_PREFIX: `${process.env.REDIS_KEY_PREFIX}launcher:`,
-        LOG_LEVEL: 'warn',
-      },
+      env: launcherEnv([port, temporalPort, uiPort]),
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     child.stdout!.on('data', (d) => (output += d));
@@ -69,10 +71,32 @@ describe('development launcher', () => {
     expect((await fetch(`http://127.0.0.1:${uiPort}/`)).status).toBe(200);
     expect(fs.existsSync(path.join(dataDir, 'temporal.sqlite'))).toBe(true);
 
+    // A second launcher on the same folder starts nothing: one line naming the first's pid.
+    const holder = fs.readFileSync(path.join(dataDir, 'gw.lock'), 'utf8').trim();
+    expect(output).toContain(`(locked by pid ${holder})`);
+    const second = spawn(path.join(ROOT, 'node_modules/.bin/tsx'), ['scripts/dev.ts'], {
+      cwd: ROOT,
+      env: launcherEnv([await freePort(), await freePort(), await freePort()]),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let secondOut = '';
+    let secondErr = '';
+    second.stdout!.on('data', (d) => (secondOut += d));
+    second.stderr!.on('data', (d) => (secondErr += d));
+    const secondCode = await new Promise<number | null>((resolve) => second.once('exit', (code) => resolve(code)));
+    expect(secondCode).not.toBe(0);
+    expect(secondOut).toBe('');
+    expect(secondErr.trim().split('\n')).toEqual([expect.stringContaining(`pid ${holder}`)]);
+    // The first one is untouched: still ready, its lock and runtime file in place.
+    expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).toBe(200);
+    expect(fs.readFileSync(path.join(dataDir, 'gw.lock'), 'utf8').trim()).toBe(holder);
+    expect(fs.existsSync(path.join(dataDir, 'runtime.json'))).toBe(true);
+
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
     child.kill('SIGINT');
     expect(await exited).toBe(0);
     await expect(fetch(`http://127.0.0.1:${port}/healthz`)).rejects.toThrow();
     await expect(fetch(`http://127.0.0.1:${uiPort}/`)).rejects.toThrow();
+    expect(fs.existsSync(path.join(dataDir, 'gw.lock'))).toBe(false);
   });
 });

@@ -4,6 +4,7 @@ import type { Config } from '../../core/config';
 import { createSealer, type Sealer } from '../../core/crypto/sealing';
 import { checkProviderCredential, type CredentialCheck } from '../../core/providers/credential-check';
 import type { ProviderKind } from '../../core/providers/kinds';
+import { retireSecretSignal } from '../../workflows/secret-rotation';
 import { searchAttributeKeys, taskQueue, workflowIds, type KeyRotationInput, type SecretRotationInput } from '../../workflows/definitions';
 
 /**
@@ -17,7 +18,7 @@ export type ManagementServices = {
   scaleMs(ms: number): number;
   /** Starts `keyRotation`; a retry of a rotation that never committed replaces the orphan. */
   scheduleKeyRevocation(input: KeyRotationInput): Promise<void>;
-  /** Starts `secretRotation`, or leaves the endpoint's running one to pick the new secret up. */
+  /** Signals the endpoint's `secretRotation` the new retire time, starting it if none runs. */
   scheduleSecretRetirement(input: SecretRotationInput): Promise<void>;
   checkCredential(kind: ProviderKind, baseUrl: string, secret: string): Promise<CredentialCheck>;
 };
@@ -44,11 +45,14 @@ export function createManagementServices(config: ServiceConfig & { GW_SEALING_KE
       });
     },
     async scheduleSecretRetirement(input) {
-      await temporal.workflow.start('secretRotation', {
+      // Signal-with-start: a running workflow gets the new retire time as a signal, which it
+      // cannot miss even while it is completing; an ended one is started anew.
+      await temporal.workflow.signalWithStart('secretRotation', {
         workflowId: workflowIds.secretRotation(input.endpointId),
         taskQueue: maintenanceQueue,
         args: [input],
-        workflowIdConflictPolicy: 'USE_EXISTING',
+        signal: retireSecretSignal,
+        signalArgs: [{ retireAt: input.retireAt }],
         typedSearchAttributes: [{ key: searchAttributeKeys.orgId, value: input.orgId }],
       });
     },

@@ -55,12 +55,16 @@ function isSensitive(key: string): boolean {
 
 /** A copy of `value` with every sensitive property censored; leaves the caller's objects alone. */
 export function redactDeep(value: unknown, depth = 0, seen: WeakSet<object> = new WeakSet()): unknown {
+  if (typeof value === 'string') return scrubText(value);
   if (value === null || typeof value !== 'object') return value;
   if (value instanceof Error) return errorSummary(value);
   if (seen.has(value) || depth > MAX_DEPTH) return '[object]';
   seen.add(value);
   if (Array.isArray(value)) return value.map((v) => redactDeep(v, depth + 1, seen));
   if (value instanceof Date || Buffer.isBuffer(value)) return value;
+  // URL and the like: what JSON would write, then checked like anything else.
+  const toJSON = (value as { toJSON?: unknown }).toJSON;
+  if (typeof toJSON === 'function') return redactDeep(toJSON.call(value), depth + 1, seen);
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(value)) out[k] = isSensitive(k) ? CENSOR : redactDeep(v, depth + 1, seen);
   return out;
@@ -71,7 +75,8 @@ export function scrubText(text: string): string {
   return text
     .replace(/\b(bearer|basic)\s+[^\s"',;]+/gi, `$1 ${CENSOR}`)
     .replace(/\/\/([^:@/\s]+):[^@/\s]*@/g, '//$1:***@')
-    .replace(/\b(sk|gw|gwm|whsec)[-_][A-Za-z0-9_-]{8,}/g, `$1-${CENSOR}`);
+    .replace(/\b(sk|gwk|gwm|whsec)([-_])[A-Za-z0-9_-]{8,}/g, `$1$2${CENSOR}`)
+    .replace(/\bAIza[0-9A-Za-z_-]{20,}/g, CENSOR);
 }
 
 export type ErrorSummary = { type: string; message: string; code?: string | number; stack?: string; cause?: ErrorSummary };

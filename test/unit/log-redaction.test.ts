@@ -8,7 +8,7 @@ import type { GatewayState } from '../../api/context';
 import { createLogger } from '../../core/logger';
 import { freePort } from '../../scripts/lib/ports';
 
-const GATEWAY_KEY = 'gw_live_0123456789abcdefghijklmnop';
+const GATEWAY_KEY = 'gwk_0123456789abcdefghijklmnop';
 const PROVIDER_SECRET = 'sk-proj-ProviderSecret0123456789';
 
 /** The real logger writing into memory. */
@@ -45,8 +45,13 @@ describe('log lines never carry a credential', () => {
     const out = text();
     expect(out).not.toContain(GATEWAY_KEY);
     expect(out).not.toContain(PROVIDER_SECRET);
-    expect(out).toContain('idem-1');
-    expect(out).toContain('[redacted]');
+    const line = JSON.parse(out) as { req: { headers: Record<string, string> }; res: { headers: Record<string, string> }; connection: Record<string, unknown> };
+    expect(line.req.headers).toEqual({
+      authorization: '[redacted]', 'x-api-key': '[redacted]', 'api-key': '[redacted]', 'x-goog-api-key': '[redacted]',
+      cookie: '[redacted]', 'proxy-authorization': '[redacted]', 'idempotency-key': 'idem-1',
+    });
+    expect(line.res.headers['set-cookie']).toBe('[redacted]');
+    expect(line.connection).toMatchObject({ config: { chatapp_url: '[redacted]', credential: '[redacted]' }, secrets: '[redacted]', fallback_secrets: '[redacted]', sealedSecret: '[redacted]' });
   });
 
   it('logs an error by its type, message and code only, with credentials in its text cut', () => {

@@ -21,6 +21,8 @@ export async function runWorkerProcess(names: readonly TaskQueueName[]): Promise
       namespace: config.TEMPORAL_NAMESPACE,
       taskQueuePrefix: config.GW_TASK_QUEUE_PREFIX,
       services: createActivityServices(config, database.db, redis),
+      // A workflow bundle built ahead (a deploy step, or a test run) saves each start the bundling.
+      ...(process.env.GW_WORKFLOW_BUNDLE && { workflowBundle: { codePath: process.env.GW_WORKFLOW_BUNDLE } }),
     });
     log.info({ queues: names }, 'worker polling');
     const stop = () => void running.shutdown();

@@ -1,9 +1,15 @@
+import { Client } from '@temporalio/client';
 import { bundleWorkflowCode, NativeConnection, type Worker } from '@temporalio/worker';
+import type { Dispatcher } from 'undici';
 import { createKeyRotationActivities } from '../activities/key-rotation';
 import { createProbeActivities } from '../activities/probe';
 import { createSecretRotationActivities } from '../activities/secret-rotation';
 import path from 'node:path';
 import { createVideoJobActivities, type VideoJobDeps } from '../activities/video-job';
+import { createWebhookDeliveryActivities } from '../activities/webhook-delivery';
+import { createDeliveryStarter } from '../activities/webhook-dispatch';
+import { createGuardedDispatcher } from '../core/net/guarded-dispatcher';
+import { webhookAttemptDelays } from '../core/webhooks/schedule';
 import { systemClock, type Clock } from '../core/clock';
 import { publicBaseUrl, requireSetting, type Config } from '../core/config';
 import { createSealer, deriveKey } from '../core/crypto/sealing';
@@ -24,7 +30,14 @@ export type QueueWorkerDeps = {
 };
 
 /** What activities reach: the worker process connects these once and shares them. */
-export type ActivityServices = { db: Database; redis: RedisHandle; clock: Clock; video: Omit<VideoJobDeps, 'db' | 'clock' | 'redis'> };
+export type ActivityServices = {
+  db: Database;
+  redis: RedisHandle;
+  clock: Clock;
+  video: Omit<VideoJobDeps, 'db' | 'clock' | 'redis' | 'startDeliveries'>;
+  /** Webhook receivers are reached through the guarded dispatcher, on the scaled schedule. */
+  webhooks: { dispatcher: Dispatcher; attemptDelaysMs: number[] };
+};
 
 /**
  * Builds the activity services from configuration and the process's connections: sealing (to
@@ -32,12 +45,17 @@ export type ActivityServices = { db: Database; redis: RedisHandle; clock: Clock;
  */
 export function createActivityServices(config: Config, db: Database, redis: RedisHandle): ActivityServices {
   const keyring = requireSetting(config, 'GW_SEALING_KEYS');
+  const sealer = createSealer(keyring);
   return {
     db,
     redis,
     clock: systemClock,
+    webhooks: {
+      dispatcher: createGuardedDispatcher({ allowPrivateNetwork: config.GW_ALLOW_PRIVATE_NETWORK, connectTimeoutMs: 10_000 }),
+      attemptDelaysMs: webhookAttemptDelays(config.GW_SCHEDULE_SCALE),
+    },
     video: {
-      sealer: createSealer(keyring),
+      sealer,
       storage: localOutputStorage(path.join(config.dataDir, 'outputs')),
       agent: createUpstreamAgent({ allowPrivateNetwork: config.GW_ALLOW_PRIVATE_NETWORK }),
       links: { signer: createLinkSigner(deriveKey(keyring, 'output-links')), baseUrl: publicBaseUrl(config) },
@@ -46,11 +64,15 @@ export function createActivityServices(config: Config, db: Database, redis: Redi
 }
 
 /** The activities each task queue's workers serve, built from real dependencies. */
-function activitiesFor(name: TaskQueueName, queue: string, services: ActivityServices): object {
+function activitiesFor(name: TaskQueueName, queue: string, services: ActivityServices, temporal: Client, taskQueuePrefix: string): object {
   const probe = createProbeActivities({ taskQueue: queue });
   switch (name) {
-    case 'jobs':
-      return { ...probe, ...createVideoJobActivities({ ...services.video, db: services.db, redis: services.redis, clock: services.clock }) };
+    case 'jobs': {
+      const startDeliveries = createDeliveryStarter(temporal, { taskQueue: taskQueue('webhooks', taskQueuePrefix), attemptDelaysMs: services.webhooks.attemptDelaysMs });
+      return { ...probe, ...createVideoJobActivities({ ...services.video, db: services.db, redis: services.redis, clock: services.clock, startDeliveries }) };
+    }
+    case 'webhooks':
+      return { ...probe, ...createWebhookDeliveryActivities({ db: services.db, clock: services.clock, sealer: services.video.sealer, dispatcher: services.webhooks.dispatcher }) };
     case 'maintenance':
       return { ...probe, ...createKeyRotationActivities(services), ...createSecretRotationActivities(services) };
     default:
@@ -68,6 +90,8 @@ export type RunningWorkers = { workers: Worker[]; done: Promise<void>; shutdown(
 export async function startQueueWorkers(names: readonly TaskQueueName[], deps: QueueWorkerDeps): Promise<RunningWorkers> {
   // Every queue's worker runs the same workflow code: bundle it once, not once per queue.
   const workflowBundle = deps.workflowBundle ?? (await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quietBundlerLogger }));
+  // Activities that queue webhook events start their delivery workflows over the worker's own connection.
+  const temporal = new Client({ connection: deps.connection, namespace: deps.namespace });
   const workers = await Promise.all(
     names.map((name) => {
       const queue = taskQueue(name, deps.taskQueuePrefix);
@@ -75,7 +99,7 @@ export async function startQueueWorkers(names: readonly TaskQueueName[], deps: Q
         connection: deps.connection,
         namespace: deps.namespace,
         taskQueue: queue,
-        activities: activitiesFor(name, queue, deps.services),
+        activities: activitiesFor(name, queue, deps.services, temporal, deps.taskQueuePrefix),
         workflowBundle,
       });
     }),

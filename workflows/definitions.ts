@@ -27,6 +27,8 @@ export const SEARCH_ATTRIBUTES = {
   GwKeyId: 'Keyword',
   GwJobStatus: 'Keyword',
   GwModel: 'Keyword',
+  GwEndpointId: 'Keyword',
+  GwDeliveryStatus: 'Keyword',
 } as const;
 
 /** Workflow ids are business ids: one rotation per key, one retirement schedule per endpoint. */
@@ -35,6 +37,9 @@ export const searchAttributeKeys = {
   keyId: defineSearchAttributeKey('GwKeyId', SearchAttributeType.KEYWORD),
   jobStatus: defineSearchAttributeKey('GwJobStatus', SearchAttributeType.KEYWORD),
   model: defineSearchAttributeKey('GwModel', SearchAttributeType.KEYWORD),
+  /** A webhook delivery's endpoint id, or `request` for a job's per-request URL. */
+  endpointId: defineSearchAttributeKey('GwEndpointId', SearchAttributeType.KEYWORD),
+  deliveryStatus: defineSearchAttributeKey('GwDeliveryStatus', SearchAttributeType.KEYWORD),
 };
 
 export const workflowIds = {
@@ -43,6 +48,8 @@ export const workflowIds = {
   secretRotation: (endpointId: string) => `whsecrot_${endpointId}`,
   /** A job's workflow id is the job id itself (`job_...`). */
   videoJob: (jobId: string) => jobId,
+  /** A delivery's workflow id is the delivery id itself (`whd_<event id>`). */
+  webhookDelivery: (deliveryId: string) => deliveryId,
 };
 
 /** The Update that cancels a job; the workflow answers it once the job is terminal. */
@@ -73,3 +80,9 @@ export type KeyRotationInput = { orgId: string; oldKeyId: string; revokeAt: stri
 
 /** Retired signing secrets of the endpoint stop signing from `retireAt` (ISO 8601) on. */
 export type SecretRotationInput = { orgId: string; endpointId: string; retireAt: string };
+
+/** One event to one receiver; the waits before each attempt are input, so tests compress them. */
+export type WebhookDeliveryInput = { deliveryId: string; orgId: string; endpointId: string | null; attemptDelaysMs: number[] };
+
+/** An attempt may run this long: the receiver's 10 s answer limit, plus signing and recording. */
+export const WEBHOOK_ATTEMPT_TIMEOUT_MS = 15_000;

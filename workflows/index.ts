@@ -3,3 +3,4 @@ export { probeWorkflow } from './probe';
 export { keyRotation } from './key-rotation';
 export { secretRotation } from './secret-rotation';
 export { videoJob } from './video-job';
+export { webhookDelivery } from './webhook-delivery';

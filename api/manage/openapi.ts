@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject } from 'zod-openapi';
 import { PROVIDER_KINDS } from '../../core/providers/kinds';
 import type { ResourceType } from './resources/resource-type';
+import { webhookDeliveryPaths } from './webhook-deliveries';
 
 /**
  * The management OpenAPI 3.1 document (spec 4.4), generated from the same zod schemas that
@@ -150,7 +151,7 @@ export function buildOpenApiDocument(resources: readonly ResourceType[]) {
       get: { tags: ['meta'], operationId: 'getOpenApiDocument', summary: 'This document.', responses: { '200': { description: 'OpenAPI 3.1.' } } },
     },
   };
-  const paths = Object.assign(fixed, ...resources.map(resourcePaths)) as ZodOpenApiPathsObject;
+  const paths = Object.assign(fixed, webhookDeliveryPaths, ...resources.map(resourcePaths)) as ZodOpenApiPathsObject;
   return createDocument({
     openapi: '3.1.0',
     info: {

@@ -14,6 +14,7 @@ import { buildOpenApiDocument } from './openapi';
 import { RESOURCES } from './resources';
 import { resourceRouter } from './resources/router';
 import type { ManagementServices } from './services';
+import { webhookDeliveryRoutes } from './webhook-deliveries';
 
 export type ManagementRouterDeps = { db: Database; redis: RedisHandle; authFailures: AuthFailureLimiter; clock: Clock; manage: ManagementServices };
 
@@ -51,6 +52,8 @@ export function managementRouter(deps: ManagementRouterDeps): Router<GatewayStat
       created_at: Math.floor(org.createdAt.getTime() / 1000),
     };
   });
+
+  webhookDeliveryRoutes(router, deps);
 
   const resources = resourceRouter(RESOURCES as never, deps);
   router.use(resources.routes());

@@ -3,6 +3,7 @@ import { closeJobSpend } from '../budgets/job-spend';
 import type { Database } from '../db/client';
 import { jobEvents, jobs, TERMINAL_JOB_STATUSES, type JobStatus } from '../db/schema';
 import { newId } from '../ids';
+import { jobEventReceivers, pendingJobDeliveries, queueEvents, type QueuedDelivery } from '../webhooks/fan-out';
 import type { LinkSigner } from './output-links';
 import { presentJob } from './present';
 
@@ -41,11 +42,12 @@ function spendOutcome(row: JobRow): { cost: number | null } | 'released' {
 const EVENT_OF: Partial<Record<JobStatus, string>> = { succeeded: 'job.succeeded', failed: 'job.failed', canceled: 'job.canceled' };
 
 /**
- * Moves a job to a terminal status in one transaction with its event (spec 6.1): only from a
- * non-terminal status, so a retried activity or a lost race changes nothing. Answers the row
- * as it now is, and whether this call made the move.
+ * Moves a job to a terminal status in one transaction with its event and the event's
+ * deliveries (spec 6.1): only from a non-terminal status, so a retried activity or a lost race
+ * changes nothing. Answers the row as it now is, whether this call made the move, and the
+ * job's deliveries still pending, which the caller starts once this has committed.
  */
-export async function finishJob(db: Database, jobId: string, status: JobStatus, changes: Partial<JobRow>, now: Date, links: JobLinks): Promise<{ row: JobRow; moved: boolean }> {
+export async function finishJob(db: Database, jobId: string, status: JobStatus, changes: Partial<JobRow>, now: Date, links: JobLinks): Promise<{ row: JobRow; moved: boolean; deliveries: QueuedDelivery[] }> {
   return db.transaction(async (tx) => {
     const [moved] = await tx
       .update(jobs)
@@ -56,17 +58,16 @@ export async function finishJob(db: Database, jobId: string, status: JobStatus, 
       const [row] = await tx.select().from(jobs).where(eq(jobs.id, jobId));
       // A retry after a crash between the move and its reply still closes the reservation.
       if (row && isTerminal(row.status)) await closeJobSpend(tx, jobId, spendOutcome(row), now);
-      return { row: row!, moved: false };
+      // ...and still answers the deliveries its move queued, for the caller to (re)start.
+      return { row: row!, moved: false, deliveries: await pendingJobDeliveries(tx, jobId) };
     }
     await closeJobSpend(tx, jobId, spendOutcome(moved), now);
-    await tx.insert(jobEvents).values({
-      id: newId('evt'),
-      orgId: moved.orgId,
-      jobId,
-      type: EVENT_OF[status]!,
-      data: presentJob(moved, links),
-      createdAt: now,
-    }).onConflictDoNothing();
-    return { row: moved, moved: true };
+    const type = EVENT_OF[status]!;
+    const data = presentJob(moved, links);
+    await tx.insert(jobEvents).values({ id: newId('evt'), orgId: moved.orgId, jobId, type, data, createdAt: now }).onConflictDoNothing();
+    // One event per receiving endpoint, each with its own id (spec 6.1), queued in the same
+    // transaction as the move: committed together or not at all.
+    const deliveries = await queueEvents(tx, { orgId: moved.orgId, type, data, jobId, now }, await jobEventReceivers(tx, moved, type));
+    return { row: moved, moved: true, deliveries };
   });
 }

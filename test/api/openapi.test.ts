@@ -16,6 +16,8 @@ const OPERATIONS = [
   'post /gateway_keys/{id}/rotate',
   'post /provider_connections/{id}/credential',
   'post /webhook_endpoints/{id}/rotate_secret',
+  // Issue 9: the webhook delivery log.
+  'get /webhook_deliveries',
 ];
 
 describe('GET /manage/v1/openapi.json', () => {

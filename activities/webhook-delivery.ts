@@ -1,0 +1,70 @@
+import { and, eq, sql } from 'drizzle-orm';
+import type { Dispatcher } from 'undici';
+import type { Clock } from '../core/clock';
+import type { Sealer } from '../core/crypto/sealing';
+import type { Database } from '../core/db/client';
+import { webhookDeliveries, type DeliveryStatus } from '../core/db/schema';
+import { sendWebhook } from '../core/webhooks/send';
+import { signatureHeader } from '../core/webhooks/signature';
+import { signingSecrets } from '../core/webhooks/signing-secrets';
+import { unixSeconds } from '../core/clock';
+
+export type WebhookDeliveryDeps = { db: Database; clock: Clock; sealer: Sealer; dispatcher: Dispatcher };
+
+/** An attempt's place in the schedule: its number, and the wait before the next (null: last). */
+export type AttemptInput = { deliveryId: string; attempt: number; nextAttemptInMs: number | null };
+export type AttemptResult = { status: DeliveryStatus };
+
+export function createWebhookDeliveryActivities(deps: WebhookDeliveryDeps) {
+  /**
+   * Writes an attempt's outcome: succeeded, or pending with the next attempt's time, or failed
+   * after the last. Only a pending delivery moves, so at most one success is ever recorded.
+   */
+  async function recordOutcome(input: AttemptInput, outcome: { ok: boolean; status: number | null; error: string | null }): Promise<AttemptResult> {
+    const now = deps.clock.now();
+    const status: DeliveryStatus = outcome.ok ? 'succeeded' : input.nextAttemptInMs === null ? 'failed' : 'pending';
+    const [row] = await deps.db.update(webhookDeliveries).set({
+      status,
+      attempts: sql`greatest(${webhookDeliveries.attempts}, ${input.attempt})`,
+      lastResponseStatus: outcome.status,
+      lastError: outcome.error,
+      nextAttemptAt: status === 'pending' ? new Date(now.getTime() + input.nextAttemptInMs!) : null,
+      updatedAt: now,
+    }).where(and(eq(webhookDeliveries.id, input.deliveryId), eq(webhookDeliveries.status, 'pending'))).returning({ status: webhookDeliveries.status });
+    if (row) return { status: row.status };
+    const [current] = await deps.db.select({ status: webhookDeliveries.status }).from(webhookDeliveries).where(eq(webhookDeliveries.id, input.deliveryId));
+    return { status: current?.status ?? 'failed' };
+  }
+
+  return {
+    /**
+     * One attempt (spec 6.3): the stored bytes, signed afresh with the secrets signing now, POSTed
+     * once; this activity never retries, the workflow owns the schedule. The attempt is counted
+     * before the POST, so an attempt cut short by a crash still counts.
+     */
+    async attemptDelivery(input: AttemptInput): Promise<AttemptResult> {
+      const [delivery] = await deps.db.update(webhookDeliveries)
+        .set({ attempts: sql`greatest(${webhookDeliveries.attempts}, ${input.attempt})`, nextAttemptAt: null, updatedAt: deps.clock.now() })
+        .where(and(eq(webhookDeliveries.id, input.deliveryId), eq(webhookDeliveries.status, 'pending')))
+        .returning();
+      if (!delivery) {
+        const [current] = await deps.db.select({ status: webhookDeliveries.status }).from(webhookDeliveries).where(eq(webhookDeliveries.id, input.deliveryId));
+        return { status: current?.status ?? 'failed' };
+      }
+      const now = deps.clock.now();
+      const secrets = await signingSecrets(deps.db, deps.sealer, delivery, now);
+      if (secrets === null) return recordOutcome({ ...input, nextAttemptInMs: null }, { ok: false, status: null, error: 'the endpoint was deleted' });
+      const headers: Record<string, string> = { 'gw-event-id': delivery.eventId };
+      if (secrets.length > 0) headers['gw-signature'] = signatureHeader(delivery.payload, secrets, unixSeconds(now));
+      const outcome = await sendWebhook(deps.dispatcher, { url: delivery.url, payload: delivery.payload, headers });
+      return recordOutcome(input, outcome);
+    },
+
+    /** An attempt whose activity never reported (its worker died, it timed out) counts as failed. */
+    async recordLostAttempt(input: AttemptInput & { reason: string }): Promise<AttemptResult> {
+      return recordOutcome(input, { ok: false, status: null, error: `the attempt did not finish: ${input.reason}`.slice(0, 300) });
+    },
+  };
+}
+
+export type WebhookDeliveryActivities = ReturnType<typeof createWebhookDeliveryActivities>;

@@ -1,0 +1,36 @@
+import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
+import { WorkflowIdReusePolicy } from '@temporalio/common';
+import type { QueuedDelivery } from '../core/webhooks/fan-out';
+import { PER_REQUEST_RECEIVER } from '../core/db/schema';
+import { searchAttributeKeys, workflowIds, type WebhookDeliveryInput } from '../workflows/definitions';
+
+/** Starts the workflows of queued deliveries; what activities that queue events are given. */
+export type StartDeliveries = (deliveries: QueuedDelivery[]) => Promise<void>;
+
+/**
+ * Starts one `webhookDelivery` per queued event, after the transaction that queued it has
+ * committed. The workflow id is the delivery id and a used id is never reused, so calling this
+ * again (a retried activity) starts nothing twice, not even after the delivery has finished.
+ */
+export function createDeliveryStarter(temporal: Client, options: { taskQueue: string; attemptDelaysMs: number[] }): StartDeliveries {
+  return async (deliveries) => {
+    await Promise.all(deliveries.map(async (d) => {
+      const input: WebhookDeliveryInput = { deliveryId: d.id, orgId: d.orgId, endpointId: d.endpointId, attemptDelaysMs: options.attemptDelaysMs };
+      try {
+        await temporal.workflow.start('webhookDelivery', {
+          workflowId: workflowIds.webhookDelivery(d.id),
+          taskQueue: options.taskQueue,
+          args: [input],
+          workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
+          typedSearchAttributes: [
+            { key: searchAttributeKeys.orgId, value: d.orgId },
+            { key: searchAttributeKeys.endpointId, value: d.endpointId ?? PER_REQUEST_RECEIVER },
+            { key: searchAttributeKeys.deliveryStatus, value: 'pending' },
+          ],
+        });
+      } catch (err) {
+        if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+      }
+    }));
+  };
+}

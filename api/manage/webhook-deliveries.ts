@@ -1,0 +1,71 @@
+import type Router from '@koa/router';
+import { desc, eq } from 'drizzle-orm';
+import { z } from 'zod';
+import type { ZodOpenApiPathsObject } from 'zod-openapi';
+import { unixOrNull } from '../../core/clock';
+import type { Database } from '../../core/db/client';
+import { DELIVERY_STATUSES, webhookDeliveries } from '../../core/db/schema';
+import type { GatewayState } from '../context';
+import { authorize } from '../middleware/management-auth';
+
+/** Spec 6.3 rule 4: the console log keeps an organization's latest 100 deliveries. */
+export const DELIVERY_LOG_SIZE = 100;
+
+const deliverySchema = z.object({
+  id: z.string().meta({ description: 'The delivery id (`whd_<event id>`), also its workflow id in Temporal.' }),
+  object: z.literal('webhook_delivery'),
+  event_id: z.string(),
+  event_type: z.string(),
+  job_id: z.string().nullable(),
+  endpoint_id: z.string().nullable().meta({ description: 'Null for a job\'s per-request URL.' }),
+  url: z.string(),
+  status: z.enum(DELIVERY_STATUSES),
+  attempts: z.number().int(),
+  last_response_status: z.number().int().nullable(),
+  last_error: z.string().nullable(),
+  next_attempt_at: z.number().int().nullable().meta({ description: 'Unix seconds; null once finished or while an attempt is under way.' }),
+  created_at: z.number().int(),
+}).meta({ id: 'WebhookDelivery' });
+
+export const deliveryListSchema = z.object({ object: z.literal('list'), data: z.array(deliverySchema), has_more: z.boolean() });
+
+type DeliveryRow = typeof webhookDeliveries.$inferSelect;
+
+function presentDelivery(row: DeliveryRow): z.infer<typeof deliverySchema> {
+  return {
+    id: row.id,
+    object: 'webhook_delivery',
+    event_id: row.eventId,
+    event_type: row.eventType,
+    job_id: row.jobId,
+    endpoint_id: row.endpointId,
+    url: row.url,
+    status: row.status,
+    attempts: row.attempts,
+    last_response_status: row.lastResponseStatus,
+    last_error: row.lastError,
+    next_attempt_at: unixOrNull(row.nextAttemptAt),
+    created_at: unixOrNull(row.createdAt)!,
+  };
+}
+
+/** `GET /webhook_deliveries`: the delivery log, newest first. There is no resend (spec 6.3). */
+export function webhookDeliveryRoutes(router: Router<GatewayState>, deps: { db: Database }): void {
+  router.get('/webhook_deliveries', async (ctx) => {
+    const { orgId } = authorize(ctx, 'webhooks:read');
+    const rows = await deps.db.select().from(webhookDeliveries).where(eq(webhookDeliveries.orgId, orgId))
+      .orderBy(desc(webhookDeliveries.createdAt), desc(webhookDeliveries.id)).limit(DELIVERY_LOG_SIZE);
+    ctx.body = { object: 'list', data: rows.map(presentDelivery), has_more: false };
+  });
+}
+
+export const webhookDeliveryPaths: ZodOpenApiPathsObject = {
+  '/webhook_deliveries': {
+    get: {
+      tags: ['webhook_endpoints'],
+      operationId: 'listWebhookDeliveries',
+      summary: `The delivery log: the organization's latest ${DELIVERY_LOG_SIZE} webhook deliveries, newest first. Scope \`webhooks:read\`.`,
+      responses: { '200': { description: 'The latest deliveries.', content: { 'application/json': { schema: deliveryListSchema } } } },
+    },
+  },
+};

@@ -1,0 +1,85 @@
+import { and, eq, gt, inArray, isNull, or, sql } from 'drizzle-orm';
+import { unixSeconds } from '../clock';
+import type { Executor } from '../db/client';
+import {
+  ALERT_SEVERITIES, notificationChannels, notificationRules, PER_REQUEST_RECEIVER, webhookDeliveries, webhookEndpoints,
+  type AlertEventType, type AlertSeverity, type JobWebhook,
+} from '../db/schema';
+import { newId } from '../ids';
+
+/** Where one event goes: a console endpoint, or the job's own per-request URL. */
+export type Receiver = { receiver: string; endpointId: string | null; url: string };
+
+/** A queued delivery, as the starter of its `webhookDelivery` workflow needs it. */
+export type QueuedDelivery = { id: string; orgId: string; eventId: string; endpointId: string | null };
+
+/** The delivery's id is its workflow id: `whd_<event id>`. */
+export function deliveryIdOf(eventId: string): string {
+  return `whd_${eventId}`;
+}
+
+const activeEndpoints = (orgId: string) => and(eq(webhookEndpoints.orgId, orgId), isNull(webhookEndpoints.deletedAt));
+
+/**
+ * Receivers of a job event (spec 6.1, 4.2): a per-request `webhook` replaces the console
+ * endpoints for its job (its own `events`); otherwise every active console endpoint subscribed
+ * to the type.
+ */
+export async function jobEventReceivers(db: Executor, job: { orgId: string; webhook: JobWebhook | null }, type: string): Promise<Receiver[]> {
+  if (job.webhook) return job.webhook.events.includes(type) ? [{ receiver: PER_REQUEST_RECEIVER, endpointId: null, url: job.webhook.url }] : [];
+  const rows = await db.select({ id: webhookEndpoints.id, url: webhookEndpoints.url }).from(webhookEndpoints)
+    .where(and(activeEndpoints(job.orgId), sql`${type} = any(${webhookEndpoints.events})`));
+  return rows.map((r) => ({ receiver: r.id, endpointId: r.id, url: r.url }));
+}
+
+/**
+ * Queues one event per receiver, each with its own `evt_` id and the envelope's exact bytes
+ * (spec 2.3), in the caller's transaction. A job's receiver gets one event however often this
+ * runs (unique per job and receiver), so a retried transition cannot double it.
+ */
+export async function queueEvents(db: Executor, event: { orgId: string; type: string; data: unknown; jobId: string | null; now: Date }, receivers: Receiver[]): Promise<QueuedDelivery[]> {
+  if (receivers.length === 0) return [];
+  const rows = receivers.map((r) => {
+    const eventId = newId('evt', event.now.getTime());
+    const payload = JSON.stringify({ id: eventId, type: event.type, created_at: unixSeconds(event.now), data: event.data });
+    return {
+      id: deliveryIdOf(eventId), orgId: event.orgId, eventId, eventType: event.type, jobId: event.jobId,
+      endpointId: r.endpointId, receiver: r.receiver, url: r.url, payload, createdAt: event.now, updatedAt: event.now, nextAttemptAt: event.now,
+    };
+  });
+  const inserted = await db.insert(webhookDeliveries).values(rows).onConflictDoNothing()
+    .returning({ id: webhookDeliveries.id, orgId: webhookDeliveries.orgId, eventId: webhookDeliveries.eventId, endpointId: webhookDeliveries.endpointId });
+  return inserted;
+}
+
+/** A job's deliveries still to be made: what a retried terminal step (re)starts. */
+export async function pendingJobDeliveries(db: Executor, jobId: string): Promise<QueuedDelivery[]> {
+  return db.select({ id: webhookDeliveries.id, orgId: webhookDeliveries.orgId, eventId: webhookDeliveries.eventId, endpointId: webhookDeliveries.endpointId })
+    .from(webhookDeliveries).where(and(eq(webhookDeliveries.jobId, jobId), eq(webhookDeliveries.status, 'pending')));
+}
+
+export type AlertEvent = { orgId: string; type: AlertEventType; severity: AlertSeverity; alert: Record<string, unknown>; now: Date };
+
+/**
+ * Queues an alert event (spec 6.2) to the endpoints that a notification rule attaches through
+ * a webhook channel: matching type, severity at least the rule's minimum, not muted, channel
+ * active. An endpoint's own `events` list plays no part. Answers the deliveries to start.
+ */
+export async function queueAlertEvent(db: Executor, event: AlertEvent): Promise<QueuedDelivery[]> {
+  const severities = ALERT_SEVERITIES.slice(0, ALERT_SEVERITIES.indexOf(event.severity) + 1);
+  const rows = await db.selectDistinct({ id: webhookEndpoints.id, url: webhookEndpoints.url })
+    .from(notificationRules)
+    .innerJoin(notificationChannels, eq(notificationChannels.id, notificationRules.channelId))
+    .innerJoin(webhookEndpoints, eq(webhookEndpoints.id, notificationChannels.webhookEndpointId))
+    .where(and(
+      eq(notificationRules.orgId, event.orgId),
+      eq(notificationRules.eventType, event.type),
+      inArray(notificationRules.minSeverity, severities),
+      or(isNull(notificationRules.mutedUntil), gt(sql`${event.now.toISOString()}::timestamptz`, notificationRules.mutedUntil)),
+      eq(notificationChannels.orgId, event.orgId),
+      eq(notificationChannels.kind, 'webhook'),
+      eq(notificationChannels.status, 'active'),
+      activeEndpoints(event.orgId),
+    ));
+  return queueEvents(db, { orgId: event.orgId, type: event.type, data: event.alert, jobId: null, now: event.now }, rows.map((r) => ({ receiver: r.id, endpointId: r.id, url: r.url })));
+}

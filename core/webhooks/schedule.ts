@@ -1,0 +1,26 @@
+/**
+ * When each of a delivery's twelve attempts is made (spec 6.3): the wait before it, counted
+ * from the previous attempt. Twelve attempts over about 16 hours, then the delivery is failed.
+ */
+export const WEBHOOK_ATTEMPT_DELAYS_MS: readonly number[] = [
+  0,
+  10_000,
+  30_000,
+  60_000,
+  2 * 60_000,
+  5 * 60_000,
+  10 * 60_000,
+  30 * 60_000,
+  60 * 60_000,
+  2 * 60 * 60_000,
+  4 * 60 * 60_000,
+  8 * 60 * 60_000,
+];
+
+/** A receiver must answer within this long (spec 8); never scaled, whatever the schedule. */
+export const WEBHOOK_ANSWER_TIMEOUT_MS = 10_000;
+
+/** The schedule a delivery runs on: `GW_SCHEDULE_SCALE` compresses it for development and tests. */
+export function webhookAttemptDelays(scale: number): number[] {
+  return WEBHOOK_ATTEMPT_DELAYS_MS.map((ms) => Math.round(ms * scale));
+}

@@ -116,8 +116,10 @@ export function jobRoutes(router: Router<GatewayState>, deps: { db: Database; cl
       // The estimated cost is held against the key's limit before anything starts.
       const first = candidates[0]!;
       const estimate = await videoPrice(deps.db, key.orgId, first.connection.kind, [input.model, first.modelId, first.upstreamModel], input.duration_seconds ?? ESTIMATE_SECONDS_WHEN_UNSAID);
-      const held = resumed && (await deps.db.select({ id: spendLedger.id }).from(spendLedger).where(and(eq(spendLedger.jobId, job.id), eq(spendLedger.state, 'reserved')))).length > 0;
-      if (!held) await reserveJobSpend(deps.db, { orgId: key.orgId, lineageId: key.lineageId, projectId: key.projectId, jobId: job.id, estimate: estimate?.cost ?? null, creditLimit: key.creditLimit, now });
+      // A resumed job keeps the reservation it holds; one given back when its start failed is taken again.
+      const [ledger] = resumed ? await deps.db.select({ state: spendLedger.state }).from(spendLedger).where(eq(spendLedger.jobId, job.id)) : [];
+      if (ledger?.state === 'released') await deps.db.delete(spendLedger).where(and(eq(spendLedger.jobId, job.id), eq(spendLedger.state, 'released')));
+      if (!ledger || ledger.state === 'released') await reserveJobSpend(deps.db, { orgId: key.orgId, lineageId: key.lineageId, projectId: key.projectId, jobId: job.id, estimate: estimate?.cost ?? null, creditLimit: key.creditLimit, now });
       // The workflow first, then the row: a started workflow records its own row if we die here.
       try {
         // The job id is recorded before the start: a retry after any later failure resolves to it.

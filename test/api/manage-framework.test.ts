@@ -1,7 +1,8 @@
 import { and, eq } from 'drizzle-orm';
 import fc from 'fast-check';
 import type { DatabaseHandle } from '../../core/db/client';
-import { auditEvents } from '../../core/db/schema';
+import { auditEvents, idempotencyRecords } from '../../core/db/schema';
+import { withIdempotency, type FirstAnswer, type IdempotencyClaim } from '../../core/idempotency';
 import { issueManagementToken } from '../../core/tenancy/management-tokens';
 import { addMember } from '../../core/tenancy/organizations';
 import { randomClientAddress, type TestApi } from '../helpers/harness';
@@ -242,6 +243,174 @@ describe('management resource framework: projects', () => {
     it('refuses a key longer than 255 characters', async () => {
       const res = await client.post('/projects', { name: 'x' }, { 'idempotency-key': 'k'.repeat(256) });
       expect(res.status).toBe(400);
+    });
+
+    /**
+     * `withIdempotency` itself against Postgres, with the clock passed in: a request slower than
+     * the 60 s lease, and failures after the request recorded what it starts.
+     */
+    describe('fencing and checkpoints', () => {
+      const LEASE_MS = 60_000;
+      let orgId: string;
+      let n = 0;
+      beforeAll(async () => {
+        orgId = (await createTenant(database.db)).orgId;
+      });
+      const claimAt = (key: string, now: Date, request: unknown = { name: 'x' }) => ({ orgId, scope: 'test:fencing', key, request, now });
+      const later = (t: Date, ms: number) => new Date(t.getTime() + ms);
+      const newKey = () => `fence-${Date.now()}-${n++}`;
+      const record = async (key: string) =>
+        (await database.db.select().from(idempotencyRecords).where(and(eq(idempotencyRecords.orgId, orgId), eq(idempotencyRecords.key, key))))[0];
+      function gate() {
+        let open!: () => void;
+        const opened = new Promise<void>((r) => (open = r));
+        return { open, opened };
+      }
+      const code = (p: Promise<unknown>) => p.then(() => 'resolved', (e: { code?: string }) => e.code ?? String(e));
+
+      it('a first request past its lease cannot overwrite the record of the retry that took it over', async () => {
+        const key = newKey();
+        const t0 = new Date();
+        const slow = gate();
+        const first = withIdempotency(database.db, claimAt(key, t0), async () => {
+          await slow.opened;
+          return { status: 201, body: { id: 'first' } };
+        });
+        await new Promise((r) => setTimeout(r, 50));
+        // Inside the lease the key is busy; past it a retry takes the record over.
+        await expect(code(withIdempotency(database.db, claimAt(key, later(t0, 1_000)), async () => ({ status: 201, body: { id: 'x' } })))).resolves.toBe('idempotency_key_in_progress');
+        const retry = await withIdempotency(database.db, claimAt(key, later(t0, LEASE_MS + 1_000)), async () => ({ status: 201, body: { id: 'retry' } }));
+        expect(retry).toEqual({ status: 201, body: { id: 'retry' }, replayed: false });
+
+        slow.open();
+        // The slow one answers what it did, but stores nothing over the new owner's answer.
+        expect(await first).toEqual({ status: 201, body: { id: 'first' }, replayed: false });
+        expect(await record(key)).toMatchObject({ state: 'done', responseBody: { id: 'retry' } });
+        const replay = await withIdempotency(database.db, claimAt(key, later(t0, LEASE_MS + 2_000)), async () => ({ status: 500, body: {} }));
+        expect(replay).toEqual({ status: 201, body: { id: 'retry' }, replayed: true });
+      });
+
+      it('a slow first request that fails after losing its lease leaves the new owner\'s record in place', async () => {
+        const key = newKey();
+        const t0 = new Date();
+        const slow = gate();
+        const first = withIdempotency(database.db, claimAt(key, t0), async () => {
+          await slow.opened;
+          throw new Error('the slow one failed');
+        });
+        await new Promise((r) => setTimeout(r, 50));
+        const busy = gate();
+        const retry = withIdempotency(database.db, claimAt(key, later(t0, LEASE_MS + 1_000)), async () => {
+          await busy.opened;
+          return { status: 201, body: { id: 'retry' } };
+        });
+        await new Promise((r) => setTimeout(r, 50));
+        slow.open();
+        await expect(first).rejects.toThrow('the slow one failed');
+        expect(await record(key)).toMatchObject({ state: 'in_progress' });
+        busy.open();
+        expect((await retry).body).toEqual({ id: 'retry' });
+        expect(await record(key)).toMatchObject({ state: 'done', responseBody: { id: 'retry' } });
+      });
+
+      it('a slow first request cannot checkpoint once another took its key over, so it starts nothing', async () => {
+        const key = newKey();
+        const t0 = new Date();
+        const slow = gate();
+        let started = 0;
+        const first = withIdempotency(database.db, claimAt(key, t0), async (claim) => {
+          await slow.opened;
+          await claim.checkpoint({ job_id: 'job_slow' });
+          started++;
+          return { status: 202, body: { id: 'job_slow' } };
+        });
+        await new Promise((r) => setTimeout(r, 50));
+        const retry = await withIdempotency(database.db, claimAt(key, later(t0, LEASE_MS + 1_000)), async (claim) => {
+          await claim.checkpoint({ job_id: 'job_retry' });
+          started++;
+          return { status: 202, body: { id: 'job_retry' } };
+        });
+        expect(retry.body).toEqual({ id: 'job_retry' });
+        slow.open();
+        await expect(code(first)).resolves.toBe('idempotency_key_in_progress');
+        expect(started).toBe(1);
+        expect(await record(key)).toMatchObject({ state: 'done', checkpoint: { job_id: 'job_retry' }, responseBody: { id: 'job_retry' } });
+      });
+
+      it('a failure after the checkpoint keeps the record; the retry resolves to the checkpoint without performing again', async () => {
+        const key = newKey();
+        const t0 = new Date();
+        const failing = withIdempotency(
+          database.db,
+          claimAt(key, t0),
+          async (claim) => {
+            await claim.checkpoint({ job_id: 'job_once' });
+            throw new Error('the row insert failed after the start');
+          },
+          async () => {
+            throw new Error('nothing to resume on a first request');
+          },
+        );
+        await expect(failing).rejects.toThrow('the row insert failed after the start');
+        expect(await record(key)).toMatchObject({ state: 'failed', checkpoint: { job_id: 'job_once' } });
+
+        const perform = jest.fn(async (): Promise<FirstAnswer> => ({ status: 202, body: { id: 'job_second' } }));
+        const resume = jest.fn(async (cp: Record<string, unknown>): Promise<FirstAnswer> => ({ status: 202, body: { id: cp.job_id } }));
+        // Another body never resumes it.
+        await expect(code(withIdempotency(database.db, claimAt(key, later(t0, 1_000), { name: 'other' }), perform, resume))).resolves.toBe('idempotency_key_reuse');
+        const retry = await withIdempotency(database.db, claimAt(key, later(t0, 1_000)), perform, resume);
+        expect(retry).toEqual({ status: 202, body: { id: 'job_once' }, replayed: false });
+        expect(perform).not.toHaveBeenCalled();
+        expect(resume).toHaveBeenCalledWith({ job_id: 'job_once' });
+        const replay = await withIdempotency(database.db, claimAt(key, later(t0, 2_000)), perform, resume);
+        expect(replay).toEqual({ status: 202, body: { id: 'job_once' }, replayed: true });
+        expect(perform).not.toHaveBeenCalled();
+        expect(resume).toHaveBeenCalledTimes(1);
+      });
+
+      it('a request that died after its checkpoint resolves to it once its lease passed; a failed resume keeps it', async () => {
+        const key = newKey();
+        const t0 = new Date();
+        const checkpointed = gate();
+        // Never settles: the API process died after the checkpoint.
+        void withIdempotency(database.db, claimAt(key, t0), async (claim: IdempotencyClaim) => {
+          await claim.checkpoint({ job_id: 'job_died' });
+          checkpointed.open();
+          return new Promise<FirstAnswer>(() => undefined);
+        });
+        await checkpointed.opened;
+        const perform = jest.fn(async (): Promise<FirstAnswer> => ({ status: 202, body: { id: 'job_second' } }));
+        await expect(code(withIdempotency(database.db, claimAt(key, later(t0, 1_000)), perform))).resolves.toBe('idempotency_key_in_progress');
+        const flaky = jest.fn(async (): Promise<FirstAnswer> => {
+          throw new Error('temporal unavailable');
+        });
+        await expect(withIdempotency(database.db, claimAt(key, later(t0, LEASE_MS + 1_000)), perform, flaky)).rejects.toThrow('temporal unavailable');
+        expect(await record(key)).toMatchObject({ state: 'failed', checkpoint: { job_id: 'job_died' } });
+        const resume = jest.fn(async (cp: Record<string, unknown>): Promise<FirstAnswer> => ({ status: 202, body: { id: cp.job_id } }));
+        const retry = await withIdempotency(database.db, claimAt(key, later(t0, LEASE_MS + 2_000)), perform, resume);
+        expect(retry.body).toEqual({ id: 'job_died' });
+        expect(perform).not.toHaveBeenCalled();
+      });
+
+      it('a failure before any checkpoint frees the key, and a checkpoint does not outlive the replay window', async () => {
+        const key = newKey();
+        const t0 = new Date();
+        await expect(withIdempotency(database.db, claimAt(key, t0), async () => {
+          throw new Error('refused before starting anything');
+        })).rejects.toThrow('refused before starting anything');
+        expect(await record(key)).toBeUndefined();
+        const perform = jest.fn(async (claim: IdempotencyClaim): Promise<FirstAnswer> => {
+          await claim.checkpoint({ job_id: 'job_a' });
+          return { status: 202, body: { id: 'job_a' } };
+        });
+        expect((await withIdempotency(database.db, claimAt(key, t0), perform)).body).toEqual({ id: 'job_a' });
+        // A day later the key is new again: the old checkpoint is not resumed.
+        const resume = jest.fn(async (): Promise<FirstAnswer> => ({ status: 202, body: { id: 'resumed' } }));
+        const fresh = jest.fn(async (): Promise<FirstAnswer> => ({ status: 202, body: { id: 'job_b' } }));
+        expect((await withIdempotency(database.db, claimAt(key, later(t0, 86_400_000 + 1_000)), fresh, resume)).body).toEqual({ id: 'job_b' });
+        expect(resume).not.toHaveBeenCalled();
+        expect(await record(key)).toMatchObject({ state: 'done', checkpoint: null });
+      });
     });
   });
 

@@ -1,6 +1,7 @@
 import { and, eq, sql } from 'drizzle-orm';
 import type { Agent } from 'undici';
-import { ApplicationFailure } from '@temporalio/activity';
+import dns from 'node:dns/promises';
+import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Clock } from '../core/clock';
 import type { Sealer } from '../core/crypto/sealing';
 import type { Database } from '../core/db/client';
@@ -10,7 +11,11 @@ import type { RedisHandle } from '../core/redis';
 import { jobs, providerConnections, type JobError } from '../core/db/schema';
 import { finalError } from '../core/chat/outcome';
 import { finishJob, jobRowOf, type JobLinks, type NewJobRecord } from '../core/jobs/job-store';
+import { pendingJobDeliveries } from '../core/webhooks/fan-out';
+import type { StartDeliveries } from './webhook-dispatch';
 import type { Candidate } from '../core/routing/candidates';
+import { isPublicAddress } from '../core/net/public-address';
+import { providerRejectedMessage } from '../core/providers/errors';
 import { isProviderKind, type ProviderKind } from '../core/providers/kinds';
 import { openConnection } from '../core/providers/open-connection';
 import { sendUpstream, type UpstreamTarget } from '../core/providers/upstream';
@@ -19,10 +24,67 @@ import { VIDEO_ADAPTERS } from '../core/providers/video';
 import type { OutputStorage } from '../core/storage/output-storage';
 import type { VideoCandidate } from '../workflows/definitions';
 
-export type VideoJobDeps = { db: Database; redis: RedisHandle; clock: Clock; sealer: Sealer; storage: OutputStorage; agent: Agent; links: JobLinks };
+export type VideoJobDeps = { db: Database; redis: RedisHandle; clock: Clock; sealer: Sealer; storage: OutputStorage; agent: Agent; links: JobLinks; startDeliveries: StartDeliveries } & VideoJobHooks;
+
+/**
+ * Test-only: `afterSubmitAccepted` runs after the provider accepted a submit and before the
+ * job row records it, the window a lost worker leaves (the exactly-once test kills it there).
+ */
+export type VideoJobHooks = { afterSubmitAccepted?: (jobId: string) => Promise<void> | void };
 
 /** Calls to a provider's video API wait this long for an answer. */
 const VIDEO_CALL_TIMEOUT_MS = 60_000;
+/** How often an activity heartbeats while a provider call is in flight (the workflow's heartbeat timeout is 10 s). */
+const HEARTBEAT_EVERY_MS = 1_000;
+
+/**
+ * Runs a provider call heartbeating, so a cancel reaches the activity within seconds and a
+ * lost worker is noticed by its missing heartbeats; the call is aborted when the activity is
+ * cancelled (or its worker shuts down) and after `timeoutMs`.
+ */
+async function heartbeating<T>(timeoutMs: number, call: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const context = Context.current();
+  const beat = setInterval(() => context.heartbeat(), HEARTBEAT_EVERY_MS);
+  try {
+    context.heartbeat();
+    return await call(AbortSignal.any([context.cancellationSignal, AbortSignal.timeout(timeoutMs)]));
+  } finally {
+    clearInterval(beat);
+  }
+}
+
+/** Failures that say nothing final about the render: the check counts and the next one follows. */
+const TRANSIENT_CHECK_FAILURES = new Set<ProviderFailure['kind']>(['timeout', 'server_error', 'rate_limit', 'connection']);
+
+/** A status check the provider refused for good (credential rejected, render unknown): the job's error. */
+function refusedCheckError(connectionId: string, failure: ProviderFailure): JobError {
+  const status = failure.status ? ` (HTTP ${failure.status})` : '';
+  const what = failure.kind === 'credential' ? 'rejected the connection\'s credential' : failure.kind === 'model_not_served' ? 'does not know the render' : 'refused the status check';
+  return { message: `The provider ${what} when the render was checked${status} on ${connectionId}: ${providerRejectedMessage(failure.message)}`, type: 'upstream_error', code: null };
+}
+
+/**
+ * Whether a download URL the provider handed back may be fetched: a path under the connection,
+ * a URL on one of the connection's own hosts, or an http(s) URL whose host is (and resolves
+ * only to) public addresses. Link-local, metadata, loopback and private addresses are refused
+ * whatever GW_ALLOW_PRIVATE_NETWORK says: a provider never legitimately hands one out.
+ * Answers why it is refused, or null.
+ */
+export async function refusedDownload(path: string, baseUrls: string[]): Promise<string | null> {
+  if (!/^[a-z][a-z0-9+.-]*:/i.test(path)) return null;
+  let url: URL;
+  try {
+    url = new URL(path);
+  } catch {
+    return 'it is not a URL';
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') return `its scheme ${url.protocol} is not http(s)`;
+  if (baseUrls.some((b) => new URL(b).host === url.host)) return null;
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  const addresses = /^[0-9.]+$|:/.test(host) ? [host] : (await dns.lookup(host, { all: true })).map((a) => a.address);
+  const blocked = addresses.find((a) => !isPublicAddress(a));
+  return blocked ? `its host ${url.hostname} is not a public address (${blocked})` : null;
+}
 
 type Connection = { kind: ProviderKind; target: UpstreamTarget };
 
@@ -40,6 +102,16 @@ async function loadJob(deps: VideoJobDeps, jobId: string) {
   const [job] = await deps.db.select().from(jobs).where(eq(jobs.id, jobId));
   if (!job) throw ApplicationFailure.nonRetryable(`job ${jobId} does not exist`, 'JobGone');
   return job;
+}
+
+/**
+ * Spec 2.1: the model the caller named, or, when a route ran, the model its target named;
+ * never the deployment name a connection's model map sends upstream.
+ */
+function servedModel(job: { model: string; routeSlug: string | null }, candidate: VideoCandidate): string {
+  if (!job.routeSlug) return job.model;
+  const vendor = `${candidate.kind}/`;
+  return candidate.modelId.startsWith(vendor) ? candidate.modelId.slice(vendor.length) : candidate.modelId;
 }
 
 function adapterFor(kind: ProviderKind) {
@@ -82,51 +154,80 @@ export function createVideoJobActivities(deps: VideoJobDeps) {
       const adapter = adapterFor(connection.kind);
       const request = job.request as { prompt: string; duration_seconds?: number; seed?: number; extra?: Record<string, unknown> };
       const call = adapter.submit({ model: input.candidate.upstreamModel, prompt: request.prompt, durationSeconds: request.duration_seconds, seed: request.seed, extra: request.extra ?? {} });
-      const sent = await sendUpstream(deps.agent, adapter, connection.target, { ...call, headers: { 'idempotency-key': `${input.jobId}-${input.candidateIndex}` } }, AbortSignal.timeout(VIDEO_CALL_TIMEOUT_MS * 2));
-      if (!sent.ok) return { ok: false, failure: sent.failure };
-      const { providerJobId } = adapter.parseSubmit(await sent.body.json());
+      const accepted = await heartbeating(VIDEO_CALL_TIMEOUT_MS * 2, async (signal) => {
+        const sent = await sendUpstream(deps.agent, adapter, connection.target, { ...call, headers: { 'idempotency-key': `${input.jobId}-${input.candidateIndex}` } }, signal);
+        return sent.ok ? { ok: true as const, ...adapter.parseSubmit(await sent.body.json()) } : sent;
+      });
+      if (!accepted.ok) return { ok: false, failure: accepted.failure };
+      // The window between the provider's acceptance and this write is what the Idempotency-Key
+      // covers; nothing else happens in it (docs/decisions.md, "Submit exactly once").
+      await deps.afterSubmitAccepted?.(input.jobId);
       const now = deps.clock.now();
       await deps.db.update(jobs).set({
         status: 'running', route: input.candidate.position, provider: connection.kind, connectionId: input.candidate.connectionId,
-        model: input.candidate.upstreamModel, providerJobId, startedAt: now, updatedAt: now,
+        model: servedModel(job, input.candidate), providerJobId: accepted.providerJobId, startedAt: now, updatedAt: now,
       }).where(and(eq(jobs.id, input.jobId), eq(jobs.status, 'queued')));
       return { ok: true };
     },
 
-    /** One status check: progress is written as the provider reports it; no answer counts as still running. */
+    /**
+     * One status check: progress is written as the provider reports it. A transient failure
+     * (timeout, 5xx, 429, connection) counts as a check without an answer; a refusal for good
+     * (credential rejected, render not found) ends the job. A finished render whose download
+     * points at a non-public address fails the job before anything is fetched.
+     */
     async checkVideo(input: { jobId: string }): Promise<{ state: 'running' } | { state: 'succeeded'; durationSeconds: number | null; resolution: string | null; aspectRatio: string | null; mimeType: string; download: string } | { state: 'failed'; error: JobError }> {
       const job = await loadJob(deps, input.jobId);
       if (job.status !== 'running' || !job.connectionId || !job.providerJobId) return { state: 'running' };
       const connection = await loadConnection(deps, job.orgId, job.connectionId);
       const adapter = adapterFor(connection.kind);
-      const sent = await sendUpstream(deps.agent, adapter, connection.target, adapter.status(job.providerJobId), AbortSignal.timeout(VIDEO_CALL_TIMEOUT_MS * 2));
+      const providerJobId = job.providerJobId;
+      const answer = await heartbeating(VIDEO_CALL_TIMEOUT_MS * 2, async (signal) => {
+        const sent = await sendUpstream(deps.agent, adapter, connection.target, adapter.status(providerJobId), signal);
+        return sent.ok ? { ok: true as const, status: adapter.parseStatus(await sent.body.json(), providerJobId) } : sent;
+      });
       await deps.db.update(jobs).set({ statusChecks: sql`${jobs.statusChecks} + 1` }).where(eq(jobs.id, input.jobId));
-      if (!sent.ok) return { state: 'running' };
-      const status = adapter.parseStatus(await sent.body.json(), job.providerJobId);
+      if (!answer.ok) {
+        if (TRANSIENT_CHECK_FAILURES.has(answer.failure.kind)) return { state: 'running' };
+        return { state: 'failed', error: refusedCheckError(job.connectionId, answer.failure) };
+      }
+      const { status } = answer;
       if (status.state === 'running') {
         if (status.progress !== null) await deps.db.update(jobs).set({ progress: status.progress, updatedAt: deps.clock.now() }).where(and(eq(jobs.id, input.jobId), eq(jobs.status, 'running')));
         return { state: 'running' };
       }
       if (status.state === 'failed') return { state: 'failed', error: { message: `The provider failed to render the video: ${status.message}`, type: 'upstream_error', code: null } };
+      const refused = await refusedDownload(adapter.content(providerJobId, status.download).path, connection.target.baseUrls);
+      if (refused) return { state: 'failed', error: { message: `The provider pointed the finished video's download at an address the gateway does not fetch: ${refused}.`, type: 'upstream_error', code: null } };
       return status;
     },
 
     /** Copies the output to storage, then marks the job succeeded with usage and its event. */
     async completeVideo(input: { jobId: string; modelId: string; retentionMs: number; durationSeconds: number | null; resolution: string | null; aspectRatio: string | null; mimeType: string; download: string }): Promise<{ status: string; expiresAt: string | null }> {
       const job = await loadJob(deps, input.jobId);
-      if (job.status !== 'running') return { status: job.status, expiresAt: job.expiresAt?.toISOString() ?? null };
+      if (job.status !== 'running') {
+        // A retry after the move committed: its events may still need their deliveries started.
+        await deps.startDeliveries(await pendingJobDeliveries(deps.db, job.id));
+        return { status: job.status, expiresAt: job.expiresAt?.toISOString() ?? null };
+      }
       const connection = await loadConnection(deps, job.orgId, job.connectionId!);
       const adapter = adapterFor(connection.kind);
-      const sent = await sendUpstream(deps.agent, adapter, connection.target, adapter.content(job.providerJobId!, input.download), AbortSignal.timeout(VIDEO_CALL_TIMEOUT_MS * 5));
-      if (!sent.ok) throw new Error(`downloading the output failed: ${sent.failure.kind}`);
+      const download = adapter.content(job.providerJobId!, input.download);
+      // Checked again here, before any fetch: nothing handed out by a provider reaches a private address.
+      const refused = await refusedDownload(download.path, connection.target.baseUrls);
+      if (refused) throw ApplicationFailure.nonRetryable(`the provider's download URL is refused: ${refused}`, 'DownloadRefused');
       const storageKey = `jobs/${job.id}/output.mp4`;
-      const { bytes } = await deps.storage.put(storageKey, sent.body);
+      const { bytes } = await heartbeating(VIDEO_CALL_TIMEOUT_MS * 5, async (signal) => {
+        const sent = await sendUpstream(deps.agent, adapter, connection.target, download, signal);
+        if (!sent.ok) throw new Error(`downloading the output failed: ${sent.failure.kind}`);
+        return deps.storage.put(storageKey, sent.body);
+      });
       const request = job.request as { duration_seconds?: number };
       const seconds = input.durationSeconds ?? request.duration_seconds ?? 0;
       const now = deps.clock.now();
       const expiresAt = new Date(now.getTime() + input.retentionMs);
       const price = await videoPrice(deps.db, job.orgId, connection.kind, [job.model, input.modelId], seconds);
-      const { row, moved } = await finishJob(deps.db, job.id, 'succeeded', {
+      const { row, moved, deliveries } = await finishJob(deps.db, job.id, 'succeeded', {
         progress: 1,
         output: { storage_key: storageKey, duration_seconds: seconds, resolution: input.resolution ?? 'unknown', aspect_ratio: input.aspectRatio ?? 'unknown', mime_type: input.mimeType, bytes },
         usage: { seconds, ...(price ? { cost: price.cost, price_source: price.source } : { cost: null }) },
@@ -135,6 +236,7 @@ export function createVideoJobActivities(deps: VideoJobDeps) {
       }, now, deps.links);
       // The settled cost joins the key's spend that chat requests are checked against.
       if (moved && price) await recordKeySpend(deps.redis, job.lineageId, price.cost, now);
+      await deps.startDeliveries(deliveries);
       return { status: row.status, expiresAt: row.expiresAt?.toISOString() ?? null };
     },
 
@@ -146,7 +248,8 @@ export function createVideoJobActivities(deps: VideoJobDeps) {
     async endJob(input: { jobId: string; status: 'failed' | 'canceled'; error?: JobError; submitRefusals?: SubmitRefusal[] }): Promise<{ status: string }> {
       const error = input.submitRefusals ? submitError(input.submitRefusals) : input.error ?? null;
       // No cost is recorded for failed or canceled jobs: finishJob gives their reservation back.
-      const { row } = await finishJob(deps.db, input.jobId, input.status, { error, usage: null }, deps.clock.now(), deps.links);
+      const { row, deliveries } = await finishJob(deps.db, input.jobId, input.status, { error, usage: null }, deps.clock.now(), deps.links);
+      await deps.startDeliveries(deliveries);
       return { status: row.status };
     },
 

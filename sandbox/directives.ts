@@ -20,6 +20,9 @@
  *   never_finish        the video render never finishes
  *   no_progress         the provider reports no progress while rendering
  *   content_delay_ms=<ms> the finished video's download starts this late
+ *   submit_delay_ms=<ms> a video submit is answered (and the render accepted) this late
+ *   check_status=<code> a video's status checks answer this HTTP status (e.g. 404 not found)
+ *   download_uri=<url>  a finished Veo operation points its download at this URL (URL-encoded)
  */
 export type Directives = {
   status?: number;
@@ -39,6 +42,9 @@ export type Directives = {
   neverFinish?: boolean;
   noProgress?: boolean;
   contentDelayMs?: number;
+  submitDelayMs?: number;
+  checkStatus?: number;
+  downloadUri?: string;
 };
 
 export function parseDirectives(text: string): Directives {
@@ -64,6 +70,9 @@ export function parseDirectives(text: string): Directives {
       case 'never_finish': d.neverFinish = true; break;
       case 'no_progress': d.noProgress = true; break;
       case 'content_delay_ms': d.contentDelayMs = Number(value); break;
+      case 'submit_delay_ms': d.submitDelayMs = Number(value); break;
+      case 'check_status': d.checkStatus = Number(value); break;
+      case 'download_uri': d.downloadUri = value; break;
       default: break;
     }
   }

@@ -60,6 +60,8 @@ export type Sandbox = {
   abandonedStreams(): number;
   /** Video renders created (a create replayed by Idempotency-Key does not count). */
   videoSubmits(): number;
+  /** Slow video submits (`submit_delay_ms`) whose client hung up before the answer. */
+  abandonedVideoSubmits(): number;
   close(): Promise<void>;
 };
 
@@ -184,6 +186,7 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
     received,
     abandonedStreams: () => abandoned,
     videoSubmits: () => video.submits,
+    abandonedVideoSubmits: () => video.abandonedSubmits,
     close: () => new Promise<void>((resolve) => {
       server.closeAllConnections();
       server.close(() => resolve());

@@ -6,16 +6,20 @@ import { directivesInText, parseDirectives, type Directives } from './directives
  * Video renders as the providers run them: OpenAI's videos API (create, retrieve, content) and
  * Gemini Veo's long-running operations. A render takes `render_ms` (default 1.5 s), reports
  * progress as it goes (unless `no_progress`), and can fail (`video_fail`) or never finish.
- * An `Idempotency-Key` on create returns the render already made for that key.
+ * An `Idempotency-Key` on create returns the render already made for that key. A submit can
+ * be answered late (`submit_delay_ms`; a caller that gives up first starts no render), status
+ * checks can be refused (`check_status=404`), and Veo can point the download elsewhere
+ * (`download_uri`).
  */
 type Render = { id: string; model: string; seconds: number; startedAt: number; directives: Directives };
 
 const DEFAULT_RENDER_MS = 1500;
 
-export type VideoState = { renders: Map<string, Render>; byIdempotencyKey: Map<string, string>; submits: number };
+/** `abandonedSubmits`: slow submits whose caller hung up before the answer (no render made). */
+export type VideoState = { renders: Map<string, Render>; byIdempotencyKey: Map<string, string>; submits: number; abandonedSubmits: number };
 
 export function createVideoState(): VideoState {
-  return { renders: new Map(), byIdempotencyKey: new Map(), submits: 0 };
+  return { renders: new Map(), byIdempotencyKey: new Map(), submits: 0, abandonedSubmits: 0 };
 }
 
 /** A small deterministic stand-in for an MP4 file. */
@@ -31,11 +35,11 @@ function phase(r: Render): { done: boolean; failed: boolean; progress: number } 
   return { done: true, failed: r.directives.videoFail === true, progress: 1 };
 }
 
-function create(state: VideoState, req: http.IncomingMessage, model: string, prompt: string, seconds: number, pathDirectives: string): Render {
+function create(state: VideoState, req: http.IncomingMessage, model: string, prompt: string, seconds: number, directives: Directives): Render {
   const key = req.headers['idempotency-key'] as string | undefined;
   const known = key ? state.byIdempotencyKey.get(key) : undefined;
   if (known) return state.renders.get(known)!;
-  const render: Render = { id: randomBytes(10).toString('hex'), model, seconds, startedAt: Date.now(), directives: parseDirectives(`${pathDirectives},${directivesInText(prompt)}`) };
+  const render: Render = { id: randomBytes(10).toString('hex'), model, seconds, startedAt: Date.now(), directives };
   state.renders.set(render.id, render);
   if (key) state.byIdempotencyKey.set(key, render.id);
   state.submits += 1;
@@ -44,6 +48,27 @@ function create(state: VideoState, req: http.IncomingMessage, model: string, pro
 
 type Send = (status: number, payload: unknown, headers?: Record<string, string>) => void;
 
+/** Accepts a submit, `submit_delay_ms` late; a caller that hung up meanwhile starts no render. */
+function accept(state: VideoState, req: http.IncomingMessage, res: http.ServerResponse, model: string, prompt: string, seconds: number, pathDirectives: string, answer: (r: Render) => void): void {
+  const directives = parseDirectives(`${pathDirectives},${directivesInText(prompt)}`);
+  const go = () => answer(create(state, req, model, prompt, seconds, directives));
+  if (!directives.submitDelayMs) return go();
+  const timer = setTimeout(go, directives.submitDelayMs);
+  res.once('close', () => {
+    if (res.writableFinished) return;
+    clearTimeout(timer);
+    state.abandonedSubmits += 1;
+  });
+}
+
+/** A status check refused by `check_status` (in the provider's error shape), or null. */
+function refusedCheck(r: Render | undefined, google: boolean): [number, unknown] | null {
+  const status = r?.directives.checkStatus;
+  if (!status) return null;
+  const message = `sandbox: status check refused with ${status}`;
+  return [status, google ? { error: { code: status, message, status: status === 404 ? 'NOT_FOUND' : 'FAILED_PRECONDITION' } } : { error: { message, type: 'invalid_request_error', code: status === 404 ? 'not_found' : null } }];
+}
+
 /** Serves a video path if it is one; answers whether it did. */
 export function handleVideo(state: VideoState, req: http.IncomingMessage, res: http.ServerResponse, path: string, body: Record<string, unknown> | null, pathDirectives: string, origin: string, send: Send): boolean {
   let m: RegExpExecArray | null;
@@ -51,13 +76,14 @@ export function handleVideo(state: VideoState, req: http.IncomingMessage, res: h
 
   // OpenAI
   if (method === 'POST' && path === '/openai/v1/videos') {
-    const r = create(state, req, String(body?.model ?? 'sora-2'), String(body?.prompt ?? ''), Number(body?.seconds ?? 4), pathDirectives);
-    send(200, openAiVideo(r));
+    accept(state, req, res, String(body?.model ?? 'sora-2'), String(body?.prompt ?? ''), Number(body?.seconds ?? 4), pathDirectives, (r) => send(200, openAiVideo(r)));
     return true;
   }
   if (method === 'GET' && (m = /^\/openai\/v1\/videos\/([^/]+)$/.exec(path))) {
     const r = state.renders.get(m[1]!);
+    const refused = refusedCheck(r, false);
     if (!r) send(404, { error: { message: 'Video not found', type: 'invalid_request_error', code: 'not_found' } });
+    else if (refused) send(...refused);
     else send(200, openAiVideo(r));
     return true;
   }
@@ -72,8 +98,7 @@ export function handleVideo(state: VideoState, req: http.IncomingMessage, res: h
   if (method === 'POST' && (m = /^\/google\/v1beta\/models\/([^/:]+):predictLongRunning$/.exec(path))) {
     const instances = (body?.instances as Array<{ prompt?: string }> | undefined) ?? [];
     const parameters = (body?.parameters as { durationSeconds?: number } | undefined) ?? {};
-    const r = create(state, req, m[1]!, instances[0]?.prompt ?? '', Number(parameters.durationSeconds ?? 8), pathDirectives);
-    send(200, { name: `models/${r.model}/operations/${r.id}` });
+    accept(state, req, res, m[1]!, instances[0]?.prompt ?? '', Number(parameters.durationSeconds ?? 8), pathDirectives, (r) => send(200, { name: `models/${r.model}/operations/${r.id}` }));
     return true;
   }
   if (method === 'GET' && (m = /^\/google\/v1beta\/models\/([^/]+)\/operations\/([^/]+)$/.exec(path))) {
@@ -82,11 +107,16 @@ export function handleVideo(state: VideoState, req: http.IncomingMessage, res: h
       send(404, { error: { code: 404, message: 'Operation not found', status: 'NOT_FOUND' } });
       return true;
     }
+    const refused = refusedCheck(r, true);
+    if (refused) {
+      send(...refused);
+      return true;
+    }
     const p = phase(r);
     const name = `models/${r.model}/operations/${r.id}`;
     if (!p.done) send(200, { name, done: false, ...(!r.directives.noProgress && { metadata: { progressPercent: Math.round(p.progress * 100) } }) });
     else if (p.failed) send(200, { name, done: true, error: { code: 13, message: 'sandbox: the render failed' } });
-    else send(200, { name, done: true, response: { '@type': 'type.googleapis.com/google.ai.generativelanguage.v1beta.PredictLongRunningResponse', durationSeconds: r.seconds, resolution: '720p', aspectRatio: '16:9', generateVideoResponse: { generatedSamples: [{ video: { uri: `${origin}/google/v1beta/files/${r.id}:download?alt=media` } }] } } });
+    else send(200, { name, done: true, response: { '@type': 'type.googleapis.com/google.ai.generativelanguage.v1beta.PredictLongRunningResponse', durationSeconds: r.seconds, resolution: '720p', aspectRatio: '16:9', generateVideoResponse: { generatedSamples: [{ video: { uri: r.directives.downloadUri ?? `${origin}/google/v1beta/files/${r.id}:download?alt=media` } }] } } });
     return true;
   }
   if (method === 'GET' && (m = /^\/google\/v1beta\/files\/([^/:]+):download$/.exec(path))) {

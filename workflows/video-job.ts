@@ -1,4 +1,4 @@
-import { ActivityFailure, condition, defineQuery, defineUpdate, proxyActivities, setHandler, sleep, upsertSearchAttributes } from '@temporalio/workflow';
+import { ActivityFailure, CancellationScope, condition, defineQuery, defineUpdate, isCancellation, proxyActivities, setHandler, sleep, upsertSearchAttributes } from '@temporalio/workflow';
 import type { SubmitRefusal, VideoJobActivities } from '../activities/video-job';
 import { JOB_CANCEL_UPDATE, searchAttributeKeys, type JobCancelResult, type VideoJobInput } from './definitions';
 
@@ -7,21 +7,25 @@ type Status = 'queued' | 'running' | 'succeeded' | 'failed' | 'canceled';
 export const cancelJob = defineUpdate<JobCancelResult>(JOB_CANCEL_UPDATE);
 export const jobStatus = defineQuery<Status>('status');
 
-const { recordJob, submitVideo, checkVideo, completeVideo, endJob, expireJobOutput } = proxyActivities<VideoJobActivities>({
-  startToCloseTimeout: '5 minutes',
-  // Infrastructure errors (Postgres away, a download cut) retry; provider refusals are answers.
-  retry: { initialInterval: '1 second', maximumInterval: '1 minute', backoffCoefficient: 2, maximumAttempts: 20 },
-});
+// Infrastructure errors (Postgres away, a download cut) retry; provider refusals are answers.
+const retry = { initialInterval: '1 second', maximumInterval: '1 minute', backoffCoefficient: 2, maximumAttempts: 20 };
+const { recordJob, endJob, expireJobOutput } = proxyActivities<VideoJobActivities>({ startToCloseTimeout: '5 minutes', retry });
+// Provider calls heartbeat while in flight: a cancel reaches them, and a lost worker's attempt
+// is retried, within seconds rather than at the end of the five minutes.
+const { submitVideo, checkVideo, completeVideo } = proxyActivities<VideoJobActivities>({ startToCloseTimeout: '5 minutes', heartbeatTimeout: '10 seconds', retry });
 
 /**
  * One video job (spec 3.1), id = the job id. Submit with failover over the candidates; then
  * status checks on the given schedule, each cancellable; success stores the output, which is
- * deleted when retention ends. Cancel is an Update: it is answered with the job's terminal
- * status, so a cancel that races completion reports the completion.
+ * deleted when retention ends. Cancel is an Update: it abandons a submit or status check in
+ * flight at once (a slow provider never holds it) and is answered with the job's terminal
+ * status; completion is never interrupted, so a cancel that races it reports the completion.
  */
 export async function videoJob(input: VideoJobInput): Promise<{ status: Status }> {
   let status: Status = 'queued';
   let cancelRequested = false;
+  /** The submit or status check in flight, which a cancel interrupts. */
+  let interruptibleScope: CancellationScope | null = null;
   const terminal = () => status === 'succeeded' || status === 'failed' || status === 'canceled';
   const setStatus = (next: Status) => {
     status = next;
@@ -31,6 +35,7 @@ export async function videoJob(input: VideoJobInput): Promise<{ status: Status }
   setHandler(jobStatus, () => status);
   setHandler(cancelJob, async () => {
     cancelRequested = true;
+    interruptibleScope?.cancel();
     await condition(terminal);
     return { status };
   });
@@ -46,6 +51,21 @@ export async function videoJob(input: VideoJobInput): Promise<{ status: Status }
     return { status };
   }
 
+  /** Runs a provider call that a cancel abandons; null when it was (or would be) abandoned. */
+  async function interruptible<T>(call: () => Promise<T>): Promise<T | null> {
+    if (cancelRequested) return null;
+    const scope = new CancellationScope({ cancellable: true });
+    interruptibleScope = scope;
+    try {
+      return await scope.run(call);
+    } catch (err) {
+      if (cancelRequested && isCancellation(err)) return null;
+      throw err;
+    } finally {
+      interruptibleScope = null;
+    }
+  }
+
   async function run(): Promise<{ status: Status }> {
     const cancel = async () => setStatus((await endJob({ jobId: input.jobId, status: 'canceled' })).status as Status);
     const fail = async (message: string, type: string, code: string | null = null) =>
@@ -58,8 +78,8 @@ export async function videoJob(input: VideoJobInput): Promise<{ status: Status }
     const refusals: SubmitRefusal[] = [];
     submitting: for (const [index, candidate] of input.candidates.entries()) {
       for (let retries = 0; ; retries++) {
-        if (cancelRequested) break submitting;
-        const result = await submitVideo({ jobId: input.jobId, candidateIndex: index, candidate });
+        const result = await interruptible(() => submitVideo({ jobId: input.jobId, candidateIndex: index, candidate }));
+        if (result === null) break submitting;
         if (result.ok) {
           accepted = candidate;
           break submitting;
@@ -84,7 +104,8 @@ export async function videoJob(input: VideoJobInput): Promise<{ status: Status }
     // running: each wait ends early for a cancel.
     for (const wait of input.checkIntervalsMs) {
       if (await condition(() => cancelRequested, wait)) break;
-      const check = await checkVideo({ jobId: input.jobId });
+      const check = await interruptible(() => checkVideo({ jobId: input.jobId }));
+      if (check === null) break;
       if (check.state === 'failed') {
         await fail(check.error.message, check.error.type, check.error.code);
         return { status };

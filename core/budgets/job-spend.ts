@@ -3,17 +3,34 @@ import type { Database, Executor } from '../db/client';
 import { modelPrices, orgSettings, requestLogs, spendLedger, type CreditLimit } from '../db/schema';
 import { GatewayError } from '../errors';
 import { newId } from '../ids';
+import videoListPrices from '../pricing/video-list-prices.json';
 import { periodStart } from './periods';
 
-export type PerSecondPrice = { cost: number; source: 'custom_provider' | 'custom' } | null;
+export type PerSecondPrice = { cost: number; source: 'custom_provider' | 'custom' | 'list' } | null;
 
-/** A video's price: seconds times the customer's per-second rate (this provider's first). */
+type ListPrice = { provider: string; model: string; usd_per_second: number; source: string };
+/** Published per-second list prices (dated, each row naming its page): no catalog lists video. */
+const LIST_PRICES: ListPrice[] = videoListPrices.prices;
+
+/** The vendor's published per-second rate for one of these names (`sora-2` or `openai/sora-2`). */
+export function videoListPrice(kind: string, models: string[]): ListPrice | null {
+  const names = models.map((m) => (m.startsWith(`${kind}/`) ? m.slice(kind.length + 1) : m));
+  return LIST_PRICES.find((p) => p.provider === kind && names.includes(p.model)) ?? null;
+}
+
+const perSecond = (seconds: number, rate: number) => Math.round(seconds * rate * 1e9) / 1e9;
+
+/**
+ * A video's price: seconds times the customer's per-second rate (this provider's first, then
+ * any provider's), else the provider's published list rate, else null (unpriced).
+ */
 export async function videoPrice(db: Executor, orgId: string, kind: string, models: string[], seconds: number): Promise<PerSecondPrice> {
   const rows = await db.select().from(modelPrices).where(and(eq(modelPrices.orgId, orgId), inArray(modelPrices.model, models)));
   const own = rows.find((p) => p.provider === kind && p.unit !== null);
   const entry = own ?? rows.find((p) => p.provider === null && p.unit !== null);
-  if (!entry) return null;
-  return { cost: Math.round(seconds * entry.unit! * 1e9) / 1e9, source: own ? 'custom_provider' : 'custom' };
+  if (entry) return { cost: perSecond(seconds, entry.unit!), source: own ? 'custom_provider' : 'custom' };
+  const list = videoListPrice(kind, models);
+  return list ? { cost: perSecond(seconds, list.usd_per_second), source: 'list' } : null;
 }
 
 /**

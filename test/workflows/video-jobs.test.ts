@@ -1,11 +1,14 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { NativeConnection } from '@temporalio/worker';
 import { and, eq } from 'drizzle-orm';
+import type { VideoJobHooks } from '../../activities/video-job';
 import { jobEvents, jobs, providerConnections, spendLedger } from '../../core/db/schema';
 import { videoBytes } from '../../sandbox/video';
 import { workflowIds } from '../../workflows/definitions';
 import { startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
-import { randomClientAddress, startTestWorkers, uniquePrefix } from '../helpers/harness';
+import { createActivityServices, startQueueWorkers } from '../../workers/queues';
+import { randomClientAddress, startTestWorkers, testConfig, testDatabase, testRedis, uniquePrefix } from '../helpers/harness';
 import { saveHistory } from '../helpers/histories';
 
 /** A day of retention lasts about 2.6 s here; status checks come every 2 to 9 ms. */
@@ -18,7 +21,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  */
 describe('video jobs', () => {
   const prefix = uniquePrefix('jobs');
-  const env = { GW_TASK_QUEUE_PREFIX: prefix, GW_SCHEDULE_SCALE: String(SCALE) };
+  // Workers reach the sandbox on loopback, as the API does (the outbound guard refuses it otherwise).
+  const env = { GW_TASK_QUEUE_PREFIX: prefix, GW_SCHEDULE_SCALE: String(SCALE), GW_ALLOW_PRIVATE_NETWORK: 'true' };
   let f: ChatFixture;
   let workers: Awaited<ReturnType<typeof startTestWorkers>> | null = null;
   let secret: string;
@@ -58,6 +62,49 @@ describe('video jobs', () => {
   }
   const terminal = (j: Loose) => ['succeeded', 'failed', 'canceled'].includes(j.status);
   const history = (name: string, jobId: string) => saveHistory(name, workflowIds.videoJob(jobId));
+  async function waitFor(what: string, done: () => boolean | Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!(await done())) {
+      if (Date.now() > deadline) throw new Error(`${what}: never happened`);
+      await sleep(20);
+    }
+  }
+  /** Submits of this job that reached a sandbox connection without failure directives. */
+  const submitsOf = (jobId: string) => f.sandbox.received.filter((r) => r.path === '/openai/v1/videos' && String(r.headers['idempotency-key']).startsWith(`${jobId}-`));
+  /** Workers like startTestWorkers', with the activities' test hooks. */
+  async function startHookedWorkers(hooks: VideoJobHooks) {
+    const connection = await NativeConnection.connect({ address: process.env.TEMPORAL_ADDRESS! });
+    const database = testDatabase();
+    const redis = testRedis();
+    const services = createActivityServices(testConfig(env), database.db, redis);
+    const running = await startQueueWorkers(['jobs'], {
+      connection,
+      namespace: 'default',
+      taskQueuePrefix: prefix,
+      workflowBundle: { codePath: process.env.GW_TEST_WORKFLOW_BUNDLE! },
+      services: { ...services, video: { ...services.video, ...hooks } },
+    });
+    return {
+      ...running,
+      connection,
+      async shutdown() {
+        await running.shutdown();
+        await Promise.allSettled([connection.close(), database.close(), redis.close()]);
+      },
+    };
+  }
+
+  // First, before any test enters a custom rate for sora-2.
+  it('prices a video at the provider\'s published per-second list rate when no custom rate is set', async () => {
+    const created = await submit({ prompt: `listed [sandbox render_ms=50] ${seq++}` });
+    expect(created.status).toBe(202);
+    const [reserved] = await f.database.db.select().from(spendLedger).where(eq(spendLedger.jobId, created.json.id));
+    expect(reserved).toMatchObject({ state: 'reserved', amount: 0.4 });
+    const done = await until(created.json.id, terminal);
+    expect(done).toMatchObject({ status: 'succeeded', usage: { seconds: 4, cost: 0.4, price_source: 'list' } });
+    const [settled] = await f.database.db.select().from(spendLedger).where(eq(spendLedger.jobId, created.json.id));
+    expect(settled).toMatchObject({ state: 'settled', amount: 0.4 });
+  });
 
   it('runs end to end: queued, progress, success, download, expiry, retention', async () => {
     expect((await f.client.post('/model_prices', { model: 'openai/sora-2', unit: 0.1, note: 'per second' })).status).toBe(201);
@@ -109,7 +156,8 @@ describe('video jobs', () => {
     const created = await call('POST', '/v1/videos', { model: 'google/veo-3.0-generate-001', prompt: `ocean [sandbox render_ms=200] ${seq++}`, duration_seconds: 8 }, {}, f2Key);
     expect(created.status).toBe(202);
     const done = await until(created.json.id, terminal);
-    expect(done).toMatchObject({ status: 'succeeded', provider: 'google', output: { duration_seconds: 8, resolution: '720p', aspect_ratio: '16:9' }, usage: { seconds: 8, cost: null } });
+    // Veo 3 is priced at Google's published $0.40 a second (core/pricing/video-list-prices.json).
+    expect(done).toMatchObject({ status: 'succeeded', provider: 'google', output: { duration_seconds: 8, resolution: '720p', aspect_ratio: '16:9' }, usage: { seconds: 8, cost: 3.2, price_source: 'list' } });
     expect((await fetch(done.output.url)).status).toBe(200);
   });
 
@@ -223,6 +271,102 @@ describe('video jobs', () => {
     expect(row!.providerJobId).toBeTruthy();
   });
 
+  it('cancel during a slow submit answers within 5 s: the submit in flight is abandoned, the job canceled', async () => {
+    const submitsBefore = f.sandbox.videoSubmits();
+    const abandonedBefore = f.sandbox.abandonedVideoSubmits();
+    const created = await submit({ prompt: `slow submit [sandbox submit_delay_ms=30000] ${seq++}` });
+    await waitFor('the submit reaching the provider', () => submitsOf(created.json.id).length > 0);
+    const started = Date.now();
+    const canceled = await call('POST', `/v1/jobs/${created.json.id}/cancel`);
+    const took = Date.now() - started;
+    expect(canceled.status).toBe(200);
+    expect(canceled.json).toMatchObject({ status: 'canceled', usage: null, output: null, started_at: null, completed_at: expect.any(Number) });
+    // The issue's bound: within 5 s, whatever the provider is doing.
+    expect(took).toBeLessThan(5_000);
+    const [row] = await f.database.db.select().from(jobs).where(eq(jobs.id, created.json.id));
+    expect(row!.status).toBe('canceled');
+    const [event] = await f.database.db.select().from(jobEvents).where(eq(jobEvents.jobId, created.json.id));
+    expect(event!.type).toBe('job.canceled');
+    expect(await f.api.runtime.temporal.workflow.getHandle(created.json.id).result()).toEqual({ status: 'canceled' });
+    // The activity heard the cancel (by its heartbeat) and hung up: the slow provider started no render.
+    await waitFor('the submit in flight being aborted', () => f.sandbox.abandonedVideoSubmits() > abandonedBefore, 15_000);
+    expect(f.sandbox.videoSubmits()).toBe(submitsBefore);
+  });
+
+  it('ends failed with the mapped error when a status check is refused for good (404 render not found)', async () => {
+    const created = await submit({ prompt: `lost [sandbox render_ms=5000 check_status=404] ${seq++}` });
+    const done = await until(created.json.id, terminal);
+    expect(done).toMatchObject({ status: 'failed', usage: null, output: null, error: { type: 'upstream_error', message: expect.stringContaining('HTTP 404') } });
+    const [row] = await f.database.db.select().from(jobs).where(eq(jobs.id, created.json.id));
+    // One check, not 60: the refusal is final.
+    expect(row!.statusChecks).toBe(1);
+    const [event] = await f.database.db.select().from(jobEvents).where(eq(jobEvents.jobId, created.json.id));
+    expect(event!.type).toBe('job.failed');
+  });
+
+  it('records the model the route target named, not the deployment name its connection maps it to', async () => {
+    const mapped = await f.connect('openai', { name: `mapped video ${seq++}`, extra: { model_map: { 'sora-2': 'sora-house-deployment' } } });
+    const slug = `video-mapped-${seq++}`;
+    expect((await f.client.post('/routes', { slug, targets: [{ connection_id: mapped, model: 'sora-2' }] })).status).toBe(201);
+    await f.settle();
+    const created = await submit({ model: slug, prompt: `mapped [sandbox render_ms=50] ${seq++}` });
+    const done = await until(created.json.id, terminal);
+    expect(done).toMatchObject({ status: 'succeeded', connection: mapped, route: 'primary', model: 'sora-2' });
+    // The provider was asked for the deployment; the job names the model.
+    expect(submitsOf(created.json.id).map((r) => (r.body as Loose).model)).toEqual(['sora-house-deployment']);
+    const [row] = await f.database.db.select().from(jobs).where(eq(jobs.id, created.json.id));
+    expect(row!.model).toBe('sora-2');
+  });
+
+  it('submits exactly once when the worker dies after the provider accepted and before the row recorded it', async () => {
+    const rendersBefore = f.sandbox.videoSubmits();
+    let jobId = '';
+    let killed: Promise<void> | null = null;
+    await workers!.shutdown();
+    workers = null;
+    const hooked = await startHookedWorkers({
+      afterSubmitAccepted(id) {
+        if (id !== jobId || killed) return;
+        // The worker goes away in the gap: the provider has the render, the row does not know it.
+        killed = hooked.shutdown();
+        throw new Error('worker killed between the provider accepting the submit and the row recording it');
+      },
+    });
+    try {
+      const created = await submit({ prompt: `gap [sandbox render_ms=300] ${seq++}` });
+      jobId = created.json.id;
+      await waitFor('the hook killing the worker', () => killed !== null, 20_000);
+      await killed;
+      const [between] = await f.database.db.select().from(jobs).where(eq(jobs.id, jobId));
+      expect([between!.status, between!.providerJobId]).toEqual(['queued', null]);
+      expect(f.sandbox.videoSubmits() - rendersBefore).toBe(1);
+    } finally {
+      await (killed ?? hooked.shutdown());
+      workers = await startTestWorkers(['jobs'], prefix, env);
+    }
+    const done = await until(jobId, terminal);
+    expect(done.status).toBe('succeeded');
+    // The new worker's retry submitted again with the same key, and the provider gave back the same render.
+    const sent = submitsOf(jobId);
+    expect(sent.length).toBeGreaterThanOrEqual(2);
+    expect(new Set(sent.map((r) => r.headers['idempotency-key'])).size).toBe(1);
+    expect(f.sandbox.videoSubmits() - rendersBefore).toBe(1);
+    const [row] = await f.database.db.select().from(jobs).where(eq(jobs.id, jobId));
+    expect(row!.providerJobId).toBeTruthy();
+  });
+
+  it('fails a job whose provider points the download at a link-local address, fetching and storing nothing', async () => {
+    await f.connect('google', { name: `veo metadata ${seq++}` });
+    const created = await call('POST', '/v1/videos', { model: 'google/veo-3.0-generate-001', prompt: `metadata [sandbox render_ms=20 download_uri=http://169.254.169.254/latest/video.mp4] ${seq++}`, duration_seconds: 8 });
+    expect(created.status).toBe(202);
+    // Quickly: a refusal, not a download retried twenty times.
+    const done = await until(created.json.id, terminal, 10_000);
+    expect(done).toMatchObject({ status: 'failed', output: null, usage: null, error: { type: 'upstream_error', message: expect.stringContaining('169.254.169.254') } });
+    const [row] = await f.database.db.select().from(jobs).where(eq(jobs.id, created.json.id));
+    expect(row!.output).toBeNull();
+    expect(fs.existsSync(path.join(process.env.GW_DATA_DIR!, 'outputs', 'jobs', created.json.id))).toBe(false);
+  });
+
   it('lists newest first with status and type filters and stable cursor paging', async () => {
     const lister = await f.key({ observability_access: 'organization', rate_limit_rpm: 50000 });
     const ids: string[] = [];
@@ -282,8 +426,11 @@ describe('video jobs', () => {
     expect(await ledger(ok.json.id)).toMatchObject({ state: 'settled', amount: 0.4 });
     expect((await submit({ prompt: 'still too many' }, {}, limited)).json.error?.code).toBe('key_budget');
 
-    // An unpriced model under a spend limit is refused.
-    const unpriced = await call('POST', '/v1/videos', { model: 'google/veo-3.0-generate-001', prompt: 'x', duration_seconds: 8 }, {}, limited);
+    // A list-priced model is held at its list rate: 8 s of Veo 3 ($3.20) does not fit.
+    const listed = await call('POST', '/v1/videos', { model: 'google/veo-3.0-generate-001', prompt: 'x', duration_seconds: 8 }, {}, limited);
+    expect([listed.status, listed.json.error?.code]).toEqual([402, 'key_budget']);
+    // An unpriced model (no custom rate, no list price) under a spend limit is refused.
+    const unpriced = await call('POST', '/v1/videos', { model: 'google/veo-unlisted-preview', prompt: 'x', duration_seconds: 8 }, {}, limited);
     expect([unpriced.status, unpriced.json.error?.code]).toEqual([402, 'unpriced_model_under_budget']);
     const lifetime = await f.key({ credit_limit: { amount: 0.1, period: 'never' }, rate_limit_rpm: 50000 });
     expect((await submit({ prompt: 'x' }, {}, lifetime)).json.error?.code).toBe('key_lifetime_limit');

@@ -8,15 +8,23 @@ import type { RedisHandle } from '../core/redis';
 
 export type KeyRotationDeps = { db: Database; redis: RedisHandle; clock: Clock };
 
+/** `not_due`: the row's overlap ends later (`dueAt`); `not_rotated`: no successor (yet). */
+export type RevocationOutcome = { state: 'revoked' | 'already_revoked' | 'not_rotated' } | { state: 'not_due'; dueAt: string };
+
 export function createKeyRotationActivities(deps: KeyRotationDeps) {
   return {
     /**
-     * Revokes a rotated key at the end of its overlap. Idempotent: an already revoked key is
-     * left alone. Only a key that has a successor is revoked, so a rotation whose transaction
-     * never committed (the workflow is started just before the commit) revokes nothing.
+     * Revokes a rotated key at the end of its overlap, as the key's row says it ends (its
+     * `expires_at`), whatever time the workflow was started with. Idempotent: an already revoked
+     * key is left alone. Only a key that has a successor is revoked: the workflow is started
+     * before the rotation's transaction, which may not have committed yet, or ever.
      */
-    async revokeRotatedKey(input: { orgId: string; keyId: string }): Promise<{ revoked: boolean }> {
+    async revokeRotatedKey(input: { orgId: string; keyId: string }): Promise<RevocationOutcome> {
       const now = deps.clock.now();
+      const [key] = await deps.db.select({ revokedAt: gatewayKeys.revokedAt, expiresAt: gatewayKeys.expiresAt }).from(gatewayKeys)
+        .where(and(eq(gatewayKeys.orgId, input.orgId), eq(gatewayKeys.id, input.keyId)));
+      if (!key || key.revokedAt) return { state: 'already_revoked' };
+      if (key.expiresAt && key.expiresAt > now) return { state: 'not_due', dueAt: key.expiresAt.toISOString() };
       const revoked = await deps.db.transaction(async (tx) => {
         const [row] = await tx
           .update(gatewayKeys)
@@ -41,7 +49,7 @@ export function createKeyRotationActivities(deps: KeyRotationDeps) {
         return true;
       });
       if (revoked) await publishConfigChange(deps.redis, { orgId: input.orgId, what: `gateway_keys:${input.keyId}` });
-      return { revoked };
+      return { state: revoked ? 'revoked' : 'not_rotated' };
     },
   };
 }

@@ -114,7 +114,12 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
       const [status, payload] = endpoint.wire.unauthorized();
       return send(status, payload);
     }
-    if (endpoint.kind === 'models') return send(200, endpoint.wire.models(MODELS[endpoint.flavor] ?? []));
+    if (endpoint.kind === 'models') {
+      // A slow model listing stands in for a slow credential check.
+      const { delayMs } = parseDirectives(prefixed?.[1] ?? '');
+      if (delayMs) await new Promise((r) => setTimeout(r, delayMs));
+      return send(200, endpoint.wire.models(MODELS[endpoint.flavor] ?? []));
+    }
     if (!body) return send(400, endpoint.wire.error(400, 'We could not parse the JSON body of your request.'));
 
     const parsed = endpoint.wire.parseChat(body, { model: endpoint.model, stream: endpoint.stream });

@@ -75,6 +75,12 @@ export type VideoJobInput = {
   retentionMs: number;
 };
 
+/**
+ * How long a rotation's workflow waits, once, for the rotation's transaction to commit: it is
+ * started just before that transaction, which normally commits within milliseconds.
+ */
+export const ROTATION_COMMIT_GRACE_MS = 30_000;
+
 /** The old key stops working at `revokeAt` (ISO 8601): the end of the rotation overlap. */
 export type KeyRotationInput = { orgId: string; oldKeyId: string; revokeAt: string };
 

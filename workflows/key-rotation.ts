@@ -1,6 +1,6 @@
 import { proxyActivities, sleep } from '@temporalio/workflow';
 import type { KeyRotationActivities } from '../activities/key-rotation';
-import type { KeyRotationInput } from './definitions';
+import { ROTATION_COMMIT_GRACE_MS, type KeyRotationInput } from './definitions';
 
 const { revokeRotatedKey } = proxyActivities<KeyRotationActivities>({
   startToCloseTimeout: '30 seconds',
@@ -10,10 +10,24 @@ const { revokeRotatedKey } = proxyActivities<KeyRotationActivities>({
 
 /**
  * Ends a key rotation's overlap: sleeps until `revokeAt`, then revokes the old key. The timer
- * is durable, so the key is revoked on time even if every worker restarts in between.
+ * is durable, so the key is revoked on time even if every worker restarts in between. The
+ * workflow is started before the rotation commits, so the key's row has the last word: a later
+ * end there means sleep again; no successor yet means look once more after a grace period,
+ * and then give up (the rotation never committed).
  */
 export async function keyRotation(input: KeyRotationInput): Promise<{ revoked: boolean }> {
-  const wait = Date.parse(input.revokeAt) - Date.now();
-  if (wait > 0) await sleep(wait);
-  return revokeRotatedKey({ orgId: input.orgId, keyId: input.oldKeyId });
+  let wait = Date.parse(input.revokeAt) - Date.now();
+  let graceUsed = false;
+  for (;;) {
+    if (wait > 0) await sleep(wait);
+    const outcome = await revokeRotatedKey({ orgId: input.orgId, keyId: input.oldKeyId });
+    if (outcome.state === 'not_due') {
+      wait = Date.parse(outcome.dueAt) - Date.now();
+    } else if (outcome.state === 'not_rotated' && !graceUsed) {
+      graceUsed = true;
+      wait = ROTATION_COMMIT_GRACE_MS;
+    } else {
+      return { revoked: outcome.state === 'revoked' };
+    }
+  }
 }

@@ -185,6 +185,22 @@ describe('provider_connections', () => {
     expect(JSON.stringify(audit)).not.toContain('sk-sandbox');
   });
 
+  it('checks a replacement credential before locking the connection: a patch meanwhile is not held up, and wins', async () => {
+    const c = await client.post<Connection>('/provider_connections', { kind: 'openai', name: name(), secret: 'sk-sandbox-old', config: { base_url: `${sandbox.url}/x/delay_ms=1500/openai/v1` } });
+    const order: string[] = [];
+    const replacing = client.post(`/provider_connections/${c.body.id}/credential`, { secret: 'sk-sandbox-new', validate: true }).then((r) => (order.push('credential'), r));
+    await new Promise((r) => setTimeout(r, 300));
+    const renamed = await client.patch<Connection>(`/provider_connections/${c.body.id}`, { name: name('renamed') }, '"1"');
+    order.push('patch');
+    expect([renamed.status, renamed.body.version]).toEqual([200, 2]);
+    const replaced = await replacing;
+    // The row changed while the provider was asked: the replacement is refused, nothing half-written.
+    expect([replaced.status, replaced.body.error?.code, replaced.etag]).toEqual([409, 'version_conflict', '"2"']);
+    expect(order).toEqual(['patch', 'credential']);
+    const [row] = await database.db.select().from(providerConnections).where(eq(providerConnections.id, c.body.id));
+    expect(createSealer(process.env.GW_SEALING_KEYS!).open(row!.secretSealed, { orgId: tenant.orgId, recordId: c.body.id, field: 'secret' })).toBe('sk-sandbox-old');
+  });
+
   it('never accepts a secret on patch; status toggles enabled/disabled', async () => {
     const c = await client.post<Connection>('/provider_connections', { kind: 'openai', name: name(), secret: SECRET });
     const withSecret = await client.patch(`/provider_connections/${c.body.id}`, { secret: 'sk-new' }, '"1"');

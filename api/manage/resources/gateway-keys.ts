@@ -123,20 +123,43 @@ const rotateSchema = z.strictObject({
   overlap_seconds: z.number().int().min(0).max(MAX_ROTATION_OVERLAP_SECONDS).optional(),
 });
 
+/** Spec 4.4: a revoked, expired, already rotated key or one in an archived project is 409. */
+async function refuseUnrotatable(db: ResourceCall['db'], old: KeyRow, now: Date): Promise<void> {
+  const notRotatable = (why: string) => new GatewayError('key_not_rotatable', `This key cannot be rotated: ${why}.`);
+  if (old.revokedAt) throw notRotatable('it is revoked');
+  if (old.expiresAt && old.expiresAt <= now) throw notRotatable('it has expired');
+  const [successor] = await db.select({ id: gatewayKeys.id }).from(gatewayKeys).where(eq(gatewayKeys.rotatedFromKeyId, old.id));
+  if (successor) throw notRotatable(`it was already rotated to \`${successor.id}\``);
+  const [project] = await db.select({ archivedAt: projects.archivedAt }).from(projects).where(eq(projects.id, old.projectId));
+  if (project?.archivedAt) throw notRotatable('its project is archived');
+}
+
+/** When the old key stops working: the overlap's end, or its own expiry if sooner; null for overlap 0. */
+type RotationPlan = { overlapSeconds: number; end: Date | null };
+
+/**
+ * Before the row is locked: the rotation is allowed, and the durable `keyRotation` workflow
+ * is started for the overlap's end. If the rotation's transaction then fails, the workflow
+ * finds no successor and revokes nothing.
+ */
+async function planRotation(call: ResourceCall, old: KeyRow, input: z.infer<typeof rotateSchema>): Promise<RotationPlan> {
+  await refuseUnrotatable(call.db, old, call.now);
+  const overlapSeconds = input.overlap_seconds ?? DEFAULT_ROTATION_OVERLAP_SECONDS;
+  if (overlapSeconds === 0) return { overlapSeconds, end: null };
+  const overlapEnd = new Date(call.now.getTime() + call.services.scaleMs(overlapSeconds * 1000));
+  const end = old.expiresAt && old.expiresAt < overlapEnd ? old.expiresAt : overlapEnd;
+  await call.services.scheduleKeyRevocation({ orgId: old.orgId, oldKeyId: old.id, revokeAt: end.toISOString() });
+  return { overlapSeconds, end };
+}
+
 /**
  * Spec 4.4: a new key with the old one's configuration and lineage (so spend limits and grants
  * carry over); the old key keeps working for the overlap, then the durable `keyRotation`
  * workflow revokes it. Its `expires_at` is also moved to the overlap's end, so the gateway
  * refuses it on time even before the workflow runs.
  */
-async function rotateKey(call: ResourceCall, old: KeyRow, input: z.infer<typeof rotateSchema>) {
-  const notRotatable = (why: string) => new GatewayError('key_not_rotatable', `This key cannot be rotated: ${why}.`);
-  if (old.revokedAt) throw notRotatable('it is revoked');
-  if (old.expiresAt && old.expiresAt <= call.now) throw notRotatable('it has expired');
-  const [successor] = await call.db.select({ id: gatewayKeys.id }).from(gatewayKeys).where(eq(gatewayKeys.rotatedFromKeyId, old.id));
-  if (successor) throw notRotatable(`it was already rotated to \`${successor.id}\``);
-  const [project] = await call.db.select({ archivedAt: projects.archivedAt }).from(projects).where(eq(projects.id, old.projectId));
-  if (project?.archivedAt) throw notRotatable('its project is archived');
+async function rotateKey(call: ResourceCall, old: KeyRow, plan: RotationPlan) {
+  await refuseUnrotatable(call.db, old, call.now);
 
   // Everything but identity, secret and history carries over, `disabled` included: rotating
   // must not quietly re-enable a key someone switched off.
@@ -144,15 +167,7 @@ async function rotateKey(call: ResourceCall, old: KeyRow, input: z.infer<typeof 
   const issued = await issueGatewayKey(call.db, { ...config, rotatedFromKeyId: old.id, createdByMemberId: call.principal.memberId });
   const answer = (await findKey(call.db, old.orgId, issued.id, false))!;
 
-  const overlapSeconds = input.overlap_seconds ?? DEFAULT_ROTATION_OVERLAP_SECONDS;
-  let changes: Partial<KeyRow>;
-  if (overlapSeconds === 0) {
-    changes = { revokedAt: call.now };
-  } else {
-    const end = new Date(call.now.getTime() + call.services.scaleMs(overlapSeconds * 1000));
-    changes = { expiresAt: old.expiresAt && old.expiresAt < end ? old.expiresAt : end };
-    await call.services.scheduleKeyRevocation({ orgId: old.orgId, oldKeyId: old.id, revokeAt: changes.expiresAt!.toISOString() });
-  }
+  const changes: Partial<KeyRow> = plan.end ? { expiresAt: plan.end } : { revokedAt: call.now };
   return {
     changes,
     answer,
@@ -160,7 +175,7 @@ async function rotateKey(call: ResourceCall, old: KeyRow, input: z.infer<typeof 
       secret: issued.secret,
       previous_key: { id: old.id, expires_at: changes.expiresAt?.toISOString() ?? null, revoked_at: changes.revokedAt?.toISOString() ?? null },
     },
-    auditDetail: { new_key_id: issued.id, overlap_seconds: overlapSeconds },
+    auditDetail: { new_key_id: issued.id, overlap_seconds: plan.overlapSeconds },
   };
 }
 
@@ -223,7 +238,8 @@ export const gatewayKeysResource: ResourceType<KeyRow> = {
         secret: z.string(),
         previous_key: z.object({ id: z.string(), expires_at: z.string().nullable(), revoked_at: z.string().nullable() }),
       }),
-      run: rotateKey,
+      prepare: planRotation,
+      run: (call, old, _input, plan: RotationPlan) => rotateKey(call, old, plan),
     },
   },
 

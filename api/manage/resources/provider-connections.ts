@@ -216,9 +216,12 @@ export const providerConnectionsResource: ResourceType<ConnectionRow> = {
       summary: 'Replace the connection\'s credential (and, if given, its pooled fallbacks).',
       schema: credentialSchema,
       ifMatch: 'optional',
-      async run(call, row, input: z.infer<typeof credentialSchema>) {
+      // The provider is asked before the row is locked; a connection changed meanwhile is a 409.
+      async prepare(call, row, input: z.infer<typeof credentialSchema>) {
         const kind = kindOf(row.kind);
         if (input.validate) await validateCredential(call, kind, baseUrlFor(kind, row.config, call.services), input.secret);
+      },
+      async run(call, row, input: z.infer<typeof credentialSchema>) {
         return {
           changes: { ...sealCredentials(call.services.sealer, row.orgId, row.id, input.secret, input.fallback_secrets), credentialUpdatedAt: call.now },
           auditDetail: { validated: input.validate === true, fallback_secrets_replaced: input.fallback_secrets !== undefined },

@@ -35,7 +35,14 @@ export type ResourceAction<Row> = {
   ifMatch: 'optional' | 'required';
   /** Extra wire fields of the answer, for the OpenAPI document. */
   revealSchema?: z.ZodType;
-  run(call: ResourceCall, row: Row, input: never): Promise<{
+  /**
+   * What calls out (a Temporal start, the provider's word on a credential), run on the row as
+   * read before it is locked (`call.db` is outside any transaction): no network call waits inside a transaction holding the row's lock
+   * (DESIGN 6.9). Its result reaches `run`; a row that changed in between is a 409
+   * `version_conflict`. Whatever it starts must be harmless if the transaction then fails.
+   */
+  prepare?(call: ResourceCall, row: Row, input: never): Promise<unknown>;
+  run(call: ResourceCall, row: Row, input: never, prepared: never): Promise<{
     changes?: Record<string, unknown>;
     answer?: Row;
     reveal?: Record<string, unknown>;

@@ -215,10 +215,17 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
     const now = deps.clock.now();
 
     await once(ctx, principal, `manage:${resource.type}/${ctx.params.id}/${ctx.params.action}`, now, async () => {
+      let prepared: { version: number; value: unknown } | null = null;
+      if (action.prepare) {
+        const row = await visible(resource, ctx, deps.db, ctx.params.id!, false, true);
+        if (expected !== null && expected !== undefined && row.version !== expected) throw versionConflict(row.version);
+        prepared = { version: row.version, value: await action.prepare(callFor(ctx, deps.db, principal, now), row, input as never) };
+      }
       const result = await mappingConflicts(resource, () => deps.db.transaction(async (tx) => {
         const row = await visible(resource, ctx, tx, ctx.params.id!, true, true);
         if (expected !== null && expected !== undefined && row.version !== expected) throw versionConflict(row.version);
-        const outcome = await action.run(callFor(ctx, tx, principal, now), row, input as never);
+        if (prepared && row.version !== prepared.version) throw versionConflict(row.version);
+        const outcome = await action.run(callFor(ctx, tx, principal, now), row, input as never, prepared?.value as never);
         const current = outcome.changes ? await writeNextVersion(tx, resource, row, outcome.changes, now) : row;
         await auditWrite(tx, principal, resource, ctx.params.action!, row.id, [row.version, current.version], outcome.auditDetail);
         const answered = outcome.answer ?? current;

@@ -83,13 +83,18 @@ export const webhookEndpointsResource: ResourceType<EndpointRow> = {
       ifMatch: 'optional',
       revealSchema: secretReveal,
       /**
-       * The old secret moves to the retired list with its end time; the durable
-       * `secretRotation` workflow drops it then, even across restarts.
+       * The durable `secretRotation` workflow is told the retire time before the row is locked;
+       * it reads the retired secrets from the row, so if this write then fails it finds nothing
+       * new to drop.
        */
-      async run(call, row) {
-        const secret = newSecret(WEBHOOK_SECRET_PREFIX);
+      async prepare(call, row) {
         const retireAt = new Date(call.now.getTime() + call.services.scaleMs(RETIRED_SECRET_SIGNS_FOR_MS)).toISOString();
         await call.services.scheduleSecretRetirement({ orgId: row.orgId, endpointId: row.id, retireAt });
+        return retireAt;
+      },
+      /** The old secret moves to the retired list with its end time; the workflow drops it then. */
+      async run(call, row, _input, retireAt: string) {
+        const secret = newSecret(WEBHOOK_SECRET_PREFIX);
         return {
           changes: {
             secretSealed: sealSecret(call, row.orgId, row.id, secret),

@@ -41,8 +41,9 @@ export async function secretRotation(input: SecretRotationInput): Promise<{ drop
       await condition(() => due() < target, wait);
       continue;
     }
-    // This check covers every time announced up to now: the rotation that announced it had
-    // locked the endpoint row before signalling, so the check's locked read sees its secret.
+    // This check covers the announced times that are due: the rotation that announced one
+    // signals just before its transaction, which has long committed (or failed, leaving
+    // nothing to drop) by the time its 24 hours are up.
     const checkedAt = Date.now();
     for (let i = announced.length - 1; i >= 0; i--) if (announced[i]! <= checkedAt) announced.splice(i, 1);
     const result = await dropRetiredSecrets({ orgId: input.orgId, endpointId: input.endpointId });

@@ -8,7 +8,6 @@ import path from 'node:path';
 import { createVideoJobActivities, type VideoJobDeps } from '../activities/video-job';
 import { createWebhookDeliveryActivities } from '../activities/webhook-delivery';
 import { createDeliveryStarter } from '../activities/webhook-dispatch';
-import { createGuardedDispatcher } from '../core/net/guarded-dispatcher';
 import { webhookAttemptDelays } from '../core/webhooks/schedule';
 import { systemClock, type Clock } from '../core/clock';
 import { publicBaseUrl, requireSetting, type Config } from '../core/config';
@@ -46,18 +45,20 @@ export type ActivityServices = {
 export function createActivityServices(config: Config, db: Database, redis: RedisHandle): ActivityServices {
   const keyring = requireSetting(config, 'GW_SEALING_KEYS');
   const sealer = createSealer(keyring);
+  // One guarded pool for every outbound call a worker makes: providers and webhook receivers.
+  const outbound = createUpstreamAgent({ allowPrivateNetwork: config.GW_ALLOW_PRIVATE_NETWORK });
   return {
     db,
     redis,
     clock: systemClock,
     webhooks: {
-      dispatcher: createGuardedDispatcher({ allowPrivateNetwork: config.GW_ALLOW_PRIVATE_NETWORK, connectTimeoutMs: 10_000 }),
+      dispatcher: outbound,
       attemptDelaysMs: webhookAttemptDelays(config.GW_SCHEDULE_SCALE),
     },
     video: {
       sealer,
       storage: localOutputStorage(path.join(config.dataDir, 'outputs')),
-      agent: createUpstreamAgent({ allowPrivateNetwork: config.GW_ALLOW_PRIVATE_NETWORK }),
+      agent: outbound,
       links: { signer: createLinkSigner(deriveKey(keyring, 'output-links')), baseUrl: publicBaseUrl(config) },
     },
   };

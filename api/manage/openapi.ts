@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject } from 'zod-openapi';
 import { PROVIDER_KINDS } from '../../core/providers/kinds';
 import type { ResourceType } from './resources/resource-type';
-import { webhookDeliveryPaths } from './webhook-deliveries';
+import { DELIVERY_LOG_SIZE, deliveryListSchema } from './webhook-deliveries';
 
 /**
  * The management OpenAPI 3.1 document (spec 4.4), generated from the same zod schemas that
@@ -147,11 +147,19 @@ export function buildOpenApiDocument(resources: readonly ResourceType[]) {
         responses: { '200': json(z.object({ object: z.literal('list'), data: z.array(providerKind), has_more: z.boolean() }), 'Every kind.'), ...errors },
       },
     },
+    '/webhook_deliveries': {
+      get: {
+        tags: ['webhook_endpoints'],
+        operationId: 'listWebhookDeliveries',
+        summary: `The delivery log: the organization's latest ${DELIVERY_LOG_SIZE} webhook deliveries, newest first. Scope \`webhooks:read\`.`,
+        responses: { '200': json(deliveryListSchema, 'The latest deliveries.'), ...errors },
+      },
+    },
     '/openapi.json': {
       get: { tags: ['meta'], operationId: 'getOpenApiDocument', summary: 'This document.', responses: { '200': { description: 'OpenAPI 3.1.' } } },
     },
   };
-  const paths = Object.assign(fixed, webhookDeliveryPaths, ...resources.map(resourcePaths)) as ZodOpenApiPathsObject;
+  const paths = Object.assign(fixed, ...resources.map(resourcePaths)) as ZodOpenApiPathsObject;
   return createDocument({
     openapi: '3.1.0',
     info: {

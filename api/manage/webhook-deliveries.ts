@@ -1,7 +1,6 @@
 import type Router from '@koa/router';
 import { desc, eq } from 'drizzle-orm';
 import { z } from 'zod';
-import type { ZodOpenApiPathsObject } from 'zod-openapi';
 import { unixOrNull } from '../../core/clock';
 import type { Database } from '../../core/db/client';
 import { DELIVERY_STATUSES, webhookDeliveries } from '../../core/db/schema';
@@ -58,14 +57,3 @@ export function webhookDeliveryRoutes(router: Router<GatewayState>, deps: { db: 
     ctx.body = { object: 'list', data: rows.map(presentDelivery), has_more: false };
   });
 }
-
-export const webhookDeliveryPaths: ZodOpenApiPathsObject = {
-  '/webhook_deliveries': {
-    get: {
-      tags: ['webhook_endpoints'],
-      operationId: 'listWebhookDeliveries',
-      summary: `The delivery log: the organization's latest ${DELIVERY_LOG_SIZE} webhook deliveries, newest first. Scope \`webhooks:read\`.`,
-      responses: { '200': { description: 'The latest deliveries.', content: { 'application/json': { schema: deliveryListSchema } } } },
-    },
-  },
-};

@@ -1,4 +1,4 @@
-import { ActivityFailure, CancellationScope, condition, defineQuery, defineUpdate, isCancellation, proxyActivities, setHandler, sleep, upsertSearchAttributes } from '@temporalio/workflow';
+import { ActivityFailure, CancellationScope, condition, defineQuery, defineUpdate, isCancellation, patched, proxyActivities, setHandler, sleep, upsertSearchAttributes } from '@temporalio/workflow';
 import type { SubmitRefusal, VideoJobActivities } from '../activities/video-job';
 import { JOB_CANCEL_UPDATE, searchAttributeKeys, type JobCancelResult, type VideoJobInput } from './definitions';
 
@@ -6,6 +6,12 @@ type Status = 'queued' | 'running' | 'succeeded' | 'failed' | 'canceled';
 
 export const cancelJob = defineUpdate<JobCancelResult>(JOB_CANCEL_UPDATE);
 export const jobStatus = defineQuery<Status>('status');
+
+/**
+ * Runs started before a cancel could interrupt the call in flight let it finish; a cancel
+ * replayed in their histories must not issue the cancel command they never recorded.
+ */
+export const CANCEL_INTERRUPTS_CALL = 'cancel-interrupts-call';
 
 // Infrastructure errors (Postgres away, a download cut) retry; provider refusals are answers.
 const retry = { initialInterval: '1 second', maximumInterval: '1 minute', backoffCoefficient: 2, maximumAttempts: 20 };
@@ -35,7 +41,7 @@ export async function videoJob(input: VideoJobInput): Promise<{ status: Status }
   setHandler(jobStatus, () => status);
   setHandler(cancelJob, async () => {
     cancelRequested = true;
-    interruptibleScope?.cancel();
+    if (interruptibleScope && patched(CANCEL_INTERRUPTS_CALL)) interruptibleScope.cancel();
     await condition(terminal);
     return { status };
   });

@@ -13,6 +13,11 @@ import { HISTORIES_DIR } from '../helpers/histories';
  * (patched()) and newly recorded histories.
  */
 const HISTORIES = ['succeeded', 'canceled', 'failed'];
+/**
+ * Frozen, never re-recorded: runs from before a cancel interrupted the call in flight. This one
+ * was canceled during a status check; it replays only because the interruption is `patched()`.
+ */
+const PRE_PATCH_HISTORIES = ['canceled-before-interrupt'];
 const historyOf = (name: string) => JSON.parse(fs.readFileSync(path.join(HISTORIES_DIR, `video-job-${name}.json`), 'utf8')) as unknown;
 
 describe('videoJob replay', () => {
@@ -29,9 +34,13 @@ describe('videoJob replay', () => {
     await Worker.runReplayHistory({ workflowBundle: { codePath: process.env.GW_TEST_WORKFLOW_BUNDLE! } }, historyOf(name), `replay-${name}`);
   });
 
+  it.each(PRE_PATCH_HISTORIES)('replays the %s history recorded before a workflow change, through its patch', async (name) => {
+    await Worker.runReplayHistory({ workflowBundle: { codePath: process.env.GW_TEST_WORKFLOW_BUNDLE! } }, historyOf(name), `replay-${name}`);
+  });
+
   it('refuses a workflow changed in a way that breaks determinism', async () => {
     const { code } = await bundleWorkflowCode({ workflowsPath: require.resolve('./changed-workflows'), logger: quietBundlerLogger });
-    for (const name of HISTORIES) {
+    for (const name of [...HISTORIES, ...PRE_PATCH_HISTORIES]) {
       await expect(Worker.runReplayHistory({ workflowBundle: { code } }, historyOf(name), `changed-${name}`)).rejects.toBeInstanceOf(DeterminismViolationError);
     }
   });

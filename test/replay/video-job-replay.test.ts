@@ -7,12 +7,13 @@ import { installTemporalRuntime } from '../../workers/temporal';
 import { HISTORIES_DIR } from '../helpers/histories';
 
 /**
- * Determinism guard: committed histories of `videoJob` (succeeded, canceled, failed) must replay
- * against today's workflow code. A change that alters the commands a recorded run issued is
+ * Determinism guard: committed histories of `videoJob` (succeeded, canceled, failed, canceled
+ * while its submit was in flight) must replay against today's workflow code. A change that
+ * alters the commands a recorded run issued is
  * caught here before it can break running jobs; such a change needs workflow versioning
  * (patched()) and newly recorded histories.
  */
-const HISTORIES = ['succeeded', 'canceled', 'failed'];
+const HISTORIES = ['succeeded', 'canceled', 'failed', 'canceled-during-submit'];
 /**
  * Frozen, never re-recorded: runs from before a cancel interrupted the call in flight. This one
  * was canceled during a status check; it replays only because the interruption is `patched()`.

@@ -288,6 +288,7 @@ describe('video jobs', () => {
     const [event] = await f.database.db.select().from(jobEvents).where(eq(jobEvents.jobId, created.json.id));
     expect(event!.type).toBe('job.canceled');
     expect(await f.api.runtime.temporal.workflow.getHandle(created.json.id).result()).toEqual({ status: 'canceled' });
+    await history('canceled-during-submit', created.json.id);
     // The activity heard the cancel (by its heartbeat) and hung up: the slow provider started no render.
     await waitFor('the submit in flight being aborted', () => f.sandbox.abandonedVideoSubmits() > abandonedBefore, 15_000);
     expect(f.sandbox.videoSubmits()).toBe(submitsBefore);

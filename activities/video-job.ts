@@ -15,7 +15,7 @@ import { pendingJobDeliveries } from '../core/webhooks/fan-out';
 import type { StartDeliveries } from './webhook-dispatch';
 import type { Candidate } from '../core/routing/candidates';
 import { isPublicAddress } from '../core/net/public-address';
-import { providerRejectedMessage } from '../core/providers/errors';
+import { cleanProviderText } from '../core/providers/errors';
 import { isProviderKind, type ProviderKind } from '../core/providers/kinds';
 import { openConnection } from '../core/providers/open-connection';
 import { sendUpstream, type UpstreamTarget } from '../core/providers/upstream';
@@ -59,8 +59,8 @@ const TRANSIENT_CHECK_FAILURES = new Set<ProviderFailure['kind']>(['timeout', 's
 /** A status check the provider refused for good (credential rejected, render unknown): the job's error. */
 function refusedCheckError(connectionId: string, failure: ProviderFailure): JobError {
   const status = failure.status ? ` (HTTP ${failure.status})` : '';
-  const what = failure.kind === 'credential' ? 'rejected the connection\'s credential' : failure.kind === 'model_not_served' ? 'does not know the render' : 'refused the status check';
-  return { message: `The provider ${what} when the render was checked${status} on ${connectionId}: ${providerRejectedMessage(failure.message)}`, type: 'upstream_error', code: null };
+  const what = failure.kind === 'credential' ? 'rejected the connection\'s credential' : failure.kind === 'model_not_served' ? 'no longer knows the render' : 'refused to report on the render';
+  return { message: `The provider ${what}${status} on ${connectionId}: ${cleanProviderText(failure.message).slice(0, 500)}`, type: 'upstream_error', code: null };
 }
 
 /**

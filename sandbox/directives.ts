@@ -21,7 +21,8 @@
  *   no_progress         the provider reports no progress while rendering
  *   content_delay_ms=<ms> the finished video's download starts this late
  *   submit_delay_ms=<ms> a video submit is answered (and the render accepted) this late
- *   check_status=<code> a video's status checks answer this HTTP status (e.g. 404 not found)
+ *   check_status=<code> a video's status checks answer this HTTP status (e.g. 404 not found;
+ *                       with times=<n>, only the first n checks)
  *   download_uri=<url>  a finished Veo operation points its download at this URL (URL-encoded)
  */
 export type Directives = {

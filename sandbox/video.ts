@@ -11,7 +11,7 @@ import { directivesInText, parseDirectives, type Directives } from './directives
  * checks can be refused (`check_status=404`), and Veo can point the download elsewhere
  * (`download_uri`).
  */
-type Render = { id: string; model: string; seconds: number; startedAt: number; directives: Directives };
+type Render = { id: string; model: string; seconds: number; startedAt: number; directives: Directives; checksRefused: number };
 
 const DEFAULT_RENDER_MS = 1500;
 
@@ -39,7 +39,7 @@ function create(state: VideoState, req: http.IncomingMessage, model: string, pro
   const key = req.headers['idempotency-key'] as string | undefined;
   const known = key ? state.byIdempotencyKey.get(key) : undefined;
   if (known) return state.renders.get(known)!;
-  const render: Render = { id: randomBytes(10).toString('hex'), model, seconds, startedAt: Date.now(), directives };
+  const render: Render = { id: randomBytes(10).toString('hex'), model, seconds, startedAt: Date.now(), directives, checksRefused: 0 };
   state.renders.set(render.id, render);
   if (key) state.byIdempotencyKey.set(key, render.id);
   state.submits += 1;
@@ -61,10 +61,11 @@ function accept(state: VideoState, req: http.IncomingMessage, res: http.ServerRe
   });
 }
 
-/** A status check refused by `check_status` (in the provider's error shape), or null. */
+/** A status check refused by `check_status` (the first `times` only, if given), in the provider's error shape, or null. */
 function refusedCheck(r: Render | undefined, google: boolean): [number, unknown] | null {
   const status = r?.directives.checkStatus;
-  if (!status) return null;
+  if (!r || !status || (r.directives.times !== undefined && r.checksRefused >= r.directives.times)) return null;
+  r.checksRefused += 1;
   const message = `sandbox: status check refused with ${status}`;
   return [status, google ? { error: { code: status, message, status: status === 404 ? 'NOT_FOUND' : 'FAILED_PRECONDITION' } } : { error: { message, type: 'invalid_request_error', code: status === 404 ? 'not_found' : null } }];
 }

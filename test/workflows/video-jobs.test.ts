@@ -294,7 +294,7 @@ describe('video jobs', () => {
     expect(f.sandbox.videoSubmits()).toBe(submitsBefore);
   });
 
-  it('ends failed with the mapped error when a status check is refused for good (404 render not found)', async () => {
+  it('ends failed with the mapped error when a status check is refused for good (404 render not found, credential rejected), goes on after a passing one', async () => {
     const created = await submit({ prompt: `lost [sandbox render_ms=5000 check_status=404] ${seq++}` });
     const done = await until(created.json.id, terminal);
     expect(done).toMatchObject({ status: 'failed', usage: null, output: null, error: { type: 'upstream_error', message: expect.stringContaining('HTTP 404') } });
@@ -303,6 +303,15 @@ describe('video jobs', () => {
     expect(row!.statusChecks).toBe(1);
     const [event] = await f.database.db.select().from(jobEvents).where(eq(jobEvents.jobId, created.json.id));
     expect(event!.type).toBe('job.failed');
+
+    // A rejected credential is as final.
+    const rejected = await until((await submit({ prompt: `rejected [sandbox render_ms=5000 check_status=401] ${seq++}` })).json.id, terminal);
+    expect(rejected).toMatchObject({ status: 'failed', error: { type: 'upstream_error', message: expect.stringContaining('credential') } });
+    // A passing failure (503) counts as a check and the next one goes on.
+    const passing = await submit({ prompt: `flaky [sandbox render_ms=50 check_status=503 times=2] ${seq++}` });
+    expect(await until(passing.json.id, terminal)).toMatchObject({ status: 'succeeded' });
+    const [flaky] = await f.database.db.select().from(jobs).where(eq(jobs.id, passing.json.id));
+    expect(flaky!.statusChecks).toBeGreaterThanOrEqual(3);
   });
 
   it('records the model the route target named, not the deployment name its connection maps it to', async () => {

@@ -13,3 +13,4 @@ export * from './request-logs';
 export * from './jobs';
 export * from './spend-ledger';
 export * from './webhook-deliveries';
+export * from './end-user-caps';

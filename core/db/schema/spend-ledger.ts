@@ -4,9 +4,10 @@ import { organizations } from './organizations';
 export const SPEND_STATES = ['reserved', 'settled', 'released'] as const;
 
 /**
- * Spend held against budgets by work that outlasts a request: a job's estimated cost is
- * reserved when it is submitted, settled at its actual cost on success, released on failure
- * or cancel. Keyed by the key lineage, so a rotated key keeps its spend.
+ * The spend ledger: every priced request's settled cost (chat rows written in batches off the
+ * hot path; a job's row reserved at submit, settled on success, released on failure or
+ * cancel), with each budget scope it counts against, so Redis counters can be rebuilt from it.
+ * Keyed by the key lineage, so a rotated key keeps its spend.
  */
 export const spendLedger = pgTable(
   'spend_ledger',
@@ -16,10 +17,21 @@ export const spendLedger = pgTable(
     lineageId: text('lineage_id').notNull(),
     projectId: text('project_id').notNull(),
     jobId: text('job_id'),
+    /** The chat request it settles (null for jobs). */
+    requestId: text('request_id'),
+    /** The member who created the key: their budget counts this spend. */
+    memberId: text('member_id'),
+    /** The end customer (`metadata.user_id`), when the request named one. */
+    endUserId: text('end_user_id'),
     amount: numeric('amount', { mode: 'number' }).notNull(),
     state: text('state', { enum: SPEND_STATES }).notNull(),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
   },
-  (t) => [index('spend_ledger_lineage').on(t.lineageId, t.createdAt), uniqueIndex('spend_ledger_job').on(t.jobId)],
+  (t) => [
+    index('spend_ledger_lineage').on(t.lineageId, t.createdAt),
+    uniqueIndex('spend_ledger_job').on(t.jobId),
+    index('spend_ledger_org').on(t.orgId, t.createdAt),
+    index('spend_ledger_project').on(t.projectId, t.createdAt),
+  ],
 );

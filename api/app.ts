@@ -9,7 +9,7 @@ import type { RedisHandle } from '../core/redis';
 import type { GatewayState } from './context';
 import { consoleRouter } from './console';
 import { filesRouter } from './files';
-import { gatewayRouter } from './gateway/router';
+import { gatewayNotFound, gatewayPreAuthMeter, gatewayRouter } from './gateway/router';
 import type { GatewayServices } from './gateway/services';
 import { healthRouter, type ReadinessCheck } from './health';
 import { managementRouter } from './manage/router';
@@ -47,7 +47,9 @@ export function createApp(deps: AppDeps): Koa<GatewayState> {
 
   app.use(requestContext(deps.logger));
   app.use(errorHandler());
-  app.use(bodyLimit());
+  const meterDeps = { keys: deps.keys, clock: deps.clock, redis: deps.redis };
+  app.use(bodyLimit({ beforeRefusal: gatewayPreAuthMeter(meterDeps) }));
   for (const router of routers) app.use(router.routes());
+  app.use(gatewayNotFound(meterDeps));
   return app;
 }

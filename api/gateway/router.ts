@@ -5,10 +5,12 @@ import type { Clock } from '../../core/clock';
 import type { RedisHandle } from '../../core/redis';
 import { keySpend } from '../../core/budgets/key-spend';
 import { callableModels } from '../../core/routing/callable-models';
-import type { GatewayState } from '../context';
+import type { GatewayContext, GatewayState } from '../context';
+import { GatewayError } from '../../core/errors';
+import type { Middleware } from 'koa';
 import { jsonBody } from '../middleware/body';
 import { gatewayAuth } from '../middleware/gateway-auth';
-import { keyRateLimit } from '../middleware/key-rate-limit';
+import { keyRateLimit, meterKnownKey, type KeyMeterDeps } from '../middleware/key-rate-limit';
 import { chatCompletions } from './chat';
 import { jobRoutes } from './jobs';
 import type { Database } from '../../core/db/client';
@@ -49,4 +51,31 @@ export function gatewayRouter(deps: GatewayRouterDeps): Router<GatewayState> {
   jobRoutes(router, { db: deps.db, clock: deps.clock, gateway: deps.gateway, jobs: deps.gateway.jobs });
 
   return router;
+}
+
+/** Whether a path is one of the gateway's (`/v1` and below). */
+export function isGatewayPath(path: string): boolean {
+  return path === '/v1' || path.startsWith('/v1/');
+}
+
+/**
+ * Rate headers for answers decided before a `/v1` route authenticates (spec 8 "on every
+ * response"): a 413 from Content-Length. Non-gateway paths are left alone.
+ */
+export function gatewayPreAuthMeter(deps: KeyMeterDeps): (ctx: GatewayContext) => Promise<void> {
+  return async (ctx) => {
+    if (isGatewayPath(ctx.path)) await meterKnownKey(ctx, deps);
+  };
+}
+
+/**
+ * Mounted after every router: a `/v1` path no route matched answers 404 `not_found`, with the
+ * rate headers of a key the request carries. The answer stays 404 with or without a key.
+ */
+export function gatewayNotFound(deps: KeyMeterDeps): Middleware<GatewayState> {
+  return async (ctx, next) => {
+    if (!isGatewayPath(ctx.path)) return next();
+    await meterKnownKey(ctx, deps);
+    throw new GatewayError('not_found', `No route for ${ctx.method} ${ctx.path}.`);
+  };
 }

@@ -1,7 +1,7 @@
 import type { Middleware } from 'koa';
 import getRawBody from 'raw-body';
 import { GatewayError } from '../../core/errors';
-import type { GatewayState } from '../context';
+import type { GatewayContext, GatewayState } from '../context';
 
 const MB = 1_000_000;
 /** Spec section 8: per-endpoint request body limits; every other endpoint takes 1 MB. */
@@ -22,13 +22,20 @@ function tooLarge(limit: number): GatewayError {
   return new GatewayError('request_too_large', `Request body is larger than this endpoint accepts (${limit} bytes).`);
 }
 
-/** Refuses an oversized declared body from its Content-Length alone, before auth and before reading. */
-export function bodyLimit(): Middleware<GatewayState> {
+/**
+ * Refuses an oversized declared body from its Content-Length alone, before auth and before
+ * reading. `beforeRefusal` runs first (it sets the rate headers of a key it can identify from
+ * the Authorization header alone); it must not throw.
+ */
+export function bodyLimit(options: { beforeRefusal?: (ctx: GatewayContext) => Promise<void> } = {}): Middleware<GatewayState> {
   return async (ctx, next) => {
     const limit = bodyLimitFor(ctx.path);
     ctx.state.bodyLimit = limit;
     const declared = ctx.get('content-length');
-    if (declared && Number(declared) > limit) throw tooLarge(limit);
+    if (declared && Number(declared) > limit) {
+      await options.beforeRefusal?.(ctx);
+      throw tooLarge(limit);
+    }
     await next();
   };
 }

@@ -5,11 +5,13 @@ import { refuseKey, type KeyResolver } from '../../core/auth/gateway-key-auth';
 import type { Clock } from '../../core/clock';
 import { sha256Hex } from '../../core/crypto/secrets';
 import { GatewayError } from '../../core/errors';
+import type { RedisHandle } from '../../core/redis';
 import type { GatewayState } from '../context';
 import { authFailure } from './auth-failures';
+import { meterKey } from './key-rate-limit';
 
 /** `/v1` authentication: a gateway key as a Bearer token, resolved from the in-process cache. */
-export function gatewayAuth(deps: { keys: KeyResolver; authFailures: AuthFailureLimiter; clock: Clock }): Middleware<GatewayState> {
+export function gatewayAuth(deps: { keys: KeyResolver; authFailures: AuthFailureLimiter; clock: Clock; redis: RedisHandle }): Middleware<GatewayState> {
   return async (ctx, next) => {
     const bearer = parseBearer(ctx.get('authorization') || undefined);
     if (bearer.kind === 'missing') {
@@ -24,8 +26,12 @@ export function gatewayAuth(deps: { keys: KeyResolver; authFailures: AuthFailure
     const key = bearer.secret.startsWith(GATEWAY_KEY_PREFIX) ? await deps.keys.resolve(sha256Hex(bearer.secret)) : null;
     if (!key) throw await authFailure(ctx, deps.authFailures, 'gateway', 'Invalid API key.');
     const refusal = refuseKey(key, deps.clock.now(), ctx.ip);
+    if (refusal?.status === 401) throw await authFailure(ctx, deps.authFailures, 'gateway', refusal.message);
     if (refusal) {
-      throw refusal.status === 401 ? await authFailure(ctx, deps.authFailures, 'gateway', refusal.message) : refusal;
+      // The key is known, so its refusal (402, 403) is counted and carries X-RateLimit-* too (spec 8).
+      ctx.state.log = ctx.state.log.child({ key_id: key.keyId, org_id: key.orgId });
+      await meterKey(ctx, deps.redis, key).catch(() => undefined);
+      throw refusal;
     }
     ctx.state.key = key;
     ctx.state.log = ctx.state.log.child({ key_id: key.keyId, org_id: key.orgId });

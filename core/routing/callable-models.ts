@@ -1,6 +1,7 @@
 import type { KeyContext } from '../auth/gateway-key-auth';
 import type { ModelCatalog } from '../catalog/model-catalog';
 import { kindSpec } from '../providers/kinds';
+import { modelAllowed } from './candidates';
 import type { OrgConfig } from './org-config';
 
 export type CallableModel = { id: string; owned_by: string; kind: 'model' | 'route' };
@@ -30,9 +31,14 @@ export function callableModels(key: KeyContext, config: OrgConfig, catalog: Mode
       }
     }
   }
+  const byId = new Map(config.connections.map((c) => [c.id, c]));
   for (const route of config.routes.values()) {
     if (key.allowedRoutes.length > 0 && !key.allowedRoutes.includes(route.slug)) continue;
     if (!inEnvironment(route.environments, key)) continue;
+    // A route whose every target an allowlist excludes cannot be called (403 model_not_allowed).
+    const targets = [...route.targets, ...route.rules.flatMap((r) => r.targets)];
+    const live = targets.filter((t) => t.enabled !== false && byId.has(t.connection_id));
+    if (live.length > 0 && !live.some((t) => modelAllowed(key, config, `${byId.get(t.connection_id)!.kind}/${t.model}`, route.slug))) continue;
     models.set(route.slug, { id: route.slug, owned_by: 'route', kind: 'route' });
   }
   return [...models.values()].sort((a, b) => a.id.localeCompare(b.id));

@@ -139,12 +139,24 @@ function resolveModel(model: string, input: PlanInput): { parsed: ParsedModel; s
   return { parsed, serving };
 }
 
+/** The allowlists that apply to a key: its own, its project's, its organization's (empty ones allow all). */
+function allowlistsOf(key: KeyContext, config: OrgConfig): string[][] {
+  return [key.modelAllowlist, key.projectModelAllowlist, config.modelAllowlist].filter((l) => l.length > 0);
+}
+
+/**
+ * Whether every allowlist that applies lets the key call this model (`<vendor>/<name>` or the
+ * bare name). Reached through a route, a list that names the route's slug also allows it:
+ * whoever wrote that list allowed the route as its owner configured it.
+ */
+export function modelAllowed(key: KeyContext, config: OrgConfig, modelId: string, routeSlug?: string): boolean {
+  const name = modelId.slice(modelId.indexOf('/') + 1);
+  return allowlistsOf(key, config).every((list) => list.includes(modelId) || list.includes(name) || (routeSlug !== undefined && list.includes(routeSlug)));
+}
+
 function checkModelAllowed(parsed: ParsedModel, input: PlanInput): void {
-  const lists = [input.key.modelAllowlist, input.key.projectModelAllowlist, input.config.modelAllowlist].filter((l) => l.length > 0);
-  for (const list of lists) {
-    if (!list.includes(parsed.id) && !list.includes(parsed.name)) {
-      throw new GatewayError('model_not_allowed', `This key may not call \`${parsed.id}\`.`);
-    }
+  if (!modelAllowed(input.key, input.config, parsed.id)) {
+    throw new GatewayError('model_not_allowed', `This key may not call \`${parsed.id}\`.`);
   }
 }
 
@@ -234,8 +246,11 @@ export function planCandidates(input: PlanInput): Plan {
     }
     const inEnvironment = route.environments.length === 0 || (input.key.environment !== null && route.environments.includes(input.key.environment));
     const all = routeCandidates(route, input, random);
-    const candidates = inEnvironment ? all.filter((c) => reachable(c.connection, input)) : [];
     if (all.length === 0) throw new GatewayError('no_provider_connected', `Route \`${route.slug}\` has no target with a live connection.`);
+    // A route is checked like a model: targets an allowlist excludes are skipped (issue 10).
+    const allowed = all.filter((c) => modelAllowed(input.key, input.config, c.modelId, route.slug));
+    if (allowed.length === 0) throw new GatewayError('model_not_allowed', `This key may not call any model of route \`${route.slug}\`.`);
+    const candidates = inEnvironment ? allowed.filter((c) => reachable(c.connection, input)) : [];
     if (candidates.length === 0) throw outOfScope(route.slug);
     return { candidates, route, failover: route.failover, maxRetries: route.maxRetries, timeoutMs: route.timeoutMs };
   }

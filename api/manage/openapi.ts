@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject } from 'zod-openapi';
 import { PROVIDER_KINDS } from '../../core/providers/kinds';
+import { endUserCapOverridePaths } from './end-user-cap-overrides';
 import type { ResourceType } from './resources/resource-type';
 import { DELIVERY_LOG_SIZE, deliveryListSchema } from './webhook-deliveries';
 
@@ -159,13 +160,14 @@ export function buildOpenApiDocument(resources: readonly ResourceType[]) {
       get: { tags: ['meta'], operationId: 'getOpenApiDocument', summary: 'This document.', responses: { '200': { description: 'OpenAPI 3.1.' } } },
     },
   };
-  const paths = Object.assign(fixed, ...resources.map(resourcePaths)) as ZodOpenApiPathsObject;
+  const overrides = resources.some((r) => r.type === 'end_user_cap_rules') ? endUserCapOverridePaths(errors) : {};
+  const paths = Object.assign(fixed, ...resources.map(resourcePaths), overrides) as ZodOpenApiPathsObject;
   return createDocument({
     openapi: '3.1.0',
     info: {
       title: 'Model gateway management API',
       version: '1',
-      description: 'Configure projects, keys, provider connections, routes, budgets, prices and webhooks. PATCH and DELETE need If-Match; POST takes Idempotency-Key.',
+      description: 'Configure projects, keys, provider connections, routes, budgets, end-customer caps, prices and webhooks. PATCH and DELETE need If-Match; POST takes Idempotency-Key.',
     },
     servers: [{ url: '/manage/v1' }],
     security: [{ managementToken: [] }],

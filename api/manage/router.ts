@@ -10,6 +10,7 @@ import type { GatewayState } from '../context';
 import { jsonBody } from '../middleware/body';
 import { authorize, managementAuth } from '../middleware/management-auth';
 import { presentProviderKinds } from '../../core/providers/kinds';
+import { endUserCapOverrideRoutes } from './end-user-cap-overrides';
 import { buildOpenApiDocument } from './openapi';
 import { RESOURCES } from './resources';
 import { resourceRouter } from './resources/router';
@@ -54,6 +55,7 @@ export function managementRouter(deps: ManagementRouterDeps): Router<GatewayStat
   });
 
   webhookDeliveryRoutes(router, deps);
+  endUserCapOverrideRoutes(router, deps);
 
   const resources = resourceRouter(RESOURCES as never, deps);
   router.use(resources.routes());

@@ -18,6 +18,10 @@ const OPERATIONS = [
   'post /webhook_endpoints/{id}/rotate_secret',
   // Issue 9: the webhook delivery log.
   'get /webhook_deliveries',
+  // Issue 10: end-customer cap rules and their overrides.
+  'get /end_user_cap_rules', 'post /end_user_cap_rules', 'get /end_user_cap_rules/{id}', 'patch /end_user_cap_rules/{id}', 'delete /end_user_cap_rules/{id}',
+  'get /end_user_cap_rules/{rule}/overrides',
+  'get /end_user_cap_rules/{rule}/overrides/{end_user_id}', 'put /end_user_cap_rules/{rule}/overrides/{end_user_id}', 'delete /end_user_cap_rules/{rule}/overrides/{end_user_id}',
 ];
 
 describe('GET /manage/v1/openapi.json', () => {
@@ -60,6 +64,9 @@ describe('GET /manage/v1/openapi.json', () => {
     expect(body('/gateway_keys/{id}/rotate', 'post').properties.overlap_seconds).toMatchObject({ minimum: 0, maximum: 604800 });
     expect(body('/org_settings', 'patch').properties.billing_day_of_month).toMatchObject({ minimum: 1, maximum: 28 });
     expect(body('/projects', 'post').properties.name).toMatchObject({ maxLength: 80 });
+    expect(body('/end_user_cap_rules', 'post').properties.amount).toBeDefined();
+    expect(body('/end_user_cap_rules', 'post').required).toEqual(['period']);
+    expect(body('/end_user_cap_rules', 'post').additionalProperties).toBe(false);
   });
 
   it('documents If-Match on PATCH and DELETE, Idempotency-Key on POST, and secrets only where they are shown', () => {
@@ -69,6 +76,8 @@ describe('GET /manage/v1/openapi.json', () => {
     expect(header(op('/routes/{id}', 'delete'), 'if-match')?.required).toBe(true);
     expect(header(op('/gateway_keys/{id}/rotate', 'post'), 'if-match')?.required).toBeFalsy();
     expect(header(op('/routes', 'post'), 'idempotency-key')).toBeDefined();
+    expect(header(op('/end_user_cap_rules/{rule}/overrides/{end_user_id}', 'put'), 'if-match')?.required).toBeFalsy();
+    expect(header(op('/end_user_cap_rules/{rule}/overrides/{end_user_id}', 'delete'), 'if-match')?.required).toBeFalsy();
     const answerOf = (o: OpenAPIV3_1.OperationObject, status: string) => JSON.stringify((o.responses![status] as OpenAPIV3_1.ResponseObject).content);
     expect(answerOf(op('/gateway_keys', 'post'), '201')).toContain('"secret"');
     expect(answerOf(op('/gateway_keys/{id}', 'get'), '200')).not.toContain('"secret"');

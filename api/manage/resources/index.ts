@@ -1,3 +1,4 @@
+import { endUserCapRulesResource } from './end-user-cap-rules';
 import { gatewayKeysResource } from './gateway-keys';
 import { memberBudgetsResource } from './member-budgets';
 import { modelPricesResource } from './model-prices';
@@ -18,4 +19,5 @@ export const RESOURCES = [
   memberBudgetsResource,
   modelPricesResource,
   webhookEndpointsResource,
+  endUserCapRulesResource,
 ] as unknown as readonly ResourceType[];

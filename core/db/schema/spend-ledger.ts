@@ -1,4 +1,4 @@
-import { index, numeric, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import { index, jsonb, numeric, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 import { organizations } from './organizations';
 
 export const SPEND_STATES = ['reserved', 'settled', 'released'] as const;
@@ -23,6 +23,8 @@ export const spendLedger = pgTable(
     memberId: text('member_id'),
     /** The end customer (`metadata.user_id`), when the request named one. */
     endUserId: text('end_user_id'),
+    /** A job's Redis hold: the budget windows its estimate is held in, to settle or release at its end. */
+    holdWindows: jsonb('hold_windows').$type<Array<{ orgId: string; scope: string; window: string; limitNanos: number | null; ttlSeconds: number }>>(),
     amount: numeric('amount', { mode: 'number' }).notNull(),
     state: text('state', { enum: SPEND_STATES }).notNull(),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),

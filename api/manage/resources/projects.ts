@@ -58,6 +58,10 @@ export const projectsResource: ResourceType<ProjectRow> = {
   },
 
   async create(call, input: z.infer<typeof createSchema>) {
+    // A new project is outside every list a restricted token holds: creating one is an organization-wide write.
+    if (call.principal.projectIds) {
+      throw new GatewayError('project_restricted', 'This token is restricted to projects; creating a project needs an unrestricted token.');
+    }
     const id = newId('proj');
     // A slug names the project in routes and logs; unique per organization.
     const wanted = input.slug ?? `${slugify(input.name)}-${id.slice(-6)}`;

@@ -97,8 +97,24 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
     return new GatewayError('operation_not_supported', `\`${resource.type}\` does not support ${what}.`);
   }
 
+  /**
+   * Scope and role of a write, then the project restriction (issue 10): a token restricted to
+   * projects reads organization-wide types but cannot write them (403 project_restricted).
+   * Types whose rows belong to projects (`projectOf`) check a create's project themselves.
+   */
   function writer(ctx: GatewayContext, resource: ResourceType): ManagementPrincipal {
-    return authorize(ctx, `${resource.scope}:write`, resource.writeRole ?? 'member');
+    const principal = authorize(ctx, `${resource.scope}:write`, resource.writeRole ?? 'member');
+    if (principal.projectIds && !resource.projectOf) {
+      throw new GatewayError('project_restricted', `This token is restricted to projects; \`${resource.type}\` belongs to the whole organization and needs an unrestricted token to change.`);
+    }
+    return principal;
+  }
+
+  /** A row of a project type that belongs to no project (an organization-wide rule) is read-only to a restricted token. */
+  function checkRowWritable(ctx: GatewayContext, resource: ResourceType, row: VersionedRow): void {
+    if (ctx.state.principal!.projectIds && resource.projectOf && resource.projectOf(row) === null) {
+      throw new GatewayError('project_restricted', 'This token is restricted to projects; this organization-wide entry needs an unrestricted token to change.');
+    }
   }
 
   function callFor(ctx: GatewayContext, db: Executor, principal: ManagementPrincipal, now: Date): ResourceCall {
@@ -156,6 +172,7 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
 
     const updated = await mappingConflicts(resource, () => deps.db.transaction(async (tx) => {
       const row = await visible(resource, ctx, tx, idOf(ctx, resource), true);
+      checkRowWritable(ctx, resource, row);
       if (row.version !== expected) throw versionConflict(row.version);
       const changes = await resource.patch!(callFor(ctx, tx, principal, now), row, input as never);
       const next = await writeNextVersion(tx, resource, row, changes, now);
@@ -174,8 +191,10 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
     const principal = authorize(ctx, `${resource.scope}:read`);
     const rows = await resource.list(deps.db, principal);
     const allowed = principal.projectIds;
+    // Rows of other projects are invisible; organization-wide rows (no project) are readable.
+    const inReach = (project: string | null) => project === null || allowed!.includes(project);
     const data = rows
-      .filter((row) => !allowed || !resource.projectOf || allowed.includes(resource.projectOf(row) ?? ''))
+      .filter((row) => !allowed || !resource.projectOf || inReach(resource.projectOf(row)))
       .map((row) => envelope(resource, row));
     ctx.body = { object: 'list', data, has_more: false };
   });
@@ -218,11 +237,13 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
       let prepared: { version: number; value: unknown } | null = null;
       if (action.prepare) {
         const row = await visible(resource, ctx, deps.db, ctx.params.id!, false, true);
+        checkRowWritable(ctx, resource, row);
         if (expected !== null && expected !== undefined && row.version !== expected) throw versionConflict(row.version);
         prepared = { version: row.version, value: await action.prepare(callFor(ctx, deps.db, principal, now), row, input as never) };
       }
       const result = await mappingConflicts(resource, () => deps.db.transaction(async (tx) => {
         const row = await visible(resource, ctx, tx, ctx.params.id!, true, true);
+        checkRowWritable(ctx, resource, row);
         if (expected !== null && expected !== undefined && row.version !== expected) throw versionConflict(row.version);
         if (prepared && row.version !== prepared.version) throw versionConflict(row.version);
         const outcome = await action.run(callFor(ctx, tx, principal, now), row, input as never, prepared?.value as never);
@@ -257,6 +278,7 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
 
     const body = await deps.db.transaction(async (tx) => {
       const row = await visible(resource, ctx, tx, ctx.params.id!, true);
+      checkRowWritable(ctx, resource, row);
       if (row.version !== expected) throw versionConflict(row.version);
       const outcome = await resource.remove!(callFor(ctx, tx, principal, now), row);
       if (outcome === 'delete') {

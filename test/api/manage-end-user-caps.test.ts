@@ -26,11 +26,19 @@ describe('end-customer cap rules and overrides (/manage/v1)', () => {
   let client: ReturnType<typeof manageClient>;
   let projectCount = 0;
 
+  let token: string;
+
   beforeAll(async () => {
     fixture = await startManagementFixture();
-    ({ api, database, tenant, client } = fixture);
+    ({ api, database, tenant } = fixture);
   });
   afterAll(() => fixture.close());
+
+  // A token of its own for each test: one token may make 120 requests a minute.
+  beforeEach(async () => {
+    token = (await issueManagementToken(database.db, { orgId: tenant.orgId, name: 'owner', scopes: ['*'], createdByMemberId: tenant.memberId })).token;
+    client = manageClient(api.url, token);
+  });
 
   const newProject = (orgId = tenant.orgId) => createProject(database.db, { orgId, name: `caps project ${projectCount++}` });
 
@@ -46,10 +54,10 @@ describe('end-customer cap rules and overrides (/manage/v1)', () => {
   }
 
   // The shared client has no PUT; overrides are written through this small helper.
-  async function rawPut(token: string | undefined, path: string, body: unknown, ifMatch?: string) {
+  async function rawPut(explicit: string | undefined, path: string, body: unknown, ifMatch?: string) {
     const res = await fetch(`${api.url}/manage/v1${path}`, {
       method: 'PUT',
-      headers: { authorization: `Bearer ${token ?? tenant.token}`, 'content-type': 'application/json', ...(ifMatch ? { 'if-match': ifMatch } : {}) },
+      headers: { authorization: `Bearer ${explicit ?? token}`, 'content-type': 'application/json', ...(ifMatch ? { 'if-match': ifMatch } : {}) },
       body: JSON.stringify(body),
     });
     const text = await res.text();
@@ -225,6 +233,22 @@ describe('end-customer cap rules and overrides (/manage/v1)', () => {
         ['end_user_cap_overrides.update', 1, 2, { rule_id: rule.id, end_user_id: 'customer-42', amount: '7' }],
         ['end_user_cap_overrides.update', 2, 3, { rule_id: rule.id, end_user_id: 'customer-42', amount: '9' }],
       ]);
+    });
+
+    it('concurrent PUTs: one creates, the rest replace; with one If-Match exactly one wins', async () => {
+      const rule = await projectRule();
+      const path = `/end_user_cap_rules/${rule.id}/overrides/racer`;
+      const amounts = ['1', '2', '3', '4', '5', '6'];
+      const puts = await Promise.all(amounts.map((amount) => rawPut(undefined, path, { amount })));
+      expect(puts.filter((p) => p.status === 201)).toHaveLength(1);
+      expect(puts.every((p) => p.status === 201 || p.status === 200)).toBe(true);
+      const after = await client.get<Override>(path);
+      expect(amounts).toContain(after.body.amount);
+      expect(after.body.version).toBe(amounts.length);
+
+      const guarded = await Promise.all(['7', '8', '9', '10'].map((amount) => rawPut(undefined, path, { amount }, `"${after.body.version}"`)));
+      expect(guarded.map((p) => p.status).sort()).toEqual([200, 409, 409, 409]);
+      expect((await client.get<Override>(path)).body.version).toBe(amounts.length + 1);
     });
 
     it('DELETE removes with an optional If-Match; missing overrides and a stale If-Match on a missing one are refused', async () => {

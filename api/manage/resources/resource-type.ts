@@ -2,7 +2,7 @@ import type { PgColumn, PgTable } from 'drizzle-orm/pg-core';
 import type { z } from 'zod';
 import type { ManagementPrincipal } from '../../../core/auth/management-token-auth';
 import type { Database, Executor } from '../../../core/db/client';
-import type { MemberRole } from '../../../core/db/schema';
+import type { MemberRole, Plan } from '../../../core/db/schema';
 import type { GatewayError } from '../../../core/errors';
 import type { ManagementServices } from '../services';
 
@@ -49,6 +49,13 @@ export type ResourceAction<Row> = {
     auditDetail?: Record<string, unknown>;
   }>;
 };
+
+/** A write a plan gate is asked about, with its validated input where it has one. */
+export type PlanGatedWrite =
+  | { kind: 'create'; input: unknown }
+  | { kind: 'patch'; input: unknown }
+  | { kind: 'remove' }
+  | { kind: 'action'; action: string; input: unknown };
 
 /**
  * One management resource type: data plus a few functions. The framework (router.ts) owns
@@ -98,6 +105,13 @@ export interface ResourceType<Row extends VersionedRow = VersionedRow> {
   /** The 400 a unique index's violation means (a duplicate name), by constraint name. */
   uniqueConflict?(constraint: string): GatewayError | undefined;
   actions?: Record<string, ResourceAction<Row>>;
+  /**
+   * The lowest plan a write needs, or null when it is not plan-gated (spec 4.4: tool-gateway
+   * writes need Team, enabling anything needs Business, disabling never is gated). The framework
+   * checks it after scope and role, before anything is read or written: 403 `plan_feature`.
+   * Absent: no write of the type is plan-gated.
+   */
+  planFor?(write: PlanGatedWrite): Plan | null;
   /** Project the row belongs to, for project-restricted tokens. */
   projectOf?(row: Row): string | null;
   /** The resource's own wire fields (the framework adds id, object, version, managed_by). */

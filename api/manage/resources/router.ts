@@ -9,11 +9,11 @@ import { GatewayError } from '../../../core/errors';
 import { withIdempotency } from '../../../core/idempotency';
 import type { RedisHandle } from '../../../core/redis';
 import type { GatewayContext, GatewayState } from '../../context';
-import { authorize } from '../../middleware/management-auth';
+import { authorize, requirePlan } from '../../middleware/management-auth';
 import { parseInput } from '../../validation';
 import { etag, parseIfMatch, versionConflict } from '../if-match';
 import type { ManagementServices } from '../services';
-import type { ResourceCall, ResourceType, VersionedRow } from './resource-type';
+import type { PlanGatedWrite, ResourceCall, ResourceType, VersionedRow } from './resource-type';
 
 export type ResourceRouterDeps = { db: Database; redis: RedisHandle; clock: Clock; manage: ManagementServices };
 
@@ -110,6 +110,13 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
     return principal;
   }
 
+  /** 403 plan_feature when the organization's plan is below what this write needs (spec 5.6). */
+  function checkPlan(ctx: GatewayContext, resource: ResourceType, write: PlanGatedWrite): void {
+    const minimum = resource.planFor?.(write);
+    const what = write.kind === 'action' ? `\`${write.action}\` on ${resource.type}` : `${write.kind === 'remove' ? 'Deleting' : write.kind === 'create' ? 'Creating' : 'Changing'} ${resource.type}`;
+    if (minimum) requirePlan(ctx, minimum, what);
+  }
+
   /** A row of a project type that belongs to no project (an organization-wide rule) is read-only to a restricted token. */
   function checkRowWritable(ctx: GatewayContext, resource: ResourceType, row: VersionedRow): void {
     if (ctx.state.principal!.projectIds && resource.projectOf && resource.projectOf(row) === null) {
@@ -168,6 +175,7 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
     const principal = writer(ctx, resource);
     const expected = parseIfMatch(ctx.get('if-match') || undefined, true)!;
     const input = parseInput(resource.patchSchema, ctx.state.body ?? {});
+    checkPlan(ctx, resource, { kind: 'patch', input });
     const now = deps.clock.now();
 
     const updated = await mappingConflicts(resource, () => deps.db.transaction(async (tx) => {
@@ -210,6 +218,7 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
     if (!resource.create || !resource.createSchema) throw unsupported(resource, 'create');
     const principal = writer(ctx, resource);
     const input = parseInput(resource.createSchema, ctx.state.body ?? {});
+    checkPlan(ctx, resource, { kind: 'create', input });
     const now = deps.clock.now();
 
     await once(ctx, principal, `manage:${resource.type}`, now, async () => {
@@ -231,6 +240,7 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
     const principal = writer(ctx, resource);
     const expected = parseIfMatch(ctx.get('if-match') || undefined, action.ifMatch === 'required');
     const input = parseInput(action.schema, ctx.state.body ?? {});
+    checkPlan(ctx, resource, { kind: 'action', action: ctx.params.action!, input });
     const now = deps.clock.now();
 
     await once(ctx, principal, `manage:${resource.type}/${ctx.params.id}/${ctx.params.action}`, now, async () => {
@@ -273,6 +283,7 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
     const resource = resourceFor(ctx);
     if (!resource.remove) throw unsupported(resource, 'delete');
     const principal = writer(ctx, resource);
+    checkPlan(ctx, resource, { kind: 'remove' });
     const expected = parseIfMatch(ctx.get('if-match') || undefined, true)!;
     const now = deps.clock.now();
 

@@ -5,8 +5,7 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Clock } from '../core/clock';
 import type { Sealer } from '../core/crypto/sealing';
 import type { Database } from '../core/db/client';
-import { videoPrice } from '../core/budgets/job-spend';
-import { recordKeySpend } from '../core/budgets/key-spend';
+import { endJobHold, videoPrice } from '../core/budgets/job-spend';
 import type { RedisHandle } from '../core/redis';
 import { jobs, providerConnections, type JobError } from '../core/db/schema';
 import { finalError } from '../core/chat/outcome';
@@ -235,7 +234,8 @@ export function createVideoJobActivities(deps: VideoJobDeps) {
         expiresAt,
       }, now, deps.links);
       // The settled cost joins the key's spend that chat requests are checked against.
-      if (moved && price) await recordKeySpend(deps.redis, job.lineageId, price.cost, now);
+      // The hold ends as the ledger row now says (settled at the cost, or released when unpriced).
+      if (moved) await endJobHold(deps.db, deps.redis.redis, job.id);
       await deps.startDeliveries(deliveries);
       return { status: row.status, expiresAt: row.expiresAt?.toISOString() ?? null };
     },
@@ -248,7 +248,8 @@ export function createVideoJobActivities(deps: VideoJobDeps) {
     async endJob(input: { jobId: string; status: 'failed' | 'canceled'; error?: JobError; submitRefusals?: SubmitRefusal[] }): Promise<{ status: string }> {
       const error = input.submitRefusals ? submitError(input.submitRefusals) : input.error ?? null;
       // No cost is recorded for failed or canceled jobs: finishJob gives their reservation back.
-      const { row, deliveries } = await finishJob(deps.db, input.jobId, input.status, { error, usage: null }, deps.clock.now(), deps.links);
+      const { row, moved, deliveries } = await finishJob(deps.db, input.jobId, input.status, { error, usage: null }, deps.clock.now(), deps.links);
+      if (moved) await endJobHold(deps.db, deps.redis.redis, input.jobId);
       await deps.startDeliveries(deliveries);
       return { status: row.status };
     },

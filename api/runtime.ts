@@ -20,6 +20,9 @@ import { loadModelCatalog } from '../core/catalog/model-catalog';
 import { createLearnedParams } from '../core/chat/prepare';
 import { createUpstreamAgent } from '../core/providers/upstream';
 import { createRequestLogWriter } from '../core/request-log/writer';
+import { createBatchWriter } from '../core/db/batch-writer';
+import { spendLedger } from '../core/db/schema';
+import { createSpendLedger } from '../core/spend/ledger';
 import { createOrgConfigCache } from '../core/routing/org-config';
 import type { ReadinessCheck } from './health';
 
@@ -35,6 +38,7 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
   // The one guarded outbound pool: chat, provider downloads and credential checks share it.
   const upstreamAgent = createUpstreamAgent({ allowPrivateNetwork: config.GW_ALLOW_PRIVATE_NETWORK });
   const manage = createManagementServices({ ...config, GW_SEALING_KEYS: sealingKeys }, temporal.client, upstreamAgent);
+  const spendRows = createBatchWriter(database.db, spendLedger, logger, 'spend ledger');
   const gateway: GatewayServices = {
     orgConfig: createOrgConfigCache(database.db, manage.sealer),
     catalog: await loadModelCatalog(),
@@ -50,6 +54,8 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
     },
     storage: localOutputStorage(path.join(config.dataDir, 'outputs')),
     redis,
+    spend: createSpendLedger({ db: database.db, redis, rows: spendRows }),
+    spendRows,
   };
   const unsubscribe = await subscribeConfigChanges(redis, ({ orgId, what }) => {
     if (orgId) {
@@ -97,6 +103,7 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
     async close() {
       await unsubscribe();
       await gateway.requestLog.close();
+      await gateway.spendRows.close();
       await gateway.agent.close();
       await Promise.allSettled([database.close(), redis.close(), temporal.close()]);
     },

@@ -3,8 +3,11 @@ import type { KeyContext } from '../../core/auth/gateway-key-auth';
 import { completeChat, startChatStream, type LiveStream, type NotServed, type Served } from '../../core/chat/execute';
 import type { RequestAttempt } from '../../core/db/schema';
 import { GatewayError } from '../../core/errors';
-import { checkKeyBudget, recordKeySpend } from '../../core/budgets/key-spend';
-import { estimateCost, hasPrice, type CostEstimate } from '../../core/pricing/cost';
+import { newId } from '../../core/ids';
+import { estimateCost, type CostEstimate } from '../../core/pricing/cost';
+import { CHAT_HOLD_LEASE_MS, type Hold } from '../../core/spend/ledger';
+import { anyBlocking, spendScopes } from '../../core/spend/scopes';
+import { worstCaseCost } from '../../core/spend/worst-case';
 import type { ChatBody, ChatResult, StreamOutput, Usage } from '../../core/providers/types';
 import { planCandidates, type Plan } from '../../core/routing/candidates';
 import type { OrgConfig } from '../../core/routing/org-config';
@@ -36,6 +39,8 @@ type Call = {
   logging: boolean;
   started: number;
   createdAt: Date;
+  /** The spend held for this request; settled or released once, when it ends. */
+  hold: Hold | null;
 };
 
 function costOf(call: Call, served: Served<unknown>, usage: Usage | null): CostEstimate {
@@ -93,6 +98,7 @@ function logRequest(call: Call, outcome: {
 }
 
 function refused(call: Call, result: NotServed): never {
+  endSpend(call, null);
   logRequest(call, { status: result.error.status, attempts: result.attempts, error: result.error });
   throw result.error;
 }
@@ -115,7 +121,7 @@ function answerWhole(call: Call, served: Served<ChatResult>): void {
   const model = result.model ?? served.candidate.upstreamModel;
   call.ctx.body = { ...identity(call, served, model), object: 'chat.completion', choices: result.choices, usage: wireUsage(result.usage, estimate) };
   logRequest(call, { status: 200, served, servedModel: model, attempts: served.attempts, usage: result.usage, estimate, response: result.choices });
-  recordSpend(call, estimate);
+  endSpend(call, estimate);
 }
 
 /**
@@ -176,7 +182,7 @@ function answerStream(call: Call, served: Served<LiveStream>, includeUsage: bool
     }
     const complete = !broken && (done || finished) && !clientGone.aborted;
     const estimate = complete ? costOf(call, served, usage) : null;
-    recordSpend(call, estimate);
+    endSpend(call, estimate);
     if (clientGone.aborted) {
       out.end();
     } else if (complete) {
@@ -202,27 +208,44 @@ function answerStream(call: Call, served: Served<LiveStream>, includeUsage: bool
 }
 
 /**
- * Spec 8: a key whose limit is used up gets 402 before anything is sent; under a limit, a
- * model nobody priced is refused unless the organization allows unpriced traffic.
+ * Spec 8: before anything is sent, the worst case (prompt estimate plus output ceiling, priced
+ * over every candidate the request may reach) is held in every blocking scope at once, or the
+ * request is 402 with that scope's code. Without a blocking scope nothing is held up front:
+ * the cost is only counted when it is known.
  */
-async function checkBudgets(call: Call): Promise<void> {
-  const { key, config, plan } = call;
-  if (!key.creditLimit || !plan) return;
+async function reserveBudget(call: Call): Promise<void> {
+  const { key, config, plan, services } = call;
+  if (!plan) return;
+  const scopes = spendScopes(key, config, null, call.createdAt);
   try {
-    await checkKeyBudget(call.services.redis, key, call.createdAt, config.billingDayOfMonth);
-    const first = plan.candidates[0];
-    if (first && config.unpricedBudgetPolicy === 'block' && !hasPrice({ kind: first.connection.kind, upstreamModel: first.upstreamModel, modelId: first.modelId, prices: config.prices, catalog: call.services.catalog })) {
-      throw new GatewayError('unpriced_model_under_budget', `\`${first.modelId}\` has no price, and a spend limit applies to this key; enter a rate or allow unpriced traffic.`);
-    }
+    const amount = anyBlocking(scopes) ? worstCaseCost(plan.candidates, call.body, config, services.catalog) : 0;
+    call.hold = anyBlocking(scopes)
+      ? await services.spend.reserve({ holdId: call.ctx.state.requestId, scopes, amount, leaseMs: CHAT_HOLD_LEASE_MS, now: call.createdAt })
+      : { id: call.ctx.state.requestId, scopes, amount: 0 };
   } catch (err) {
     if (err instanceof GatewayError) logRequest(call, { status: err.status, attempts: [], error: err });
     throw err;
   }
 }
 
-/** Settled cost joins the key lineage's spend, off the answer's path. */
-function recordSpend(call: Call, estimate: CostEstimate): void {
-  if (estimate && estimate.cost > 0) void recordKeySpend(call.services.redis, call.key.lineageId, estimate.cost, call.createdAt).catch(() => undefined);
+/**
+ * The request's spend ends once: its cost replaces the hold in every scope and goes to the
+ * ledger; with no cost known (an error, a client gone, an unpriced answer) the hold is released.
+ */
+function endSpend(call: Call, estimate: CostEstimate): void {
+  const hold = call.hold;
+  if (!hold) return;
+  call.hold = null;
+  const { key } = call;
+  const cost = estimate?.cost ?? 0;
+  const done = cost > 0
+    ? call.services.spend.settle(hold, cost, {
+      id: newId('spend'), orgId: key.orgId, lineageId: key.lineageId, projectId: key.projectId, memberId: key.createdByMemberId,
+      endUserId: call.attribution.userId, requestId: call.ctx.state.requestId, createdAt: call.createdAt, updatedAt: call.createdAt,
+    })
+    : call.services.spend.release(hold);
+  // Off the answer's path; a hold that could not be ended lapses with its lease.
+  void done.catch(() => undefined);
 }
 
 /** `POST /v1/chat/completions` (spec 4.1). */
@@ -238,7 +261,7 @@ export function chatCompletions(services: GatewayServices) {
 
     const body = Object.fromEntries(Object.entries(request).filter(([k]) => !(EXTENSION_FIELDS as readonly string[]).includes(k))) as ChatBody;
     const config = await services.orgConfig.get(key.orgId);
-    const call: Call = { ctx, services, key, config, plan: null, body, attribution, logging: request.logging !== false, started, createdAt: new Date() };
+    const call: Call = { ctx, services, key, config, plan: null, body, attribution, logging: request.logging !== false, started, createdAt: new Date(), hold: null };
     try {
       call.plan = planCandidates({
         model: request.model,
@@ -257,20 +280,21 @@ export function chatCompletions(services: GatewayServices) {
       throw err;
     }
     const plan = call.plan;
-    await checkBudgets(call);
+    await reserveBudget(call);
 
     // A client that hangs up stops the upstream work it asked for.
     const clientGone = new AbortController();
     ctx.res.once('close', () => {
       if (!ctx.res.writableFinished) clientGone.abort();
     });
-    const deps = { agent: services.agent, catalog: services.catalog, learned: services.learned, defaultTimeoutMs: services.defaultTimeoutMs };
+    const deps = { agent: services.agent, catalog: services.catalog, learned: services.learned, defaultTimeoutMs: services.defaultTimeoutMs, forceOutputCeiling: call.hold?.scopes.some((s) => s.blocking) ?? false };
 
     // A client gone before an answer began is not an error of ours: log it (499) and stop.
     const unlessGone = async <T>(work: Promise<T>): Promise<T | null> => {
       try {
         return await work;
       } catch (err) {
+        endSpend(call, null);
         if (!clientGone.signal.aborted) throw err;
         logRequest(call, { status: 499, attempts: [] });
         ctx.respond = false;

@@ -3,7 +3,8 @@ import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/c
 import { and, desc, eq, inArray, lt, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
 import type { KeyContext } from '../../core/auth/gateway-key-auth';
-import { closeJobSpend, reserveJobSpend, videoPrice } from '../../core/budgets/job-spend';
+import { closeJobSpend, endJobHold, reserveJobSpend, videoPrice } from '../../core/budgets/job-spend';
+import { spendScopes } from '../../core/spend/scopes';
 import type { Clock } from '../../core/clock';
 import type { Database } from '../../core/db/client';
 import { JOB_EVENT_TYPES, JOB_STATUSES, jobs, spendLedger, type JobStatus } from '../../core/db/schema';
@@ -119,7 +120,12 @@ export function jobRoutes(router: Router<GatewayState>, deps: { db: Database; cl
       // A resumed job keeps the reservation it holds; one given back when its start failed is taken again.
       const [ledger] = resumed ? await deps.db.select({ state: spendLedger.state }).from(spendLedger).where(eq(spendLedger.jobId, job.id)) : [];
       if (ledger?.state === 'released') await deps.db.delete(spendLedger).where(and(eq(spendLedger.jobId, job.id), eq(spendLedger.state, 'released')));
-      if (!ledger || ledger.state === 'released') await reserveJobSpend(deps.db, { orgId: key.orgId, lineageId: key.lineageId, projectId: key.projectId, jobId: job.id, estimate: estimate?.cost ?? null, creditLimit: key.creditLimit, now });
+      if (!ledger || ledger.state === 'released') {
+        await reserveJobSpend(deps.db, deps.gateway.spend, {
+          orgId: key.orgId, lineageId: key.lineageId, projectId: key.projectId, memberId: key.createdByMemberId, jobId: job.id,
+          estimate: estimate?.cost ?? null, scopes: spendScopes(key, config, null, now), unpricedBudgetPolicy: config.unpricedBudgetPolicy, now,
+        });
+      }
       // The workflow first, then the row: a started workflow records its own row if we die here.
       try {
         // The job id is recorded before the start: a retry after any later failure resolves to it.
@@ -139,6 +145,7 @@ export function jobRoutes(router: Router<GatewayState>, deps: { db: Database; cl
         // Already started (a retry resumed this job while this request was on its way): record it.
         if (!(err instanceof WorkflowExecutionAlreadyStartedError)) {
           await closeJobSpend(deps.db, job.id, 'released', now);
+          await endJobHold(deps.db, deps.gateway.redis.redis, job.id);
           throw err;
         }
       }

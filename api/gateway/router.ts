@@ -3,7 +3,8 @@ import type { AuthFailureLimiter } from '../../core/auth/auth-failure-limiter';
 import type { KeyResolver } from '../../core/auth/gateway-key-auth';
 import type { Clock } from '../../core/clock';
 import type { RedisHandle } from '../../core/redis';
-import { keySpend } from '../../core/budgets/key-spend';
+import { toDollars, toNanos } from '../../core/spend/money';
+import { spendScopes } from '../../core/spend/scopes';
 import { callableModels } from '../../core/routing/callable-models';
 import type { GatewayContext, GatewayState } from '../context';
 import { GatewayError } from '../../core/errors';
@@ -32,18 +33,24 @@ export function gatewayRouter(deps: GatewayRouterDeps): Router<GatewayState> {
     };
   });
 
-  /** `GET /v1/key` (spec 2.5): the calling key's limit and what it has spent against it. */
+  /**
+   * `GET /v1/key` (spec 2.5): the key lineage's limit and its settled spend in the current
+   * window (lifetime for `never` and without a limit), from the same counters the reservation
+   * checks.
+   */
   router.get('/key', async (ctx) => {
     const key = ctx.state.key!;
     const config = await deps.gateway.orgConfig.get(key.orgId);
-    const spend = await keySpend(deps.redis, key, deps.clock.now(), config.billingDayOfMonth);
+    const scope = spendScopes(key, config, null, deps.clock.now())[0]!;
+    const [usage] = await deps.gateway.spend.spent([scope]);
+    const limit = key.creditLimit?.amount ?? null;
     ctx.body = {
       label: key.label,
-      limit: spend.limit,
-      usage: Math.round(spend.usage * 1e6) / 1e6,
-      limit_remaining: spend.limit === null ? null : Math.max(0, Math.round((spend.limit - spend.usage) * 1e6) / 1e6),
-      limit_period: spend.period,
-      limit_resets_at: spend.resetsAt?.toISOString() ?? null,
+      limit,
+      usage: usage!,
+      limit_remaining: limit === null ? null : Math.max(0, toDollars(toNanos(limit) - toNanos(usage!))),
+      limit_period: key.creditLimit?.period ?? null,
+      limit_resets_at: key.creditLimit ? scope.resetsAt?.toISOString() ?? null : null,
     };
   });
 

@@ -1,3 +1,5 @@
+import type { BatchWriter } from '../../core/db/batch-writer';
+import type { SpendLedger, SpendLedgerRow } from '../../core/spend/ledger';
 import type { Agent } from 'undici';
 import type { ModelCatalog } from '../../core/catalog/model-catalog';
 import type { LearnedParams } from '../../core/chat/prepare';
@@ -18,8 +20,11 @@ export type GatewayServices = {
   defaultTimeoutMs: number;
   jobs: JobServices;
   storage: OutputStorage;
-  /** Spend per key lineage lives here (core/budgets/key-spend.ts). */
   redis: RedisHandle;
+  /** Every budget scope's spend: reserved before a priced request, settled after (core/spend). */
+  spend: SpendLedger;
+  /** Settled spend rows, written to Postgres in batches. */
+  spendRows: BatchWriter<SpendLedgerRow>;
 };
 
 /** Default upstream timeout: long answers from large models take minutes. */

@@ -1,7 +1,7 @@
 import { eq } from 'drizzle-orm';
 import { LRUCache } from 'lru-cache';
 import type { Database } from '../db/client';
-import { gatewayKeys, organizations, projects, type CreditLimit, type EntitlementState } from '../db/schema';
+import { gatewayKeys, organizations, projects, type CreditLimit, type EntitlementState, type SpendLimit } from '../db/schema';
 import { GatewayError } from '../errors';
 import { addressAllowed, parseRanges, type CidrRange } from './ip-allowlist';
 
@@ -20,6 +20,10 @@ export type KeyContext = {
   allowedRoutes: string[];
   allowedProviders: string[];
   creditLimit: CreditLimit | null;
+  /** The member who created the key: their budget counts its spend. */
+  createdByMemberId: string | null;
+  /** The owning project's spend limit. */
+  projectSpendLimit: SpendLimit | null;
   /** Which jobs and request history the key may read: its own lineage, its project, or the organization. */
   observabilityAccess: 'none' | 'scoped' | 'organization';
   disabled: boolean;
@@ -33,7 +37,7 @@ export type KeyContext = {
 
 export async function loadKeyContext(db: Database, secretHash: string): Promise<KeyContext | null> {
   const rows = await db
-    .select({ key: gatewayKeys, archivedAt: projects.archivedAt, projectModelAllowlist: projects.modelAllowlist, org: organizations })
+    .select({ key: gatewayKeys, archivedAt: projects.archivedAt, projectModelAllowlist: projects.modelAllowlist, projectSpendLimit: projects.spendLimit, org: organizations })
     .from(gatewayKeys)
     .innerJoin(projects, eq(projects.id, gatewayKeys.projectId))
     .innerJoin(organizations, eq(organizations.id, gatewayKeys.orgId))
@@ -56,6 +60,8 @@ export async function loadKeyContext(db: Database, secretHash: string): Promise<
     allowedProviders: key.allowedProviders,
     observabilityAccess: key.observabilityAccess,
     creditLimit: key.creditLimit,
+    createdByMemberId: key.createdByMemberId,
+    projectSpendLimit: row.projectSpendLimit,
     disabled: key.disabled,
     revoked: key.revokedAt !== null,
     expiresAt: key.expiresAt,

@@ -1,10 +1,14 @@
-import { and, eq, gte, inArray, sql } from 'drizzle-orm';
+import { and, eq, inArray } from 'drizzle-orm';
+import type Redis from 'ioredis';
 import type { Database, Executor } from '../db/client';
-import { modelPrices, orgSettings, requestLogs, spendLedger, type CreditLimit } from '../db/schema';
+import { modelPrices, spendLedger } from '../db/schema';
 import { GatewayError } from '../errors';
 import { newId } from '../ids';
 import videoListPrices from '../pricing/video-list-prices.json';
-import { periodStart } from './periods';
+import { settleHold } from '../spend/holds';
+import type { SpendLedger } from '../spend/ledger';
+import { toNanos } from '../spend/money';
+import { anyBlocking, type SpendScope } from '../spend/scopes';
 
 export type PerSecondPrice = { cost: number; source: 'custom_provider' | 'custom' | 'list' } | null;
 
@@ -33,39 +37,46 @@ export async function videoPrice(db: Executor, orgId: string, kind: string, mode
   return list ? { cost: perSecond(seconds, list.usd_per_second), source: 'list' } : null;
 }
 
+/** A job's hold lives this long if nothing ends it: past the longest a render is tracked. */
+export const JOB_HOLD_LEASE_MS = 12 * 60 * 60_000;
+
 /**
- * Reserves a job's estimated cost against its key's credit limit (spec 8): refused with 402
- * `key_budget` (`key_lifetime_limit` for `never`) when the period's spend (settled jobs,
- * reservations and logged requests of the key lineage) plus the estimate would pass the limit.
- * An unpriced job under a limit is refused (`unpriced_model_under_budget`) unless the
- * organization allows unpriced traffic. Serialized per lineage so two submits cannot both fit.
+ * Reserves a job's estimated cost in every budget scope of its key (spec 8), through the same
+ * spend ledger as chat: 402 with the code of a blocking scope without room, nothing held then.
+ * An unpriced job under a blocking scope is refused (`unpriced_model_under_budget`) unless the
+ * organization allows unpriced traffic. The job's ledger row records the hold's windows, so
+ * the job's end settles or releases it (`endJobHold`).
  */
-export async function reserveJobSpend(db: Database, input: {
-  orgId: string; lineageId: string; projectId: string; jobId: string; estimate: number | null; creditLimit: CreditLimit | null; now: Date;
+export async function reserveJobSpend(db: Database, spend: SpendLedger, input: {
+  orgId: string; lineageId: string; projectId: string; memberId: string | null; jobId: string; estimate: number | null;
+  scopes: SpendScope[]; unpricedBudgetPolicy: 'block' | 'allow'; now: Date;
 }): Promise<void> {
-  await db.transaction(async (tx) => {
-    if (input.creditLimit) {
-      await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${input.lineageId}))`);
-      const [settings] = await tx.select().from(orgSettings).where(eq(orgSettings.id, input.orgId));
-      if (input.estimate === null) {
-        if (settings?.unpricedBudgetPolicy !== 'allow') {
-          throw new GatewayError('unpriced_model_under_budget', 'This model has no price, and a spend limit applies to this key; enter a rate or allow unpriced traffic.');
-        }
-      } else {
-        const since = periodStart(input.creditLimit.period, input.now, settings?.billingDayOfMonth ?? 1);
-        const [jobs] = await tx.select({ n: sql<string>`coalesce(sum(${spendLedger.amount}), 0)` }).from(spendLedger)
-          .where(and(eq(spendLedger.lineageId, input.lineageId), inArray(spendLedger.state, ['reserved', 'settled']), gte(spendLedger.createdAt, since)));
-        const [requests] = await tx.select({ n: sql<string>`coalesce(sum(${requestLogs.cost}), 0)` }).from(requestLogs)
-          .where(and(eq(requestLogs.orgId, input.orgId), sql`${requestLogs.keyId} in (select id from gateway_keys where lineage_id = ${input.lineageId})`, gte(requestLogs.createdAt, since)));
-        const spent = Number(jobs?.n ?? 0) + Number(requests?.n ?? 0);
-        if (spent + input.estimate > input.creditLimit.amount) {
-          const code = input.creditLimit.period === 'never' ? 'key_lifetime_limit' : 'key_budget';
-          throw new GatewayError(code, `This key's ${input.creditLimit.period === 'never' ? 'lifetime' : input.creditLimit.period} spend limit of $${input.creditLimit.amount} has no room for an estimated $${input.estimate}.`);
-        }
-      }
-    }
-    await tx.insert(spendLedger).values({ id: newId('spend'), orgId: input.orgId, lineageId: input.lineageId, projectId: input.projectId, jobId: input.jobId, amount: input.estimate ?? 0, state: 'reserved', createdAt: input.now, updatedAt: input.now });
-  });
+  const blocking = anyBlocking(input.scopes);
+  if (blocking && input.estimate === null && input.unpricedBudgetPolicy !== 'allow') {
+    throw new GatewayError('unpriced_model_under_budget', 'This model has no price, and a spend limit applies to this key; enter a rate or allow unpriced traffic.');
+  }
+  if (blocking) await spend.reserve({ holdId: input.jobId, scopes: input.scopes, amount: input.estimate ?? 0, leaseMs: JOB_HOLD_LEASE_MS, now: input.now });
+  try {
+    await db.insert(spendLedger).values({
+      id: newId('spend'), orgId: input.orgId, lineageId: input.lineageId, projectId: input.projectId, memberId: input.memberId, jobId: input.jobId,
+      amount: input.estimate ?? 0, state: 'reserved', createdAt: input.now, updatedAt: input.now,
+      holdWindows: input.scopes.map(({ orgId, scope, window, limitNanos, ttlSeconds }) => ({ orgId, scope, window, limitNanos, ttlSeconds })),
+    });
+  } catch (err) {
+    if (blocking) await spend.release({ id: input.jobId, scopes: input.scopes, amount: input.estimate ?? 0 });
+    throw err;
+  }
+}
+
+/**
+ * Ends a job's Redis hold as its ledger row now says: the settled cost joins every window it
+ * was held in, a released row gives the hold back. Call it once, after the move that closed
+ * the row committed.
+ */
+export async function endJobHold(db: Executor, redis: Redis, jobId: string): Promise<void> {
+  const [row] = await db.select().from(spendLedger).where(eq(spendLedger.jobId, jobId));
+  if (!row?.holdWindows || row.state === 'reserved') return;
+  await settleHold(redis, jobId, row.holdWindows, row.state === 'settled' ? toNanos(Number(row.amount)) : 0);
 }
 
 /** Success: the reservation becomes the actual cost. Failure or cancel: it is released. */

@@ -10,7 +10,7 @@ import { attemptRecord, finalError, type FailedAttempt } from './outcome';
 import { isDroppable, prepareBody, type LearnedParams } from './prepare';
 import { readSse } from './sse';
 
-export type ExecuteDeps = { agent: Agent; catalog: ModelCatalog; learned: LearnedParams; defaultTimeoutMs: number };
+export type ExecuteDeps = { agent: Agent; catalog: ModelCatalog; learned: LearnedParams; defaultTimeoutMs: number; /** A blocking budget applies: cap every candidate's output. */ forceOutputCeiling?: boolean };
 
 export type Served<T> = { ok: true; candidate: Candidate; position: string; dropped: string[]; attempts: RequestAttempt[]; value: T };
 export type NotServed = { ok: false; error: GatewayError; attempts: RequestAttempt[] };
@@ -41,7 +41,7 @@ async function runPlan<T>(
     let retries = 0;
     let relearned = false;
     for (;;) {
-      const prepared = prepareBody(body, candidate.connection.kind, candidate.upstreamModel, adapter, deps.catalog, deps.learned);
+      const prepared = prepareBody(body, candidate.connection.kind, candidate.upstreamModel, adapter, deps.catalog, deps.learned, deps.forceOutputCeiling);
       const started = performance.now();
       const result = await attempt(candidate, adapter, prepared);
       if (result.ok) {

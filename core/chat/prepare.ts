@@ -33,9 +33,11 @@ export type PreparedBody = { body: ChatBody; dropped: string[]; defaultMaxTokens
 /**
  * The body one candidate is sent: sampling parameters its model refuses dropped (and named),
  * `max_tokens` renamed for families that want `max_completion_tokens`, and the output cap a
- * kind requiring one gets when the client gave none.
+ * kind requiring one gets when the client gave none. Under a blocking budget
+ * (`forceOutputCeiling`) every kind is sent that cap (spec 4.1): it bounds the worst case
+ * the reservation holds.
  */
-export function prepareBody(body: ChatBody, kind: ProviderKind, model: string, adapter: ProviderAdapter, catalog: ModelCatalog, learned: LearnedParams): PreparedBody {
+export function prepareBody(body: ChatBody, kind: ProviderKind, model: string, adapter: ProviderAdapter, catalog: ModelCatalog, learned: LearnedParams, forceOutputCeiling = false): PreparedBody {
   const rules = catalog.paramRules(kind, model);
   const refused = new Set([...rules.drop, ...adapter.unsupportedSampling, ...learned.get(kind, model)]);
   if (rules.exclusive && body[rules.exclusive[0]] !== undefined && body[rules.exclusive[1]] !== undefined) refused.add(rules.exclusive[1]);
@@ -46,5 +48,12 @@ export function prepareBody(body: ChatBody, kind: ProviderKind, model: string, a
     out.max_completion_tokens ??= out.max_tokens;
     delete out.max_tokens;
   }
-  return { body: out, dropped, defaultMaxTokens: catalog.lookup(kind, model)?.maxOutput ?? DEFAULT_OUTPUT_CEILING };
+  const defaultMaxTokens = outputCeiling(catalog, kind, model);
+  if (forceOutputCeiling && out.max_tokens === undefined && out.max_completion_tokens === undefined) out[rules.maxTokensField] = defaultMaxTokens;
+  return { body: out, dropped, defaultMaxTokens };
+}
+
+/** The most a model may write: its catalogued maximum output, else 32,768 (spec 8). */
+export function outputCeiling(catalog: ModelCatalog, kind: ProviderKind, model: string): number {
+  return catalog.lookup(kind, model)?.maxOutput ?? DEFAULT_OUTPUT_CEILING;
 }

@@ -2,7 +2,7 @@ import { and, eq, isNull } from 'drizzle-orm';
 import { LRUCache } from 'lru-cache';
 import type { Sealer } from '../crypto/sealing';
 import type { Database } from '../db/client';
-import { modelPrices, orgSettings, providerConnections, routes, type FailoverPolicy, type RouteRule, type RouteTarget } from '../db/schema';
+import { memberBudgets, modelPrices, orgSettings, providerConnections, routes, type FailoverPolicy, type RouteRule, type RouteTarget, type SpendLimit } from '../db/schema';
 import { FAILURE_KINDS, type FailureKind } from '../providers/types';
 import { isProviderKind, type ProviderKind } from '../providers/kinds';
 import { openConnection } from '../providers/open-connection';
@@ -50,6 +50,10 @@ export type OrgConfig = {
   /** The day of the month budget periods start (1 to 28). */
   billingDayOfMonth: number;
   unpricedBudgetPolicy: 'block' | 'allow';
+  /** The organization's monthly cap (spec 2.6 `hard_cap`). */
+  hardCap: SpendLimit | null;
+  /** Members' budgets by member id (only members that have one). */
+  memberBudgets: Map<string, SpendLimit>;
 };
 
 export function fullFailover(stored: FailoverPolicy): Record<FailureKind, FailoverAction> {
@@ -57,11 +61,12 @@ export function fullFailover(stored: FailoverPolicy): Record<FailureKind, Failov
 }
 
 export async function loadOrgConfig(db: Database, sealer: Sealer, orgId: string): Promise<OrgConfig> {
-  const [connectionRows, routeRows, priceRows, settingsRows] = await Promise.all([
+  const [connectionRows, routeRows, priceRows, settingsRows, budgetRows] = await Promise.all([
     db.select().from(providerConnections).where(and(eq(providerConnections.orgId, orgId), isNull(providerConnections.deletedAt))),
     db.select().from(routes).where(and(eq(routes.orgId, orgId), isNull(routes.deletedAt))),
     db.select().from(modelPrices).where(eq(modelPrices.orgId, orgId)),
     db.select().from(orgSettings).where(eq(orgSettings.id, orgId)),
+    db.select({ memberId: memberBudgets.id, spendLimit: memberBudgets.spendLimit }).from(memberBudgets).where(eq(memberBudgets.orgId, orgId)),
   ]);
   const connections = connectionRows.filter((c) => isProviderKind(c.kind)).map((c): ConnectionConfig => {
     const kind = c.kind as ProviderKind;
@@ -93,6 +98,8 @@ export async function loadOrgConfig(db: Database, sealer: Sealer, orgId: string)
     promptLoggingEnabled: settingsRows[0]?.promptLoggingEnabled ?? false,
     billingDayOfMonth: settingsRows[0]?.billingDayOfMonth ?? 1,
     unpricedBudgetPolicy: settingsRows[0]?.unpricedBudgetPolicy ?? 'block',
+    hardCap: settingsRows[0]?.hardCap ?? null,
+    memberBudgets: new Map(budgetRows.filter((b) => b.spendLimit).map((b) => [b.memberId, b.spendLimit!])),
   };
 }
 

@@ -196,35 +196,36 @@ describe('chat cost, parameters, request log and models', () => {
   describe('spend limits', () => {
     const keyInfo = async (key: string) => (await (await fetch(`${f.api.url}/v1/key`, { headers: { authorization: `Bearer ${key}` } })).json()) as Loose;
 
-    it('refuses with 402 once the key\'s limit is used up, and GET /v1/key shows where it stands', async () => {
-      // $0.10 a token: "Say hello" (2) + the 6-token answer is $0.80 a request.
-      expect((await f.client.post('/model_prices', { model: 'openai/gpt-4o', provider: 'openai', input_per_million: 100_000, output_per_million: 100_000 })).status).toBe(201);
+    it('holds the worst case before sending: a limit is a ceiling, and GET /v1/key shows where it stands', async () => {
+      // Output at $0.10 a token, input free; `max_tokens: 5` makes each answer (and its worst case) $0.50.
+      expect((await f.client.post('/model_prices', { model: 'openai/gpt-4o', provider: 'openai', input_per_million: 0, output_per_million: 100_000 })).status).toBe(201);
       await f.settle();
-      const limited = await f.key({ label: 'limited', credit_limit: { amount: 1, period: 'daily' } });
+      const ask = (key: string) => f.chat(key, { model: 'openai/gpt-4o', messages: hello, max_tokens: 5 });
+      const daily = await f.key({ label: 'limited', credit_limit: { amount: 0.6, period: 'daily' } });
       const tomorrow = new Date(Date.UTC(new Date().getUTCFullYear(), new Date().getUTCMonth(), new Date().getUTCDate() + 1)).toISOString();
-      expect(await keyInfo(limited)).toEqual({ label: 'limited', limit: 1, usage: 0, limit_remaining: 1, limit_period: 'daily', limit_resets_at: tomorrow });
-
-      const first = await f.chat(limited, { model: 'openai/gpt-4o', messages: hello });
-      expect(first.json.usage).toMatchObject({ cost: 0.8, price_source: 'custom_provider' });
+      expect(await keyInfo(daily)).toEqual({ label: 'limited', limit: 0.6, usage: 0, limit_remaining: 0.6, limit_period: 'daily', limit_resets_at: tomorrow });
+      const first = await ask(daily);
+      expect(first.json.usage).toMatchObject({ completion_tokens: 5, cost: 0.5, price_source: 'custom_provider' });
       await f.settle();
-      expect(await keyInfo(limited)).toMatchObject({ usage: 0.8, limit_remaining: 0.2 });
-      // Room left: served, and it may go past the limit (the cost is known only afterwards).
-      expect((await f.chat(limited, { model: 'openai/gpt-4o', messages: hello })).status).toBe(200);
-      await f.settle();
-      const refused = await f.chat(limited, { model: 'openai/gpt-4o', messages: hello });
+      expect(await keyInfo(daily)).toMatchObject({ usage: 0.5, limit_remaining: 0.1 });
+      // $0.10 of room cannot hold another $0.50: refused before anything is sent.
+      const refused = await ask(daily);
       expect([refused.status, refused.json.error?.type, refused.json.error?.code]).toEqual([402, 'budget_exceeded', 'key_budget']);
-      expect(await keyInfo(limited)).toMatchObject({ usage: 1.6, limit_remaining: 0 });
+      expect(await keyInfo(daily)).toMatchObject({ usage: 0.5, limit_remaining: 0.1 });
 
-      const lifetime = await f.key({ credit_limit: { amount: 0.5, period: 'never' } });
-      await f.chat(lifetime, { model: 'openai/gpt-4o', messages: hello });
+      // A lifetime cap of $1.20 serves two $0.50 requests and refuses the third: usage never passes it.
+      const lifetime = await f.key({ credit_limit: { amount: 1.2, period: 'never' } });
+      expect((await ask(lifetime)).status).toBe(200);
+      expect((await ask(lifetime)).status).toBe(200);
+      const third = await ask(lifetime);
+      expect([third.status, third.json.error?.code]).toEqual([402, 'key_lifetime_limit']);
       await f.settle();
-      expect((await f.chat(lifetime, { model: 'openai/gpt-4o', messages: hello })).json.error?.code).toBe('key_lifetime_limit');
-      expect(await keyInfo(lifetime)).toMatchObject({ limit: 0.5, usage: 0.8, limit_period: 'never', limit_resets_at: null });
+      expect(await keyInfo(lifetime)).toMatchObject({ limit: 1.2, usage: 1, limit_remaining: 0.2, limit_period: 'never', limit_resets_at: null });
 
       const unlimited = await f.key();
-      await f.chat(unlimited, { model: 'openai/gpt-4o', messages: hello });
+      await ask(unlimited);
       await f.settle();
-      expect(await keyInfo(unlimited)).toMatchObject({ limit: null, usage: 0.8, limit_remaining: null, limit_period: null, limit_resets_at: null });
+      expect(await keyInfo(unlimited)).toMatchObject({ limit: null, usage: 0.5, limit_remaining: null, limit_period: null, limit_resets_at: null });
     });
 
     it('refuses an unpriced model under a limit unless the organization allows unpriced traffic', async () => {

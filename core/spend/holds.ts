@@ -1,0 +1,120 @@
+import type Redis from 'ioredis';
+
+/**
+ * The spend counters in Redis, one set per scope and budget window, each key carrying the
+ * organization as a hash tag (`{org_...}`) so one script's keys share a Redis Cluster slot:
+ * `s` settled nano-dollars, `h` the total of live holds, `z` holds by lease expiry, `a` each
+ * hold's amount. A reservation is one script: it drops expired holds, checks every blocking
+ * scope (settled + held + this hold fits the limit), and only then holds the amount in all.
+ */
+export type ScopeWindow = {
+  /** `<org id>` hash tag and the scope, e.g. `key:<lineage id>`. */
+  orgId: string;
+  scope: string;
+  /** The window's start as `YYYY-MM-DD`, or `lifetime`. */
+  window: string;
+  /** Null: counted, never refused (no limit, or `behavior: alert`). */
+  limitNanos: number | null;
+  /** How long the window's keys outlive it, in seconds; 0 keeps them (lifetime). */
+  ttlSeconds: number;
+};
+
+export function windowKeys(w: Pick<ScopeWindow, 'orgId' | 'scope' | 'window'>): [string, string, string, string] {
+  const base = `spend:{${w.orgId}}:${w.scope}:${w.window}`;
+  return [`${base}:s`, `${base}:h`, `${base}:z`, `${base}:a`];
+}
+
+const RESERVE = `
+local now = tonumber(ARGV[1])
+local expiry = ARGV[2]
+local id = ARGV[3]
+local amount = tonumber(ARGV[4])
+local n = tonumber(ARGV[5])
+local missing = {}
+for i = 1, n do
+  if redis.call('EXISTS', KEYS[4 * i - 3]) == 0 then missing[#missing + 1] = i end
+end
+if #missing > 0 then
+  table.insert(missing, 1, 'missing')
+  return missing
+end
+for i = 1, n do
+  local h, z, a = KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
+  for _, gone in ipairs(redis.call('ZRANGEBYSCORE', z, '-inf', now)) do
+    local held = redis.call('HGET', a, gone)
+    if held then redis.call('DECRBY', h, held) end
+    redis.call('HDEL', a, gone)
+    redis.call('ZREM', z, gone)
+  end
+end
+for i = 1, n do
+  local limit = tonumber(ARGV[4 + 2 * i])
+  if limit >= 0 then
+    local used = tonumber(redis.call('GET', KEYS[4 * i - 3]) or '0') + tonumber(redis.call('GET', KEYS[4 * i - 2]) or '0')
+    if used + amount > limit then return {'refused', i, tostring(used)} end
+  end
+end
+for i = 1, n do
+  local s, h, z, a = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
+  redis.call('INCRBY', h, amount)
+  redis.call('ZADD', z, expiry, id)
+  redis.call('HSET', a, id, amount)
+  local ttl = tonumber(ARGV[5 + 2 * i])
+  if ttl > 0 then
+    for _, k in ipairs({s, h, z, a}) do redis.call('EXPIRE', k, ttl) end
+  end
+end
+return {'ok'}
+`;
+
+// Drops the hold and adds the actual cost to each scope that still has its counter: a counter
+// lost with Redis is rebuilt from the Postgres ledger, which records this cost too.
+const SETTLE = `
+local id = ARGV[1]
+local actual = tonumber(ARGV[2])
+local n = tonumber(ARGV[3])
+for i = 1, n do
+  local s, h, z, a = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
+  local held = redis.call('HGET', a, id)
+  if held then
+    redis.call('DECRBY', h, held)
+    redis.call('HDEL', a, id)
+    redis.call('ZREM', z, id)
+  end
+  if actual ~= 0 and redis.call('EXISTS', s) == 1 then redis.call('INCRBY', s, actual) end
+end
+return 'ok'
+`;
+
+export type ReserveOutcome = { state: 'ok' } | { state: 'missing'; windows: ScopeWindow[] } | { state: 'refused'; window: ScopeWindow; usedNanos: number };
+
+/** Holds `amountNanos` in every window until `leaseExpiresAt`, if each blocking one has room. */
+export async function holdSpend(redis: Redis, holdId: string, windows: ScopeWindow[], amountNanos: number, now: Date, leaseExpiresAt: Date): Promise<ReserveOutcome> {
+  if (windows.length === 0) return { state: 'ok' };
+  const keys = windows.flatMap(windowKeys);
+  const args = windows.flatMap((w) => [w.limitNanos ?? -1, w.ttlSeconds]);
+  const answer = (await redis.eval(RESERVE, keys.length, ...keys, now.getTime(), leaseExpiresAt.getTime(), holdId, amountNanos, windows.length, ...args)) as Array<string | number>;
+  if (answer[0] === 'ok') return { state: 'ok' };
+  if (answer[0] === 'missing') return { state: 'missing', windows: answer.slice(1).map((i) => windows[Number(i) - 1]!) };
+  return { state: 'refused', window: windows[Number(answer[1]) - 1]!, usedNanos: Number(answer[2]) };
+}
+
+/** Ends a hold: the actual cost (0 on a release) joins each window's settled spend. */
+export async function settleHold(redis: Redis, holdId: string, windows: ScopeWindow[], actualNanos: number): Promise<void> {
+  if (windows.length === 0) return;
+  const keys = windows.flatMap(windowKeys);
+  await redis.eval(SETTLE, keys.length, ...keys, holdId, actualNanos, windows.length);
+}
+
+/** Writes a window's settled total (rebuilt from the ledger) unless another instance did first. */
+export async function seedWindow(redis: Redis, window: ScopeWindow, settledNanos: bigint): Promise<void> {
+  const [s] = windowKeys(window);
+  if (window.ttlSeconds > 0) await redis.set(s, settledNanos.toString(), 'EX', window.ttlSeconds, 'NX');
+  else await redis.set(s, settledNanos.toString(), 'NX');
+}
+
+/** Settled nano-dollars of each window (0 when its counter is missing). */
+export async function settledNanos(redis: Redis, windows: ScopeWindow[]): Promise<Array<string | null>> {
+  if (windows.length === 0) return [];
+  return redis.mget(windows.map((w) => windowKeys(w)[0]));
+}

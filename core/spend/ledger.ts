@@ -1,0 +1,110 @@
+import { and, eq, gte, sql } from 'drizzle-orm';
+import type { Database } from '../db/client';
+import type { BatchWriter } from '../db/batch-writer';
+import { spendLedger } from '../db/schema';
+import { GatewayError } from '../errors';
+import type { RedisHandle } from '../redis';
+import { holdSpend, seedWindow, settleHold, settledNanos } from './holds';
+import { sumNanos, toDollars, toNanos } from './money';
+import type { SpendScope } from './scopes';
+
+/** How long a chat request's hold lives if its instance dies before settling it. */
+export const CHAT_HOLD_LEASE_MS = 15 * 60_000;
+
+export type SpendLedgerRow = typeof spendLedger.$inferInsert;
+
+/** A reservation in flight: what to settle or release. */
+export type Hold = { id: string; scopes: SpendScope[]; amount: number };
+
+export type SpendLedger = {
+  /**
+   * Holds `amount` dollars in every scope in one atomic Redis step, or refuses with the 402 of
+   * the first blocking scope without room (nothing is held anywhere then). Counters lost with
+   * Redis are rebuilt from the Postgres ledger first. With Redis unreachable and a blocking
+   * scope, 503: spend is never served unmetered.
+   */
+  reserve(input: { holdId: string; scopes: SpendScope[]; amount: number; leaseMs: number; now: Date }): Promise<Hold>;
+  /** The actual cost replaces the hold in every scope; a chat request's row goes to the ledger. */
+  settle(hold: Hold, cost: number, row?: Omit<SpendLedgerRow, 'amount' | 'state'>): Promise<void>;
+  /** Gives the hold back (provider error, client gone, unpriced answer). */
+  release(hold: Hold): Promise<void>;
+  /** Settled dollars of each scope's current window. */
+  spent(scopes: SpendScope[]): Promise<number[]>;
+};
+
+/** `1.500000000` (Postgres numeric text) to nano-dollars, exactly. */
+function decimalToNanos(text: string): bigint {
+  const negative = text.startsWith('-');
+  const [whole = '0', fraction = ''] = text.replace(/^-/, '').split('.');
+  const nanos = BigInt(whole) * 1_000_000_000n + BigInt((fraction + '000000000').slice(0, 9));
+  return negative ? -nanos : nanos;
+}
+
+function refusal(scope: SpendScope, amount: number, extra: Record<string, unknown> = {}): GatewayError {
+  const what = scope.kind === 'key' ? `This key's ${scope.period === 'never' ? 'lifetime' : scope.period} spend limit`
+    : scope.kind === 'project' ? 'The project\'s monthly spend limit'
+      : scope.kind === 'member' ? 'The monthly budget of the member who created this key'
+        : scope.kind === 'organization' ? 'The organization\'s monthly spend cap'
+          : 'This end customer\'s spend cap';
+  return new GatewayError(scope.code, `${what} of $${scope.limit} has no room for this request (up to $${amount}).`, { details: extra });
+}
+
+export function createSpendLedger(deps: { db: Database; redis: RedisHandle; rows: BatchWriter<SpendLedgerRow>; endUserDetails?: (scope: SpendScope) => Record<string, unknown> }): SpendLedger {
+  /** A window's settled total as the ledger records it (rows still queued for Postgres excepted). */
+  async function rebuild(scope: SpendScope): Promise<bigint> {
+    const [row] = await deps.db.select({ total: sql<string>`coalesce(sum(${spendLedger.amount}), 0)::text` }).from(spendLedger).where(and(
+      eq(spendLedger.orgId, scope.orgId),
+      sql`${sql.identifier(scope.ledger.column)} = ${scope.ledger.value}`,
+      eq(spendLedger.state, 'settled'),
+      gte(spendLedger.createdAt, scope.windowStart),
+    ));
+    return decimalToNanos(row?.total ?? '0');
+  }
+
+  async function seedMissing(scopes: SpendScope[]): Promise<void> {
+    await Promise.all(scopes.map(async (s) => seedWindow(deps.redis.redis, s, await rebuild(s))));
+  }
+
+  return {
+    async reserve({ holdId, scopes, amount, leaseMs, now }) {
+      const amountNanos = toNanos(amount);
+      const lease = new Date(now.getTime() + leaseMs);
+      let outcome = await holdSpend(deps.redis.redis, holdId, scopes, amountNanos, now, lease);
+      if (outcome.state === 'missing') {
+        await seedMissing(outcome.windows as SpendScope[]);
+        outcome = await holdSpend(deps.redis.redis, holdId, scopes, amountNanos, now, lease);
+      }
+      if (outcome.state === 'missing') throw new GatewayError('dependency_unavailable', 'Spend counters are being rebuilt; try again.', { headers: { 'Retry-After': '1' } });
+      if (outcome.state === 'refused') {
+        const scope = outcome.window as SpendScope;
+        throw refusal(scope, amount, scope.kind === 'end_user' ? deps.endUserDetails?.(scope) : undefined);
+      }
+      return { id: holdId, scopes, amount };
+    },
+
+    async settle(hold, cost, row) {
+      const nanos = toNanos(cost);
+      // Counters first (rebuilt from the ledger if missing), then this cost's ledger row: a
+      // rebuild never sees the row and adds the cost again.
+      const values = await settledNanos(deps.redis.redis, hold.scopes);
+      const missing = hold.scopes.filter((_, i) => values[i] === null);
+      if (missing.length > 0) await seedMissing(missing);
+      await settleHold(deps.redis.redis, hold.id, hold.scopes, nanos);
+      if (row && nanos !== 0) deps.rows.record({ ...row, amount: toDollars(nanos), state: 'settled' });
+    },
+
+    async release(hold) {
+      await settleHold(deps.redis.redis, hold.id, hold.scopes, 0);
+    },
+
+    async spent(scopes) {
+      let values = await settledNanos(deps.redis.redis, scopes);
+      const missing = scopes.filter((_, i) => values[i] === null);
+      if (missing.length > 0) {
+        await seedMissing(missing);
+        values = await settledNanos(deps.redis.redis, scopes);
+      }
+      return values.map((v) => toDollars(sumNanos([v ?? '0'])));
+    },
+  };
+}

@@ -1,0 +1,99 @@
+import type { KeyContext } from '../auth/gateway-key-auth';
+import { periodStart } from '../budgets/periods';
+import type { ErrorKind } from '../errors';
+import type { OrgConfig } from '../routing/org-config';
+import type { ScopeWindow } from './holds';
+import { toNanos } from './money';
+
+export type BudgetPeriod = 'daily' | 'weekly' | 'monthly' | 'never';
+export type ScopeKind = 'key' | 'project' | 'member' | 'organization' | 'end_user';
+
+/** What a request's spend counts against (spec 8): each scope's limit in its current window. */
+export type SpendScope = ScopeWindow & {
+  kind: ScopeKind;
+  /** The 402 code when this scope has no room. */
+  code: ErrorKind;
+  limit: number | null;
+  blocking: boolean;
+  period: BudgetPeriod;
+  windowStart: Date;
+  resetsAt: Date | null;
+  /** The ledger column and value that rebuild this scope's counter. */
+  ledger: { column: 'lineage_id' | 'project_id' | 'member_id' | 'org_id' | 'end_user_id'; value: string };
+};
+
+/** A window's counters outlive it by this long, so a late settle still finds them. */
+const KEEP_AFTER_WINDOW_SECONDS = 40 * 86_400;
+const DAY_MS = 86_400_000;
+
+/** When the window that began at `start` ends (spec 8 rule 2). */
+export function nextReset(period: Exclude<BudgetPeriod, 'never'>, start: Date, billingDay: number): Date {
+  if (period === 'daily') return new Date(start.getTime() + DAY_MS);
+  if (period === 'weekly') return new Date(start.getTime() + 7 * DAY_MS);
+  return new Date(Date.UTC(start.getUTCFullYear(), start.getUTCMonth() + 1, billingDay));
+}
+
+type ScopeInput = {
+  kind: ScopeKind; id: string; code: ErrorKind; limit: number | null; blocking: boolean; period: BudgetPeriod;
+  ledger: SpendScope['ledger'];
+};
+
+function scopeAt(orgId: string, input: ScopeInput, now: Date, billingDay: number): SpendScope {
+  const lifetime = input.period === 'never';
+  const windowStart = lifetime ? new Date(0) : periodStart(input.period, now, billingDay);
+  const resetsAt = lifetime ? null : nextReset(input.period as Exclude<BudgetPeriod, 'never'>, windowStart, billingDay);
+  return {
+    orgId,
+    scope: `${input.kind}:${input.id}`,
+    window: lifetime ? 'lifetime' : windowStart.toISOString().slice(0, 10),
+    limitNanos: input.blocking && input.limit !== null ? toNanos(input.limit) : null,
+    ttlSeconds: resetsAt ? Math.ceil((resetsAt.getTime() - now.getTime()) / 1000) + KEEP_AFTER_WINDOW_SECONDS : 0,
+    kind: input.kind,
+    code: input.code,
+    limit: input.limit,
+    blocking: input.blocking && input.limit !== null,
+    period: input.period,
+    windowStart,
+    resetsAt,
+    ledger: input.ledger,
+  };
+}
+
+/** An end customer's cap as the request meets it (null: none applies). */
+export type EndUserCap = { endUserId: string; scopeName: string; amount: number | null; period: Exclude<BudgetPeriod, 'never'>; behavior: 'block' | 'alert' };
+
+/**
+ * Every scope a request of this key counts against, now: the key lineage (always counted; its
+ * `credit_limit` blocks), the project's `spend_limit`, the creating member's budget, the
+ * organization's `hard_cap`, and the end customer under the cap rules. `behavior: alert`
+ * scopes are counted and never refuse.
+ */
+export function spendScopes(key: KeyContext, config: Pick<OrgConfig, 'hardCap' | 'memberBudgets' | 'billingDayOfMonth'>, endUser: EndUserCap | null, now: Date): SpendScope[] {
+  const day = config.billingDayOfMonth;
+  const scopes: SpendScope[] = [];
+  const credit = key.creditLimit;
+  scopes.push(scopeAt(key.orgId, {
+    kind: 'key', id: key.lineageId, code: credit?.period === 'never' ? 'key_lifetime_limit' : 'key_budget',
+    limit: credit?.amount ?? null, blocking: credit !== null, period: credit?.period ?? 'never', ledger: { column: 'lineage_id', value: key.lineageId },
+  }, now, day));
+  const project = key.projectSpendLimit;
+  if (project) {
+    scopes.push(scopeAt(key.orgId, { kind: 'project', id: key.projectId, code: 'project_budget', limit: project.monthly, blocking: project.behavior === 'block', period: 'monthly', ledger: { column: 'project_id', value: key.projectId } }, now, day));
+  }
+  const member = key.createdByMemberId ? config.memberBudgets.get(key.createdByMemberId) : undefined;
+  if (member && key.createdByMemberId) {
+    scopes.push(scopeAt(key.orgId, { kind: 'member', id: key.createdByMemberId, code: 'member_budget', limit: member.monthly, blocking: member.behavior === 'block', period: 'monthly', ledger: { column: 'member_id', value: key.createdByMemberId } }, now, day));
+  }
+  if (config.hardCap) {
+    scopes.push(scopeAt(key.orgId, { kind: 'organization', id: key.orgId, code: 'organization_budget', limit: config.hardCap.monthly, blocking: config.hardCap.behavior === 'block', period: 'monthly', ledger: { column: 'org_id', value: key.orgId } }, now, day));
+  }
+  if (endUser) {
+    scopes.push(scopeAt(key.orgId, { kind: 'end_user', id: `${endUser.scopeName}:${endUser.endUserId}`, code: 'end_user_budget', limit: endUser.amount, blocking: endUser.behavior === 'block', period: endUser.period, ledger: { column: 'end_user_id', value: endUser.endUserId } }, now, day));
+  }
+  return scopes;
+}
+
+/** Whether any scope can refuse: then the worst case is reserved and output is capped. */
+export function anyBlocking(scopes: SpendScope[]): boolean {
+  return scopes.some((s) => s.blocking);
+}

@@ -1,0 +1,44 @@
+import type { ModelCatalog } from '../catalog/model-catalog';
+import { outputCeiling } from '../chat/prepare';
+import { GatewayError } from '../errors';
+import { estimateCost } from '../pricing/cost';
+import type { ChatBody } from '../providers/types';
+import type { Candidate } from '../routing/candidates';
+import type { OrgConfig } from '../routing/org-config';
+
+/**
+ * Prompt tokens are estimated from the request's size: about three bytes of JSON a token
+ * (English prose runs near four), so the estimate leans high. Settling uses the real count.
+ */
+const BYTES_PER_TOKEN_ESTIMATE = 3;
+
+export function estimatePromptTokens(body: Pick<ChatBody, 'messages' | 'tools'>): number {
+  return Math.ceil(Buffer.byteLength(JSON.stringify([body.messages, body.tools ?? null])) / BYTES_PER_TOKEN_ESTIMATE);
+}
+
+/**
+ * The most a request can cost, over every candidate it may reach (failover and fallbacks):
+ * the prompt estimate plus the output ceiling (the request's `max_tokens`, else the model's
+ * maximum output), priced. A candidate nobody prices is refused under a blocking budget
+ * (`unpriced_model_under_budget`) unless the organization allows unpriced traffic; then it
+ * counts as 0.
+ */
+export function worstCaseCost(candidates: readonly Candidate[], body: ChatBody, config: Pick<OrgConfig, 'prices' | 'unpricedBudgetPolicy'>, catalog: ModelCatalog): number {
+  const promptTokens = estimatePromptTokens(body);
+  let worst = 0;
+  for (const c of candidates) {
+    const output = body.max_completion_tokens ?? body.max_tokens ?? outputCeiling(catalog, c.connection.kind, c.upstreamModel);
+    const estimate = estimateCost({
+      usage: { prompt_tokens: promptTokens, completion_tokens: output, total_tokens: promptTokens + output },
+      kind: c.connection.kind, upstreamModel: c.upstreamModel, modelId: c.modelId, prices: config.prices, catalog,
+    });
+    if (!estimate) {
+      if (config.unpricedBudgetPolicy !== 'allow') {
+        throw new GatewayError('unpriced_model_under_budget', `\`${c.modelId}\` has no price, and a spend limit applies to this request; enter a rate or allow unpriced traffic.`);
+      }
+      continue;
+    }
+    worst = Math.max(worst, estimate.cost);
+  }
+  return worst;
+}

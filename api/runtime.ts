@@ -23,6 +23,7 @@ import { createRequestLogWriter } from '../core/request-log/writer';
 import { createBatchWriter } from '../core/db/batch-writer';
 import { spendLedger } from '../core/db/schema';
 import { createSpendLedger } from '../core/spend/ledger';
+import { resolveEndUserCapIn } from '../core/spend/end-user-caps';
 import { createOrgConfigCache } from '../core/routing/org-config';
 import type { ReadinessCheck } from './health';
 
@@ -55,6 +56,7 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
     storage: localOutputStorage(path.join(config.dataDir, 'outputs')),
     redis,
     spend: createSpendLedger({ db: database.db, redis, rows: spendRows }),
+    endUserCap: (orgConfig, request) => resolveEndUserCapIn(database.db, orgConfig, request),
     spendRows,
   };
   const unsubscribe = await subscribeConfigChanges(redis, ({ orgId, what }) => {

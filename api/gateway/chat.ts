@@ -6,7 +6,8 @@ import { GatewayError } from '../../core/errors';
 import { newId } from '../../core/ids';
 import { estimateCost, type CostEstimate } from '../../core/pricing/cost';
 import { CHAT_HOLD_LEASE_MS, type Hold } from '../../core/spend/ledger';
-import { anyBlocking, spendScopes } from '../../core/spend/scopes';
+import { endUserBudgetFields } from '../../core/spend/end-user-caps';
+import { anyBlocking, spendScopes, type EndUserCap } from '../../core/spend/scopes';
 import { worstCaseCost } from '../../core/spend/worst-case';
 import type { ChatBody, ChatResult, StreamOutput, Usage } from '../../core/providers/types';
 import { planCandidates, type Plan } from '../../core/routing/candidates';
@@ -216,8 +217,8 @@ function answerStream(call: Call, served: Served<LiveStream>, includeUsage: bool
 async function reserveBudget(call: Call): Promise<void> {
   const { key, config, plan, services } = call;
   if (!plan) return;
-  const scopes = spendScopes(key, config, null, call.createdAt);
   try {
+    const scopes = spendScopes(key, config, await endUserCapOf(call), call.createdAt);
     const amount = anyBlocking(scopes) ? worstCaseCost(plan.candidates, call.body, config, services.catalog) : 0;
     call.hold = anyBlocking(scopes)
       ? await services.spend.reserve({ holdId: call.ctx.state.requestId, scopes, amount, leaseMs: CHAT_HOLD_LEASE_MS, now: call.createdAt })
@@ -226,6 +227,24 @@ async function reserveBudget(call: Call): Promise<void> {
     if (err instanceof GatewayError) logRequest(call, { status: err.status, attempts: [], error: err });
     throw err;
   }
+}
+
+/**
+ * The end customer's cap (spec 2.6 cap rules) for `metadata.user_id`: a rule with `missing_id:
+ * refuse` makes the id required (400 `end_user_id_required`); without an id and with `serve`,
+ * the request is not capped per customer.
+ */
+async function endUserCapOf(call: Call): Promise<EndUserCap | null> {
+  const cap = await call.services.endUserCap(call.config, { projectId: call.key.projectId, endUserId: call.attribution.userId });
+  if (!cap) return null;
+  if (!cap.endUserId) {
+    if (cap.missingId === 'refuse') throw new GatewayError('end_user_id_required', 'This project caps spend per end customer: name one in `metadata.user_id`.');
+    return null;
+  }
+  return {
+    endUserId: cap.endUserId, ruleId: cap.ruleId, amount: cap.amount, period: cap.period, behavior: cap.behavior,
+    refusalDetails: { ...endUserBudgetFields(cap, cap.endUserId, call.createdAt, call.config.billingDayOfMonth) },
+  };
 }
 
 /**

@@ -1,10 +1,11 @@
+import type { EndUserCap as ResolvedEndUserCap, EndUserCapRequest } from '../../core/spend/end-user-caps';
 import type { BatchWriter } from '../../core/db/batch-writer';
 import type { SpendLedger, SpendLedgerRow } from '../../core/spend/ledger';
 import type { Agent } from 'undici';
 import type { ModelCatalog } from '../../core/catalog/model-catalog';
 import type { LearnedParams } from '../../core/chat/prepare';
 import type { RequestLogWriter } from '../../core/request-log/writer';
-import type { OrgConfigCache } from '../../core/routing/org-config';
+import type { OrgConfig, OrgConfigCache } from '../../core/routing/org-config';
 import type { OutputStorage } from '../../core/storage/output-storage';
 import type { RedisHandle } from '../../core/redis';
 import type { JobServices } from './jobs';
@@ -23,6 +24,8 @@ export type GatewayServices = {
   redis: RedisHandle;
   /** Every budget scope's spend: reserved before a priced request, settled after (core/spend). */
   spend: SpendLedger;
+  /** The end-customer cap a request meets (cached per organization; core/spend/end-user-caps.ts). */
+  endUserCap(config: OrgConfig, request: EndUserCapRequest): Promise<ResolvedEndUserCap | null>;
   /** Settled spend rows, written to Postgres in batches. */
   spendRows: BatchWriter<SpendLedgerRow>;
 };

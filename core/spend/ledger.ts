@@ -49,7 +49,7 @@ function refusal(scope: SpendScope, amount: number, extra: Record<string, unknow
   return new GatewayError(scope.code, `${what} of $${scope.limit} has no room for this request (up to $${amount}).`, { details: extra });
 }
 
-export function createSpendLedger(deps: { db: Database; redis: RedisHandle; rows: BatchWriter<SpendLedgerRow>; endUserDetails?: (scope: SpendScope) => Record<string, unknown> }): SpendLedger {
+export function createSpendLedger(deps: { db: Database; redis: RedisHandle; rows: BatchWriter<SpendLedgerRow> }): SpendLedger {
   /** A window's settled total as the ledger records it (rows still queued for Postgres excepted). */
   async function rebuild(scope: SpendScope): Promise<bigint> {
     const [row] = await deps.db.select({ total: sql<string>`coalesce(sum(${spendLedger.amount}), 0)::text` }).from(spendLedger).where(and(
@@ -77,7 +77,7 @@ export function createSpendLedger(deps: { db: Database; redis: RedisHandle; rows
       if (outcome.state === 'missing') throw new GatewayError('dependency_unavailable', 'Spend counters are being rebuilt; try again.', { headers: { 'Retry-After': '1' } });
       if (outcome.state === 'refused') {
         const scope = outcome.window as SpendScope;
-        throw refusal(scope, amount, scope.kind === 'end_user' ? deps.endUserDetails?.(scope) : undefined);
+        throw refusal(scope, amount, scope.refusalDetails);
       }
       return { id: holdId, scopes, amount };
     },

@@ -20,6 +20,8 @@ export type SpendScope = ScopeWindow & {
   resetsAt: Date | null;
   /** The ledger column and value that rebuild this scope's counter. */
   ledger: { column: 'lineage_id' | 'project_id' | 'member_id' | 'org_id' | 'end_user_id'; value: string };
+  /** Fields the 402 carries beside message, type and code (`end_user_budget`, spec 7). */
+  refusalDetails?: Record<string, unknown>;
 };
 
 /** A window's counters outlive it by this long, so a late settle still finds them. */
@@ -60,7 +62,15 @@ function scopeAt(orgId: string, input: ScopeInput, now: Date, billingDay: number
 }
 
 /** An end customer's cap as the request meets it (null: none applies). */
-export type EndUserCap = { endUserId: string; scopeName: string; amount: number | null; period: Exclude<BudgetPeriod, 'never'>; behavior: 'block' | 'alert' };
+export type EndUserCap = {
+  endUserId: string;
+  /** The rule the cap comes from: a customer's spend is counted per rule and period. */
+  ruleId: string;
+  amount: number | null;
+  period: Exclude<BudgetPeriod, 'never'>;
+  behavior: 'block' | 'alert';
+  refusalDetails: Record<string, unknown>;
+};
 
 /**
  * Every scope a request of this key counts against, now: the key lineage (always counted; its
@@ -88,7 +98,10 @@ export function spendScopes(key: KeyContext, config: Pick<OrgConfig, 'hardCap' |
     scopes.push(scopeAt(key.orgId, { kind: 'organization', id: key.orgId, code: 'organization_budget', limit: config.hardCap.monthly, blocking: config.hardCap.behavior === 'block', period: 'monthly', ledger: { column: 'org_id', value: key.orgId } }, now, day));
   }
   if (endUser) {
-    scopes.push(scopeAt(key.orgId, { kind: 'end_user', id: `${endUser.scopeName}:${endUser.endUserId}`, code: 'end_user_budget', limit: endUser.amount, blocking: endUser.behavior === 'block', period: endUser.period, ledger: { column: 'end_user_id', value: endUser.endUserId } }, now, day));
+    scopes.push({
+      ...scopeAt(key.orgId, { kind: 'end_user', id: `${endUser.ruleId}:${endUser.endUserId}`, code: 'end_user_budget', limit: endUser.amount, blocking: endUser.behavior === 'block', period: endUser.period, ledger: { column: 'end_user_id', value: endUser.endUserId } }, now, day),
+      refusalDetails: endUser.refusalDetails,
+    });
   }
   return scopes;
 }

@@ -1,0 +1,180 @@
+import { and, eq, sql } from 'drizzle-orm';
+import { spendLedger } from '../../core/db/schema';
+import { startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
+import { randomClientAddress, startTestApi, testRedis, type TestApi } from '../helpers/harness';
+
+const hello = [{ role: 'user', content: 'Say hello' }];
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Spend limits are ceilings (spec 8, issue 10): the worst case is held in every blocking scope
+ * before the provider is called, by one atomic Redis step shared by every API instance.
+ * Output costs $0.10 a token and input nothing, so `max_tokens: n` makes a request's worst
+ * case and its actual cost both $0.10 × n (the sandbox answers exactly n words).
+ */
+describe('spend limits', () => {
+  let f: ChatFixture;
+  let second: TestApi;
+  const apis = () => [f.api.url, second.url];
+
+  beforeAll(async () => {
+    f = await startChatFixture();
+    second = await startTestApi({ env: { GW_ALLOW_PRIVATE_NETWORK: 'true' } });
+    await f.connect('openai', { name: 'spend openai' });
+    await f.connect('google', { name: 'spend google' });
+    expect((await f.client.post('/model_prices', { model: 'openai/gpt-4o', provider: 'openai', input_per_million: 0, output_per_million: 100_000 })).status).toBe(201);
+    await f.settle();
+  });
+  afterAll(async () => {
+    await second?.close();
+    await f?.close();
+  });
+
+  async function chat(secret: string, body: Record<string, unknown>, api = f.api.url): Promise<{ status: number; json: Loose; headers: Headers }> {
+    const res = await fetch(`${api}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress() },
+      body: JSON.stringify(body),
+    });
+    return { status: res.status, json: (await res.json()) as Loose, headers: res.headers };
+  }
+  const ask = (secret: string, tokens: number, extra: Record<string, unknown> = {}, api?: string) =>
+    chat(secret, { model: 'openai/gpt-4o', messages: hello, max_tokens: tokens, ...extra }, api);
+  const keyInfo = async (secret: string) => (await (await fetch(`${f.api.url}/v1/key`, { headers: { authorization: `Bearer ${secret}` } })).json()) as Loose;
+  const keyIdOf = async (secret: string) => {
+    const list = await f.client.get<{ data: Array<{ id: string; key_prefix: string; lineage_id?: string }> }>('/gateway_keys');
+    return list.body.data.find((k) => secret.startsWith(k.key_prefix))!.id;
+  };
+  /** The lineage's settled spend as the Postgres ledger has it (rows land in batches). */
+  async function ledgerTotal(secret: string): Promise<number> {
+    await sleep(800);
+    const id = await keyIdOf(secret);
+    const [row] = await f.database.db.select({ total: sql<string>`coalesce(sum(${spendLedger.amount}), 0)::text` }).from(spendLedger)
+      .where(and(eq(spendLedger.state, 'settled'), sql`${spendLedger.lineageId} = (select lineage_id from gateway_keys where id = ${id})`));
+    return Number(row!.total);
+  }
+  function expectRefusal(res: { status: number; json: Loose; headers: Headers }, code: string) {
+    expect([res.status, res.json.error?.type, res.json.error?.code]).toEqual([402, 'budget_exceeded', code]);
+    expect(typeof res.json.error?.message).toBe('string');
+    expect(res.headers.get('x-ratelimit-limit')).toMatch(/^\d+$/);
+    expect(res.headers.get('x-ratelimit-remaining')).toMatch(/^\d+$/);
+    expect(res.headers.get('x-ratelimit-reset')).toMatch(/^\d+$/);
+  }
+
+  it('admits exactly 100 of 200 parallel requests on a 100-a-minute key across two API instances', async () => {
+    const secret = await f.key({ rate_limit_rpm: 100 });
+    const answers = await Promise.all(Array.from({ length: 200 }, (_, i) =>
+      fetch(`${apis()[i % 2]}/v1/models`, { headers: { authorization: `Bearer ${secret}`, 'x-forwarded-for': randomClientAddress() } })
+        .then(async (r) => ({ status: r.status, body: (await r.json()) as Loose, retryAfter: r.headers.get('retry-after') }))));
+    expect(answers.filter((a) => a.status === 200)).toHaveLength(100);
+    const limited = answers.filter((a) => a.status === 429);
+    expect(limited).toHaveLength(100);
+    expect(limited[0]!.body.error).toMatchObject({ type: 'rate_limit_exceeded', code: null });
+    expect(limited[0]!.retryAfter).toMatch(/^\d+$/);
+  });
+
+  it('lets 8 concurrent $0.30 requests on $1.00 of room through at most 3 times, settling at most $1.00', async () => {
+    const secret = await f.key({ credit_limit: { amount: 1, period: 'monthly' }, rate_limit_rpm: 50000 });
+    const answers = await Promise.all(Array.from({ length: 8 }, (_, i) => ask(secret, 3, {}, apis()[i % 2])));
+    const served = answers.filter((a) => a.status === 200);
+    expect(served.length).toBeLessThanOrEqual(3);
+    expect(served.length).toBeGreaterThanOrEqual(1);
+    for (const refused of answers.filter((a) => a.status !== 200)) expectRefusal(refused, 'key_budget');
+    const total = await ledgerTotal(secret);
+    expect(total).toBeCloseTo(0.3 * served.length, 9);
+    expect(total).toBeLessThanOrEqual(1);
+    expect((await keyInfo(secret)).usage).toBeCloseTo(total, 9);
+  });
+
+  it('sends every provider the output ceiling under a blocking limit when the request sets none', async () => {
+    const secret = await f.key({ credit_limit: { amount: 1_000_000, period: 'monthly' } });
+    expect((await chat(secret, { model: 'openai/gpt-4o', messages: hello })).status).toBe(200);
+    const openai = f.sandbox.received.filter((r) => r.path.endsWith('/chat/completions')).at(-1)!;
+    expect((openai.body as Loose).max_tokens).toBe(16384);
+    const gemini = await chat(secret, { model: 'google/gemini-2.0-flash', messages: hello });
+    expect(gemini.status).toBe(200);
+    const google = f.sandbox.received.filter((r) => r.path.includes(':generateContent')).at(-1)!;
+    expect((google.body as Loose).generationConfig.maxOutputTokens).toBe(8192);
+    // Without a blocking limit nothing is forced.
+    expect((await chat(await f.key(), { model: 'openai/gpt-4o', messages: hello })).status).toBe(200);
+    const free = f.sandbox.received.filter((r) => r.path.endsWith('/chat/completions')).at(-1)!;
+    expect((free.body as Loose).max_tokens).toBeUndefined();
+  });
+
+  it('refuses with project_budget, member_budget and organization_budget; alert limits never block', async () => {
+    const project = await f.client.post<{ id: string; version: number }>('/projects', { name: `budgeted ${Date.now()}`, spend_limit: { monthly: 0.5, behavior: 'block' } });
+    expect(project.status).toBe(201);
+    const inProject = (await f.client.post<{ secret: string }>('/gateway_keys', { label: 'p', project_id: project.body.id })).body.secret;
+    expect((await ask(inProject, 3)).status).toBe(200);
+    expectRefusal(await ask(inProject, 3), 'project_budget');
+    const alerting = await f.client.patch<{ version: number }>(`/projects/${project.body.id}`, { spend_limit: { monthly: 0.5, behavior: 'alert', alert_at: [0.5] } }, `"${project.body.version}"`);
+    expect(alerting.status).toBe(200);
+    await f.settle();
+    expect((await ask(inProject, 3)).status).toBe(200);
+
+    const member = await f.client.get<{ version: number }>(`/member_budgets/${f.tenant.memberId}`);
+    expect((await f.client.patch(`/member_budgets/${f.tenant.memberId}`, { spend_limit: { monthly: 0.2, behavior: 'block' } }, `"${member.body.version}"`)).status).toBe(200);
+    await f.settle();
+    const byMember = await f.key();
+    expectRefusal(await ask(byMember, 3), 'member_budget');
+    const now = await f.client.get<{ version: number }>(`/member_budgets/${f.tenant.memberId}`);
+    expect((await f.client.patch(`/member_budgets/${f.tenant.memberId}`, { spend_limit: null }, `"${now.body.version}"`)).status).toBe(200);
+
+    const settings = await f.client.get('/org_settings');
+    expect((await f.client.patch('/org_settings', { hard_cap: { monthly: 0.01, behavior: 'block' } }, settings.etag!)).status).toBe(200);
+    await f.settle();
+    expectRefusal(await ask(await f.key(), 3), 'organization_budget');
+    const later = await f.client.get('/org_settings');
+    expect((await f.client.patch('/org_settings', { hard_cap: null }, later.etag!)).status).toBe(200);
+    await f.settle();
+    expect((await ask(await f.key(), 3)).status).toBe(200);
+  });
+
+  it('caps an end customer: end_user_id_required without an id, then end_user_budget with its scope, id, period and reset', async () => {
+    const rule = await f.client.post<{ id: string; version: number }>('/end_user_cap_rules', { project_id: null, amount: '0.4', period: 'daily', behavior: 'block', missing_id: 'refuse' });
+    expect(rule.status).toBe(201);
+    await f.settle();
+    const secret = await f.key();
+    const anonymous = await ask(secret, 3);
+    expect([anonymous.status, anonymous.json.error?.type, anonymous.json.error?.code]).toEqual([400, 'invalid_request_error', 'end_user_id_required']);
+    const asCustomer = (id: string) => ask(secret, 3, { metadata: { user_id: id } });
+    expect((await asCustomer('cust-1')).status).toBe(200);
+    const capped = await asCustomer('cust-1');
+    expectRefusal(capped, 'end_user_budget');
+    const tomorrow = new Date(Date.UTC(new Date().getUTCFullYear(), new Date().getUTCMonth(), new Date().getUTCDate() + 1)).toISOString();
+    expect(capped.json.error).toMatchObject({ scope: 'organization', end_user_id: 'cust-1', period: 'daily', resets_at: tomorrow });
+    // Another customer has their own cap.
+    expect((await asCustomer('cust-2')).status).toBe(200);
+    expect((await f.client.delete(`/end_user_cap_rules/${rule.body.id}`, `"${rule.body.version}"`)).status).toBe(200);
+    await f.settle();
+  });
+
+  it('rebuilds counters from the Postgres ledger when Redis loses them, and still never passes the limit', async () => {
+    const secret = await f.key({ credit_limit: { amount: 1, period: 'never' }, rate_limit_rpm: 50000 });
+    expect((await ask(secret, 3)).status).toBe(200);
+    expect((await ask(secret, 3)).status).toBe(200);
+    expect(await ledgerTotal(secret)).toBeCloseTo(0.6, 9);
+    // Redis loses every spend counter of the organization.
+    const redis = testRedis();
+    try {
+      const pattern = `${process.env.REDIS_KEY_PREFIX}spend:{${f.tenant.orgId}}:*`;
+      const found: string[] = [];
+      let cursor = '0';
+      do {
+        const [next, keys] = await redis.redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+        cursor = next;
+        found.push(...keys);
+      } while (cursor !== '0');
+      expect(found.length).toBeGreaterThan(0);
+      // SCAN answers full names; the client adds its prefix again, so strip it.
+      await redis.redis.del(...found.map((k) => k.slice(redis.prefix.length)));
+    } finally {
+      await redis.close();
+    }
+    expect((await keyInfo(secret)).usage).toBeCloseTo(0.6, 9);
+    expect((await ask(secret, 3)).status).toBe(200);
+    expectRefusal(await ask(secret, 3), 'key_lifetime_limit');
+    expect(await ledgerTotal(secret)).toBeCloseTo(0.9, 9);
+    expect((await keyInfo(secret)).usage).toBeCloseTo(0.9, 9);
+  });
+});

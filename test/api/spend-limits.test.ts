@@ -149,6 +149,70 @@ describe('spend limits', () => {
     await f.settle();
   });
 
+  it('refuses an unpriced model anywhere the request may reach under a limit: a fallback counts', async () => {
+    const conn = await f.client.post('/provider_connections', { kind: 'custom', name: `unpriced fallback ${Date.now()}`, secret: 'sk-sandbox-x', config: { base_url: `${f.sandbox.url}/openai/v1` }, model_map: { 'house-9': 'house-9' } });
+    expect(conn.status).toBe(201);
+    await f.settle();
+    const limited = await f.key({ credit_limit: { amount: 5, period: 'monthly' } });
+    expectRefusal(await ask(limited, 3, { fallbacks: ['custom/house-9'] }), 'unpriced_model_under_budget');
+    expect((await ask(limited, 3)).status).toBe(200);
+  });
+
+  it('holds a chat stream and a video job in one ledger: together they cannot pass a key limit', async () => {
+    // Sora lists at $0.10 a second: a 7 s render holds $0.70; the stream's worst case is $0.40.
+    const secret = await f.key({ credit_limit: { amount: 1, period: 'never' }, rate_limit_rpm: 50000 });
+    const video = fetch(`${f.api.url}/v1/videos`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress() },
+      body: JSON.stringify({ model: 'openai/sora-2', prompt: 'a held render', duration_seconds: 7 }),
+    }).then(async (r) => ({ status: r.status, json: (await r.json()) as Loose }));
+    const stream = fetch(`${second.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress() },
+      body: JSON.stringify({ model: 'openai/gpt-4o', messages: hello, max_tokens: 4, stream: true }),
+    }).then(async (r) => ({ status: r.status, text: await r.text() }));
+    const [v, c] = await Promise.all([video, stream]);
+    // $0.70 + $0.40 > $1.00: exactly one of them holds its worst case.
+    expect([v.status === 202, c.status === 200].filter(Boolean)).toHaveLength(1);
+    expect([v.status, c.status]).toContain(402);
+    if (v.status === 402) expect(v.json.error.code).toBe('key_lifetime_limit');
+    if (c.status === 402) expect(JSON.parse(c.text).error.code).toBe('key_lifetime_limit');
+  });
+
+  it('keeps GET /v1/key equal to the Postgres ledger through failures, a cancelled stream and a rotation', async () => {
+    const secret = await f.key({ credit_limit: { amount: 10, period: 'daily' }, rate_limit_rpm: 50000 });
+    expect((await ask(secret, 2)).status).toBe(200);
+    // A provider failure spends nothing.
+    const broken = await f.connect('openai', { directives: 'status=500', name: `broken ${Date.now()}` });
+    const slug = `spend-broken-${Date.now()}`;
+    expect((await f.client.post('/routes', { slug, targets: [{ connection_id: broken, model: 'gpt-4o' }], max_retries: 0 })).status).toBe(201);
+    await f.settle();
+    expect((await chat(secret, { model: slug, messages: hello, max_tokens: 2 })).status).toBe(502);
+    // A stream the client abandons before its answer spends nothing either.
+    const abandon = new AbortController();
+    const gone = fetch(`${f.api.url}/v1/chat/completions`, {
+      method: 'POST', signal: abandon.signal,
+      headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress() },
+      body: JSON.stringify({ model: 'openai/gpt-4o', messages: [{ role: 'user', content: 'Say hello [sandbox delay_ms=1500]' }], max_tokens: 2, stream: true }),
+    }).catch(() => null);
+    await sleep(300);
+    abandon.abort();
+    await gone;
+    await sleep(1600);
+    expect(await ledgerTotal(secret)).toBeCloseTo(0.2, 9);
+    expect((await keyInfo(secret)).usage).toBeCloseTo(0.2, 9);
+    // Rotation: the new key shares the lineage's spend and adds to it.
+    const rotated = await f.client.post<{ secret: string }>(`/gateway_keys/${await keyIdOf(secret)}/rotate`, { overlap_seconds: 3600 });
+    expect(rotated.status).toBe(200);
+    await f.settle();
+    expect((await keyInfo(rotated.body.secret)).usage).toBeCloseTo(0.2, 9);
+    expect((await ask(rotated.body.secret, 3)).status).toBe(200);
+    expect((await ask(secret, 1)).status).toBe(200);
+    expect(await ledgerTotal(rotated.body.secret)).toBeCloseTo(0.6, 9);
+    expect((await keyInfo(rotated.body.secret)).usage).toBeCloseTo(0.6, 9);
+    expect((await keyInfo(secret)).usage).toBeCloseTo(0.6, 9);
+  });
+
   it('rebuilds counters from the Postgres ledger when Redis loses them, and still never passes the limit', async () => {
     const secret = await f.key({ credit_limit: { amount: 1, period: 'never' }, rate_limit_rpm: 50000 });
     expect((await ask(secret, 3)).status).toBe(200);

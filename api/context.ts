@@ -12,6 +12,11 @@ export type GatewayState = {
   key?: KeyContext;
   principal?: ManagementPrincipal;
   body?: unknown;
+  /**
+   * Set when the endpoint counts the key's request itself, in the same Redis step as its spend
+   * reservation (chat completions); the rate middleware counts it only if the endpoint did not.
+   */
+  rateCounted?: boolean;
 };
 
 export type GatewayContext = ParameterizedContext<GatewayState>;

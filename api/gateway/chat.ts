@@ -6,6 +6,9 @@ import { GatewayError } from '../../core/errors';
 import { newId } from '../../core/ids';
 import { estimateCost, type CostEstimate } from '../../core/pricing/cost';
 import { CHAT_HOLD_LEASE_MS, type Hold } from '../../core/spend/ledger';
+import type { WindowCount } from '../../core/ratelimit/fixed-window';
+import { countKeyRequest, KEY_RATE_WINDOW_MS, keyRateWindowKey, rateLimitHeaders } from '../../core/ratelimit/key-rate';
+import { refuseOverRate } from '../middleware/key-rate-limit';
 import { endUserBudgetFields } from '../../core/spend/end-user-caps';
 import { anyBlocking, spendScopes, type EndUserCap } from '../../core/spend/scopes';
 import { worstCaseCost } from '../../core/spend/worst-case';
@@ -215,14 +218,28 @@ function answerStream(call: Call, served: Served<LiveStream>, includeUsage: bool
  * the cost is only counted when it is known.
  */
 async function reserveBudget(call: Call): Promise<void> {
-  const { key, config, plan, services } = call;
+  const { key, config, plan, services, ctx } = call;
   if (!plan) return;
+  // The key's rate count rides in the same Redis step (spec 8 headers on every answer).
+  let window: WindowCount | null = null;
+  const counted = (w: WindowCount) => {
+    window = w;
+    ctx.state.rateCounted = true;
+    ctx.set(rateLimitHeaders(key, w, Date.now()));
+  };
   try {
     const scopes = spendScopes(key, config, await endUserCapOf(call), call.createdAt);
-    const amount = anyBlocking(scopes) ? worstCaseCost(plan.candidates, call.body, config, services.catalog) : 0;
-    call.hold = anyBlocking(scopes)
-      ? await services.spend.reserve({ holdId: call.ctx.state.requestId, scopes, amount, leaseMs: CHAT_HOLD_LEASE_MS, now: call.createdAt })
-      : { id: call.ctx.state.requestId, scopes, amount: 0 };
+    const holdId = ctx.state.requestId;
+    if (anyBlocking(scopes)) {
+      const amount = worstCaseCost(plan.candidates, call.body, config, services.catalog);
+      const rate = { key: keyRateWindowKey(key), windowMs: KEY_RATE_WINDOW_MS, limit: key.rateLimitRpm };
+      call.hold = await services.spend.reserveCounted({ holdId, scopes, amount, leaseMs: CHAT_HOLD_LEASE_MS, now: call.createdAt, rate, counted });
+      if (!call.hold) refuseOverRate(key, window!);
+    } else {
+      counted(await countKeyRequest(services.redis.redis, key));
+      refuseOverRate(key, window!);
+      call.hold = { id: holdId, scopes, amount: 0 };
+    }
   } catch (err) {
     if (err instanceof GatewayError) logRequest(call, { status: err.status, attempts: [], error: err });
     throw err;

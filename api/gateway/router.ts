@@ -22,7 +22,9 @@ export type GatewayRouterDeps = { keys: KeyResolver; authFailures: AuthFailureLi
 /** `/v1`: key auth first (DESIGN 3, step 2), the key's rate tier, then the body, then the endpoint. */
 export function gatewayRouter(deps: GatewayRouterDeps): Router<GatewayState> {
   const router = new Router<GatewayState>({ prefix: '/v1' });
-  router.use(gatewayAuth(deps), keyRateLimit(deps.redis), jsonBody());
+  // Chat completions count the key's request in the same Redis step as their spend reservation.
+  const countsItself = (ctx: GatewayContext) => ctx.method === 'POST' && ctx.path === '/v1/chat/completions';
+  router.use(gatewayAuth(deps), keyRateLimit(deps.redis, { countsItself }), jsonBody());
 
   router.get('/models', async (ctx) => {
     const key = ctx.state.key!;

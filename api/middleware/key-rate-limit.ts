@@ -29,11 +29,30 @@ export function refuseOverRate(key: KeyContext, window: WindowCount): void {
   }
 }
 
-/** The key's per-minute tier for a request gatewayAuth has already admitted. */
-export function keyRateLimit(redis: RedisHandle): Middleware<GatewayState> {
+/**
+ * The key's per-minute tier for a request gatewayAuth has already admitted. An endpoint that
+ * `countsItself` counts the request in the same Redis step as its spend reservation (one round
+ * trip on the hot path) and sets `rateCounted`; if it is refused before counting (validation,
+ * planning), the request is counted here, and past the tier the 429 is the answer.
+ */
+export function keyRateLimit(redis: RedisHandle, options: { countsItself?: (ctx: GatewayContext) => boolean } = {}): Middleware<GatewayState> {
   return async (ctx, next) => {
-    refuseOverRate(ctx.state.key!, await meterKey(ctx, redis, ctx.state.key!));
-    await next();
+    const key = ctx.state.key!;
+    if (!options.countsItself?.(ctx)) {
+      refuseOverRate(key, await meterKey(ctx, redis, key));
+      return next();
+    }
+    const countHere = async () => {
+      ctx.state.rateCounted = true;
+      refuseOverRate(key, await meterKey(ctx, redis, key));
+    };
+    try {
+      await next();
+    } catch (err) {
+      if (!ctx.state.rateCounted) await countHere();
+      throw err;
+    }
+    if (!ctx.state.rateCounted) await countHere();
   };
 }
 

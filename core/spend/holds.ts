@@ -30,11 +30,21 @@ local expiry = ARGV[2]
 local id = ARGV[3]
 local amount = tonumber(ARGV[4])
 local n = tonumber(ARGV[5])
+local count, ttl = 0, 0
+if tonumber(ARGV[6]) > 0 then
+  local rate = KEYS[4 * n + 1]
+  count = redis.call('INCR', rate)
+  if count == 1 then redis.call('PEXPIRE', rate, ARGV[6]) end
+  ttl = redis.call('PTTL', rate)
+  if count > tonumber(ARGV[7]) then return {'rate', count, ttl} end
+end
 local missing = {}
 for i = 1, n do
   if redis.call('EXISTS', KEYS[4 * i - 3]) == 0 then missing[#missing + 1] = i end
 end
 if #missing > 0 then
+  table.insert(missing, 1, ttl)
+  table.insert(missing, 1, count)
   table.insert(missing, 1, 'missing')
   return missing
 end
@@ -48,10 +58,10 @@ for i = 1, n do
   end
 end
 for i = 1, n do
-  local limit = tonumber(ARGV[4 + 2 * i])
+  local limit = tonumber(ARGV[6 + 2 * i])
   if limit >= 0 then
     local used = tonumber(redis.call('GET', KEYS[4 * i - 3]) or '0') + tonumber(redis.call('GET', KEYS[4 * i - 2]) or '0')
-    if used + amount > limit then return {'refused', i, tostring(used)} end
+    if used + amount > limit then return {'refused', count, ttl, i, tostring(used)} end
   end
 end
 for i = 1, n do
@@ -59,12 +69,12 @@ for i = 1, n do
   redis.call('INCRBY', h, amount)
   redis.call('ZADD', z, expiry, id)
   redis.call('HSET', a, id, amount)
-  local ttl = tonumber(ARGV[5 + 2 * i])
-  if ttl > 0 then
-    for _, k in ipairs({s, h, z, a}) do redis.call('EXPIRE', k, ttl) end
+  local keep = tonumber(ARGV[7 + 2 * i])
+  if keep > 0 then
+    for _, k in ipairs({s, h, z, a}) do redis.call('EXPIRE', k, keep) end
   end
 end
-return {'ok'}
+return {'ok', count, ttl}
 `;
 
 // Drops the hold and adds the actual cost to each scope that still has its counter: a counter
@@ -86,17 +96,30 @@ end
 return 'ok'
 `;
 
-export type ReserveOutcome = { state: 'ok' } | { state: 'missing'; windows: ScopeWindow[] } | { state: 'refused'; window: ScopeWindow; usedNanos: number };
+/** A request counted in its key's rate window by the same step (`count` and the window's ms left). */
+export type RateCount = { count: number; resetInMs: number };
+/** Count the request in this rate window first; past `limit`, nothing is held. */
+export type RateWindow = { key: string; windowMs: number; limit: number };
 
-/** Holds `amountNanos` in every window until `leaseExpiresAt`, if each blocking one has room. */
-export async function holdSpend(redis: Redis, holdId: string, windows: ScopeWindow[], amountNanos: number, now: Date, leaseExpiresAt: Date): Promise<ReserveOutcome> {
-  if (windows.length === 0) return { state: 'ok' };
-  const keys = windows.flatMap(windowKeys);
+export type ReserveOutcome = { rate: RateCount | null } & (
+  | { state: 'ok' }
+  | { state: 'rate_limited' }
+  | { state: 'missing'; windows: ScopeWindow[] }
+  | { state: 'refused'; window: ScopeWindow; usedNanos: number });
+
+/**
+ * Holds `amountNanos` in every window until `leaseExpiresAt`, if each blocking one has room; with
+ * `rate`, the request is first counted in its key's rate window in the same round trip.
+ */
+export async function holdSpend(redis: Redis, holdId: string, windows: ScopeWindow[], amountNanos: number, now: Date, leaseExpiresAt: Date, rate?: RateWindow): Promise<ReserveOutcome> {
+  const keys = [...windows.flatMap(windowKeys), ...(rate ? [rate.key] : [])];
   const args = windows.flatMap((w) => [w.limitNanos ?? -1, w.ttlSeconds]);
-  const answer = (await redis.eval(RESERVE, keys.length, ...keys, now.getTime(), leaseExpiresAt.getTime(), holdId, amountNanos, windows.length, ...args)) as Array<string | number>;
-  if (answer[0] === 'ok') return { state: 'ok' };
-  if (answer[0] === 'missing') return { state: 'missing', windows: answer.slice(1).map((i) => windows[Number(i) - 1]!) };
-  return { state: 'refused', window: windows[Number(answer[1]) - 1]!, usedNanos: Number(answer[2]) };
+  const answer = (await redis.eval(RESERVE, keys.length, ...keys, now.getTime(), leaseExpiresAt.getTime(), holdId, amountNanos, windows.length, rate?.windowMs ?? 0, rate?.limit ?? 0, ...args)) as Array<string | number>;
+  const counted = rate ? { count: Number(answer[1]), resetInMs: Number(answer[2]) > 0 ? Number(answer[2]) : rate.windowMs } : null;
+  if (answer[0] === 'ok') return { state: 'ok', rate: counted };
+  if (answer[0] === 'rate') return { state: 'rate_limited', rate: counted };
+  if (answer[0] === 'missing') return { state: 'missing', rate: counted, windows: answer.slice(3).map((i) => windows[Number(i) - 1]!) };
+  return { state: 'refused', rate: counted, window: windows[Number(answer[3]) - 1]!, usedNanos: Number(answer[4]) };
 }
 
 /** Ends a hold: the actual cost (0 on a release) joins each window's settled spend. */

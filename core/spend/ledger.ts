@@ -4,7 +4,7 @@ import type { BatchWriter } from '../db/batch-writer';
 import { spendLedger } from '../db/schema';
 import { GatewayError } from '../errors';
 import type { RedisHandle } from '../redis';
-import { holdSpend, seedWindow, settleHold, settledNanos } from './holds';
+import { holdSpend, seedWindow, settleHold, settledNanos, type RateCount, type RateWindow } from './holds';
 import { sumNanos, toDollars, toNanos } from './money';
 import type { SpendScope } from './scopes';
 
@@ -12,6 +12,8 @@ import type { SpendScope } from './scopes';
 export const CHAT_HOLD_LEASE_MS = 15 * 60_000;
 
 export type SpendLedgerRow = typeof spendLedger.$inferInsert;
+
+export type ReserveInput = { holdId: string; scopes: SpendScope[]; amount: number; leaseMs: number; now: Date };
 
 /** A reservation in flight: what to settle or release. */
 export type Hold = { id: string; scopes: SpendScope[]; amount: number };
@@ -23,7 +25,13 @@ export type SpendLedger = {
    * Redis are rebuilt from the Postgres ledger first. With Redis unreachable and a blocking
    * scope, 503: spend is never served unmetered.
    */
-  reserve(input: { holdId: string; scopes: SpendScope[]; amount: number; leaseMs: number; now: Date }): Promise<Hold>;
+  reserve(input: ReserveInput): Promise<Hold>;
+  /**
+   * The same, counting the request in its key's rate window in the same round trip first
+   * (`counted` hears the count before anything else happens); null when the count is past the
+   * tier, and then nothing is held.
+   */
+  reserveCounted(input: ReserveInput & { rate: RateWindow; counted(rate: RateCount): void }): Promise<Hold | null>;
   /** The actual cost replaces the hold in every scope; a chat request's row goes to the ledger. */
   settle(hold: Hold, cost: number, row?: Omit<SpendLedgerRow, 'amount' | 'state'>): Promise<void>;
   /** Gives the hold back (provider error, client gone, unpriced answer). */
@@ -65,21 +73,31 @@ export function createSpendLedger(deps: { db: Database; redis: RedisHandle; rows
     await Promise.all(scopes.map(async (s) => seedWindow(deps.redis.redis, s, await rebuild(s))));
   }
 
+  async function reserve({ holdId, scopes, amount, leaseMs, now }: ReserveInput, rate?: RateWindow & { counted(rate: RateCount): void }): Promise<Hold | null> {
+    const amountNanos = toNanos(amount);
+    const lease = new Date(now.getTime() + leaseMs);
+    let outcome = await holdSpend(deps.redis.redis, holdId, scopes, amountNanos, now, lease, rate);
+    if (rate && outcome.rate) rate.counted(outcome.rate);
+    if (outcome.state === 'rate_limited') return null;
+    if (outcome.state === 'missing') {
+      await seedMissing(outcome.windows as SpendScope[]);
+      outcome = await holdSpend(deps.redis.redis, holdId, scopes, amountNanos, now, lease);
+    }
+    if (outcome.state === 'missing') throw new GatewayError('dependency_unavailable', 'Spend counters are being rebuilt; try again.', { headers: { 'Retry-After': '1' } });
+    if (outcome.state === 'refused') {
+      const scope = outcome.window as SpendScope;
+      throw refusal(scope, amount, scope.refusalDetails);
+    }
+    return { id: holdId, scopes, amount };
+  }
+
   return {
-    async reserve({ holdId, scopes, amount, leaseMs, now }) {
-      const amountNanos = toNanos(amount);
-      const lease = new Date(now.getTime() + leaseMs);
-      let outcome = await holdSpend(deps.redis.redis, holdId, scopes, amountNanos, now, lease);
-      if (outcome.state === 'missing') {
-        await seedMissing(outcome.windows as SpendScope[]);
-        outcome = await holdSpend(deps.redis.redis, holdId, scopes, amountNanos, now, lease);
-      }
-      if (outcome.state === 'missing') throw new GatewayError('dependency_unavailable', 'Spend counters are being rebuilt; try again.', { headers: { 'Retry-After': '1' } });
-      if (outcome.state === 'refused') {
-        const scope = outcome.window as SpendScope;
-        throw refusal(scope, amount, scope.refusalDetails);
-      }
-      return { id: holdId, scopes, amount };
+    async reserve(input) {
+      return (await reserve(input))!;
+    },
+
+    reserveCounted({ rate, counted, ...input }) {
+      return reserve(input, { ...rate, counted });
     },
 
     async settle(hold, cost, row) {

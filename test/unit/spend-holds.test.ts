@@ -1,0 +1,48 @@
+import { holdSpend, settleHold, seedWindow, windowKeys, type ScopeWindow } from '../../core/spend/holds';
+import { testRedis } from '../helpers/harness';
+
+/** The reservation script on the real Redis: one round trip counts the rate and holds the spend. */
+describe('spend holds (core/spend/holds.ts)', () => {
+  const redis = testRedis();
+  const org = `org_holds${Date.now().toString(36)}`;
+  const window = (scope: string, limitNanos: number | null): ScopeWindow => ({ orgId: org, scope, window: 'lifetime', limitNanos, ttlSeconds: 0 });
+  const now = new Date();
+  const lease = new Date(now.getTime() + 60_000);
+  afterAll(() => redis.close());
+
+  it('holds in every scope only when each blocking one has room, and settles to the actual cost', async () => {
+    const key = window('key:a', 1000);
+    const project = window('project:p', null);
+    expect(await holdSpend(redis.redis, 'h1', [key, project], 600, now, lease)).toMatchObject({ state: 'missing' });
+    await seedWindow(redis.redis, key, 0n);
+    await seedWindow(redis.redis, project, 0n);
+    expect(await holdSpend(redis.redis, 'h1', [key, project], 600, now, lease)).toMatchObject({ state: 'ok' });
+    const refused = await holdSpend(redis.redis, 'h2', [key, project], 500, now, lease);
+    expect(refused).toMatchObject({ state: 'refused', window: { scope: 'key:a' }, usedNanos: 600 });
+    // Nothing was held anywhere by the refused request.
+    expect(await redis.redis.get(windowKeys(project)[1])).toBe('600');
+    await settleHold(redis.redis, 'h1', [key, project], 250);
+    expect(await redis.redis.mget(windowKeys(key)[0], windowKeys(key)[1], windowKeys(project)[0])).toEqual(['250', '0', '250']);
+    expect(await holdSpend(redis.redis, 'h3', [key], 750, now, lease)).toMatchObject({ state: 'ok' });
+  });
+
+  it('drops a hold whose lease has passed, so a dead instance cannot keep room forever', async () => {
+    const key = window('key:lease', 100);
+    await seedWindow(redis.redis, key, 0n);
+    expect(await holdSpend(redis.redis, 'dead', [key], 100, now, new Date(now.getTime() + 10))).toMatchObject({ state: 'ok' });
+    expect(await holdSpend(redis.redis, 'next', [key], 100, now, lease)).toMatchObject({ state: 'refused' });
+    expect(await holdSpend(redis.redis, 'next', [key], 100, new Date(now.getTime() + 20), lease)).toMatchObject({ state: 'ok' });
+  });
+
+  it('counts the key\'s rate window in the same step; past the tier nothing is held', async () => {
+    const key = window('key:rate', 1_000_000);
+    await seedWindow(redis.redis, key, 0n);
+    const rate = { key: `key-rpm:{${org}}:lineage`, windowMs: 60_000, limit: 2 };
+    expect(await holdSpend(redis.redis, 'r1', [key], 10, now, lease, rate)).toMatchObject({ state: 'ok', rate: { count: 1 } });
+    expect(await holdSpend(redis.redis, 'r2', [key], 10, now, lease, rate)).toMatchObject({ state: 'ok', rate: { count: 2 } });
+    const third = await holdSpend(redis.redis, 'r3', [key], 10, now, lease, rate);
+    expect(third).toMatchObject({ state: 'rate_limited', rate: { count: 3 } });
+    expect(third.rate!.resetInMs).toBeGreaterThan(0);
+    expect(await redis.redis.get(windowKeys(key)[1])).toBe('20');
+  });
+});

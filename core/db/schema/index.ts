@@ -14,3 +14,4 @@ export * from './jobs';
 export * from './spend-ledger';
 export * from './webhook-deliveries';
 export * from './end-user-caps';
+export * from './budget-crossings';

@@ -21,7 +21,7 @@ import { createLearnedParams } from '../core/chat/prepare';
 import { createUpstreamAgent } from '../core/providers/upstream';
 import { createRequestLogWriter } from '../core/request-log/writer';
 import { createBatchWriter } from '../core/db/batch-writer';
-import { spendLedger } from '../core/db/schema';
+import { budgetCrossings, spendLedger } from '../core/db/schema';
 import { createSpendLedger } from '../core/spend/ledger';
 import { resolveEndUserCapIn } from '../core/spend/end-user-caps';
 import { createOrgConfigCache } from '../core/routing/org-config';
@@ -40,6 +40,7 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
   const upstreamAgent = createUpstreamAgent({ allowPrivateNetwork: config.GW_ALLOW_PRIVATE_NETWORK });
   const manage = createManagementServices({ ...config, GW_SEALING_KEYS: sealingKeys }, temporal.client, upstreamAgent);
   const spendRows = createBatchWriter(database.db, spendLedger, logger, 'spend ledger');
+  const budgetCrossingRows = createBatchWriter(database.db, budgetCrossings, logger, 'budget crossings');
   const gateway: GatewayServices = {
     orgConfig: createOrgConfigCache(database.db, manage.sealer),
     catalog: await loadModelCatalog(),
@@ -55,7 +56,7 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
     },
     storage: localOutputStorage(path.join(config.dataDir, 'outputs')),
     redis,
-    spend: createSpendLedger({ db: database.db, redis, rows: spendRows }),
+    spend: createSpendLedger({ db: database.db, redis, rows: spendRows, crossings: budgetCrossingRows }),
     endUserCap: (orgConfig, request) => resolveEndUserCapIn(database.db, orgConfig, request),
     spendRows,
   };
@@ -106,6 +107,7 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
       await unsubscribe();
       await gateway.requestLog.close();
       await gateway.spendRows.close();
+      await budgetCrossingRows.close();
       await gateway.agent.close();
       await Promise.allSettled([database.close(), redis.close(), temporal.close()]);
     },

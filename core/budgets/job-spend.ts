@@ -1,12 +1,12 @@
 import { and, eq, inArray } from 'drizzle-orm';
 import type Redis from 'ioredis';
 import type { Database, Executor } from '../db/client';
-import { modelPrices, spendLedger } from '../db/schema';
+import { budgetCrossings, modelPrices, spendLedger } from '../db/schema';
 import { GatewayError } from '../errors';
 import { newId } from '../ids';
 import videoListPrices from '../pricing/video-list-prices.json';
 import { settleHold } from '../spend/holds';
-import type { SpendLedger } from '../spend/ledger';
+import { crossingRows, type SpendLedger } from '../spend/ledger';
 import { toNanos } from '../spend/money';
 import { anyBlocking, type SpendScope } from '../spend/scopes';
 
@@ -60,7 +60,7 @@ export async function reserveJobSpend(db: Database, spend: SpendLedger, input: {
     await db.insert(spendLedger).values({
       id: newId('spend'), orgId: input.orgId, lineageId: input.lineageId, projectId: input.projectId, memberId: input.memberId, jobId: input.jobId,
       amount: input.estimate ?? 0, state: 'reserved', createdAt: input.now, updatedAt: input.now,
-      holdWindows: input.scopes.map(({ orgId, scope, window, limitNanos, ttlSeconds }) => ({ orgId, scope, window, limitNanos, ttlSeconds })),
+      holdWindows: input.scopes.map(({ orgId, scope, window, limitNanos, ttlSeconds, limit, alertAt, behavior }) => ({ orgId, scope, window, limitNanos, ttlSeconds, limit, alertAt, behavior })),
     });
   } catch (err) {
     if (blocking) await spend.release({ id: input.jobId, scopes: input.scopes, amount: input.estimate ?? 0 });
@@ -76,7 +76,11 @@ export async function reserveJobSpend(db: Database, spend: SpendLedger, input: {
 export async function endJobHold(db: Executor, redis: Redis, jobId: string): Promise<void> {
   const [row] = await db.select().from(spendLedger).where(eq(spendLedger.jobId, jobId));
   if (!row?.holdWindows || row.state === 'reserved') return;
-  await settleHold(redis, jobId, row.holdWindows, row.state === 'settled' ? toNanos(Number(row.amount)) : 0);
+  const nanos = row.state === 'settled' ? toNanos(Number(row.amount)) : 0;
+  const totals = await settleHold(redis, jobId, row.holdWindows, nanos);
+  const scopes = row.holdWindows.map((w) => ({ ...w, limit: w.limit ?? null, alertAt: w.alertAt ?? [], behavior: w.behavior ?? 'alert' }));
+  const crossings = crossingRows(scopes, totals, nanos, new Date());
+  if (crossings.length > 0) await db.insert(budgetCrossings).values(crossings).onConflictDoNothing();
 }
 
 /** Success: the reservation becomes the actual cost. Failure or cancel: it is released. */

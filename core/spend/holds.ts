@@ -83,6 +83,7 @@ const SETTLE = `
 local id = ARGV[1]
 local actual = tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
+local totals = {}
 for i = 1, n do
   local s, h, z, a = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
   local held = redis.call('HGET', a, id)
@@ -91,9 +92,12 @@ for i = 1, n do
     redis.call('HDEL', a, id)
     redis.call('ZREM', z, id)
   end
-  if actual ~= 0 and redis.call('EXISTS', s) == 1 then redis.call('INCRBY', s, actual) end
+  totals[i] = -1
+  if redis.call('EXISTS', s) == 1 then
+    totals[i] = actual ~= 0 and redis.call('INCRBY', s, actual) or tonumber(redis.call('GET', s))
+  end
 end
-return 'ok'
+return totals
 `;
 
 /** A request counted in its key's rate window by the same step (`count` and the window's ms left). */
@@ -122,11 +126,15 @@ export async function holdSpend(redis: Redis, holdId: string, windows: ScopeWind
   return { state: 'refused', rate: counted, window: windows[Number(answer[3]) - 1]!, usedNanos: Number(answer[4]) };
 }
 
-/** Ends a hold: the actual cost (0 on a release) joins each window's settled spend. */
-export async function settleHold(redis: Redis, holdId: string, windows: ScopeWindow[], actualNanos: number): Promise<void> {
-  if (windows.length === 0) return;
+/**
+ * Ends a hold: the actual cost (0 on a release) joins each window's settled spend. Answers each
+ * window's settled total after it (null where the counter is missing).
+ */
+export async function settleHold(redis: Redis, holdId: string, windows: ScopeWindow[], actualNanos: number): Promise<Array<number | null>> {
+  if (windows.length === 0) return [];
   const keys = windows.flatMap(windowKeys);
-  await redis.eval(SETTLE, keys.length, ...keys, holdId, actualNanos, windows.length);
+  const totals = (await redis.eval(SETTLE, keys.length, ...keys, holdId, actualNanos, windows.length)) as number[];
+  return totals.map((t) => (t < 0 ? null : t));
 }
 
 /** Writes a window's settled total (rebuilt from the ledger) unless another instance did first. */

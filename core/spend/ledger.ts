@@ -1,7 +1,8 @@
 import { and, eq, gte, sql } from 'drizzle-orm';
 import type { Database } from '../db/client';
 import type { BatchWriter } from '../db/batch-writer';
-import { spendLedger } from '../db/schema';
+import { spendLedger, type budgetCrossings } from '../db/schema';
+import { newId } from '../ids';
 import { GatewayError } from '../errors';
 import type { RedisHandle } from '../redis';
 import { holdSpend, seedWindow, settleHold, settledNanos, type RateCount, type RateWindow } from './holds';
@@ -12,6 +13,7 @@ import type { SpendScope } from './scopes';
 export const CHAT_HOLD_LEASE_MS = 15 * 60_000;
 
 export type SpendLedgerRow = typeof spendLedger.$inferInsert;
+export type BudgetCrossingRow = typeof budgetCrossings.$inferInsert;
 
 export type ReserveInput = { holdId: string; scopes: SpendScope[]; amount: number; leaseMs: number; now: Date };
 
@@ -57,7 +59,36 @@ function refusal(scope: SpendScope, amount: number, extra: Record<string, unknow
   return new GatewayError(scope.code, `${what} of $${scope.limit} has no room for this request (up to $${amount}).`, { details: extra });
 }
 
-export function createSpendLedger(deps: { db: Database; redis: RedisHandle; rows: BatchWriter<SpendLedgerRow> }): SpendLedger {
+/**
+ * The `alert_at` fractions a settle carried a scope across: from below to at or above
+ * `fraction × limit`. Each is recorded once per scope and window (a unique index keeps a
+ * fraction crossed by two instances at once to one row).
+ */
+export function crossedFractions(scope: Pick<SpendScope, 'alertAt' | 'limit'>, beforeNanos: number, afterNanos: number): number[] {
+  if (scope.limit === null || scope.alertAt.length === 0) return [];
+  return scope.alertAt.filter((f) => {
+    const threshold = toNanos(f * scope.limit!);
+    return beforeNanos < threshold && afterNanos >= threshold;
+  });
+}
+
+/** What a scope must carry for its crossings to be known: also stored with a job's hold. */
+export type CrossingScope = Pick<SpendScope, 'orgId' | 'scope' | 'window' | 'limit' | 'alertAt' | 'behavior'>;
+
+/** The crossing rows a settle of `nanos` produced, given each window's total after it. */
+export function crossingRows(scopes: CrossingScope[], totals: Array<number | null>, nanos: number, now: Date): BudgetCrossingRow[] {
+  if (nanos <= 0) return [];
+  return scopes.flatMap((scope, i) => {
+    const after = totals[i];
+    if (after === null || after === undefined) return [];
+    return crossedFractions(scope, after - nanos, after).map((fraction) => ({
+      id: newId('bcross'), orgId: scope.orgId, scope: scope.scope, window: scope.window, fraction, limit: scope.limit!,
+      spent: toDollars(after), behavior: scope.behavior, crossedAt: now,
+    }));
+  });
+}
+
+export function createSpendLedger(deps: { db: Database; redis: RedisHandle; rows: BatchWriter<SpendLedgerRow>; crossings?: BatchWriter<BudgetCrossingRow> }): SpendLedger {
   /** A window's settled total as the ledger records it (rows still queued for Postgres excepted). */
   async function rebuild(scope: SpendScope): Promise<bigint> {
     const [row] = await deps.db.select({ total: sql<string>`coalesce(sum(${spendLedger.amount}), 0)::text` }).from(spendLedger).where(and(
@@ -67,6 +98,10 @@ export function createSpendLedger(deps: { db: Database; redis: RedisHandle; rows
       gte(spendLedger.createdAt, scope.windowStart),
     ));
     return decimalToNanos(row?.total ?? '0');
+  }
+
+  function recordCrossings(scopes: CrossingScope[], totals: Array<number | null>, nanos: number): void {
+    for (const row of crossingRows(scopes, totals, nanos, new Date())) deps.crossings?.record(row);
   }
 
   async function seedMissing(scopes: SpendScope[]): Promise<void> {
@@ -107,8 +142,9 @@ export function createSpendLedger(deps: { db: Database; redis: RedisHandle; rows
       const values = await settledNanos(deps.redis.redis, hold.scopes);
       const missing = hold.scopes.filter((_, i) => values[i] === null);
       if (missing.length > 0) await seedMissing(missing);
-      await settleHold(deps.redis.redis, hold.id, hold.scopes, nanos);
+      const totals = await settleHold(deps.redis.redis, hold.id, hold.scopes, nanos);
       if (row && nanos !== 0) deps.rows.record({ ...row, amount: toDollars(nanos), state: 'settled' });
+      recordCrossings(hold.scopes, totals, nanos);
     },
 
     async release(hold) {

@@ -20,6 +20,9 @@ export type SpendScope = ScopeWindow & {
   resetsAt: Date | null;
   /** The ledger column and value that rebuild this scope's counter. */
   ledger: { column: 'lineage_id' | 'project_id' | 'member_id' | 'org_id' | 'end_user_id'; value: string };
+  /** Fractions of the limit whose first crossing in a window is recorded (spec 2.6 `alert_at`). */
+  alertAt: number[];
+  behavior: 'block' | 'alert';
   /** Fields the 402 carries beside message, type and code (`end_user_budget`, spec 7). */
   refusalDetails?: Record<string, unknown>;
 };
@@ -37,7 +40,7 @@ export function nextReset(period: Exclude<BudgetPeriod, 'never'>, start: Date, b
 
 type ScopeInput = {
   kind: ScopeKind; id: string; code: ErrorKind; limit: number | null; blocking: boolean; period: BudgetPeriod;
-  ledger: SpendScope['ledger'];
+  ledger: SpendScope['ledger']; alertAt?: number[];
 };
 
 function scopeAt(orgId: string, input: ScopeInput, now: Date, billingDay: number): SpendScope {
@@ -58,6 +61,8 @@ function scopeAt(orgId: string, input: ScopeInput, now: Date, billingDay: number
     windowStart,
     resetsAt,
     ledger: input.ledger,
+    alertAt: input.alertAt ?? [],
+    behavior: input.blocking ? 'block' : 'alert',
   };
 }
 
@@ -88,14 +93,14 @@ export function spendScopes(key: KeyContext, config: Pick<OrgConfig, 'hardCap' |
   }, now, day));
   const project = key.projectSpendLimit;
   if (project) {
-    scopes.push(scopeAt(key.orgId, { kind: 'project', id: key.projectId, code: 'project_budget', limit: project.monthly, blocking: project.behavior === 'block', period: 'monthly', ledger: { column: 'project_id', value: key.projectId } }, now, day));
+    scopes.push(scopeAt(key.orgId, { kind: 'project', id: key.projectId, code: 'project_budget', limit: project.monthly, blocking: project.behavior === 'block', period: 'monthly', ledger: { column: 'project_id', value: key.projectId }, alertAt: project.alert_at }, now, day));
   }
   const member = key.createdByMemberId ? config.memberBudgets.get(key.createdByMemberId) : undefined;
   if (member && key.createdByMemberId) {
-    scopes.push(scopeAt(key.orgId, { kind: 'member', id: key.createdByMemberId, code: 'member_budget', limit: member.monthly, blocking: member.behavior === 'block', period: 'monthly', ledger: { column: 'member_id', value: key.createdByMemberId } }, now, day));
+    scopes.push(scopeAt(key.orgId, { kind: 'member', id: key.createdByMemberId, code: 'member_budget', limit: member.monthly, blocking: member.behavior === 'block', period: 'monthly', ledger: { column: 'member_id', value: key.createdByMemberId }, alertAt: member.alert_at }, now, day));
   }
   if (config.hardCap) {
-    scopes.push(scopeAt(key.orgId, { kind: 'organization', id: key.orgId, code: 'organization_budget', limit: config.hardCap.monthly, blocking: config.hardCap.behavior === 'block', period: 'monthly', ledger: { column: 'org_id', value: key.orgId } }, now, day));
+    scopes.push(scopeAt(key.orgId, { kind: 'organization', id: key.orgId, code: 'organization_budget', limit: config.hardCap.monthly, blocking: config.hardCap.behavior === 'block', period: 'monthly', ledger: { column: 'org_id', value: key.orgId }, alertAt: config.hardCap.alert_at }, now, day));
   }
   if (endUser) {
     scopes.push({

@@ -1,5 +1,5 @@
 import { and, eq, sql } from 'drizzle-orm';
-import { spendLedger } from '../../core/db/schema';
+import { budgetCrossings, spendLedger } from '../../core/db/schema';
 import { startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
 import { randomClientAddress, startTestApi, testRedis, type TestApi } from '../helpers/harness';
 
@@ -128,6 +128,25 @@ describe('spend limits', () => {
     expect((await f.client.patch('/org_settings', { hard_cap: null }, later.etag!)).status).toBe(200);
     await f.settle();
     expect((await ask(await f.key(), 3)).status).toBe(200);
+  });
+
+  it('records each alert_at crossing once per window, and never blocks an alert limit', async () => {
+    const project = await f.client.post<{ id: string }>('/projects', { name: `alerting ${Date.now()}`, spend_limit: { monthly: 1, behavior: 'alert', alert_at: [0.5, 0.9] } });
+    expect(project.status).toBe(201);
+    const secret = (await f.client.post<{ secret: string }>('/gateway_keys', { label: 'a', project_id: project.body.id, rate_limit_rpm: 50000 })).body.secret;
+    const crossings = async () => {
+      await sleep(800);
+      return f.database.db.select().from(budgetCrossings).where(eq(budgetCrossings.scope, `project:${project.body.id}`));
+    };
+    for (let i = 0; i < 2; i++) expect((await ask(secret, 3)).status).toBe(200);
+    expect((await crossings()).map((c) => c.fraction)).toEqual([0.5]);
+    for (let i = 0; i < 3; i++) expect((await ask(secret, 3)).status).toBe(200);
+    const rows = await crossings();
+    expect(rows.map((c) => c.fraction).sort()).toEqual([0.5, 0.9]);
+    // The third $0.30 reached $0.90: at the threshold counts as crossed.
+    expect(rows.find((c) => c.fraction === 0.9)).toMatchObject({ limit: 1, spent: 0.9, behavior: 'alert', window: expect.stringMatching(/^\d{4}-\d{2}-\d{2}$/) });
+    expect((await ask(secret, 3)).status).toBe(200);
+    expect(await crossings()).toHaveLength(2);
   });
 
   it('caps an end customer: end_user_id_required without an id, then end_user_budget with its scope, id, period and reset', async () => {

@@ -24,7 +24,10 @@ export const spendLedger = pgTable(
     /** The end customer (`metadata.user_id`), when the request named one. */
     endUserId: text('end_user_id'),
     /** A job's Redis hold: the budget windows its estimate is held in, to settle or release at its end. */
-    holdWindows: jsonb('hold_windows').$type<Array<{ orgId: string; scope: string; window: string; limitNanos: number | null; ttlSeconds: number }>>(),
+    holdWindows: jsonb('hold_windows').$type<Array<{
+      orgId: string; scope: string; window: string; limitNanos: number | null; ttlSeconds: number;
+      limit?: number | null; alertAt?: number[]; behavior?: 'block' | 'alert';
+    }>>(),
     amount: numeric('amount', { mode: 'number' }).notNull(),
     state: text('state', { enum: SPEND_STATES }).notNull(),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),

@@ -7,7 +7,7 @@ import { connectDatabase, type DatabaseHandle } from '../../core/db/client';
 import { createLogger } from '../../core/logger';
 import { connectRedis, type RedisHandle } from '../../core/redis';
 import type { TaskQueueName } from '../../workflows/definitions';
-import { createActivityServices, startQueueWorkers, type RunningWorkers } from '../../workers/queues';
+import { createActivityServices, startQueueWorkers, type ActivityServices, type RunningWorkers } from '../../workers/queues';
 import { installTemporalRuntime } from '../../workers/temporal';
 import type { AppDeps } from '../../api/app';
 
@@ -63,8 +63,13 @@ export function testRedis(): RedisHandle {
   return connectRedis(process.env.REDIS_URL!, process.env.REDIS_KEY_PREFIX!);
 }
 
-/** Real workers on the test Temporal server, serving the prebuilt workflow bundle. */
-export async function startTestWorkers(names: readonly TaskQueueName[], taskQueuePrefix: string, env: Record<string, string> = {}): Promise<RunningWorkers & { connection: NativeConnection }> {
+/** Real workers on the test Temporal server, serving the prebuilt workflow bundle; `adjust` swaps in test hooks. */
+export async function startTestWorkers(
+  names: readonly TaskQueueName[],
+  taskQueuePrefix: string,
+  env: Record<string, string> = {},
+  adjust: (services: ActivityServices) => ActivityServices = (s) => s,
+): Promise<RunningWorkers & { connection: NativeConnection }> {
   try {
     installTemporalRuntime('warn');
   } catch {
@@ -78,7 +83,7 @@ export async function startTestWorkers(names: readonly TaskQueueName[], taskQueu
     namespace: 'default',
     taskQueuePrefix,
     workflowBundle: { codePath: process.env.GW_TEST_WORKFLOW_BUNDLE! },
-    services: createActivityServices(testConfig(env), database.db, redis),
+    services: adjust(createActivityServices(testConfig(env), database.db, redis)),
   });
   return {
     ...running,

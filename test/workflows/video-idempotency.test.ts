@@ -1,10 +1,10 @@
 import { and, eq, sql } from 'drizzle-orm';
 import { idempotencyRecords, jobs, spendLedger } from '../../core/db/schema';
-import { startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
-import { randomClientAddress, startTestWorkers, uniquePrefix } from '../helpers/harness';
+import { startChatFixture, type ChatFixture } from '../helpers/chat-fixture';
+import { startTestWorkers, uniquePrefix } from '../helpers/harness';
+import { videoClient } from '../helpers/video-client';
 
 const SCALE = 0.00003;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * `POST /v1/videos` with an Idempotency-Key when something fails after the workflow started
@@ -31,27 +31,7 @@ describe('video jobs: a retry after a failure past the start', () => {
     await f.close();
   });
 
-  async function call(method: string, p: string, body?: unknown, headers: Record<string, string> = {}) {
-    const res = await fetch(`${f.api.url}${p}`, {
-      method,
-      headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress(), ...headers },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await res.text();
-    return { status: res.status, json: (text ? JSON.parse(text) : {}) as Loose };
-  }
-  const submit = (body: Record<string, unknown>, headers: Record<string, string>) =>
-    call('POST', '/v1/videos', { model: 'openai/sora-2', duration_seconds: 4, ...body }, headers);
-  async function until(id: string, done: (job: Loose) => boolean, timeoutMs = 20_000): Promise<Loose> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const job = (await call('GET', `/v1/jobs/${id}`)).json;
-      if (done(job)) return job;
-      if (Date.now() > deadline) throw new Error(`job ${id} stuck: ${JSON.stringify(job)}`);
-      await sleep(40);
-    }
-  }
-  const terminal = (j: Loose) => ['succeeded', 'failed', 'canceled'].includes(j.status);
+  const { submit, until, terminal } = videoClient(() => f, () => secret);
   const checkpointOf = async (key: string) =>
     (await f.database.db.select().from(idempotencyRecords).where(and(eq(idempotencyRecords.orgId, f.tenant.orgId), eq(idempotencyRecords.key, key))))[0];
   const jobsWithPrompt = async (prompt: string) =>

@@ -1,15 +1,14 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { NativeConnection } from '@temporalio/worker';
 import { and, eq } from 'drizzle-orm';
 import type { VideoJobHooks } from '../../activities/video-job';
 import { jobEvents, jobs, providerConnections, spendLedger } from '../../core/db/schema';
 import { videoBytes } from '../../sandbox/video';
 import { workflowIds } from '../../workflows/definitions';
 import { startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
-import { createActivityServices, startQueueWorkers } from '../../workers/queues';
-import { randomClientAddress, startTestWorkers, testConfig, testDatabase, testRedis, uniquePrefix } from '../helpers/harness';
+import { startTestWorkers, uniquePrefix } from '../helpers/harness';
 import { saveHistory } from '../helpers/histories';
+import { videoClient } from '../helpers/video-client';
 
 /** A day of retention lasts about 2.6 s here; status checks come every 2 to 9 ms. */
 const SCALE = 0.00003;
@@ -39,28 +38,7 @@ describe('video jobs', () => {
     await f.close();
   });
 
-  async function call(method: string, p: string, body?: unknown, headers: Record<string, string> = {}, key = secret) {
-    const res = await fetch(`${f.api.url}${p}`, {
-      method,
-      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress(), ...headers },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await res.text();
-    return { status: res.status, json: (text ? JSON.parse(text) : {}) as Loose, headers: res.headers };
-  }
-  const submit = (body: Record<string, unknown>, headers: Record<string, string> = {}, key = secret) =>
-    call('POST', '/v1/videos', { model: 'openai/sora-2', duration_seconds: 4, ...body }, headers, key);
-  const read = (id: string, key = secret) => call('GET', `/v1/jobs/${id}`, undefined, {}, key);
-  async function until(id: string, done: (job: Loose) => boolean, timeoutMs = 20_000, key = secret): Promise<Loose> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const job = (await read(id, key)).json;
-      if (done(job)) return job;
-      if (Date.now() > deadline) throw new Error(`job ${id} stuck: ${JSON.stringify(job)}`);
-      await sleep(40);
-    }
-  }
-  const terminal = (j: Loose) => ['succeeded', 'failed', 'canceled'].includes(j.status);
+  const { call, submit, read, until, terminal } = videoClient(() => f, () => secret);
   const history = (name: string, jobId: string) => saveHistory(name, workflowIds.videoJob(jobId));
   async function waitFor(what: string, done: () => boolean | Promise<boolean>, timeoutMs = 10_000): Promise<void> {
     const deadline = Date.now() + timeoutMs;
@@ -72,27 +50,8 @@ describe('video jobs', () => {
   /** Submits of this job that reached a sandbox connection without failure directives. */
   const submitsOf = (jobId: string) => f.sandbox.received.filter((r) => r.path === '/openai/v1/videos' && String(r.headers['idempotency-key']).startsWith(`${jobId}-`));
   /** Workers like startTestWorkers', with the activities' test hooks. */
-  async function startHookedWorkers(hooks: VideoJobHooks) {
-    const connection = await NativeConnection.connect({ address: process.env.TEMPORAL_ADDRESS! });
-    const database = testDatabase();
-    const redis = testRedis();
-    const services = createActivityServices(testConfig(env), database.db, redis);
-    const running = await startQueueWorkers(['jobs'], {
-      connection,
-      namespace: 'default',
-      taskQueuePrefix: prefix,
-      workflowBundle: { codePath: process.env.GW_TEST_WORKFLOW_BUNDLE! },
-      services: { ...services, video: { ...services.video, ...hooks } },
-    });
-    return {
-      ...running,
-      connection,
-      async shutdown() {
-        await running.shutdown();
-        await Promise.allSettled([connection.close(), database.close(), redis.close()]);
-      },
-    };
-  }
+  const startHookedWorkers = (hooks: VideoJobHooks) =>
+    startTestWorkers(['jobs'], prefix, env, (services) => ({ ...services, video: { ...services.video, ...hooks } }));
 
   // First, before any test enters a custom rate for sora-2.
   it('prices a video at the provider\'s published per-second list rate when no custom rate is set', async () => {

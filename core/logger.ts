@@ -107,6 +107,9 @@ export function errorSummary(err: unknown, depth = 0): ErrorSummary {
   return summary;
 }
 
+/** Log lines are written in chunks of about this size, not one write per line. */
+const LOG_BUFFER_BYTES = 4096;
+
 export function createLogger(level: string = process.env.LOG_LEVEL ?? 'info', name = 'gw', destination?: pino.DestinationStream): Logger {
   const options: pino.LoggerOptions = {
     name,
@@ -126,5 +129,7 @@ export function createLogger(level: string = process.env.LOG_LEVEL ?? 'info', na
       },
     },
   };
-  return destination ? pino(options, destination) : pino(options);
+  // Lines are buffered and written asynchronously (pino flushes the buffer when the process
+  // exits): a synchronous write per request is the largest single cost on the hot path.
+  return pino(options, destination ?? pino.destination({ dest: 1, sync: false, minLength: LOG_BUFFER_BYTES }));
 }

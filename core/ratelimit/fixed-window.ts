@@ -1,17 +1,18 @@
 import type Redis from 'ioredis';
+import { redisScript } from '../redis-script';
 
 /** INCR with the window's expiry set on the first hit; returns the count and the time left. */
-const COUNT_IN_WINDOW = `
+const COUNT_IN_WINDOW = redisScript(`
 local n = redis.call('INCR', KEYS[1])
 if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 return {n, redis.call('PTTL', KEYS[1])}
-`;
+`);
 
 export type WindowCount = { count: number; resetInMs: number };
 
 /** One Redis round trip: count a hit in a fixed window shared by every instance. */
 export async function countInWindow(redis: Redis, key: string, windowMs: number): Promise<WindowCount> {
-  const [count, ttl] = (await redis.eval(COUNT_IN_WINDOW, 1, key, windowMs)) as [number, number];
+  const [count, ttl] = (await COUNT_IN_WINDOW(redis, [key], [windowMs])) as [number, number];
   return { count, resetInMs: ttl > 0 ? ttl : windowMs };
 }
 

@@ -1,4 +1,5 @@
 import type Redis from 'ioredis';
+import { redisScript } from '../redis-script';
 
 /**
  * The spend counters in Redis, one set per scope and budget window, each key carrying the
@@ -24,7 +25,7 @@ export function windowKeys(w: Pick<ScopeWindow, 'orgId' | 'scope' | 'window'>): 
   return [`${base}:s`, `${base}:h`, `${base}:z`, `${base}:a`];
 }
 
-const RESERVE = `
+const RESERVE = redisScript(`
 local now = tonumber(ARGV[1])
 local expiry = ARGV[2]
 local id = ARGV[3]
@@ -75,11 +76,11 @@ for i = 1, n do
   end
 end
 return {'ok', count, ttl}
-`;
+`);
 
 // Drops the hold and adds the actual cost to each scope that still has its counter: a counter
 // lost with Redis is rebuilt from the Postgres ledger, which records this cost too.
-const SETTLE = `
+const SETTLE = redisScript(`
 local id = ARGV[1]
 local actual = tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
@@ -98,7 +99,7 @@ for i = 1, n do
   end
 end
 return totals
-`;
+`);
 
 /** A request counted in its key's rate window by the same step (`count` and the window's ms left). */
 export type RateCount = { count: number; resetInMs: number };
@@ -118,7 +119,7 @@ export type ReserveOutcome = { rate: RateCount | null } & (
 export async function holdSpend(redis: Redis, holdId: string, windows: ScopeWindow[], amountNanos: number, now: Date, leaseExpiresAt: Date, rate?: RateWindow): Promise<ReserveOutcome> {
   const keys = [...windows.flatMap(windowKeys), ...(rate ? [rate.key] : [])];
   const args = windows.flatMap((w) => [w.limitNanos ?? -1, w.ttlSeconds]);
-  const answer = (await redis.eval(RESERVE, keys.length, ...keys, now.getTime(), leaseExpiresAt.getTime(), holdId, amountNanos, windows.length, rate?.windowMs ?? 0, rate?.limit ?? 0, ...args)) as Array<string | number>;
+  const answer = (await RESERVE(redis, keys, [now.getTime(), leaseExpiresAt.getTime(), holdId, amountNanos, windows.length, rate?.windowMs ?? 0, rate?.limit ?? 0, ...args])) as Array<string | number>;
   const counted = rate ? { count: Number(answer[1]), resetInMs: Number(answer[2]) > 0 ? Number(answer[2]) : rate.windowMs } : null;
   if (answer[0] === 'ok') return { state: 'ok', rate: counted };
   if (answer[0] === 'rate') return { state: 'rate_limited', rate: counted };
@@ -133,7 +134,7 @@ export async function holdSpend(redis: Redis, holdId: string, windows: ScopeWind
 export async function settleHold(redis: Redis, holdId: string, windows: ScopeWindow[], actualNanos: number): Promise<Array<number | null>> {
   if (windows.length === 0) return [];
   const keys = windows.flatMap(windowKeys);
-  const totals = (await redis.eval(SETTLE, keys.length, ...keys, holdId, actualNanos, windows.length)) as number[];
+  const totals = (await SETTLE(redis, keys, [holdId, actualNanos, windows.length])) as number[];
   return totals.map((t) => (t < 0 ? null : t));
 }
 

@@ -1,0 +1,517 @@
+/**
+ * `npm run bench`: the gateway against the limit (a bare pass-through proxy) and a peer (the
+ * Portkey gateway), each in its own process, in one run, interleaved, several rounds, medians.
+ * See bench/README.md for what is measured and how to read it.
+ *
+ * BENCH_ROUNDS (3), BENCH_SECONDS (5 per load run), BENCH_SUBJECTS (comma list of subject ids)
+ * tune it. Services: GW_DATA_DIR/runtime.json (what `npm start` runs), else DATABASE_URL /
+ * REDIS_URL / TEMPORAL_ADDRESS, else it starts its own (embedded PostgreSQL, redis-server and a
+ * Temporal dev server, in a temporary folder removed at the end).
+ */
+import { execSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { loadConfig } from '../core/config';
+import { newKeyring } from '../core/crypto/sealing';
+import { connectDatabase } from '../core/db/client';
+import { applyMigrations } from '../core/db/migrate';
+import { bootstrapOrganization } from '../core/tenancy/organizations';
+import { startEmbeddedPostgres } from '../scripts/lib/local-services';
+import { freePort, waitFor } from '../scripts/lib/ports';
+import { readRuntimeFile } from '../scripts/lib/runtime-file';
+import { resolveTemporalCli } from '../scripts/lib/temporal-cli';
+import { startTemporalDevServer } from '../scripts/lib/temporal-dev-server';
+import { findLoadTool, type LoadResult, type LoadTool } from './lib/load';
+import { cpuSeconds, pidListeningOn, rssMb } from './lib/proc';
+import { streams, type StreamResult } from './lib/sse-client';
+import { STREAM_CHUNKS, STREAM_GAP_MS } from './mock-upstream';
+
+const ROOT = path.resolve(__dirname, '..');
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+const CONCURRENCY = [1, 32, 128] as const;
+/** Streams timed for first chunk and gaps: started 40 ms apart, so arrivals do not queue behind each other. */
+const STREAMS_TIMED = 32;
+const STREAMS_TIMED_STAGGER_MS = 40;
+const STREAMS_MANY = 512;
+/** Keys per gateway subject, used in turn, so the 50 000 rpm tier of one key is not what is measured. */
+const KEYS_PER_SUBJECT = 8;
+const PORTKEY_DIR = path.join(__dirname, 'peers');
+const PORTKEY_START = path.join(PORTKEY_DIR, 'node_modules', '@portkey-ai', 'gateway', 'build', 'start-server.js');
+
+const log = (what: string) => console.log(`[bench] ${what}`);
+const cleanups: Array<() => Promise<void> | void> = [];
+
+type Subject = {
+  id: 'bare' | 'gateway' | 'gateway_prompt_log' | 'portkey';
+  label: string;
+  pid: number;
+  url: string;
+  headers: Record<string, string>;
+  bearers?: string[];
+  model: string;
+  /** The same, reaching the mock's 20 ms mode. */
+  delayed: { url: string; headers: Record<string, string>; model: string };
+  /** Redis and Postgres work on its behalf. */
+  usesServices: boolean;
+};
+
+// ---------------------------------------------------------------- processes
+
+function node(args: string[], env: Record<string, string | undefined>, logFile: string): ChildProcess {
+  const out = fs.openSync(logFile, 'a');
+  const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', out, out] });
+  fs.closeSync(out);
+  cleanups.push(() => stopChild(child));
+  return child;
+}
+
+function stopChild(child: ChildProcess): Promise<void> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    child.once('exit', () => resolve());
+    child.kill('SIGTERM');
+    setTimeout(() => child.kill('SIGKILL'), 5000).unref();
+  });
+}
+
+async function waitForPort(what: string, port: number, child: ChildProcess, logFile: string): Promise<void> {
+  await waitFor(what, async () => {
+    if (child.exitCode !== null) throw new Error(`${what} exited: ${tail(logFile)}`);
+    return new Promise<boolean>((resolve) => {
+      const socket = net.connect(port, '127.0.0.1');
+      socket.once('connect', () => (socket.destroy(), resolve(true)));
+      socket.once('error', () => resolve(false));
+    });
+  }, 60_000).catch((err: Error) => {
+    throw new Error(`${err.message}; its log: ${tail(logFile)}`);
+  });
+}
+
+const tail = (file: string) => (fs.existsSync(file) ? fs.readFileSync(file, 'utf8').trim().split('\n').slice(-5).join(' | ') : '(no log)');
+
+// ---------------------------------------------------------------- services
+
+type Services = { databaseUrl: string; redisUrl: string; temporalAddress: string; postgresPid: number | null; redisPid: number | null; source: string };
+
+async function services(work: string): Promise<Services> {
+  const base = loadConfig();
+  const runtime = readRuntimeFile(base.dataDir);
+  let databaseUrl = base.DATABASE_URL ?? runtime?.DATABASE_URL;
+  let redisUrl = base.REDIS_URL ?? runtime?.REDIS_URL;
+  let temporalAddress = base.TEMPORAL_ADDRESS ?? runtime?.TEMPORAL_ADDRESS;
+  const source: string[] = [];
+  if (runtime) source.push(`addresses from ${path.join(base.dataDir, 'runtime.json')} (npm start)`);
+
+  if (!databaseUrl) {
+    log('starting an embedded PostgreSQL for the bench...');
+    const pg = await startEmbeddedPostgres(path.join(work, 'postgres'), await freePort());
+    cleanups.push(() => pg.stop());
+    databaseUrl = pg.url;
+    source.push('embedded PostgreSQL started by the bench');
+  }
+  if (!redisUrl) {
+    const port = await freePort();
+    if (spawnSync('redis-server', ['--version']).error) throw new Error('redis-server is needed (apt-get install redis-server) or set REDIS_URL');
+    const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    cleanups.push(() => stopChild(child));
+    redisUrl = `redis://127.0.0.1:${port}`;
+    await waitForPort('redis-server', port, child, '/dev/null');
+    source.push('redis-server started by the bench (no persistence)');
+  }
+  if (!temporalAddress) {
+    log('starting a Temporal dev server for the bench...');
+    const server = await startTemporalDevServer({ cliPath: resolveTemporalCli(), port: await freePort() });
+    cleanups.push(() => server.stop());
+    temporalAddress = server.address;
+    source.push('Temporal dev server started by the bench (in memory)');
+  }
+  const portOf = (url: string) => Number(new URL(url).port || 0);
+  return {
+    databaseUrl,
+    redisUrl,
+    temporalAddress,
+    postgresPid: pidListeningOn(portOf(databaseUrl) || 5432),
+    redisPid: pidListeningOn(portOf(redisUrl) || 6379),
+    source: source.join('; ') || 'DATABASE_URL, REDIS_URL, TEMPORAL_ADDRESS from the environment',
+  };
+}
+
+// ---------------------------------------------------------------- the gateway's tenants
+
+async function call(apiUrl: string, token: string, method: string, p: string, body?: unknown, ifMatch?: string): Promise<Record<string, unknown>> {
+  const res = await fetch(`${apiUrl}/manage/v1${p}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...(ifMatch && { 'if-match': ifMatch }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const answer = (await res.json()) as Record<string, unknown>;
+  if (!res.ok) throw new Error(`${method} ${p} answered ${res.status}: ${JSON.stringify(answer)}`);
+  return { ...answer, etag: res.headers.get('etag') };
+}
+
+/** An organization connected to the mock with a custom price and keys as production issues them. */
+async function tenant(apiUrl: string, token: string, mockUrl: string, promptLogging: boolean): Promise<string[]> {
+  await call(apiUrl, token, 'POST', '/provider_connections', { kind: 'openai', name: 'mock upstream', secret: 'sk-mock-bench', config: { base_url: `${mockUrl}/v1` }, validate: true });
+  // The 20 ms mode is another base URL: a connection of its own, reached by the model name it maps.
+  await call(apiUrl, token, 'POST', '/provider_connections', { kind: 'custom', name: 'mock upstream, 20 ms', secret: 'sk-mock-bench', config: { base_url: `${mockUrl}/delay20/v1` }, model_map: { 'bench-delay20': 'gpt-4o-mini' }, validate: true });
+  for (const [model, provider] of [['gpt-4o-mini', 'openai'], ['gpt-4o-mini', 'custom'], ['bench-delay20', 'custom']]) {
+    await call(apiUrl, token, 'POST', '/model_prices', { model, provider, input_per_million: 0.15, output_per_million: 0.6 });
+  }
+  const settings = await call(apiUrl, token, 'GET', '/org_settings');
+  await call(apiUrl, token, 'PATCH', '/org_settings', { prompt_logging_enabled: promptLogging }, settings.etag as string);
+  const project = await call(apiUrl, token, 'POST', '/projects', { name: 'bench' });
+  const keys: string[] = [];
+  for (let i = 0; i < KEYS_PER_SUBJECT; i++) {
+    const key = await call(apiUrl, token, 'POST', '/gateway_keys', {
+      label: `bench ${i}`,
+      project_id: project.id,
+      rate_limit_rpm: 50000,
+      credit_limit: { amount: 1_000_000, period: 'monthly' },
+    });
+    keys.push(key.secret as string);
+  }
+  return keys;
+}
+
+// ---------------------------------------------------------------- subjects
+
+async function ensurePortkey(): Promise<void> {
+  if (fs.existsSync(PORTKEY_START)) return;
+  log(`installing the peers into ${path.relative(ROOT, PORTKEY_DIR)} (npm install --prefix bench/peers; once)...`);
+  const r = spawnSync('npm', ['install', '--prefix', PORTKEY_DIR, '--no-audit', '--no-fund'], { stdio: 'inherit', cwd: ROOT });
+  if (r.status !== 0 || !fs.existsSync(PORTKEY_START)) throw new Error('npm install --prefix bench/peers failed; see above');
+}
+
+async function startSubjects(work: string, svc: Services): Promise<{ subjects: Subject[]; mockUrl: string; notes: string[] }> {
+  const notes: string[] = [];
+  const wanted = new Set((process.env.BENCH_SUBJECTS ?? 'bare,gateway,gateway_prompt_log,portkey').split(','));
+  const mockPort = await freePort();
+  const mockLog = path.join(work, 'mock.log');
+  const mock = node(['--import', 'tsx', 'bench/mock-upstream.ts', String(mockPort)], { NODE_ENV: 'production' }, mockLog);
+  await waitForPort('the mock upstream', mockPort, mock, mockLog);
+  const mockUrl = `http://127.0.0.1:${mockPort}`;
+  const subjects: Subject[] = [];
+
+  if (wanted.has('bare')) {
+    const port = await freePort();
+    const file = path.join(work, 'bare.log');
+    const child = node(['--import', 'tsx', 'bench/bare-proxy.ts', String(port), mockUrl], { NODE_ENV: 'production' }, file);
+    await waitForPort('the bare proxy', port, child, file);
+    const headers = { authorization: 'Bearer sk-mock-bench' };
+    subjects.push({
+      id: 'bare', label: 'bare proxy', pid: child.pid!, url: `http://127.0.0.1:${port}/v1/chat/completions`, headers, model: 'gpt-4o-mini', usesServices: false,
+      delayed: { url: `http://127.0.0.1:${port}/delay20/v1/chat/completions`, headers, model: 'gpt-4o-mini' },
+    });
+  }
+
+  const sealingKeys = newKeyring();
+  for (const [id, label, promptLogging] of [['gateway', 'gateway', false], ['gateway_prompt_log', 'gateway, prompt log on', true]] as const) {
+    if (!wanted.has(id)) continue;
+    const port = await freePort();
+    const file = path.join(work, `${id}.log`);
+    // `npm run api` is `tsx api/server.ts`; node --import tsx is the same loader without the
+    // tsx launcher process in between, so the pid measured is the API's own.
+    const child = node(['--import', 'tsx', 'api/server.ts'], {
+      NODE_ENV: 'production',
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      GW_SEALING_KEYS: sealingKeys,
+      GW_SCHEDULE_SCALE: '1',
+      GW_ALLOW_PRIVATE_NETWORK: 'true',
+      GW_DATA_DIR: path.join(work, `data-${id}`),
+      DATABASE_URL: svc.databaseUrl,
+      REDIS_URL: svc.redisUrl,
+      TEMPORAL_ADDRESS: svc.temporalAddress,
+      LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
+    }, file);
+    await waitForPort(`the API (${label})`, port, child, file);
+    const apiUrl = `http://127.0.0.1:${port}`;
+    const database = connectDatabase(svc.databaseUrl, { max: 1 });
+    const org = await bootstrapOrganization(database.db, { name: `bench ${label} ${new Date().toISOString()}`, plan: 'business' }).finally(() => database.close());
+    const keys = await tenant(apiUrl, org.management_token, mockUrl, promptLogging);
+    const url = `${apiUrl}/v1/chat/completions`;
+    subjects.push({ id, label, pid: child.pid!, url, headers: {}, bearers: keys, model: 'openai/gpt-4o-mini', usesServices: true, delayed: { url, headers: {}, model: 'bench-delay20' } });
+  }
+
+  if (wanted.has('portkey')) {
+    try {
+      await ensurePortkey();
+      const port = await freePort();
+      const file = path.join(work, 'portkey.log');
+      const child = node([PORTKEY_START, `--port=${port}`, '--headless'], { NODE_ENV: 'production', TRUSTED_CUSTOM_HOSTS: '127.0.0.1' }, file);
+      await waitForPort('the Portkey gateway', port, child, file);
+      const url = `http://127.0.0.1:${port}/v1/chat/completions`;
+      const headers = { authorization: 'Bearer sk-mock-bench', 'x-portkey-provider': 'openai' };
+      subjects.push({
+        id: 'portkey',
+        label: `Portkey ${portkeyVersion()}`,
+        pid: child.pid!,
+        url,
+        headers: { ...headers, 'x-portkey-custom-host': `${mockUrl}/v1` },
+        model: 'gpt-4o-mini',
+        usesServices: false,
+        delayed: { url, headers: { ...headers, 'x-portkey-custom-host': `${mockUrl}/delay20/v1` }, model: 'gpt-4o-mini' },
+      });
+    } catch (err) {
+      notes.push(`The Portkey gateway did not run: ${(err as Error).message}`);
+      log(`Portkey skipped: ${(err as Error).message}`);
+    }
+  }
+  return { subjects, mockUrl, notes };
+}
+
+function portkeyVersion(): string {
+  try {
+    return (JSON.parse(fs.readFileSync(path.join(path.dirname(PORTKEY_START), '..', 'package.json'), 'utf8')) as { version: string }).version;
+  } catch {
+    return '?';
+  }
+}
+
+// ---------------------------------------------------------------- measurement
+
+type Round = {
+  load: Record<string, LoadResult & { cpuUsPerReq: number; servicesUsPerReq: number }>;
+  ttfcP50: number;
+  ttfcP99: number;
+  gapP50: number;
+  gapP99: number;
+  timedOk: number;
+  manyOk: number;
+  manyErrors: string[];
+};
+
+const chatBody = (model: string, stream = false) =>
+  JSON.stringify({ model, messages: [{ role: 'system', content: 'You are a helpful assistant.' }, { role: 'user', content: 'Write two sentences about foxes.' }], ...(stream && { stream: true }) });
+
+function servicesCpu(svc: Services): number {
+  return (svc.postgresPid ? cpuSeconds(svc.postgresPid, true) : 0) + (svc.redisPid ? cpuSeconds(svc.redisPid) : 0);
+}
+
+async function load(tool: LoadTool, s: Subject, svc: Services, work: string, connections: number, delayed = false, seconds = SECONDS) {
+  const cpu0 = cpuSeconds(s.pid);
+  const svc0 = servicesCpu(svc);
+  const target = delayed ? s.delayed : s;
+  const r = await tool.run({ url: target.url, headers: { 'content-type': 'application/json', ...target.headers }, bearers: s.bearers, body: chatBody(target.model), connections, seconds }, work);
+  const n = Math.max(1, r.requests);
+  return { ...r, cpuUsPerReq: ((cpuSeconds(s.pid) - cpu0) / n) * 1e6, servicesUsPerReq: ((servicesCpu(svc) - svc0) / n) * 1e6 };
+}
+
+const streamHeaders = (s: Subject) => ({ ...s.headers, ...(s.bearers && { authorization: `Bearer ${s.bearers[0]}` }) });
+
+async function measure(tool: LoadTool, s: Subject, svc: Services, work: string): Promise<Round> {
+  const loadRuns: Round['load'] = {};
+  for (const c of CONCURRENCY) loadRuns[`c${c}`] = await load(tool, s, svc, work, c);
+  loadRuns.c128_delay20 = await load(tool, s, svc, work, 128, true);
+  const timed = await streams(STREAMS_TIMED, s.url, streamHeaders(s), chatBody(s.model, true), STREAMS_TIMED_STAGGER_MS);
+  const many = await streams(STREAMS_MANY, s.url, streamHeaders(s), chatBody(s.model, true));
+  const ttfc = timed.filter((t) => t.ok).map((t) => t.ttfcMs);
+  const gaps = timed.filter((t) => t.ok).flatMap((t) => t.gapsMs);
+  return {
+    load: loadRuns,
+    ttfcP50: pct(ttfc, 50),
+    ttfcP99: pct(ttfc, 99),
+    gapP50: pct(gaps, 50),
+    gapP99: pct(gaps, 99),
+    timedOk: timed.filter((t) => t.ok).length,
+    manyOk: many.filter((t) => t.ok).length,
+    manyErrors: distinctErrors(many),
+  };
+}
+
+function distinctErrors(results: StreamResult[]): string[] {
+  const counts = new Map<string, number>();
+  for (const r of results) if (!r.ok) counts.set(r.error ?? '?', (counts.get(r.error ?? '?') ?? 0) + 1);
+  return [...counts].map(([e, n]) => `${n}x ${e.slice(0, 160)}`);
+}
+
+function pct(values: number[], p: number): number {
+  if (values.length === 0) return NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+const median = (values: number[]) => pct(values.filter((v) => !Number.isNaN(v)), 50);
+
+async function warm(tool: LoadTool, s: Subject, svc: Services, work: string): Promise<void> {
+  for (const r of [await load(tool, s, svc, work, 32, false, 2), await load(tool, s, svc, work, 8, true, 1)]) {
+    if (r.errors) log(`  warning: ${r.errors} errors warming ${s.label}: ${r.errorSample ?? ''}`);
+  }
+  const first = await streams(4, s.url, streamHeaders(s), chatBody(s.model, true));
+  const bad = first.find((r) => !r.ok);
+  if (bad) log(`  warning: a warm-up stream through ${s.label} failed: ${bad.error}`);
+}
+
+// ---------------------------------------------------------------- report
+
+type Summary = { subject: Subject; rounds: Round[]; rssIdle: number; rssAfter: number };
+
+const f0 = (n: number) => (Number.isNaN(n) ? 'n/a' : n.toFixed(0));
+const f1 = (n: number) => (Number.isNaN(n) ? 'n/a' : n.toFixed(1));
+const f2 = (n: number) => (Number.isNaN(n) ? 'n/a' : n.toFixed(2));
+const signed = (n: number) => (Number.isNaN(n) ? 'n/a' : `${n >= 0 ? '+' : ''}${n.toFixed(2)}`);
+
+function table(summaries: Summary[]): { text: string; gaps: string[] } {
+  const m = (s: Summary, get: (r: Round) => number) => median(s.rounds.map(get));
+  const bare = summaries.find((s) => s.subject.id === 'bare');
+  const peer = summaries.find((s) => s.subject.id === 'portkey');
+  const rows: Array<[string, (s: Summary) => string]> = [
+    ['req/s, c=1', (s) => f0(m(s, (r) => r.load.c1!.rps))],
+    ['req/s, c=32', (s) => f0(m(s, (r) => r.load.c32!.rps))],
+    ['req/s, c=128', (s) => f0(m(s, (r) => r.load.c128!.rps))],
+    ['req/s, c=128, upstream 20 ms', (s) => f0(m(s, (r) => r.load.c128_delay20!.rps))],
+    ['x bare proxy, c=32', (s) => (bare ? f2(m(s, (r) => r.load.c32!.rps) / m(bare, (r) => r.load.c32!.rps)) : 'n/a')],
+    ['x bare proxy, c=128', (s) => (bare ? f2(m(s, (r) => r.load.c128!.rps) / m(bare, (r) => r.load.c128!.rps)) : 'n/a')],
+    ['x peer, c=128', (s) => (peer ? f2(m(s, (r) => r.load.c128!.rps) / m(peer, (r) => r.load.c128!.rps)) : 'n/a')],
+    ['p50 / p99 ms, c=1', (s) => `${f2(m(s, (r) => r.load.c1!.p50Ms))} / ${f2(m(s, (r) => r.load.c1!.p99Ms))}`],
+    ['added p50 / p99 ms, c=1', (s) => (bare ? `${signed(m(s, (r) => r.load.c1!.p50Ms) - m(bare, (r) => r.load.c1!.p50Ms))} / ${signed(m(s, (r) => r.load.c1!.p99Ms) - m(bare, (r) => r.load.c1!.p99Ms))}` : 'n/a')],
+    ['p50 / p99 ms, c=128', (s) => `${f1(m(s, (r) => r.load.c128!.p50Ms))} / ${f1(m(s, (r) => r.load.c128!.p99Ms))}`],
+    ['errors (all runs, all rounds)', (s) => f0(s.rounds.reduce((a, r) => a + Object.values(r.load).reduce((b, l) => b + l.errors, 0), 0))],
+    ['subject CPU µs/req, c=32', (s) => f0(m(s, (r) => r.load.c32!.cpuUsPerReq))],
+    ['Postgres+Redis CPU µs/req, c=32', (s) => (s.subject.usesServices ? f0(m(s, (r) => r.load.c32!.servicesUsPerReq)) : '-')],
+    ['RSS MB idle / after load', (s) => `${f0(s.rssIdle)} / ${f0(s.rssAfter)}`],
+    ['stream first chunk p50 / p99 ms', (s) => `${f2(m(s, (r) => r.ttfcP50))} / ${f2(m(s, (r) => r.ttfcP99))}`],
+    ['added first chunk p50 / p99 ms', (s) => (bare ? `${signed(m(s, (r) => r.ttfcP50) - m(bare, (r) => r.ttfcP50))} / ${signed(m(s, (r) => r.ttfcP99) - m(bare, (r) => r.ttfcP99))}` : 'n/a')],
+    [`chunk gap p50 / p99 ms (mock: ${STREAM_GAP_MS})`, (s) => `${f1(m(s, (r) => r.gapP50))} / ${f1(m(s, (r) => r.gapP99))}`],
+    [`${STREAMS_MANY} concurrent streams complete (worst round)`, (s) => `${Math.min(...s.rounds.map((r) => r.manyOk))} / ${STREAMS_MANY}`],
+  ];
+  const head = `| | ${summaries.map((s) => s.subject.label).join(' | ')} |\n|---|${summaries.map(() => '---:').join('|')}|`;
+  const text = [head, ...rows.map(([name, get]) => `| ${name} | ${summaries.map(get).join(' | ')} |`)].join('\n');
+
+  const gaps: string[] = [];
+  const gw = summaries.find((s) => s.subject.id === 'gateway_prompt_log') ?? summaries.find((s) => s.subject.id === 'gateway');
+  if (gw && bare) {
+    const check = (ok: boolean, what: string) => gaps.push(`- ${ok ? 'met' : '**not met**'}: ${what}`);
+    const ratio = Math.min(m(gw, (r) => r.load.c32!.rps) / m(bare, (r) => r.load.c32!.rps), m(gw, (r) => r.load.c128!.rps) / m(bare, (r) => r.load.c128!.rps));
+    check(ratio >= 0.5, `throughput with everything on (${gw.subject.label}) at least 0.5x the bare proxy (stretch 0.65x): ${f2(ratio)}x (worse of c=32 and c=128)`);
+    if (peer) {
+      const vsPeer = m(gw, (r) => r.load.c128!.rps) / m(peer, (r) => r.load.c128!.rps);
+      check(vsPeer >= 4, `at least 4x the peer's throughput: ${f2(vsPeer)}x at c=128`);
+    } else gaps.push('- not measured: the ratio to the peer (the peer did not run)');
+    const a50 = m(gw, (r) => r.load.c1!.p50Ms) - m(bare, (r) => r.load.c1!.p50Ms);
+    const a99 = m(gw, (r) => r.load.c1!.p99Ms) - m(bare, (r) => r.load.c1!.p99Ms);
+    check(a50 <= 0.3, `added p50 at c=1 at most 0.3 ms: ${signed(a50)} ms`);
+    check(a99 <= 1, `added p99 at c=1 at most 1 ms: ${signed(a99)} ms`);
+    const t99 = m(gw, (r) => r.ttfcP99) - m(bare, (r) => r.ttfcP99);
+    check(t99 <= 1, `added time to first chunk p99 at most 1 ms: ${signed(t99)} ms`);
+    const worst = Math.min(...gw.rounds.map((r) => r.manyOk));
+    check(worst === STREAMS_MANY, `${STREAMS_MANY} concurrent streams with no chunk lost: ${worst} complete in the worst round`);
+    check(gw.rssAfter <= 200, `RSS at most 200 MB after load: ${f0(gw.rssAfter)} MB`);
+    gaps.push('- not measured by this harness: RSS growth over a 10-minute soak, and `POST /v1/videos` p99 / job starts per second');
+  }
+  return { text, gaps };
+}
+
+function machineNotes(tool: LoadTool, svc: Services, load0: number[]): string[] {
+  const cpu = os.cpus();
+  const sh = (cmd: string) => {
+    try {
+      return execSync(cmd, { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    } catch {
+      return '?';
+    }
+  };
+  const dirty = sh('git status --porcelain -- api core package.json').length > 0;
+  return [
+    `- commit measured: ${sh('git rev-parse --short HEAD')} (${sh('git log -1 --format=%s').slice(0, 100)})${dirty ? '; api/, core/ or package.json had uncommitted changes in the working tree' : ''}`,
+    `- machine: ${cpu.length} × ${cpu[0]?.model ?? '?'}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GB RAM, ${os.type()} ${os.release()}; load average before the run ${load0.map((l) => l.toFixed(2)).join(' ')}`,
+    `- Node ${process.version}; load generator ${tool.version} (one thread, one connection per unit of concurrency, no pipelining)`,
+    `- services: ${svc.source}; Postgres pid ${svc.postgresPid ?? 'unknown'}, Redis pid ${svc.redisPid ?? 'unknown'}`,
+    `- ${ROUNDS} rounds, subjects interleaved (the starting subject rotates each round), ${SECONDS} s per load run, medians of the rounds`,
+  ];
+}
+
+// ---------------------------------------------------------------- main
+
+async function main(): Promise<void> {
+  const started = Date.now();
+  const load0 = os.loadavg();
+  const tool = findLoadTool();
+  if (!tool) {
+    throw new Error('no load generator: install wrk (apt-get install -y wrk), or autocannon with npm install --prefix bench/peers');
+  }
+  log(`load generator: ${tool.version}`);
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-bench-'));
+  fs.chmodSync(work, 0o755);
+  cleanups.push(() => fs.rmSync(work, { recursive: true, force: true }));
+
+  const svc = await services(work);
+  log(`services: ${svc.source}`);
+  await applyMigrations(svc.databaseUrl);
+  const { subjects, notes } = await startSubjects(work, svc);
+  log(`subjects: ${subjects.map((s) => `${s.label} (pid ${s.pid})`).join(', ')}`);
+
+  const rssIdle = new Map(subjects.map((s) => [s.id, rssMb(s.pid)]));
+  for (const s of subjects) {
+    log(`warming ${s.label}...`);
+    await warm(tool, s, svc, work);
+  }
+  const rounds = new Map<string, Round[]>(subjects.map((s) => [s.id, []]));
+  for (let round = 0; round < ROUNDS; round++) {
+    const order = subjects.map((_, i) => subjects[(i + round) % subjects.length]!);
+    for (const s of order) {
+      const r = await measure(tool, s, svc, work);
+      rounds.get(s.id)!.push(r);
+      log(`round ${round + 1}/${ROUNDS} ${s.label.padEnd(24)} ${CONCURRENCY.map((c) => `c${c} ${f0(r.load[`c${c}`]!.rps)}`).join('  ')} req/s  20ms ${f0(r.load.c128_delay20!.rps)}  ` +
+        `errors ${Object.values(r.load).reduce((a, l) => a + l.errors, 0)}  streams ${r.manyOk}/${STREAMS_MANY}${r.manyErrors.length ? ` (${r.manyErrors.join('; ')})` : ''}`);
+      for (const [k, l] of Object.entries(r.load)) if (l.errorSample) log(`  ${k} errors, first answers: ${l.errorSample.slice(0, 300)}`);
+    }
+  }
+  const summaries: Summary[] = subjects.map((s) => ({ subject: s, rounds: rounds.get(s.id)!, rssIdle: rssIdle.get(s.id)!, rssAfter: rssMb(s.pid) }));
+  const { text, gaps } = table(summaries);
+  const minutes = ((Date.now() - started) / 60_000).toFixed(1);
+  console.log(`\n${text}\n`);
+  if (gaps.length) console.log(`Targets:\n${gaps.join('\n')}\n`);
+
+  const date = new Date().toISOString().slice(0, 10);
+  const file = path.join(__dirname, 'results', `${date}-side-by-side.md`);
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  fs.writeFileSync(
+    file,
+    [
+      `# Side by side, ${date}`,
+      '',
+      `\`npm run bench\` (bench/side-by-side.ts), ${minutes} minutes. Each subject in its own process; medians of ${ROUNDS} rounds. ` +
+        `Upstream: bench/mock-upstream.ts in its own process (1.4 KB chat answer; streams of ${STREAM_CHUNKS} chunks ${STREAM_GAP_MS} ms apart).`,
+      '',
+      text,
+      '',
+      '## Targets (issue 11), as measured above',
+      '',
+      ...gaps,
+      '',
+      '## Machine and run',
+      '',
+      ...machineNotes(tool, svc, load0),
+      ...notes.map((n) => `- ${n}`),
+      '',
+      '## Per round',
+      '',
+      '```',
+      ...summaries.flatMap((s) => s.rounds.map((r, i) =>
+        `${s.subject.label.padEnd(24)} round ${i + 1}: ` +
+          Object.entries(r.load).map(([k, l]) => `${k} ${f0(l.rps)}/s p50 ${f2(l.p50Ms)} p99 ${f2(l.p99Ms)} err ${l.errors} cpu ${f0(l.cpuUsPerReq)}µs svc ${f0(l.servicesUsPerReq)}µs`).join('; ') +
+          Object.entries(r.load).filter(([, l]) => l.errorSample).map(([k, l]) => `; ${k} error answers: ${l.errorSample!.slice(0, 200)}`).join('') +
+          `; ttfc ${f2(r.ttfcP50)}/${f2(r.ttfcP99)} gap ${f1(r.gapP50)}/${f1(r.gapP99)} streams ${r.timedOk}/${STREAMS_TIMED} ${r.manyOk}/${STREAMS_MANY}${r.manyErrors.length ? ` (${r.manyErrors.join('; ')})` : ''}`)),
+      '```',
+      '',
+    ].join('\n'),
+  );
+  log(`wrote ${path.relative(ROOT, file)} (${minutes} min)`);
+}
+
+async function cleanup(): Promise<void> {
+  for (const stop of cleanups.reverse()) await Promise.resolve().then(stop).catch(() => undefined);
+}
+
+process.on('SIGINT', () => void cleanup().then(() => process.exit(130)));
+main()
+  .then(cleanup, async (err: Error) => {
+    console.error(`[bench] failed: ${err.message}`);
+    await cleanup();
+    process.exitCode = 1;
+  })
+  .then(() => process.exit());

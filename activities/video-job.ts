@@ -206,6 +206,7 @@ export function createVideoJobActivities(deps: VideoJobDeps) {
       const job = await loadJob(deps, input.jobId);
       if (job.status !== 'running') {
         // A retry after the move committed: its events may still need their deliveries started.
+        await endJobHold(deps.db, deps.redis.redis, job.id);
         await deps.startDeliveries(await pendingJobDeliveries(deps.db, job.id));
         return { status: job.status, expiresAt: job.expiresAt?.toISOString() ?? null };
       }
@@ -235,7 +236,8 @@ export function createVideoJobActivities(deps: VideoJobDeps) {
       }, now, deps.links);
       // The settled cost joins the key's spend that chat requests are checked against.
       // The hold ends as the ledger row now says (settled at the cost, or released when unpriced).
-      if (moved) await endJobHold(deps.db, deps.redis.redis, job.id);
+      // Settling is idempotent, so a retry after the move committed still ends the hold.
+      await endJobHold(deps.db, deps.redis.redis, job.id);
       await deps.startDeliveries(deliveries);
       return { status: row.status, expiresAt: row.expiresAt?.toISOString() ?? null };
     },
@@ -249,7 +251,7 @@ export function createVideoJobActivities(deps: VideoJobDeps) {
       const error = input.submitRefusals ? submitError(input.submitRefusals) : input.error ?? null;
       // No cost is recorded for failed or canceled jobs: finishJob gives their reservation back.
       const { row, moved, deliveries } = await finishJob(deps.db, input.jobId, input.status, { error, usage: null }, deps.clock.now(), deps.links);
-      if (moved) await endJobHold(deps.db, deps.redis.redis, input.jobId);
+      await endJobHold(deps.db, deps.redis.redis, input.jobId);
       await deps.startDeliveries(deliveries);
       return { status: row.status };
     },

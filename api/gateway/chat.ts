@@ -5,7 +5,7 @@ import type { RequestAttempt } from '../../core/db/schema';
 import { GatewayError } from '../../core/errors';
 import { newId } from '../../core/ids';
 import { estimateCost, type CostEstimate } from '../../core/pricing/cost';
-import { CHAT_HOLD_LEASE_MS, type Hold } from '../../core/spend/ledger';
+import { CHAT_HOLD_LEASE_MS, CHAT_HOLD_RENEW_MS, type Hold } from '../../core/spend/ledger';
 import type { WindowCount } from '../../core/ratelimit/fixed-window';
 import { countKeyRequest, KEY_RATE_WINDOW_MS, keyRateWindowKey, rateLimitHeaders } from '../../core/ratelimit/key-rate';
 import { refuseOverRate } from '../middleware/key-rate-limit';
@@ -45,6 +45,8 @@ type Call = {
   createdAt: Date;
   /** The spend held for this request; settled or released once, when it ends. */
   hold: Hold | null;
+  /** Keeps a long stream's hold alive past its lease; stopped when the spend ends. */
+  holdRenewal?: NodeJS.Timeout;
 };
 
 function costOf(call: Call, served: Served<unknown>, usage: Usage | null): CostEstimate {
@@ -230,20 +232,34 @@ async function reserveBudget(call: Call): Promise<void> {
   try {
     const scopes = spendScopes(key, config, await endUserCapOf(call), call.createdAt);
     const holdId = ctx.state.requestId;
+    // Counted already (the rate middleware did, on a path it did not recognise as chat): never twice.
+    const alreadyCounted = ctx.state.rateCounted === true;
     if (anyBlocking(scopes)) {
       const amount = worstCaseCost(plan.candidates, call.body, config, services.catalog);
+      const input = { holdId, scopes, amount, leaseMs: CHAT_HOLD_LEASE_MS, now: call.createdAt };
       const rate = { key: keyRateWindowKey(key), windowMs: KEY_RATE_WINDOW_MS, limit: key.rateLimitRpm };
-      call.hold = await services.spend.reserveCounted({ holdId, scopes, amount, leaseMs: CHAT_HOLD_LEASE_MS, now: call.createdAt, rate, counted });
+      call.hold = alreadyCounted ? await services.spend.reserve(input) : await services.spend.reserveCounted({ ...input, rate, counted });
       if (!call.hold) refuseOverRate(key, window!);
+      const hold = call.hold!;
+      call.holdRenewal = setInterval(() => void services.spend.renew(hold, CHAT_HOLD_LEASE_MS, new Date()).catch(() => undefined), CHAT_HOLD_RENEW_MS);
+      call.holdRenewal.unref();
     } else {
-      counted(await countKeyRequest(services.redis.redis, key));
-      refuseOverRate(key, window!);
+      if (!alreadyCounted) {
+        counted(await countKeyRequest(services.redis.redis, key));
+        refuseOverRate(key, window!);
+      }
       call.hold = { id: holdId, scopes, amount: 0 };
     }
   } catch (err) {
     if (err instanceof GatewayError) logRequest(call, { status: err.status, attempts: [], error: err });
     throw err;
   }
+}
+
+/** The end-customer counter a hold settles into, as the ledger records it. */
+function endUserScopeIn(hold: Hold): string | null {
+  const scope = hold.scopes.find((s) => s.kind === 'end_user');
+  return scope?.ledger.value ?? null;
 }
 
 /**
@@ -272,12 +288,13 @@ function endSpend(call: Call, estimate: CostEstimate): void {
   const hold = call.hold;
   if (!hold) return;
   call.hold = null;
+  clearInterval(call.holdRenewal);
   const { key } = call;
   const cost = estimate?.cost ?? 0;
   const done = cost > 0
     ? call.services.spend.settle(hold, cost, {
       id: newId('spend'), orgId: key.orgId, lineageId: key.lineageId, projectId: key.projectId, memberId: key.createdByMemberId,
-      endUserId: call.attribution.userId, requestId: call.ctx.state.requestId, createdAt: call.createdAt, updatedAt: call.createdAt,
+      endUserId: call.attribution.userId, endUserScope: endUserScopeIn(hold), requestId: call.ctx.state.requestId, createdAt: call.createdAt, updatedAt: call.createdAt,
     })
     : call.services.spend.release(hold);
   // Off the answer's path; a hold that could not be ended lapses with its lease.

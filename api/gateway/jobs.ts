@@ -1,5 +1,5 @@
 import type Router from '@koa/router';
-import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { and, desc, eq, inArray, lt, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
 import type { KeyContext } from '../../core/auth/gateway-key-auth';
@@ -66,6 +66,16 @@ function visibility(key: KeyContext): SQL {
   }
 }
 
+/** Whether Temporal says the workflow does not exist (any other answer, or none, is not proof). */
+async function workflowAbsent(temporal: Client, workflowId: string): Promise<boolean> {
+  try {
+    await temporal.workflow.getHandle(workflowId).describe();
+    return false;
+  } catch (err) {
+    return err instanceof WorkflowNotFoundError;
+  }
+}
+
 const unknownJob = (id: string) => new GatewayError('invalid_request', `No job \`${id}\` within this key's reach.`);
 
 export function jobRoutes(router: Router<GatewayState>, deps: { db: Database; clock: Clock; gateway: GatewayServices; jobs: JobServices }): void {
@@ -114,16 +124,19 @@ export function jobRoutes(router: Router<GatewayState>, deps: { db: Database; cl
         checkIntervalsMs: statusCheckSchedule(deps.jobs.scheduleScale),
         retentionMs: Math.round(OUTPUT_RETENTION_MS * deps.jobs.scheduleScale),
       };
-      // The estimated cost is held against the key's limit before anything starts.
-      const first = candidates[0]!;
-      const estimate = await videoPrice(deps.db, key.orgId, first.connection.kind, [input.model, first.modelId, first.upstreamModel], input.duration_seconds ?? ESTIMATE_SECONDS_WHEN_UNSAID);
+      // The estimated cost is held against the key's limit before anything starts: the dearest
+      // candidate submit may fail over to, and unpriced if any of them is.
+      const seconds = input.duration_seconds ?? ESTIMATE_SECONDS_WHEN_UNSAID;
+      const prices = await Promise.all(candidates.map((c) => videoPrice(deps.db, key.orgId, c.connection.kind, [input.model, c.modelId, c.upstreamModel], seconds)));
+      const priced = prices.filter((p) => p !== null);
       // A resumed job keeps the reservation it holds; one given back when its start failed is taken again.
       const [ledger] = resumed ? await deps.db.select({ state: spendLedger.state }).from(spendLedger).where(eq(spendLedger.jobId, job.id)) : [];
       if (ledger?.state === 'released') await deps.db.delete(spendLedger).where(and(eq(spendLedger.jobId, job.id), eq(spendLedger.state, 'released')));
       if (!ledger || ledger.state === 'released') {
         await reserveJobSpend(deps.db, deps.gateway.spend, {
           orgId: key.orgId, lineageId: key.lineageId, projectId: key.projectId, memberId: key.createdByMemberId, jobId: job.id,
-          estimate: estimate?.cost ?? null, scopes: spendScopes(key, config, null, now), unpricedBudgetPolicy: config.unpricedBudgetPolicy, now,
+          estimate: priced.length > 0 ? Math.max(...priced.map((p) => p.cost)) : null, unpriced: priced.length < prices.length,
+          scopes: spendScopes(key, config, null, now), unpricedBudgetPolicy: config.unpricedBudgetPolicy, now,
         });
       }
       // The workflow first, then the row: a started workflow records its own row if we die here.
@@ -144,8 +157,12 @@ export function jobRoutes(router: Router<GatewayState>, deps: { db: Database; cl
       } catch (err) {
         // Already started (a retry resumed this job while this request was on its way): record it.
         if (!(err instanceof WorkflowExecutionAlreadyStartedError)) {
-          await closeJobSpend(deps.db, job.id, 'released', now);
-          await endJobHold(deps.db, deps.gateway.redis.redis, job.id);
+          // A start whose answer was lost may have started the job all the same: the spend is
+          // given back only when the workflow surely does not exist.
+          if (await workflowAbsent(deps.jobs.temporal, workflowIds.videoJob(job.id))) {
+            await closeJobSpend(deps.db, job.id, 'released', now);
+            await endJobHold(deps.db, deps.gateway.redis.redis, job.id);
+          }
           throw err;
         }
       }

@@ -23,7 +23,7 @@ export type GatewayRouterDeps = { keys: KeyResolver; authFailures: AuthFailureLi
 export function gatewayRouter(deps: GatewayRouterDeps): Router<GatewayState> {
   const router = new Router<GatewayState>({ prefix: '/v1' });
   // Chat completions count the key's request in the same Redis step as their spend reservation.
-  const countsItself = (ctx: GatewayContext) => ctx.method === 'POST' && ctx.path === '/v1/chat/completions';
+  const countsItself = (ctx: GatewayContext) => ctx.method === 'POST' && ctx.path.toLowerCase().replace(/\/+$/, '') === '/v1/chat/completions';
   router.use(gatewayAuth(deps), keyRateLimit(deps.redis, { countsItself }), jsonBody());
 
   router.get('/models', async (ctx) => {

@@ -7,6 +7,7 @@ import { GatewayError } from '../../core/errors';
 import { retryAfterSeconds, type WindowCount } from '../../core/ratelimit/fixed-window';
 import { countKeyRequest, rateLimitHeaders } from '../../core/ratelimit/key-rate';
 import type { RedisHandle } from '../../core/redis';
+import { isTransientDependencyError } from '../../core/transient';
 import type { GatewayContext, GatewayState } from '../context';
 
 /**
@@ -39,6 +40,7 @@ export function keyRateLimit(redis: RedisHandle, options: { countsItself?: (ctx:
   return async (ctx, next) => {
     const key = ctx.state.key!;
     if (!options.countsItself?.(ctx)) {
+      ctx.state.rateCounted = true;
       refuseOverRate(key, await meterKey(ctx, redis, key));
       return next();
     }
@@ -49,7 +51,8 @@ export function keyRateLimit(redis: RedisHandle, options: { countsItself?: (ctx:
     try {
       await next();
     } catch (err) {
-      if (!ctx.state.rateCounted) await countHere();
+      // Redis itself failing is the answer (503) already: asking it again would only double the wait.
+      if (!ctx.state.rateCounted && !isTransientDependencyError(err)) await countHere();
       throw err;
     }
     if (!ctx.state.rateCounted) await countHere();

@@ -48,11 +48,13 @@ export const JOB_HOLD_LEASE_MS = 12 * 60 * 60_000;
  * the job's end settles or releases it (`endJobHold`).
  */
 export async function reserveJobSpend(db: Database, spend: SpendLedger, input: {
-  orgId: string; lineageId: string; projectId: string; memberId: string | null; jobId: string; estimate: number | null;
+  orgId: string; lineageId: string; projectId: string; memberId: string | null; jobId: string;
+  /** The dearest priced candidate's cost (null: none is priced); `unpriced`: some candidate has no price. */
+  estimate: number | null; unpriced: boolean;
   scopes: SpendScope[]; unpricedBudgetPolicy: 'block' | 'allow'; now: Date;
 }): Promise<void> {
   const blocking = anyBlocking(input.scopes);
-  if (blocking && input.estimate === null && input.unpricedBudgetPolicy !== 'allow') {
+  if (blocking && input.unpriced && input.unpricedBudgetPolicy !== 'allow') {
     throw new GatewayError('unpriced_model_under_budget', 'This model has no price, and a spend limit applies to this key; enter a rate or allow unpriced traffic.');
   }
   if (blocking) await spend.reserve({ holdId: input.jobId, scopes: input.scopes, amount: input.estimate ?? 0, leaseMs: JOB_HOLD_LEASE_MS, now: input.now });

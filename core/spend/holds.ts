@@ -33,7 +33,7 @@ local amount = tonumber(ARGV[4])
 local n = tonumber(ARGV[5])
 local count, ttl = 0, 0
 if tonumber(ARGV[6]) > 0 then
-  local rate = KEYS[4 * n + 1]
+  local rate = KEYS[4 * n + 2]
   count = redis.call('INCR', rate)
   if count == 1 then redis.call('PEXPIRE', rate, ARGV[6]) end
   ttl = redis.call('PTTL', rate)
@@ -58,6 +58,11 @@ for i = 1, n do
     redis.call('ZREM', z, gone)
   end
 end
+-- The same hold twice (a retried step) holds once: its lease is renewed, nothing is added.
+if n > 0 and redis.call('HEXISTS', KEYS[4], id) == 1 then
+  for i = 1, n do redis.call('ZADD', KEYS[4 * i - 1], 'XX', expiry, id) end
+  return {'ok', count, ttl}
+end
 for i = 1, n do
   local limit = tonumber(ARGV[6 + 2 * i])
   if limit >= 0 then
@@ -65,11 +70,13 @@ for i = 1, n do
     if used + amount > limit then return {'refused', count, ttl, i, tostring(used)} end
   end
 end
+-- A new hold under an id that was settled before (a job resumed after its start failed) settles anew.
+redis.call('DEL', KEYS[4 * n + 1])
 for i = 1, n do
   local s, h, z, a = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
-  redis.call('INCRBY', h, amount)
+  redis.call('INCRBY', h, ARGV[4])
   redis.call('ZADD', z, expiry, id)
-  redis.call('HSET', a, id, amount)
+  redis.call('HSET', a, id, ARGV[4])
   local keep = tonumber(ARGV[7 + 2 * i])
   if keep > 0 then
     for _, k in ipairs({s, h, z, a}) do redis.call('EXPIRE', k, keep) end
@@ -79,12 +86,17 @@ return {'ok', count, ttl}
 `);
 
 // Drops the hold and adds the actual cost to each scope that still has its counter: a counter
-// lost with Redis is rebuilt from the Postgres ledger, which records this cost too.
+// lost with Redis is rebuilt from the Postgres ledger, which records this cost too. A hold is
+// settled once: a marker (the last key) makes a repeated settle change nothing.
 const SETTLE = redisScript(`
 local id = ARGV[1]
 local actual = tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
 local totals = {}
+if redis.call('SET', KEYS[4 * n + 1], '1', 'NX', 'EX', ARGV[4]) == false then
+  for i = 1, n do totals[i] = -1 end
+  return totals
+end
 for i = 1, n do
   local s, h, z, a = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
   local held = redis.call('HGET', a, id)
@@ -95,7 +107,7 @@ for i = 1, n do
   end
   totals[i] = -1
   if redis.call('EXISTS', s) == 1 then
-    totals[i] = actual ~= 0 and redis.call('INCRBY', s, actual) or tonumber(redis.call('GET', s))
+    totals[i] = actual ~= 0 and redis.call('INCRBY', s, ARGV[2]) or tonumber(redis.call('GET', s))
   end
 end
 return totals
@@ -117,7 +129,7 @@ export type ReserveOutcome = { rate: RateCount | null } & (
  * `rate`, the request is first counted in its key's rate window in the same round trip.
  */
 export async function holdSpend(redis: Redis, holdId: string, windows: ScopeWindow[], amountNanos: number, now: Date, leaseExpiresAt: Date, rate?: RateWindow): Promise<ReserveOutcome> {
-  const keys = [...windows.flatMap(windowKeys), ...(rate ? [rate.key] : [])];
+  const keys = [...windows.flatMap(windowKeys), settledMarkerKey(windows, holdId), ...(rate ? [rate.key] : [])];
   const args = windows.flatMap((w) => [w.limitNanos ?? -1, w.ttlSeconds]);
   const answer = (await RESERVE(redis, keys, [now.getTime(), leaseExpiresAt.getTime(), holdId, amountNanos, windows.length, rate?.windowMs ?? 0, rate?.limit ?? 0, ...args])) as Array<string | number>;
   const counted = rate ? { count: Number(answer[1]), resetInMs: Number(answer[2]) > 0 ? Number(answer[2]) : rate.windowMs } : null;
@@ -133,9 +145,28 @@ export async function holdSpend(redis: Redis, holdId: string, windows: ScopeWind
  */
 export async function settleHold(redis: Redis, holdId: string, windows: ScopeWindow[], actualNanos: number): Promise<Array<number | null>> {
   if (windows.length === 0) return [];
-  const keys = windows.flatMap(windowKeys);
-  const totals = (await SETTLE(redis, keys, [holdId, actualNanos, windows.length])) as number[];
+  const keys = [...windows.flatMap(windowKeys), settledMarkerKey(windows, holdId)];
+  const totals = (await SETTLE(redis, keys, [holdId, actualNanos, windows.length, SETTLED_MARKER_SECONDS])) as number[];
   return totals.map((t) => (t < 0 ? null : t));
+}
+
+/** The key that says a hold was settled; under the organization's tag like the rest. */
+function settledMarkerKey(windows: ScopeWindow[], holdId: string): string {
+  return `spend:{${windows[0]?.orgId ?? ''}}:settled:${holdId}`;
+}
+
+/** A settled hold's marker outlives any retry of the step that settled it. */
+const SETTLED_MARKER_SECONDS = 3 * 86_400;
+
+const RENEW = redisScript(`
+for i = 1, #KEYS do redis.call('ZADD', KEYS[i], 'XX', ARGV[2], ARGV[1]) end
+return 'ok'
+`);
+
+/** Moves a live hold's lease to `leaseExpiresAt` (a long stream keeps its room). */
+export async function renewHold(redis: Redis, holdId: string, windows: ScopeWindow[], leaseExpiresAt: Date): Promise<void> {
+  if (windows.length === 0) return;
+  await RENEW(redis, windows.map((w) => windowKeys(w)[2]), [holdId, leaseExpiresAt.getTime()]);
 }
 
 /** Writes a window's settled total (rebuilt from the ledger) unless another instance did first. */

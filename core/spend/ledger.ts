@@ -5,12 +5,14 @@ import { spendLedger, type budgetCrossings } from '../db/schema';
 import { newId } from '../ids';
 import { GatewayError } from '../errors';
 import type { RedisHandle } from '../redis';
-import { holdSpend, seedWindow, settleHold, settledNanos, type RateCount, type RateWindow } from './holds';
+import { holdSpend, renewHold, seedWindow, settleHold, settledNanos, windowKeys, type RateCount, type RateWindow } from './holds';
 import { sumNanos, toDollars, toNanos } from './money';
 import type { SpendScope } from './scopes';
 
 /** How long a chat request's hold lives if its instance dies before settling it. */
 export const CHAT_HOLD_LEASE_MS = 15 * 60_000;
+/** A stream still running renews its hold this often, well inside the lease. */
+export const CHAT_HOLD_RENEW_MS = 5 * 60_000;
 
 export type SpendLedgerRow = typeof spendLedger.$inferInsert;
 export type BudgetCrossingRow = typeof budgetCrossings.$inferInsert;
@@ -38,6 +40,8 @@ export type SpendLedger = {
   settle(hold: Hold, cost: number, row?: Omit<SpendLedgerRow, 'amount' | 'state'>): Promise<void>;
   /** Gives the hold back (provider error, client gone, unpriced answer). */
   release(hold: Hold): Promise<void>;
+  /** Moves a live hold's lease forward: work still running keeps its room. */
+  renew(hold: Hold, leaseMs: number, now: Date): Promise<void>;
   /** Settled dollars of each scope's current window. */
   spent(scopes: SpendScope[]): Promise<number[]>;
 };
@@ -137,18 +141,34 @@ export function createSpendLedger(deps: { db: Database; redis: RedisHandle; rows
 
     async settle(hold, cost, row) {
       const nanos = toNanos(cost);
-      // Counters first (rebuilt from the ledger if missing), then this cost's ledger row: a
-      // rebuild never sees the row and adds the cost again.
-      const values = await settledNanos(deps.redis.redis, hold.scopes);
-      const missing = hold.scopes.filter((_, i) => values[i] === null);
-      if (missing.length > 0) await seedMissing(missing);
-      const totals = await settleHold(deps.redis.redis, hold.id, hold.scopes, nanos);
-      if (row && nanos !== 0) deps.rows.record({ ...row, amount: toDollars(nanos), state: 'settled' });
+      const recordRow = () => {
+        if (row && nanos !== 0) deps.rows.record({ ...row, amount: toDollars(nanos), state: 'settled' });
+      };
+      let totals: Array<number | null>;
+      try {
+        // Counters first (rebuilt from the ledger if missing), then this cost's ledger row: a
+        // rebuild never sees the row and adds the cost again.
+        const values = await settledNanos(deps.redis.redis, hold.scopes);
+        const missing = hold.scopes.filter((_, i) => values[i] === null);
+        if (missing.length > 0) await seedMissing(missing);
+        totals = await settleHold(deps.redis.redis, hold.id, hold.scopes, nanos);
+      } catch (err) {
+        // The cost stays the ledger's: its row is written, and the counters it may have missed
+        // are dropped so that they are rebuilt from the ledger.
+        recordRow();
+        await deps.redis.redis.del(...hold.scopes.map((s) => windowKeys(s)[0])).catch(() => undefined);
+        throw err;
+      }
+      recordRow();
       recordCrossings(hold.scopes, totals, nanos);
     },
 
     async release(hold) {
       await settleHold(deps.redis.redis, hold.id, hold.scopes, 0);
+    },
+
+    async renew(hold, leaseMs, now) {
+      await renewHold(deps.redis.redis, hold.id, hold.scopes, new Date(now.getTime() + leaseMs));
     },
 
     async spent(scopes) {

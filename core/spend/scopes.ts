@@ -19,7 +19,7 @@ export type SpendScope = ScopeWindow & {
   windowStart: Date;
   resetsAt: Date | null;
   /** The ledger column and value that rebuild this scope's counter. */
-  ledger: { column: 'lineage_id' | 'project_id' | 'member_id' | 'org_id' | 'end_user_id'; value: string };
+  ledger: { column: 'lineage_id' | 'project_id' | 'member_id' | 'org_id' | 'end_user_scope'; value: string };
   /** Fractions of the limit whose first crossing in a window is recorded (spec 2.6 `alert_at`). */
   alertAt: number[];
   behavior: 'block' | 'alert';
@@ -104,11 +104,16 @@ export function spendScopes(key: KeyContext, config: Pick<OrgConfig, 'hardCap' |
   }
   if (endUser) {
     scopes.push({
-      ...scopeAt(key.orgId, { kind: 'end_user', id: `${endUser.ruleId}:${endUser.endUserId}`, code: 'end_user_budget', limit: endUser.amount, blocking: endUser.behavior === 'block', period: endUser.period, ledger: { column: 'end_user_id', value: endUser.endUserId } }, now, day),
+      ...scopeAt(key.orgId, { kind: 'end_user', id: `${endUser.ruleId}:${endUser.endUserId}`, code: 'end_user_budget', limit: endUser.amount, blocking: endUser.behavior === 'block', period: endUser.period, ledger: { column: 'end_user_scope', value: endUserScopeOf(endUser) } }, now, day),
       refusalDetails: endUser.refusalDetails,
     });
   }
   return scopes;
+}
+
+/** The ledger's `end_user_scope` of a customer under a cap rule. */
+export function endUserScopeOf(cap: Pick<EndUserCap, 'ruleId' | 'endUserId'>): string {
+  return `${cap.ruleId}:${cap.endUserId}`;
 }
 
 /** Whether any scope can refuse: then the worst case is reserved and output is capped. */

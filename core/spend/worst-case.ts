@@ -11,9 +11,15 @@ import type { OrgConfig } from '../routing/org-config';
  * (English prose runs near four), so the estimate leans high. Settling uses the real count.
  */
 const BYTES_PER_TOKEN_ESTIMATE = 3;
+/**
+ * A part that is not text (an image, audio, a file) costs tokens its JSON size does not show:
+ * a high-detail image runs to about 1,600, audio and documents more. Each is held at this.
+ */
+const NON_TEXT_PART_TOKENS = 8_000;
 
 export function estimatePromptTokens(body: Pick<ChatBody, 'messages' | 'tools'>): number {
-  return Math.ceil(Buffer.byteLength(JSON.stringify([body.messages, body.tools ?? null])) / BYTES_PER_TOKEN_ESTIMATE);
+  const nonText = body.messages.reduce((n, m) => n + (Array.isArray(m.content) ? m.content.filter((p) => (p as { type?: string }).type !== 'text').length : 0), 0);
+  return Math.ceil(Buffer.byteLength(JSON.stringify([body.messages, body.tools ?? null])) / BYTES_PER_TOKEN_ESTIMATE) + nonText * NON_TEXT_PART_TOKENS;
 }
 
 /**
@@ -25,9 +31,11 @@ export function estimatePromptTokens(body: Pick<ChatBody, 'messages' | 'tools'>)
  */
 export function worstCaseCost(candidates: readonly Candidate[], body: ChatBody, config: Pick<OrgConfig, 'prices' | 'unpricedBudgetPolicy'>, catalog: ModelCatalog): number {
   const promptTokens = estimatePromptTokens(body);
+  // `n` choices each write up to the ceiling.
+  const choices = typeof body.n === 'number' && body.n > 1 ? body.n : 1;
   let worst = 0;
   for (const c of candidates) {
-    const output = body.max_completion_tokens ?? body.max_tokens ?? outputCeiling(catalog, c.connection.kind, c.upstreamModel);
+    const output = choices * (body.max_completion_tokens ?? body.max_tokens ?? outputCeiling(catalog, c.connection.kind, c.upstreamModel));
     const estimate = estimateCost({
       usage: { prompt_tokens: promptTokens, completion_tokens: output, total_tokens: promptTokens + output },
       kind: c.connection.kind, upstreamModel: c.upstreamModel, modelId: c.modelId, prices: config.prices, catalog,

@@ -73,6 +73,27 @@ describe('spend limits', () => {
     expect(limited[0]!.retryAfter).toMatch(/^\d+$/);
   });
 
+  it('counts chat against the tier in the reservation\'s own step: 60 of 70 on a 60-a-minute key, each counted once', async () => {
+    const secret = await f.key({ rate_limit_rpm: 60, credit_limit: { amount: 1000, period: 'monthly' } });
+    // Another spelling of the path reaches the same handler and is still counted once.
+    const slash = await fetch(`${f.api.url}/v1/chat/completions/`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress() },
+      body: JSON.stringify({ model: 'openai/gpt-4o', messages: hello, max_tokens: 1 }),
+    });
+    expect([slash.status, slash.headers.get('x-ratelimit-remaining')]).toEqual([200, '59']);
+    const answers = await Promise.all(Array.from({ length: 69 }, (_, i) => ask(secret, 1, {}, apis()[i % 2])));
+    expect(answers.filter((a) => a.status === 200)).toHaveLength(59);
+    const limited = answers.filter((a) => a.status === 429);
+    expect(limited).toHaveLength(10);
+    expect(limited[0]!.json.error).toMatchObject({ type: 'rate_limit_exceeded', code: null });
+    expect(limited[0]!.headers.get('retry-after')).toMatch(/^\d+$/);
+    expect(limited[0]!.headers.get('x-ratelimit-limit')).toBe('60');
+    expect(limited[0]!.headers.get('x-ratelimit-remaining')).toBe('0');
+    // Nothing was held for the refused ones: only the 60 served requests' cost was settled.
+    expect(await ledgerTotal(secret)).toBeCloseTo(60 * 0.1, 9);
+  });
+
   it('lets 8 concurrent $0.30 requests on $1.00 of room through at most 3 times, settling at most $1.00', async () => {
     const secret = await f.key({ credit_limit: { amount: 1, period: 'monthly' }, rate_limit_rpm: 50000 });
     const answers = await Promise.all(Array.from({ length: 8 }, (_, i) => ask(secret, 3, {}, apis()[i % 2])));

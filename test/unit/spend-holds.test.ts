@@ -26,6 +26,29 @@ describe('spend holds (core/spend/holds.ts)', () => {
     expect(await holdSpend(redis.redis, 'h3', [key], 750, now, lease)).toMatchObject({ state: 'ok' });
   });
 
+  it('holds and settles once per hold id: a retried step changes nothing; a new hold after a settle settles anew', async () => {
+    const key = window('key:once', 1000);
+    await seedWindow(redis.redis, key, 0n);
+    expect(await holdSpend(redis.redis, 'job', [key], 300, now, lease)).toMatchObject({ state: 'ok' });
+    expect(await holdSpend(redis.redis, 'job', [key], 300, now, lease)).toMatchObject({ state: 'ok' });
+    expect(await redis.redis.get(windowKeys(key)[1])).toBe('300');
+    expect(await settleHold(redis.redis, 'job', [key], 100)).toEqual([100]);
+    expect(await settleHold(redis.redis, 'job', [key], 100)).toEqual([null]);
+    expect(await redis.redis.mget(windowKeys(key)[0], windowKeys(key)[1])).toEqual(['100', '0']);
+    // Released, then held again under the same id (a job resumed after its start failed).
+    expect(await holdSpend(redis.redis, 'job', [key], 200, now, lease)).toMatchObject({ state: 'ok' });
+    expect(await settleHold(redis.redis, 'job', [key], 200)).toEqual([300]);
+  });
+
+  it('keeps amounts exact as integers beyond what Lua numbers print plainly', async () => {
+    const key = window('key:big', null);
+    await seedWindow(redis.redis, key, 0n);
+    const big = 2e17;
+    expect(await holdSpend(redis.redis, 'big', [key], big, now, lease)).toMatchObject({ state: 'ok' });
+    await settleHold(redis.redis, 'big', [key], big);
+    expect(await redis.redis.get(windowKeys(key)[0])).toBe('200000000000000000');
+  });
+
   it('drops a hold whose lease has passed, so a dead instance cannot keep room forever', async () => {
     const key = window('key:lease', 100);
     await seedWindow(redis.redis, key, 0n);

@@ -23,6 +23,8 @@ export const spendLedger = pgTable(
     memberId: text('member_id'),
     /** The end customer (`metadata.user_id`), when the request named one. */
     endUserId: text('end_user_id'),
+    /** `<cap rule id>:<end customer>`: the counter it settled into (customers are capped per rule). */
+    endUserScope: text('end_user_scope'),
     /** A job's Redis hold: the budget windows its estimate is held in, to settle or release at its end. */
     holdWindows: jsonb('hold_windows').$type<Array<{
       orgId: string; scope: string; window: string; limitNanos: number | null; ttlSeconds: number;

@@ -1,0 +1,1 @@
+ALTER TABLE "spend_ledger" ADD COLUMN "end_user_scope" text;

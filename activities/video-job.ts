@@ -227,7 +227,7 @@ export function createVideoJobActivities(deps: VideoJobDeps) {
       const now = deps.clock.now();
       const expiresAt = new Date(now.getTime() + input.retentionMs);
       const price = await videoPrice(deps.db, job.orgId, connection.kind, [job.model, input.modelId], seconds);
-      const { row, moved, deliveries } = await finishJob(deps.db, job.id, 'succeeded', {
+      const { row, deliveries } = await finishJob(deps.db, job.id, 'succeeded', {
         progress: 1,
         output: { storage_key: storageKey, duration_seconds: seconds, resolution: input.resolution ?? 'unknown', aspect_ratio: input.aspectRatio ?? 'unknown', mime_type: input.mimeType, bytes },
         usage: { seconds, ...(price ? { cost: price.cost, price_source: price.source } : { cost: null }) },
@@ -250,7 +250,7 @@ export function createVideoJobActivities(deps: VideoJobDeps) {
     async endJob(input: { jobId: string; status: 'failed' | 'canceled'; error?: JobError; submitRefusals?: SubmitRefusal[] }): Promise<{ status: string }> {
       const error = input.submitRefusals ? submitError(input.submitRefusals) : input.error ?? null;
       // No cost is recorded for failed or canceled jobs: finishJob gives their reservation back.
-      const { row, moved, deliveries } = await finishJob(deps.db, input.jobId, input.status, { error, usage: null }, deps.clock.now(), deps.links);
+      const { row, deliveries } = await finishJob(deps.db, input.jobId, input.status, { error, usage: null }, deps.clock.now(), deps.links);
       await endJobHold(deps.db, deps.redis.redis, input.jobId);
       await deps.startDeliveries(deliveries);
       return { status: row.status };

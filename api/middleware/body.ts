@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http';
 import type { Middleware } from 'koa';
 import getRawBody from 'raw-body';
 import { GatewayError } from '../../core/errors';
@@ -22,6 +23,59 @@ function tooLarge(limit: number): GatewayError {
   return new GatewayError('request_too_large', `Request body is larger than this endpoint accepts (${limit} bytes).`);
 }
 
+// The lingering close after a refused body (nginx's lingering_time and lingering_timeout):
+// it lasts at most LINGER_MAX_MS in all, LINGER_IDLE_MS without a byte from the client, and
+// LINGER_MAX_BYTES more read and discarded.
+export const LINGER_MAX_MS = 30_000;
+export const LINGER_IDLE_MS = 5_000;
+export const LINGER_MAX_BYTES = 64 * MB;
+
+/**
+ * A refused body is not read, yet closing the socket while the client is still sending it
+ * resets the connection under the client (EPIPE, ECONNRESET) before it reads the answer. So
+ * the rest of the body is read and thrown away, never buffered, while the answer (with
+ * `Connection: close`) goes out; the socket closes once the body has ended, or after
+ * LINGER_MAX_MS, LINGER_IDLE_MS of silence or LINGER_MAX_BYTES, whichever comes first.
+ * Node closes a `Connection: close` socket through `destroySoon` once the answer is written:
+ * until the lingering ends, that only half-closes it (the answer, then FIN).
+ */
+function lingerAfterRefusal(req: IncomingMessage): void {
+  if (req.complete || req.readableEnded || req.destroyed) return;
+  const socket = req.socket;
+  let answered = false;
+  let over = false;
+  let discarded = 0;
+  const stop = () => {
+    if (over) return;
+    over = true;
+    clearTimeout(whole);
+    clearTimeout(idle);
+    req.off('data', onData);
+    req.off('end', stop);
+    socket.off('close', stop);
+    // Past the bounds nothing more is read; a body that ended leaves nothing unread.
+    if (!req.readableEnded) req.pause();
+    delete (socket as Partial<typeof socket>).destroySoon;
+    if (answered && !socket.destroyed) socket.destroySoon();
+  };
+  const whole = setTimeout(stop, LINGER_MAX_MS).unref();
+  let idle = setTimeout(stop, LINGER_IDLE_MS).unref();
+  const onData = (chunk: Buffer) => {
+    discarded += chunk.length;
+    if (discarded > LINGER_MAX_BYTES) return stop();
+    clearTimeout(idle);
+    idle = setTimeout(stop, LINGER_IDLE_MS).unref();
+  };
+  socket.destroySoon = () => {
+    answered = true;
+    socket.end();
+  };
+  req.on('data', onData);
+  req.once('end', stop);
+  socket.once('close', stop);
+  req.resume();
+}
+
 /**
  * Refuses an oversized declared body from its Content-Length alone, before auth and before
  * reading. `beforeRefusal` runs first (it sets the rate headers of a key it can identify from
@@ -34,6 +88,7 @@ export function bodyLimit(options: { beforeRefusal?: (ctx: GatewayContext) => Pr
     const declared = ctx.get('content-length');
     if (declared && Number(declared) > limit) {
       await options.beforeRefusal?.(ctx);
+      lingerAfterRefusal(ctx.req);
       throw tooLarge(limit);
     }
     await next();
@@ -59,7 +114,10 @@ export function jsonBody(): Middleware<GatewayState> {
         encoding: 'utf8',
       });
     } catch (err) {
-      if ((err as { type?: string }).type === 'entity.too.large') throw tooLarge(ctx.state.bodyLimit);
+      if ((err as { type?: string }).type === 'entity.too.large') {
+        lingerAfterRefusal(ctx.req);
+        throw tooLarge(ctx.state.bodyLimit);
+      }
       throw new GatewayError('invalid_request', 'Could not read the request body.', { cause: err });
     }
     if (raw.trim() === '') {

@@ -4,7 +4,8 @@
  * See bench/README.md for what is measured and how to read it.
  *
  * BENCH_ROUNDS (3), BENCH_SECONDS (5 per load run), BENCH_SUBJECTS (comma list of subject ids)
- * tune it. Services: GW_DATA_DIR/runtime.json (what `npm start` runs), else DATABASE_URL /
+ * tune it; BENCH_CPU_PROF=<folder> profiles the API subjects (bench/lib/cpu-prof-preload.ts) and
+ * prints where their CPU went (bench/profile-summary.ts). Services: GW_DATA_DIR/runtime.json (what `npm start` runs), else DATABASE_URL /
  * REDIS_URL / TEMPORAL_ADDRESS, else it starts its own (embedded PostgreSQL, redis-server and a
  * Temporal dev server, in a temporary folder removed at the end).
  */
@@ -43,6 +44,7 @@ const PORTKEY_START = path.join(PORTKEY_DIR, 'node_modules', '@portkey-ai', 'gat
 
 const log = (what: string) => console.log(`[bench] ${what}`);
 const cleanups: Array<() => Promise<void> | void> = [];
+const profiles: Array<{ label: string; pid: number; file: string }> = [];
 
 type Subject = {
   id: 'bare' | 'gateway' | 'gateway_prompt_log' | 'portkey';
@@ -214,7 +216,10 @@ async function startSubjects(work: string, svc: Services): Promise<{ subjects: S
     const file = path.join(work, `${id}.log`);
     // `npm run api` is `tsx api/server.ts`; node --import tsx is the same loader without the
     // tsx launcher process in between, so the pid measured is the API's own.
-    const child = node(['--import', 'tsx', 'api/server.ts'], {
+    const profile = process.env.BENCH_CPU_PROF ? path.resolve(process.env.BENCH_CPU_PROF, `${id}.cpuprofile`) : undefined;
+    if (profile) profiles.push({ label, pid: 0, file: profile });
+    const child = node(['--import', 'tsx', ...(profile ? ['--import', './bench/lib/cpu-prof-preload.ts'] : []), 'api/server.ts'], {
+      BENCH_CPU_PROF_FILE: profile,
       NODE_ENV: 'production',
       PORT: String(port),
       HOST: '127.0.0.1',
@@ -228,6 +233,7 @@ async function startSubjects(work: string, svc: Services): Promise<{ subjects: S
       LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
     }, file);
     await waitForPort(`the API (${label})`, port, child, file);
+    if (profile) profiles[profiles.length - 1]!.pid = child.pid!;
     const apiUrl = `http://127.0.0.1:${port}`;
     const database = connectDatabase(svc.databaseUrl, { max: 1 });
     const org = await bootstrapOrganization(database.db, { name: `bench ${label} ${new Date().toISOString()}`, plan: 'business' }).finally(() => database.close());
@@ -417,7 +423,7 @@ function machineNotes(tool: LoadTool, svc: Services, load0: number[]): string[] 
   const dirty = sh('git status --porcelain -- api core package.json').length > 0;
   return [
     `- commit measured: ${sh('git rev-parse --short HEAD')} (${sh('git log -1 --format=%s').slice(0, 100)})${dirty ? '; api/, core/ or package.json had uncommitted changes in the working tree' : ''}`,
-    `- machine: ${cpu.length} × ${cpu[0]?.model ?? '?'}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GB RAM, ${os.type()} ${os.release()}; load average before the run ${load0.map((l) => l.toFixed(2)).join(' ')}`,
+    `- machine: ${cpu.length} × ${cpu[0]?.model ?? '?'}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GB RAM, ${os.type()} ${os.release()}; load average before the run ${load0.map((l) => l.toFixed(2)).join(' ')}, after it ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} (above 2 means other work shared the two cores)`,
     `- Node ${process.version}; load generator ${tool.version} (one thread, one connection per unit of concurrency, no pipelining)`,
     `- services: ${svc.source}; Postgres pid ${svc.postgresPid ?? 'unknown'}, Redis pid ${svc.redisPid ?? 'unknown'}`,
     `- ${ROUNDS} rounds, subjects interleaved (the starting subject rotates each round), ${SECONDS} s per load run, medians of the rounds`,
@@ -467,7 +473,8 @@ async function main(): Promise<void> {
   if (gaps.length) console.log(`Targets:\n${gaps.join('\n')}\n`);
 
   const date = new Date().toISOString().slice(0, 10);
-  const file = path.join(__dirname, 'results', `${date}-side-by-side.md`);
+  // A profiled run is slower: its table goes beside the profiles, not into bench/results.
+  const file = process.env.BENCH_CPU_PROF ? path.resolve(process.env.BENCH_CPU_PROF, 'side-by-side.md') : path.join(__dirname, 'results', `${date}-side-by-side.md`);
   fs.mkdirSync(path.dirname(file), { recursive: true });
   fs.writeFileSync(
     file,
@@ -501,6 +508,21 @@ async function main(): Promise<void> {
     ].join('\n'),
   );
   log(`wrote ${path.relative(ROOT, file)} (${minutes} min)`);
+  await writeProfiles();
+}
+
+/** With BENCH_CPU_PROF: each API subject writes its profile (SIGUSR2); where its CPU went is printed. */
+async function writeProfiles(): Promise<void> {
+  for (const p of profiles) {
+    fs.mkdirSync(path.dirname(p.file), { recursive: true });
+    fs.rmSync(p.file, { force: true });
+    process.kill(p.pid, 'SIGUSR2');
+    await waitFor(`the profile of ${p.label}`, async () => fs.existsSync(p.file) && fs.statSync(p.file).size > 0, 60_000);
+    await new Promise((r) => setTimeout(r, 500));
+    log(`CPU profile of ${p.label}: ${p.file}`);
+    const summary = spawnSync(process.execPath, ['--import', 'tsx', 'bench/profile-summary.ts', p.file, '20'], { cwd: ROOT, encoding: 'utf8' });
+    console.log(summary.stdout || summary.stderr);
+  }
 }
 
 async function cleanup(): Promise<void> {

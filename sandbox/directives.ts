@@ -15,6 +15,8 @@
  *   reasoning=<n>       report n reasoning tokens within the completion
  *   moderation          refuse the request as flagged content
  *   reply=<text>        answer with this text (URL-encoded)
+ *   words=<n>           answer with n numbered words (`w000001xxx... `), one stream chunk each
+ *   word_bytes=<b>      with `words`, each word is b bytes long (default 16)
  *   render_ms=<ms>      a video takes this long to render (default 1500)
  *   video_fail          the video render fails
  *   never_finish        the video render never finishes
@@ -38,6 +40,8 @@ export type Directives = {
   reasoning?: number;
   moderation?: boolean;
   reply?: string;
+  words?: number;
+  wordBytes?: number;
   renderMs?: number;
   videoFail?: boolean;
   neverFinish?: boolean;
@@ -66,6 +70,8 @@ export function parseDirectives(text: string): Directives {
       case 'reasoning': d.reasoning = Number(value); break;
       case 'moderation': d.moderation = true; break;
       case 'reply': d.reply = value; break;
+      case 'words': d.words = Number(value); break;
+      case 'word_bytes': d.wordBytes = Number(value); break;
       case 'render_ms': d.renderMs = Number(value); break;
       case 'video_fail': d.videoFail = true; break;
       case 'never_finish': d.neverFinish = true; break;
@@ -78,6 +84,11 @@ export function parseDirectives(text: string): Directives {
     }
   }
   return d;
+}
+
+/** The reply of `words=<n>`: n words `w<index>` padded to `bytes`, each followed by a space. */
+export function numberedWords(n: number, bytes = 16): string {
+  return Array.from({ length: n }, (_, i) => `w${String(i).padStart(7, '0')}`.padEnd(bytes - 1, 'x')).join(' ');
 }
 
 /** `[sandbox ...]` inside a message's text. */

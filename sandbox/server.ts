@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { directivesInText, parseDirectives, type Directives } from './directives';
+import { directivesInText, numberedWords, parseDirectives, type Directives } from './directives';
 import { planTurn } from './turn';
 import { createVideoState, handleVideo } from './video';
 import { anthropicWire } from './wire/anthropic';
@@ -58,6 +58,8 @@ export type Sandbox = {
   received: ReceivedRequest[];
   /** Streams whose client (the gateway) went away before the stream ended. */
   abandonedStreams(): number;
+  /** SSE frames written so far, over all streams (a stream waits for `drain` when its client reads slowly). */
+  framesSent(): number;
   /** Video renders created (a create replayed by Idempotency-Key does not count). */
   videoSubmits(): number;
   /** Slow video submits (`submit_delay_ms`) whose client hung up before the answer. */
@@ -81,6 +83,7 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
   const video = createVideoState();
   const failuresSeen = new Map<string, number>();
   let abandoned = 0;
+  let frames = 0;
 
   const server = http.createServer(async (req, res) => {
     const url = new URL(req.url ?? '/', 'http://sandbox');
@@ -152,7 +155,8 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
   }
 
   async function answer(res: http.ServerResponse, endpoint: Endpoint, parsed: ParsedChat, directives: Directives) {
-    const turn = planTurn({ ...parsed, reply: directives.reply });
+    const reply = directives.reply ?? (directives.words ? numberedWords(directives.words, directives.wordBytes) : undefined);
+    const turn = planTurn({ ...parsed, reply });
     const ctx = { id: randomBytes(12).toString('hex'), created: Math.floor(Date.now() / 1000), directives, turn, model: parsed.model, includeUsage: parsed.includeUsage };
     if (!parsed.stream) {
       res.writeHead(200, { 'content-type': 'application/json' });
@@ -176,8 +180,21 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
         res.socket?.destroy();
         return;
       }
-      res.write(`${frame.event ? `event: ${frame.event}\n` : ''}data: ${frame.data}\n\n`);
+      const more = res.write(`${frame.event ? `event: ${frame.event}\n` : ''}data: ${frame.data}\n\n`);
+      frames += 1;
       if (frame.content) contentSent += 1;
+      // A slow reader holds the stream back, as a provider's server does.
+      if (!more) {
+        await new Promise<void>((resolve) => {
+          const wake = () => {
+            res.off('drain', wake);
+            res.off('close', wake);
+            resolve();
+          };
+          res.on('drain', wake);
+          res.on('close', wake);
+        });
+      }
       // Tokens arrive over time, as from a real model; it also lets each frame flush.
       await new Promise((r) => setTimeout(r, 1));
     }
@@ -190,6 +207,7 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
     url: `http://${host}:${bound}`,
     received,
     abandonedStreams: () => abandoned,
+    framesSent: () => frames,
     videoSubmits: () => video.submits,
     abandonedVideoSubmits: () => video.abandonedSubmits,
     close: () => new Promise<void>((resolve) => {

@@ -4,6 +4,7 @@ import { completeChat, startChatStream, type LiveStream, type NotServed, type Se
 import type { RequestAttempt } from '../../core/db/schema';
 import { GatewayError } from '../../core/errors';
 import { newId } from '../../core/ids';
+import { errorSummary } from '../../core/logger';
 import { estimateCost, type CostEstimate } from '../../core/pricing/cost';
 import { CHAT_HOLD_LEASE_MS, CHAT_HOLD_RENEW_MS, type Hold } from '../../core/spend/ledger';
 import type { WindowCount } from '../../core/ratelimit/fixed-window';
@@ -12,13 +13,14 @@ import { refuseOverRate } from '../middleware/key-rate-limit';
 import { endUserBudgetFields } from '../../core/spend/end-user-caps';
 import { anyBlocking, spendScopes, type EndUserCap } from '../../core/spend/scopes';
 import { worstCaseCost } from '../../core/spend/worst-case';
-import type { ChatBody, ChatResult, StreamOutput, Usage } from '../../core/providers/types';
+import type { ChatBody, ChatResult, Usage } from '../../core/providers/types';
 import { planCandidates, type Plan } from '../../core/routing/candidates';
 import type { OrgConfig } from '../../core/routing/org-config';
 import type { GatewayContext } from '../context';
 import { parseInput } from '../validation';
 import { chatRequestSchema, EXTENSION_FIELDS, parseAttribution, parseCacheControl, type Attribution } from './chat-request';
 import type { GatewayServices } from './services';
+import { relayStream, sseEvent, type StreamTally } from './stream-answer';
 
 /** The usage object of spec 2.2: counts as reported, the cost estimate and where it came from. */
 export function wireUsage(usage: Usage | null, estimate: CostEstimate): Record<string, unknown> {
@@ -134,7 +136,7 @@ function answerWhole(call: Call, served: Served<ChatResult>): void {
  * Streams the answer as OpenAI chunks (spec 4.1, 6.4): a final usage chunk when asked, then
  * `[DONE]`. If the provider's stream breaks off, one data event carries the error object and
  * the stream closes with no `[DONE]` and no usage chunk. A client that goes away aborts the
- * upstream request.
+ * upstream request. Writes honour backpressure (`relayStream`): a slow client slows the read.
  */
 function answerStream(call: Call, served: Served<LiveStream>, includeUsage: boolean, clientGone: AbortSignal): void {
   const { ctx } = call;
@@ -145,72 +147,41 @@ function answerStream(call: Call, served: Served<LiveStream>, includeUsage: bool
   ctx.set('X-Accel-Buffering', 'no');
   ctx.body = out;
 
-  let model = served.candidate.upstreamModel;
-  let usage: Usage | null = null;
-  let finished = false;
-  let done = false;
-  let broken: GatewayError | null = null;
-  const text: string[] = [];
-  const write = (payload: unknown) => out.write(`data: ${typeof payload === 'string' ? payload : JSON.stringify(payload)}\n\n`);
+  // The answer's text is kept only when the request log will store it.
+  const tally: StreamTally = { model: served.candidate.upstreamModel, usage: null, finished: false, text: call.logging && call.config.promptLoggingEnabled ? [] : null };
+  const chunk = (model: string, choices: unknown[]) => ({ ...identity(call, served, model), object: 'chat.completion.chunk', choices });
+  let spendEnded = false;
 
-  const emit = (outputs: StreamOutput[]) => {
-    for (const o of outputs) {
-      if (o.type === 'model') model = o.model;
-      else if (o.type === 'usage') usage = { ...(usage ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 }), ...o.usage } as Usage;
-      else if (o.type === 'done') done = true;
-      else if (o.type === 'error') broken = new GatewayError('upstream_error', `The provider's stream failed mid-answer: ${o.failure.kind}.`);
-      else {
-        for (const c of o.choices) {
-          if (c.finish_reason) finished = true;
-          if (c.delta.content) text.push(c.delta.content);
-        }
-        write({ ...identity(call, served, model), object: 'chat.completion.chunk', choices: o.choices });
-      }
-    }
-  };
-
-  void (async () => {
-    try {
-      emit(served.value.buffered);
-      for await (const outputs of served.value.rest) {
-        emit(outputs);
-        if (broken || done) break;
-      }
-    } catch (err) {
-      if (clientGone.aborted) {
-        served.value.abort();
-      } else {
-        const stalled = (err as { code?: string }).code === 'UND_ERR_BODY_TIMEOUT';
-        broken = stalled
-          ? new GatewayError('stream_stalled', 'The provider stopped sending mid-answer.')
-          : new GatewayError('upstream_error', 'The provider\'s stream broke off mid-answer.');
-      }
-    }
-    const complete = !broken && (done || finished) && !clientGone.aborted;
-    const estimate = complete ? costOf(call, served, usage) : null;
+  const finish = async () => {
+    const end = await relayStream(served.value, tally, out, clientGone, chunk);
+    const estimate = end.phase === 'complete' ? costOf(call, served, tally.usage) : null;
+    spendEnded = true;
     endSpend(call, estimate);
-    if (clientGone.aborted) {
-      out.end();
-    } else if (complete) {
-      if (includeUsage) write({ ...identity(call, served, model), object: 'chat.completion.chunk', choices: [], usage: wireUsage(usage, estimate) });
-      write('[DONE]');
-      out.end();
-    } else {
-      broken ??= new GatewayError('upstream_error', 'The provider\'s stream ended before the answer was complete.');
-      write(broken.toBody());
-      out.end();
+    if (end.phase === 'complete') {
+      if (includeUsage) out.write(sseEvent({ ...chunk(tally.model, []), usage: wireUsage(tally.usage, estimate) }));
+      out.write(sseEvent('[DONE]'));
+    } else if (end.phase === 'broken') {
+      out.write(sseEvent(end.error.toBody()));
     }
+    out.end();
     logRequest(call, {
-      status: complete ? 200 : clientGone.aborted ? 499 : broken?.status ?? 502,
+      status: end.phase === 'complete' ? 200 : end.phase === 'gone' ? 499 : end.error.status,
       served,
-      servedModel: model,
+      servedModel: tally.model,
       attempts: served.attempts,
-      usage,
+      usage: tally.usage,
       estimate,
-      error: complete ? undefined : broken ?? undefined,
-      response: text.join(''),
+      error: end.phase === 'broken' ? end.error : undefined,
+      response: tally.text?.join('') ?? null,
     });
-  })();
+  };
+  // Nothing after the answer began may reject unhandled: a defect here is logged, the hold
+  // released and the client's stream closed.
+  finish().catch((err: unknown) => {
+    ctx.state.log?.error({ err: errorSummary(err) }, 'stream answer failed');
+    if (!spendEnded) endSpend(call, null);
+    out.destroy();
+  });
 }
 
 /**

@@ -1,0 +1,110 @@
+import type { Writable } from 'node:stream';
+import type { LiveStream } from '../../core/chat/execute';
+import { GatewayError } from '../../core/errors';
+import type { ChunkChoice, StreamOutput, Usage } from '../../core/providers/types';
+
+/** How a relayed stream ended: every chunk sent and the answer complete, broken off, or the client gone. */
+export type StreamEnd = { phase: 'complete' } | { phase: 'broken'; error: GatewayError } | { phase: 'gone' };
+
+/** What a stream has told so far; `text` is kept only when the request log will store it. */
+export type StreamTally = { model: string; usage: Usage | null; finished: boolean; text: string[] | null };
+
+type Step = { chunks: Array<{ model: string; choices: ChunkChoice[] }>; end: StreamEnd | null };
+
+/** Folds one batch of outputs into the tally: the chunks to send, and the end if the batch ends the stream. */
+export function foldOutputs(tally: StreamTally, outputs: readonly StreamOutput[]): Step {
+  const chunks: Step['chunks'] = [];
+  for (const o of outputs) {
+    switch (o.type) {
+      case 'model':
+        tally.model = o.model;
+        break;
+      case 'usage':
+        tally.usage = { ...(tally.usage ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 }), ...o.usage } as Usage;
+        break;
+      case 'done':
+        return { chunks, end: { phase: 'complete' } };
+      case 'error':
+        return { chunks, end: { phase: 'broken', error: new GatewayError('upstream_error', `The provider's stream failed mid-answer: ${o.failure.kind}.`) } };
+      case 'delta':
+        for (const c of o.choices) {
+          if (c.finish_reason) tally.finished = true;
+          if (c.delta.content) tally.text?.push(c.delta.content);
+        }
+        chunks.push({ model: tally.model, choices: o.choices });
+        break;
+    }
+  }
+  return { chunks, end: null };
+}
+
+/** One SSE `data:` event. */
+export function sseEvent(payload: unknown): string {
+  return `data: ${typeof payload === 'string' ? payload : JSON.stringify(payload)}\n\n`;
+}
+
+/**
+ * Writes one event and, when `out` is full (`write()` answered false), waits for `drain`, so a
+ * slow client slows the upstream read instead of growing a buffer. A client gone (the signal,
+ * or `out` closed) ends the wait too.
+ */
+export async function sendEvent(out: Writable, payload: unknown, gone: AbortSignal): Promise<void> {
+  if (out.write(sseEvent(payload)) || out.destroyed || gone.aborted) return;
+  await new Promise<void>((resolve) => {
+    const wake = () => {
+      out.off('drain', wake);
+      out.off('close', wake);
+      gone.removeEventListener('abort', wake);
+      resolve();
+    };
+    out.on('drain', wake);
+    out.on('close', wake);
+    gone.addEventListener('abort', wake);
+  });
+}
+
+function readFailure(err: unknown): GatewayError {
+  return (err as { code?: string }).code === 'UND_ERR_BODY_TIMEOUT'
+    ? new GatewayError('stream_stalled', 'The provider stopped sending mid-answer.')
+    : new GatewayError('upstream_error', 'The provider\'s stream broke off mid-answer.');
+}
+
+/**
+ * Relays a live stream to `out` as a small state machine over its iterator: the events held
+ * back before the first token, then one batch at a time, each read only once the previous one
+ * has been taken by the client. It stays `streaming` until the provider says done or fails, the
+ * input ends, or the client goes away (which aborts the upstream request). It never rejects.
+ */
+export async function relayStream(
+  live: LiveStream,
+  tally: StreamTally,
+  out: Writable,
+  gone: AbortSignal,
+  toChunk: (model: string, choices: ChunkChoice[]) => unknown,
+): Promise<StreamEnd> {
+  const deliver = async (outputs: readonly StreamOutput[]): Promise<StreamEnd | null> => {
+    const { chunks, end } = foldOutputs(tally, outputs);
+    for (const chunk of chunks) {
+      if (gone.aborted) return { phase: 'gone' };
+      await sendEvent(out, toChunk(chunk.model, chunk.choices), gone);
+    }
+    return gone.aborted ? { phase: 'gone' } : end;
+  };
+  let end: StreamEnd | null;
+  try {
+    end = await deliver(live.buffered);
+    while (!end) {
+      const next = await live.rest.next();
+      end = next.done
+        ? tally.finished ? { phase: 'complete' } : { phase: 'broken', error: new GatewayError('upstream_error', 'The provider\'s stream ended before the answer was complete.') }
+        : await deliver(next.value);
+    }
+  } catch (err) {
+    end = gone.aborted ? { phase: 'gone' } : { phase: 'broken', error: readFailure(err) };
+  }
+  // A client gone at any point before the end makes the answer abandoned, not complete.
+  if (gone.aborted) end = { phase: 'gone' };
+  if (end.phase === 'gone') live.abort();
+  void live.rest.return(undefined).catch(() => undefined);
+  return end;
+}

@@ -1,0 +1,82 @@
+import { PassThrough } from 'node:stream';
+import type { LiveStream } from '../../core/chat/execute';
+import type { ChunkChoice, StreamOutput } from '../../core/providers/types';
+import { foldOutputs, relayStream, type StreamTally } from '../../api/gateway/stream-answer';
+
+const delta = (content: string, finish: string | null = null): StreamOutput => ({ type: 'delta', choices: [{ index: 0, delta: { content }, finish_reason: finish } as ChunkChoice] });
+const tally = (keepText: boolean): StreamTally => ({ model: 'm', usage: null, finished: false, text: keepText ? [] : null });
+const toChunk = (model: string, choices: ChunkChoice[]) => ({ model, content: choices[0]?.delta.content });
+
+/** A live stream over fixed batches that counts how many batches were pulled. */
+function live(batches: StreamOutput[][], options: { failAfter?: number } = {}): LiveStream & { pulled: () => number; aborted: () => boolean } {
+  let pulled = 0;
+  let aborted = false;
+  async function* rest(): AsyncGenerator<StreamOutput[]> {
+    for (const batch of batches) {
+      if (options.failAfter !== undefined && pulled >= options.failAfter) throw Object.assign(new Error('body timeout'), { code: 'UND_ERR_BODY_TIMEOUT' });
+      pulled += 1;
+      yield batch;
+    }
+  }
+  return { buffered: [], rest: rest(), abort: () => void (aborted = true), pulled: () => pulled, aborted: () => aborted };
+}
+
+describe('relaying a stream (api/gateway/stream-answer)', () => {
+  it('keeps the answer text only when asked to', () => {
+    const kept = tally(true);
+    const dropped = tally(false);
+    foldOutputs(kept, [delta('Hello '), delta('there', 'stop')]);
+    foldOutputs(dropped, [delta('Hello '), delta('there', 'stop')]);
+    expect(kept.text).toEqual(['Hello ', 'there']);
+    expect(dropped.text).toBeNull();
+    expect([kept.finished, dropped.finished]).toEqual([true, true]);
+  });
+
+  it('tracks the model and usage, and ends at done or an error event', () => {
+    const t = tally(false);
+    const step = foldOutputs(t, [{ type: 'model', model: 'm2' }, delta('a'), { type: 'usage', usage: { prompt_tokens: 3 } }, { type: 'done' }, delta('after')]);
+    expect(step.chunks).toEqual([{ model: 'm2', choices: expect.any(Array) }]);
+    expect(step.end).toEqual({ phase: 'complete' });
+    expect(t.usage).toEqual({ prompt_tokens: 3, completion_tokens: 0, total_tokens: 0 });
+    const broken = foldOutputs(tally(false), [{ type: 'error', failure: { kind: 'server_error', message: 'x' } }]);
+    expect(broken.end).toMatchObject({ phase: 'broken', error: { type: 'upstream_error' } });
+  });
+
+  it('pulls the next batch only once the client has taken the previous one', async () => {
+    const batches = Array.from({ length: 50 }, (_, i) => [delta('x'.repeat(8_000) + i)]);
+    const stream = live([...batches, [delta('', 'stop')]]);
+    // Nobody reads `out` yet: its buffers (16 KB each side) fill after a few batches.
+    const out = new PassThrough();
+    const ended = relayStream(stream, tally(false), out, new AbortController().signal, toChunk);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(stream.pulled()).toBeLessThan(10);
+    const received: string[] = [];
+    out.setEncoding('utf8');
+    out.on('data', (c: string) => received.push(c));
+    await expect(ended).resolves.toEqual({ phase: 'complete' });
+    expect(stream.pulled()).toBe(51);
+    const contents = received.join('').split('\n\n').filter(Boolean).map((e) => (JSON.parse(e.slice(6)) as { content: string }).content);
+    expect(contents.slice(0, 50)).toEqual(batches.map((_, i) => 'x'.repeat(8_000) + i));
+  });
+
+  it('ends as gone when the client leaves while the stream waits for it, and aborts the upstream', async () => {
+    const stream = live(Array.from({ length: 20 }, () => [delta('y'.repeat(10_000))]));
+    const out = new PassThrough();
+    const gone = new AbortController();
+    const ended = relayStream(stream, tally(false), out, gone.signal, toChunk);
+    await new Promise((r) => setTimeout(r, 50));
+    gone.abort();
+    out.destroy();
+    await expect(ended).resolves.toEqual({ phase: 'gone' });
+    expect(stream.aborted()).toBe(true);
+    expect(stream.pulled()).toBeLessThan(20);
+  });
+
+  it('never rejects: a read failure ends it as stalled or broken', async () => {
+    const out = new PassThrough().resume();
+    const stalled = await relayStream(live([[delta('a')], [delta('b')]], { failAfter: 1 }), tally(false), out, new AbortController().signal, toChunk);
+    expect(stalled).toMatchObject({ phase: 'broken', error: { type: 'request_timeout', code: 'stream_stalled' } });
+    const unfinished = await relayStream(live([[delta('a')]]), tally(false), out, new AbortController().signal, toChunk);
+    expect(unfinished).toMatchObject({ phase: 'broken', error: { type: 'upstream_error' } });
+  });
+});

@@ -76,4 +76,25 @@ describe('chat streams under a slow client', () => {
     });
     expect((events.at(-2) as Loose).choices[0].finish_reason).toBe('stop');
   });
+
+  it('cannot reject unhandled after the stream ended: a failure there is caught and logged', async () => {
+    const rejections: unknown[] = [];
+    const onRejection = (reason: unknown) => rejections.push(reason);
+    process.on('unhandledRejection', onRejection);
+    const requestLog = f.api.runtime.deps.gateway.requestLog;
+    const record = requestLog.record;
+    requestLog.record = () => {
+      throw new Error('request log unavailable');
+    };
+    try {
+      const res = await f.chat(secret, { model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'Say hello [sandbox reply=Hi%20there]' }], stream: true });
+      expect(res.status).toBe(200);
+      expect(sseData(res.text).at(-1)).toBe('[DONE]');
+      await f.settle();
+    } finally {
+      requestLog.record = record;
+      process.off('unhandledRejection', onRejection);
+    }
+    expect(rejections).toEqual([]);
+  });
 });

@@ -176,11 +176,11 @@ function answerStream(call: Call, served: Served<LiveStream>, includeUsage: bool
     });
   };
   // Nothing after the answer began may reject unhandled: a defect here is logged, the hold
-  // released and the client's stream closed.
+  // released and the client's stream closed (an answer already ended still reaches it whole).
   finish().catch((err: unknown) => {
     ctx.state.log?.error({ err: errorSummary(err) }, 'stream answer failed');
     if (!spendEnded) endSpend(call, null);
-    out.destroy();
+    if (!out.writableEnded) out.destroy();
   });
 }
 

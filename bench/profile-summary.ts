@@ -20,14 +20,25 @@ export function groupOf(url: string, functionName: string): string {
   return file.startsWith(ROOT) ? path.relative(ROOT, file) : file;
 }
 
+/** Self time by group; a native function's time goes to the first package or
+ * project file up its stack (`writev <- pg`). */
 export function summarize(profile: Profile): Array<{ group: string; ms: number; share: number }> {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parent = new Map<number, Node>();
+  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n);
+  const caller = (node: Node): string => {
+    for (let p = parent.get(node.id); p; p = parent.get(p.id)) {
+      if (p.callFrame.url && !p.callFrame.url.startsWith('node:')) return groupOf(p.callFrame.url, p.callFrame.functionName);
+    }
+    return '?';
+  };
   const totals = new Map<string, number>();
   let all = 0;
   profile.samples.forEach((id, i) => {
     const node = byId.get(id)!;
     const us = profile.timeDeltas[i] ?? 0;
-    const group = groupOf(node.callFrame.url, node.callFrame.functionName);
+    const { url, functionName } = node.callFrame;
+    const group = !url && !functionName.startsWith('(') ? `${functionName || 'native'} <- ${caller(node)}` : groupOf(url, functionName);
     totals.set(group, (totals.get(group) ?? 0) + us);
     all += us;
   });

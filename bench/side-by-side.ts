@@ -14,6 +14,8 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import Redis from 'ioredis';
+import { Client as PgClient } from 'pg';
 import { loadConfig } from '../core/config';
 import { newKeyring } from '../core/crypto/sealing';
 import { connectDatabase } from '../core/db/client';
@@ -96,7 +98,29 @@ const tail = (file: string) => (fs.existsSync(file) ? fs.readFileSync(file, 'utf
 
 // ---------------------------------------------------------------- services
 
-type Services = { databaseUrl: string; redisUrl: string; temporalAddress: string; postgresPid: number | null; redisPid: number | null; source: string };
+type Services = {
+  databaseUrl: string; redisUrl: string; temporalAddress: string; postgresPid: number | null; redisPid: number | null; source: string;
+  /** Counters read around a load run: Redis commands served, Postgres transactions and rows inserted. */
+  counters?: () => Promise<Counters>;
+};
+
+type Counters = { redisCommands: number; redisByCommand: Map<string, number>; pgTransactions: number; pgInserted: number };
+
+async function serviceCounters(svc: Services): Promise<Services['counters']> {
+  const redis = new Redis(svc.redisUrl, { lazyConnect: true });
+  await redis.connect();
+  const pg = new PgClient({ connectionString: svc.databaseUrl });
+  await pg.connect();
+  cleanups.push(() => void redis.disconnect(), () => pg.end());
+  return async () => {
+    const info = await redis.info('commandstats');
+    const redisByCommand = new Map([...info.matchAll(/cmdstat_([^:]+):calls=(\d+)/g)].map((m) => [m[1]!, Number(m[2])]));
+    const redisCommands = [...redisByCommand.values()].reduce((a, n) => a + n, 0);
+    // Statistics reach pg_stat_database within about a second; the runs last several.
+    const { rows } = await pg.query<{ x: string; i: string }>('SELECT sum(xact_commit + xact_rollback) AS x, sum(tup_inserted) AS i FROM pg_stat_database');
+    return { redisCommands, redisByCommand, pgTransactions: Number(rows[0]!.x), pgInserted: Number(rows[0]!.i) };
+  };
+}
 
 async function services(work: string): Promise<Services> {
   const base = loadConfig();
@@ -280,7 +304,7 @@ function portkeyVersion(): string {
 // ---------------------------------------------------------------- measurement
 
 type Round = {
-  load: Record<string, LoadResult & { cpuUsPerReq: number; servicesUsPerReq: number }>;
+  load: Record<string, LoadResult & { cpuUsPerReq: number; servicesUsPerReq: number; redisPerReq: number; redisTop: string; pgTxPerReq: number; pgRowsPerReq: number }>;
   ttfcP50: number;
   ttfcP99: number;
   gapP50: number;
@@ -301,9 +325,23 @@ async function load(tool: LoadTool, s: Subject, svc: Services, work: string, con
   const cpu0 = cpuSeconds(s.pid);
   const svc0 = servicesCpu(svc);
   const target = delayed ? s.delayed : s;
+  const count0 = s.usesServices ? await svc.counters?.() : undefined;
   const r = await tool.run({ url: target.url, headers: { 'content-type': 'application/json', ...target.headers }, bearers: s.bearers, body: chatBody(target.model), connections, seconds }, work);
   const n = Math.max(1, r.requests);
-  return { ...r, cpuUsPerReq: ((cpuSeconds(s.pid) - cpu0) / n) * 1e6, servicesUsPerReq: ((servicesCpu(svc) - svc0) / n) * 1e6 };
+  const cpuUsPerReq = ((cpuSeconds(s.pid) - cpu0) / n) * 1e6;
+  const servicesUsPerReq = ((servicesCpu(svc) - svc0) / n) * 1e6;
+  let count1 = count0;
+  if (count0) {
+    await new Promise((resolve) => setTimeout(resolve, 1500)); // batched rows and statistics settle
+    count1 = await svc.counters!();
+  }
+  const per = (k: 'redisCommands' | 'pgTransactions' | 'pgInserted') => (count0 && count1 ? (count1[k] - count0[k]) / n : NaN);
+  // Commands run inside Lua scripts count too (Redis's commandstats counts them).
+  const redisTop = count0 && count1
+    ? [...count1.redisByCommand].map(([cmd, calls]) => [cmd, (calls - (count0.redisByCommand.get(cmd) ?? 0)) / n] as const)
+      .filter(([, per]) => per >= 0.05).sort((a, b) => b[1] - a[1]).map(([cmd, per]) => `${cmd} ${per.toFixed(1)}`).join(', ')
+    : '';
+  return { ...r, cpuUsPerReq, servicesUsPerReq, redisPerReq: per('redisCommands'), redisTop, pgTxPerReq: per('pgTransactions'), pgRowsPerReq: per('pgInserted') };
 }
 
 const streamHeaders = (s: Subject) => ({ ...s.headers, ...(s.bearers && { authorization: `Bearer ${s.bearers[0]}` }) });
@@ -378,6 +416,7 @@ function table(summaries: Summary[]): { text: string; gaps: string[] } {
     ['errors (all runs, all rounds)', (s) => f0(s.rounds.reduce((a, r) => a + Object.values(r.load).reduce((b, l) => b + l.errors, 0), 0))],
     ['subject CPU µs/req, c=32', (s) => f0(m(s, (r) => r.load.c32!.cpuUsPerReq))],
     ['Postgres+Redis CPU µs/req, c=32', (s) => (s.subject.usesServices ? f0(m(s, (r) => r.load.c32!.servicesUsPerReq)) : '-')],
+    ['Redis commands / Postgres transactions / rows inserted per req, c=32', (s) => (s.subject.usesServices ? `${f1(m(s, (r) => r.load.c32!.redisPerReq))} / ${f2(m(s, (r) => r.load.c32!.pgTxPerReq))} / ${f2(m(s, (r) => r.load.c32!.pgRowsPerReq))}` : '-')],
     ['RSS MB idle / after load', (s) => `${f0(s.rssIdle)} / ${f0(s.rssAfter)}`],
     ['stream first chunk p50 / p99 ms', (s) => `${f2(m(s, (r) => r.ttfcP50))} / ${f2(m(s, (r) => r.ttfcP99))}`],
     ['added first chunk p50 / p99 ms', (s) => (bare ? `${signed(m(s, (r) => r.ttfcP50) - m(bare, (r) => r.ttfcP50))} / ${signed(m(s, (r) => r.ttfcP99) - m(bare, (r) => r.ttfcP99))}` : 'n/a')],
@@ -447,6 +486,7 @@ async function main(): Promise<void> {
   const svc = await services(work);
   log(`services: ${svc.source}`);
   await applyMigrations(svc.databaseUrl);
+  svc.counters = await serviceCounters(svc);
   const { subjects, notes } = await startSubjects(work, svc);
   log(`subjects: ${subjects.map((s) => `${s.label} (pid ${s.pid})`).join(', ')}`);
 
@@ -500,7 +540,7 @@ async function main(): Promise<void> {
       '```',
       ...summaries.flatMap((s) => s.rounds.map((r, i) =>
         `${s.subject.label.padEnd(24)} round ${i + 1}: ` +
-          Object.entries(r.load).map(([k, l]) => `${k} ${f0(l.rps)}/s p50 ${f2(l.p50Ms)} p99 ${f2(l.p99Ms)} err ${l.errors} cpu ${f0(l.cpuUsPerReq)}µs svc ${f0(l.servicesUsPerReq)}µs`).join('; ') +
+          Object.entries(r.load).map(([k, l]) => `${k} ${f0(l.rps)}/s p50 ${f2(l.p50Ms)} p99 ${f2(l.p99Ms)} err ${l.errors} cpu ${f0(l.cpuUsPerReq)}µs svc ${f0(l.servicesUsPerReq)}µs${Number.isNaN(l.redisPerReq) ? '' : ` redis ${f1(l.redisPerReq)} (${l.redisTop}) pg tx ${f2(l.pgTxPerReq)} rows ${f2(l.pgRowsPerReq)}`}`).join('; ') +
           Object.entries(r.load).filter(([, l]) => l.errorSample).map(([k, l]) => `; ${k} error answers: ${l.errorSample!.slice(0, 200)}`).join('') +
           `; ttfc ${f2(r.ttfcP50)}/${f2(r.ttfcP99)} gap ${f1(r.gapP50)}/${f1(r.gapP99)} streams ${r.timedOk}/${STREAMS_TIMED} ${r.manyOk}/${STREAMS_MANY}${r.manyErrors.length ? ` (${r.manyErrors.join('; ')})` : ''}`)),
       '```',

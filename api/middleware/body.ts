@@ -39,7 +39,7 @@ export const LINGER_MAX_BYTES = 64 * MB;
  * Node closes a `Connection: close` socket through `destroySoon` once the answer is written:
  * until the lingering ends, that only half-closes it (the answer, then FIN).
  */
-function lingerAfterRefusal(req: IncomingMessage): void {
+export function lingerAfterRefusal(req: IncomingMessage): void {
   if (req.complete || req.readableEnded || req.destroyed) return;
   const socket = req.socket;
   let answered = false;
@@ -88,7 +88,7 @@ export function bodyLimit(options: { beforeRefusal?: (ctx: GatewayContext) => Pr
     const declared = ctx.get('content-length');
     if (declared && Number(declared) > limit) {
       await options.beforeRefusal?.(ctx);
-      lingerAfterRefusal(ctx.req);
+      // The error middleware answers it, lingering over the unread body.
       throw tooLarge(limit);
     }
     await next();
@@ -115,7 +115,6 @@ export function jsonBody(): Middleware<GatewayState> {
       });
     } catch (err) {
       if ((err as { type?: string }).type === 'entity.too.large') {
-        lingerAfterRefusal(ctx.req);
         throw tooLarge(ctx.state.bodyLimit);
       }
       throw new GatewayError('invalid_request', 'Could not read the request body.', { cause: err });

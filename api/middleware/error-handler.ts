@@ -3,6 +3,7 @@ import { GatewayError, isGatewayError } from '../../core/errors';
 import { errorSummary } from '../../core/logger';
 import { dependencyUnavailable, transientDependency } from '../../core/transient';
 import type { GatewayState } from '../context';
+import { lingerAfterRefusal } from './body';
 
 type HttpishError = Error & { status?: number; statusCode?: number; expose?: boolean; type?: string };
 
@@ -46,8 +47,13 @@ export function errorHandler(): Middleware<GatewayState> {
       }
       ctx.status = err.status;
       for (const [name, value] of Object.entries(err.headers)) ctx.set(name, value);
-      // A body we refused to read must not be drained on a kept-alive connection.
-      if (!ctx.req.complete && ctx.req.readable) ctx.set('Connection', 'close');
+      // A body we refused to read (any refusal before reading it: 401, 413, 429, ...) is not
+      // kept on a kept-alive connection; it is read and discarded while the answer goes out,
+      // so the client reads the answer instead of a reset (lingering close).
+      if (!ctx.req.complete && ctx.req.readable) {
+        ctx.set('Connection', 'close');
+        lingerAfterRefusal(ctx.req);
+      }
       ctx.body = err.toBody();
     }
   };

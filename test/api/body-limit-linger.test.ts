@@ -97,6 +97,16 @@ describe('413 for an oversized body, readable by ordinary clients', () => {
     expect(JSON.parse(body!).error.type).toBe('request_too_large');
   });
 
+  it('lingers the same way after any refusal made before the body is read: a 401 for a body within the limit', async () => {
+    const outcome = await upload(`${api.url}/v1/chat/completions`, { authorization: 'Bearer gwk_not-a-real-key' }, 20_000_000, 5);
+    expect(outcome.error).toBeNull();
+    expect(outcome.sent).toBe(20_000_000);
+    const [head, body] = outcome.answer.split('\r\n\r\n');
+    expect(head).toMatch(/^HTTP\/1\.1 401 /);
+    expect(head!.toLowerCase()).toContain('connection: close');
+    expect(JSON.parse(body!).error.type).toBe('authentication_error');
+  });
+
   it('stops discarding after LINGER_MAX_BYTES more: a longer upload is cut', async () => {
     const total = 4 * LINGER_MAX_BYTES;
     const outcome = await upload(`${api.url}/v1/chat/completions`, bearer(tenant.key.secret), total, 0);

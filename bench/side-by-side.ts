@@ -307,6 +307,9 @@ type Round = {
   load: Record<string, LoadResult & { cpuUsPerReq: number; servicesUsPerReq: number; redisPerReq: number; redisTop: string; pgTxPerReq: number; pgRowsPerReq: number }>;
   ttfcP50: number;
   ttfcP99: number;
+  /** Every timed stream's first-chunk time and every gap, so percentiles can pool the rounds. */
+  ttfcSamples: number[];
+  gapSamples: number[];
   gapP50: number;
   gapP99: number;
   timedOk: number;
@@ -356,6 +359,8 @@ async function measure(tool: LoadTool, s: Subject, svc: Services, work: string):
   const gaps = timed.filter((t) => t.ok).flatMap((t) => t.gapsMs);
   return {
     load: loadRuns,
+    ttfcSamples: ttfc,
+    gapSamples: gaps,
     ttfcP50: pct(ttfc, 50),
     ttfcP99: pct(ttfc, 99),
     gapP50: pct(gaps, 50),
@@ -398,6 +403,9 @@ const f1 = (n: number) => (Number.isNaN(n) ? 'n/a' : n.toFixed(1));
 const f2 = (n: number) => (Number.isNaN(n) ? 'n/a' : n.toFixed(2));
 const signed = (n: number) => (Number.isNaN(n) ? 'n/a' : `${n >= 0 ? '+' : ''}${n.toFixed(2)}`);
 
+/** A percentile of one sample kind pooled over every round. */
+const pooled = (s: Summary, k: 'ttfcSamples' | 'gapSamples', p: number) => pct(s.rounds.flatMap((r) => r[k]), p);
+
 function table(summaries: Summary[]): { text: string; gaps: string[] } {
   const m = (s: Summary, get: (r: Round) => number) => median(s.rounds.map(get));
   const bare = summaries.find((s) => s.subject.id === 'bare');
@@ -418,33 +426,41 @@ function table(summaries: Summary[]): { text: string; gaps: string[] } {
     ['Postgres+Redis CPU µs/req, c=32', (s) => (s.subject.usesServices ? f0(m(s, (r) => r.load.c32!.servicesUsPerReq)) : '-')],
     ['Redis commands / Postgres transactions / rows inserted per req, c=32', (s) => (s.subject.usesServices ? `${f1(m(s, (r) => r.load.c32!.redisPerReq))} / ${f2(m(s, (r) => r.load.c32!.pgTxPerReq))} / ${f2(m(s, (r) => r.load.c32!.pgRowsPerReq))}` : '-')],
     ['RSS MB idle / after load', (s) => `${f0(s.rssIdle)} / ${f0(s.rssAfter)}`],
-    ['stream first chunk p50 / p99 ms', (s) => `${f2(m(s, (r) => r.ttfcP50))} / ${f2(m(s, (r) => r.ttfcP99))}`],
-    ['added first chunk p50 / p99 ms', (s) => (bare ? `${signed(m(s, (r) => r.ttfcP50) - m(bare, (r) => r.ttfcP50))} / ${signed(m(s, (r) => r.ttfcP99) - m(bare, (r) => r.ttfcP99))}` : 'n/a')],
-    [`chunk gap p50 / p99 ms (mock: ${STREAM_GAP_MS})`, (s) => `${f1(m(s, (r) => r.gapP50))} / ${f1(m(s, (r) => r.gapP99))}`],
+    [`stream first chunk p50 / p99 ms (${ROUNDS * STREAMS_TIMED} streams)`, (s) => `${f2(pooled(s, 'ttfcSamples', 50))} / ${f2(pooled(s, 'ttfcSamples', 99))}`],
+    ['added first chunk p50 / p99 ms', (s) => (bare ? `${signed(pooled(s, 'ttfcSamples', 50) - pooled(bare, 'ttfcSamples', 50))} / ${signed(pooled(s, 'ttfcSamples', 99) - pooled(bare, 'ttfcSamples', 99))}` : 'n/a')],
+    [`chunk gap p50 / p99 ms (mock: ${STREAM_GAP_MS})`, (s) => `${f1(pooled(s, 'gapSamples', 50))} / ${f1(pooled(s, 'gapSamples', 99))}`],
     [`${STREAMS_MANY} concurrent streams complete (worst round)`, (s) => `${Math.min(...s.rounds.map((r) => r.manyOk))} / ${STREAMS_MANY}`],
   ];
   const head = `| | ${summaries.map((s) => s.subject.label).join(' | ')} |\n|---|${summaries.map(() => '---:').join('|')}|`;
   const text = [head, ...rows.map(([name, get]) => `| ${name} | ${summaries.map(get).join(' | ')} |`)].join('\n');
 
   const gaps: string[] = [];
-  const gw = summaries.find((s) => s.subject.id === 'gateway_prompt_log') ?? summaries.find((s) => s.subject.id === 'gateway');
-  if (gw && bare) {
+  const full = summaries.find((s) => s.subject.id === 'gateway_prompt_log') ?? summaries.find((s) => s.subject.id === 'gateway');
+  const gws = summaries.filter((s) => s.subject.id === 'gateway' || s.subject.id === 'gateway_prompt_log');
+  if (full && bare) {
     const check = (ok: boolean, what: string) => gaps.push(`- ${ok ? 'met' : '**not met**'}: ${what}`);
-    const ratio = Math.min(m(gw, (r) => r.load.c32!.rps) / m(bare, (r) => r.load.c32!.rps), m(gw, (r) => r.load.c128!.rps) / m(bare, (r) => r.load.c128!.rps));
-    check(ratio >= 0.5, `throughput with everything on (${gw.subject.label}) at least 0.5x the bare proxy (stretch 0.65x): ${f2(ratio)}x (worse of c=32 and c=128)`);
+    /** The gateway subject that does worst on a measure (higher is worse), and its value. */
+    const worst = (value: (s: Summary) => number) => gws.map((s) => ({ s, v: value(s) })).reduce((a, b) => (b.v > a.v ? b : a));
+    const by = (w: { s: Summary }) => (gws.length > 1 ? ` (${w.s.subject.label}, the worse of the two)` : '');
+    const ratio = Math.min(m(full, (r) => r.load.c32!.rps) / m(bare, (r) => r.load.c32!.rps), m(full, (r) => r.load.c128!.rps) / m(bare, (r) => r.load.c128!.rps));
+    check(ratio >= 0.5, `throughput with everything on (${full.subject.label}) at least 0.5x the bare proxy (stretch 0.65x): ${f2(ratio)}x (worse of c=32 and c=128)`);
     if (peer) {
-      const vsPeer = m(gw, (r) => r.load.c128!.rps) / m(peer, (r) => r.load.c128!.rps);
+      const vsPeer = m(full, (r) => r.load.c128!.rps) / m(peer, (r) => r.load.c128!.rps);
       check(vsPeer >= 4, `at least 4x the peer's throughput: ${f2(vsPeer)}x at c=128`);
     } else gaps.push('- not measured: the ratio to the peer (the peer did not run)');
-    const a50 = m(gw, (r) => r.load.c1!.p50Ms) - m(bare, (r) => r.load.c1!.p50Ms);
-    const a99 = m(gw, (r) => r.load.c1!.p99Ms) - m(bare, (r) => r.load.c1!.p99Ms);
-    check(a50 <= 0.3, `added p50 at c=1 at most 0.3 ms: ${signed(a50)} ms`);
-    check(a99 <= 1, `added p99 at c=1 at most 1 ms: ${signed(a99)} ms`);
-    const t99 = m(gw, (r) => r.ttfcP99) - m(bare, (r) => r.ttfcP99);
-    check(t99 <= 1, `added time to first chunk p99 at most 1 ms: ${signed(t99)} ms`);
-    const worst = Math.min(...gw.rounds.map((r) => r.manyOk));
-    check(worst === STREAMS_MANY, `${STREAMS_MANY} concurrent streams with no chunk lost: ${worst} complete in the worst round`);
-    check(gw.rssAfter <= 200, `RSS at most 200 MB after load: ${f0(gw.rssAfter)} MB`);
+    const a50 = worst((s) => m(s, (r) => r.load.c1!.p50Ms) - m(bare, (r) => r.load.c1!.p50Ms));
+    const a99 = worst((s) => m(s, (r) => r.load.c1!.p99Ms) - m(bare, (r) => r.load.c1!.p99Ms));
+    check(a50.v <= 0.3, `added p50 at c=1 at most 0.3 ms: ${signed(a50.v)} ms${by(a50)}`);
+    check(a99.v <= 1, `added p99 at c=1 at most 1 ms: ${signed(a99.v)} ms${by(a99)}`);
+    // Tails of a few dozen streams on a shared machine are noisy; a median already above the
+    // target decides it whatever the difference of the tails says.
+    const t50 = worst((s) => pooled(s, 'ttfcSamples', 50) - pooled(bare, 'ttfcSamples', 50));
+    const t99 = worst((s) => pooled(s, 'ttfcSamples', 99) - pooled(bare, 'ttfcSamples', 99));
+    check(t99.v <= 1 && t50.v <= 1, `added time to first chunk p99 at most 1 ms: p99 ${signed(t99.v)} ms${by(t99)}, p50 ${signed(t50.v)} ms${by(t50)}`);
+    const lost = worst((s) => STREAMS_MANY - Math.min(...s.rounds.map((r) => r.manyOk)));
+    check(lost.v === 0, `${STREAMS_MANY} concurrent streams with no chunk lost: ${STREAMS_MANY - lost.v} complete in the worst round${by(lost)}`);
+    const rss = worst((s) => s.rssAfter);
+    check(rss.v <= 200, `RSS at most 200 MB after load: ${f0(rss.v)} MB${by(rss)}`);
     gaps.push('- not measured by this harness: RSS growth over a 10-minute soak, and `POST /v1/videos` p99 / job starts per second');
   }
   return { text, gaps };

@@ -1,4 +1,5 @@
-import type { PgTable } from 'drizzle-orm/pg-core';
+import { getTableColumns, getTableName, sql, type SQL } from 'drizzle-orm';
+import type { PgColumn, PgTable } from 'drizzle-orm/pg-core';
 import type { Database } from './client';
 import type { Logger } from '../logger';
 
@@ -12,6 +13,33 @@ export type BatchWriter<Row> = {
 export type BatchWriterOptions = { flushMs?: number; maxBatch?: number; maxQueued?: number };
 
 /**
+ * One statement for a whole batch with a single parameter: the rows as a JSON array, turned
+ * back into rows by Postgres (`json_populate_recordset`, which also converts arrays, jsonb and
+ * timestamps). Building a parameter per column per row through the ORM was a tenth of the API's
+ * CPU under load; this is one `JSON.stringify`. Keys are the columns' database names, and a
+ * column the row leaves out gets its default here, since the record would otherwise hold NULL.
+ */
+function batchInsert<T extends PgTable>(table: T): (rows: Array<T['$inferInsert']>) => SQL {
+  const columns = Object.entries(getTableColumns(table)) as Array<[string, PgColumn]>;
+  const names = sql.raw(columns.map(([, c]) => `"${c.name}"`).join(', '));
+  const tableName = sql.raw(`"${getTableName(table)}"`);
+  const valueOf = (column: PgColumn, value: unknown): unknown => {
+    if (value === undefined) {
+      if (column.defaultFn) value = column.defaultFn();
+      else if (column.hasDefault && column.default !== undefined && !(column.default instanceof Object && 'queryChunks' in column.default)) value = column.default;
+      else if (column.hasDefault && column.columnType === 'PgTimestamp') value = new Date();
+      else return null;
+    }
+    if (value instanceof Date) return value.toISOString();
+    return value;
+  };
+  return (rows) => {
+    const records = rows.map((row) => Object.fromEntries(columns.map(([key, column]) => [column.name, valueOf(column, (row as Record<string, unknown>)[key])])));
+    return sql`insert into ${tableName} (${names}) select ${names} from json_populate_recordset(null::${tableName}, ${JSON.stringify(records)}::json) on conflict do nothing`;
+  };
+}
+
+/**
  * Rows written off the hot path: they queue in memory and go to Postgres in one multi-row
  * insert every `flushMs` or every `maxBatch` rows, whichever comes first. A failed insert is
  * logged and dropped: a request is never held up, and the queue never grows without bound.
@@ -23,6 +51,7 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
   let queue: Array<T['$inferInsert']> = [];
   let inFlight: Promise<void> = Promise.resolve();
   let timer: NodeJS.Timeout | null = null;
+  const insert = batchInsert(table);
 
   const flush = (): Promise<void> => {
     if (timer) {
@@ -34,7 +63,7 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
     if (batch.length === 0) return inFlight;
     inFlight = inFlight.then(async () => {
       for (let i = 0; i < batch.length; i += maxBatch) {
-        await db.insert(table).values(batch.slice(i, i + maxBatch)).onConflictDoNothing()
+        await db.execute(insert(batch.slice(i, i + maxBatch)))
           .catch((err: unknown) => logger.error({ err, rows: batch.length }, `${what} write failed`));
       }
     });

@@ -93,6 +93,17 @@ local id = ARGV[1]
 local actual = tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
 local totals = {}
+-- A counter lost with Redis is rebuilt before anything is added to it: say which, change nothing.
+if ARGV[5] == '1' then
+  local missing = {}
+  for i = 1, n do
+    if redis.call('EXISTS', KEYS[4 * i - 3]) == 0 then missing[#missing + 1] = i end
+  end
+  if #missing > 0 then
+    table.insert(missing, 1, 'missing')
+    return missing
+  end
+end
 if redis.call('SET', KEYS[4 * n + 1], '1', 'NX', 'EX', ARGV[4]) == false then
   for i = 1, n do totals[i] = -1 end
   return totals
@@ -144,10 +155,22 @@ export async function holdSpend(redis: Redis, holdId: string, windows: ScopeWind
  * window's settled total after it (null where the counter is missing).
  */
 export async function settleHold(redis: Redis, holdId: string, windows: ScopeWindow[], actualNanos: number): Promise<Array<number | null>> {
-  if (windows.length === 0) return [];
+  const outcome = await settleHoldUnlessMissing(redis, holdId, windows, actualNanos, false);
+  return outcome.state === 'settled' ? outcome.totals : [];
+}
+
+export type SettleOutcome = { state: 'settled'; totals: Array<number | null> } | { state: 'missing'; windows: ScopeWindow[] };
+
+/**
+ * `settleHold` in one round trip that first makes sure every window's counter exists: when one
+ * is missing nothing changes and the missing windows are answered, to be rebuilt and settled again.
+ */
+export async function settleHoldUnlessMissing(redis: Redis, holdId: string, windows: ScopeWindow[], actualNanos: number, checkMissing = true): Promise<SettleOutcome> {
+  if (windows.length === 0) return { state: 'settled', totals: [] };
   const keys = [...windows.flatMap(windowKeys), settledMarkerKey(windows, holdId)];
-  const totals = (await SETTLE(redis, keys, [holdId, actualNanos, windows.length, SETTLED_MARKER_SECONDS])) as number[];
-  return totals.map((t) => (t < 0 ? null : t));
+  const answer = (await SETTLE(redis, keys, [holdId, actualNanos, windows.length, SETTLED_MARKER_SECONDS, checkMissing ? 1 : 0])) as Array<number | string>;
+  if (answer[0] === 'missing') return { state: 'missing', windows: answer.slice(1).map((i) => windows[Number(i) - 1]!) };
+  return { state: 'settled', totals: (answer as number[]).map((t) => (t < 0 ? null : t)) };
 }
 
 /** The key that says a hold was settled; under the organization's tag like the rest. */

@@ -5,7 +5,7 @@ import { spendLedger, type budgetCrossings } from '../db/schema';
 import { newId } from '../ids';
 import { GatewayError } from '../errors';
 import type { RedisHandle } from '../redis';
-import { holdSpend, renewHold, seedWindow, settleHold, settledNanos, windowKeys, type RateCount, type RateWindow } from './holds';
+import { holdSpend, renewHold, seedWindow, settleHold, settleHoldUnlessMissing, settledNanos, windowKeys, type RateCount, type RateWindow } from './holds';
 import { sumNanos, toDollars, toNanos } from './money';
 import type { SpendScope } from './scopes';
 
@@ -147,11 +147,13 @@ export function createSpendLedger(deps: { db: Database; redis: RedisHandle; rows
       let totals: Array<number | null>;
       try {
         // Counters first (rebuilt from the ledger if missing), then this cost's ledger row: a
-        // rebuild never sees the row and adds the cost again.
-        const values = await settledNanos(deps.redis.redis, hold.scopes);
-        const missing = hold.scopes.filter((_, i) => values[i] === null);
-        if (missing.length > 0) await seedMissing(missing);
-        totals = await settleHold(deps.redis.redis, hold.id, hold.scopes, nanos);
+        // rebuild never sees the row and adds the cost again. One round trip when none is missing.
+        let outcome = await settleHoldUnlessMissing(deps.redis.redis, hold.id, hold.scopes, nanos);
+        if (outcome.state === 'missing') {
+          await seedMissing(outcome.windows as SpendScope[]);
+          outcome = await settleHoldUnlessMissing(deps.redis.redis, hold.id, hold.scopes, nanos, false);
+        }
+        totals = outcome.state === 'settled' ? outcome.totals : [];
       } catch (err) {
         // The cost stays the ledger's: its row is written, and the counters it may have missed
         // are dropped so that they are rebuilt from the ledger.

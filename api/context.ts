@@ -6,7 +6,10 @@ import type { Logger } from '../core/logger';
 /** Everything middlewares put on ctx.state, typed in one place. */
 export type GatewayState = {
   requestId: string;
+  /** The request's logger, carrying `logFields`; made on first use (most requests never log but their access line). */
   log: Logger;
+  /** Fields every log line of the request carries: `request_id`, then the caller's ids once known. */
+  logFields: Record<string, string>;
   /** Largest body this endpoint accepts, decided from the path before anything is read. */
   bodyLimit: number;
   key?: KeyContext;

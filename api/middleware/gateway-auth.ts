@@ -29,12 +29,12 @@ export function gatewayAuth(deps: { keys: KeyResolver; authFailures: AuthFailure
     if (refusal?.status === 401) throw await authFailure(ctx, deps.authFailures, 'gateway', refusal.message);
     if (refusal) {
       // The key is known, so its refusal (402, 403) is counted and carries X-RateLimit-* too (spec 8).
-      ctx.state.log = ctx.state.log.child({ key_id: key.keyId, org_id: key.orgId });
+      Object.assign(ctx.state.logFields, { key_id: key.keyId, org_id: key.orgId });
       await meterKey(ctx, deps.redis, key).catch(() => undefined);
       throw refusal;
     }
     ctx.state.key = key;
-    ctx.state.log = ctx.state.log.child({ key_id: key.keyId, org_id: key.orgId });
+    Object.assign(ctx.state.logFields, { key_id: key.keyId, org_id: key.orgId });
     await next();
   };
 }

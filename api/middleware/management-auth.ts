@@ -40,7 +40,7 @@ export function managementAuth(deps: { db: Database; redis: RedisHandle; authFai
       });
     }
     ctx.state.principal = found.principal;
-    ctx.state.log = ctx.state.log.child({ token_id: found.principal.tokenId, org_id: found.principal.orgId });
+    Object.assign(ctx.state.logFields, { token_id: found.principal.tokenId, org_id: found.principal.orgId });
     await next();
   };
 }

@@ -10,14 +10,24 @@ export function requestContext(logger: Logger): Middleware<GatewayState> {
   return async (ctx, next) => {
     const requestId = newId('req');
     ctx.state.requestId = requestId;
-    ctx.state.log = logger.child({ request_id: requestId });
+    const fields: Record<string, string> = { request_id: requestId };
+    ctx.state.logFields = fields;
+    // A child logger costs an allocation and a serialization of its fields: made only if used.
+    let log: Logger | null = null;
+    Object.defineProperty(ctx.state, 'log', {
+      get: () => (log ??= logger.child(fields)),
+      set: (value: Logger) => void (log = value),
+      enumerable: true,
+      configurable: true,
+    });
     ctx.set(REQUEST_ID_HEADER, requestId);
     const started = process.hrtime.bigint();
     try {
       await next();
     } finally {
-      ctx.state.log.info(
-        { method: ctx.method, path: ctx.path, status: ctx.status, ms: Number(process.hrtime.bigint() - started) / 1e6 },
+      // The access line carries the same fields without a child logger of its own.
+      logger.info(
+        { ...fields, method: ctx.method, path: ctx.path, status: ctx.status, ms: Number(process.hrtime.bigint() - started) / 1e6 },
         'request',
       );
     }

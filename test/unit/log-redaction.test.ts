@@ -107,6 +107,11 @@ describe('log lines never carry a credential', () => {
     const out = text();
     expect(out).toContain('"msg":"request"');
     expect(out).toContain('"msg":"unhandled error"');
+    // Every line of a request, its access line included, names the request.
+    const lines = out.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    for (const line of lines) expect(line.request_id).toMatch(/^req_/);
+    const ids = new Set(lines.map((l) => l.request_id));
+    expect(ids.size).toBe(2);
     expect(out).toContain('"msg":"dependency unavailable"');
     expect(out).not.toContain(GATEWAY_KEY);
     expect(out).not.toContain(PROVIDER_SECRET);

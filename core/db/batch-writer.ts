@@ -6,6 +6,8 @@ import type { Logger } from '../logger';
 export type BatchWriter<Row> = {
   /** Queues a row; never waits on Postgres. */
   record(row: Row): void;
+  /** Rows given up so far: past the queue's bound, or in a batch Postgres refused. */
+  dropped(): number;
   flush(): Promise<void>;
   close(): Promise<void>;
 };
@@ -52,19 +54,31 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
   let inFlight: Promise<void> = Promise.resolve();
   let timer: NodeJS.Timeout | null = null;
   const insert = batchInsert(table);
+  let dropped = 0;
+  let droppedReported = 0;
+  /** Drops are counted, and said in the log once a flush (not once a row). */
+  const reportDrops = () => {
+    if (dropped === droppedReported) return;
+    logger.warn({ dropped: dropped - droppedReported, total_dropped: dropped }, `${what} rows dropped`);
+    droppedReported = dropped;
+  };
 
   const flush = (): Promise<void> => {
     if (timer) {
       clearTimeout(timer);
       timer = null;
     }
+    reportDrops();
     const batch = queue;
     queue = [];
     if (batch.length === 0) return inFlight;
     inFlight = inFlight.then(async () => {
       for (let i = 0; i < batch.length; i += maxBatch) {
-        await db.execute(insert(batch.slice(i, i + maxBatch)))
-          .catch((err: unknown) => logger.error({ err, rows: batch.length }, `${what} write failed`));
+        const rows = batch.slice(i, i + maxBatch);
+        await db.execute(insert(rows)).catch((err: unknown) => {
+          dropped += rows.length;
+          logger.error({ err, rows: rows.length }, `${what} write failed`);
+        });
       }
     });
     return inFlight;
@@ -72,12 +86,17 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
 
   return {
     record(row) {
-      if (queue.length >= maxQueued) return;
+      if (queue.length >= maxQueued) {
+        dropped++;
+        timer ??= setTimeout(() => void flush(), flushMs);
+        return;
+      }
       queue.push(row);
       if (queue.length >= maxBatch) void flush();
       else timer ??= setTimeout(() => void flush(), flushMs);
     },
     flush,
+    dropped: () => dropped,
     async close() {
       await flush();
     },

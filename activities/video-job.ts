@@ -5,7 +5,7 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Clock } from '../core/clock';
 import type { Sealer } from '../core/crypto/sealing';
 import type { Database } from '../core/db/client';
-import { endJobHold, videoPrice } from '../core/budgets/job-spend';
+import { endJobHold, videoPrice } from '../core/spend/job-spend';
 import type { RedisHandle } from '../core/redis';
 import { jobs, providerConnections, type JobError } from '../core/db/schema';
 import { finalError } from '../core/chat/outcome';

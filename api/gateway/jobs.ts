@@ -3,7 +3,7 @@ import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Clien
 import { and, desc, eq, inArray, lt, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
 import type { KeyContext } from '../../core/auth/gateway-key-auth';
-import { closeJobSpend, endJobHold, reserveJobSpend, videoPrice } from '../../core/budgets/job-spend';
+import { closeJobSpend, endJobHold, reserveJobSpend, videoPrice } from '../../core/spend/job-spend';
 import { spendScopes } from '../../core/spend/scopes';
 import type { Clock } from '../../core/clock';
 import type { Database } from '../../core/db/client';

@@ -1,5 +1,5 @@
 import { and, eq, sql } from 'drizzle-orm';
-import { closeJobSpend } from '../budgets/job-spend';
+import { closeJobSpend } from '../spend/job-spend';
 import type { Database } from '../db/client';
 import { jobEvents, jobs, TERMINAL_JOB_STATUSES, type JobStatus } from '../db/schema';
 import { newId } from '../ids';

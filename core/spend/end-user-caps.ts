@@ -1,6 +1,7 @@
 import { and, eq } from 'drizzle-orm';
 import { LRUCache } from 'lru-cache';
-import { periodStart } from '../budgets/periods';
+import { decimalToNanos, toDollars } from './money';
+import { nextReset, periodStart } from './periods';
 import type { Executor } from '../db/client';
 import {
   endUserCapOverrides,
@@ -69,11 +70,10 @@ export function isDecimalDollars(text: string): boolean {
   return DECIMAL_DOLLARS.test(text);
 }
 
-/** Exact nano-dollars of a decimal dollar string (`"12.5"` is 12,500,000,000). */
+/** Exact nano-dollars of a decimal dollar string (`"12.5"` is 12,500,000,000); anything else throws. */
 export function decimalDollarsToNanos(text: string): bigint {
   if (!DECIMAL_DOLLARS.test(text)) throw new Error(`not a decimal dollar amount: ${text}`);
-  const [whole, fraction = ''] = text.split('.');
-  return BigInt(whole!) * NANOS + BigInt(fraction.padEnd(9, '0'));
+  return decimalToNanos(text);
 }
 
 /** The canonical form of a decimal dollar string: no leading zeros, no trailing fractional zeros. */
@@ -82,10 +82,6 @@ export function normalizeDecimalDollars(text: string): string {
   const whole = (nanos / NANOS).toString();
   const fraction = (nanos % NANOS).toString().padStart(9, '0').replace(/0+$/, '');
   return fraction ? `${whole}.${fraction}` : whole;
-}
-
-function nanosToDollars(nanos: bigint): number {
-  return Number(nanos / NANOS) + Number(nanos % NANOS) / Number(NANOS);
 }
 
 /** The smaller of two caps, null meaning no cap. */
@@ -212,7 +208,7 @@ export async function resolveEndUserCapIn(
   return {
     ruleId: rule.id,
     scope: scopeOf(rule),
-    amount: nanos === null ? null : nanosToDollars(nanos),
+    amount: nanos === null ? null : toDollars(nanos),
     amountNanos: nanos,
     period: rule.period,
     behavior: rule.behavior,
@@ -235,15 +231,7 @@ export async function resolveEndUserCap(
 
 /** When a cap's current period ends: daily at midnight UTC, weekly on Monday, monthly on the billing day. */
 export function endUserCapResetsAt(period: EndUserCapPeriod, now: Date, billingDayOfMonth: number): Date {
-  const start = periodStart(period, now, billingDayOfMonth);
-  switch (period) {
-    case 'daily':
-      return new Date(Date.UTC(start.getUTCFullYear(), start.getUTCMonth(), start.getUTCDate() + 1));
-    case 'weekly':
-      return new Date(Date.UTC(start.getUTCFullYear(), start.getUTCMonth(), start.getUTCDate() + 7));
-    case 'monthly':
-      return new Date(Date.UTC(start.getUTCFullYear(), start.getUTCMonth() + 1, billingDayOfMonth));
-  }
+  return nextReset(period, periodStart(period, now, billingDayOfMonth), billingDayOfMonth);
 }
 
 /** The extra fields of the `end_user_budget` 402 (spec 7). */

@@ -6,7 +6,7 @@ import { newId } from '../ids';
 import { GatewayError } from '../errors';
 import type { RedisHandle } from '../redis';
 import { holdSpend, renewHold, seedWindow, settleHold, settleHoldUnlessMissing, settledNanos, windowKeys, type RateCount, type RateWindow } from './holds';
-import { sumNanos, toDollars, toNanos } from './money';
+import { decimalToNanos, sumNanos, toDollars, toNanos } from './money';
 import type { SpendScope } from './scopes';
 
 /** How long a chat request's hold lives if its instance dies before settling it. */
@@ -46,13 +46,6 @@ export type SpendLedger = {
   spent(scopes: SpendScope[]): Promise<number[]>;
 };
 
-/** `1.500000000` (Postgres numeric text) to nano-dollars, exactly. */
-function decimalToNanos(text: string): bigint {
-  const negative = text.startsWith('-');
-  const [whole = '0', fraction = ''] = text.replace(/^-/, '').split('.');
-  const nanos = BigInt(whole) * 1_000_000_000n + BigInt((fraction + '000000000').slice(0, 9));
-  return negative ? -nanos : nanos;
-}
 
 function refusal(scope: SpendScope, amount: number, extra: Record<string, unknown> = {}): GatewayError {
   const what = scope.kind === 'key' ? `This key's ${scope.period === 'never' ? 'lifetime' : scope.period} spend limit`

@@ -28,6 +28,14 @@ export function sumNanos(amounts: Iterable<number | bigint | string>): bigint {
   return total;
 }
 
+/** Exact nano-dollars of decimal dollar text (`"12.5"`, Postgres's `-0.250000000`); digits past the ninth decimal are cut. */
+export function decimalToNanos(text: string): bigint {
+  const negative = text.startsWith('-');
+  const [whole = '0', fraction = ''] = text.replace(/^-/, '').split('.');
+  const nanos = BigInt(whole) * BigInt(NANOS_PER_DOLLAR) + BigInt((fraction + '000000000').slice(0, 9));
+  return negative ? -nanos : nanos;
+}
+
 /** Dollars rounded to the nano-dollar, for answers that carry a cost. */
 export function roundDollars(dollars: number): number {
   return toDollars(toNanos(dollars));

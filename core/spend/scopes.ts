@@ -1,5 +1,5 @@
 import type { KeyContext } from '../auth/gateway-key-auth';
-import { periodStart } from '../budgets/periods';
+import { nextReset, periodStart } from './periods';
 import type { ErrorKind } from '../errors';
 import type { OrgConfig } from '../routing/org-config';
 import type { ScopeWindow } from './holds';
@@ -29,14 +29,7 @@ export type SpendScope = ScopeWindow & {
 
 /** A window's counters outlive it by this long, so a late settle still finds them. */
 const KEEP_AFTER_WINDOW_SECONDS = 40 * 86_400;
-const DAY_MS = 86_400_000;
 
-/** When the window that began at `start` ends (spec 8 rule 2). */
-export function nextReset(period: Exclude<BudgetPeriod, 'never'>, start: Date, billingDay: number): Date {
-  if (period === 'daily') return new Date(start.getTime() + DAY_MS);
-  if (period === 'weekly') return new Date(start.getTime() + 7 * DAY_MS);
-  return new Date(Date.UTC(start.getUTCFullYear(), start.getUTCMonth() + 1, billingDay));
-}
 
 type ScopeInput = {
   kind: ScopeKind; id: string; code: ErrorKind; limit: number | null; blocking: boolean; period: BudgetPeriod;

@@ -5,10 +5,10 @@ import { budgetCrossings, modelPrices, spendLedger } from '../db/schema';
 import { GatewayError } from '../errors';
 import { newId } from '../ids';
 import videoListPrices from '../pricing/video-list-prices.json';
-import { settleHold } from '../spend/holds';
-import { crossingRows, type SpendLedger } from '../spend/ledger';
-import { toNanos } from '../spend/money';
-import { anyBlocking, type SpendScope } from '../spend/scopes';
+import { settleHold } from './holds';
+import { crossingRows, type SpendLedger } from './ledger';
+import { toNanos } from './money';
+import { anyBlocking, type SpendScope } from './scopes';
 
 export type PerSecondPrice = { cost: number; source: 'custom_provider' | 'custom' | 'list' } | null;
 

@@ -18,3 +18,12 @@ export function periodStart(period: 'daily' | 'weekly' | 'monthly' | 'never', no
       return new Date(0);
   }
 }
+
+const DAY_MS = 86_400_000;
+
+/** When the window that began at `start` ends (spec 8 rule 2). */
+export function nextReset(period: 'daily' | 'weekly' | 'monthly', start: Date, billingDay: number): Date {
+  if (period === 'daily') return new Date(start.getTime() + DAY_MS);
+  if (period === 'weekly') return new Date(start.getTime() + 7 * DAY_MS);
+  return new Date(Date.UTC(start.getUTCFullYear(), start.getUTCMonth() + 1, billingDay));
+}

@@ -9,29 +9,22 @@
  * REDIS_URL / TEMPORAL_ADDRESS, else it starts its own (embedded PostgreSQL, redis-server and a
  * Temporal dev server, in a temporary folder removed at the end).
  */
-import { execSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import Redis from 'ioredis';
-import { Client as PgClient } from 'pg';
-import { loadConfig } from '../core/config';
 import { newKeyring } from '../core/crypto/sealing';
-import { connectDatabase } from '../core/db/client';
 import { applyMigrations } from '../core/db/migrate';
-import { bootstrapOrganization } from '../core/tenancy/organizations';
-import { startEmbeddedPostgres } from '../scripts/lib/local-services';
 import { freePort, waitFor } from '../scripts/lib/ports';
-import { readRuntimeFile } from '../scripts/lib/runtime-file';
-import { resolveTemporalCli } from '../scripts/lib/temporal-cli';
-import { startTemporalDevServer } from '../scripts/lib/temporal-dev-server';
+import { chatBody, startGatewaySubject, startMock } from './lib/gateway';
 import { findLoadTool, type LoadResult, type LoadTool } from './lib/load';
-import { cpuSeconds, pidListeningOn, rssMb } from './lib/proc';
+import { cpuSeconds, rssMb } from './lib/proc';
+import { log, node, ROOT, runBench, waitForPort, workDir } from './lib/processes';
+import { f0, f1, f2, machineLines, median, pct, signed } from './lib/report';
+import { serviceCounters, services, servicesCpu, type Services } from './lib/services';
 import { streams, type StreamResult } from './lib/sse-client';
 import { STREAM_CHUNKS, STREAM_GAP_MS } from './mock-upstream';
 
-const ROOT = path.resolve(__dirname, '..');
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const CONCURRENCY = [1, 32, 128] as const;
@@ -39,13 +32,9 @@ const CONCURRENCY = [1, 32, 128] as const;
 const STREAMS_TIMED = 32;
 const STREAMS_TIMED_STAGGER_MS = 40;
 const STREAMS_MANY = 512;
-/** Keys per gateway subject, used in turn, so the 50 000 rpm tier of one key is not what is measured. */
-const KEYS_PER_SUBJECT = 8;
 const PORTKEY_DIR = path.join(__dirname, 'peers');
 const PORTKEY_START = path.join(PORTKEY_DIR, 'node_modules', '@portkey-ai', 'gateway', 'build', 'start-server.js');
 
-const log = (what: string) => console.log(`[bench] ${what}`);
-const cleanups: Array<() => Promise<void> | void> = [];
 const profiles: Array<{ label: string; pid: number; file: string }> = [];
 
 type Subject = {
@@ -62,146 +51,6 @@ type Subject = {
   usesServices: boolean;
 };
 
-// ---------------------------------------------------------------- processes
-
-function node(args: string[], env: Record<string, string | undefined>, logFile: string): ChildProcess {
-  const out = fs.openSync(logFile, 'a');
-  const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', out, out] });
-  fs.closeSync(out);
-  cleanups.push(() => stopChild(child));
-  return child;
-}
-
-function stopChild(child: ChildProcess): Promise<void> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resolve();
-    child.once('exit', () => resolve());
-    child.kill('SIGTERM');
-    setTimeout(() => child.kill('SIGKILL'), 5000).unref();
-  });
-}
-
-async function waitForPort(what: string, port: number, child: ChildProcess, logFile: string): Promise<void> {
-  await waitFor(what, async () => {
-    if (child.exitCode !== null) throw new Error(`${what} exited: ${tail(logFile)}`);
-    return new Promise<boolean>((resolve) => {
-      const socket = net.connect(port, '127.0.0.1');
-      socket.once('connect', () => (socket.destroy(), resolve(true)));
-      socket.once('error', () => resolve(false));
-    });
-  }, 60_000).catch((err: Error) => {
-    throw new Error(`${err.message}; its log: ${tail(logFile)}`);
-  });
-}
-
-const tail = (file: string) => (fs.existsSync(file) ? fs.readFileSync(file, 'utf8').trim().split('\n').slice(-5).join(' | ') : '(no log)');
-
-// ---------------------------------------------------------------- services
-
-type Services = {
-  databaseUrl: string; redisUrl: string; temporalAddress: string; postgresPid: number | null; redisPid: number | null; source: string;
-  /** Counters read around a load run: Redis commands served, Postgres transactions and rows inserted. */
-  counters?: () => Promise<Counters>;
-};
-
-type Counters = { redisCommands: number; redisByCommand: Map<string, number>; pgTransactions: number; pgInserted: number };
-
-async function serviceCounters(svc: Services): Promise<Services['counters']> {
-  const redis = new Redis(svc.redisUrl, { lazyConnect: true });
-  await redis.connect();
-  const pg = new PgClient({ connectionString: svc.databaseUrl });
-  await pg.connect();
-  cleanups.push(() => void redis.disconnect(), () => pg.end());
-  return async () => {
-    const info = await redis.info('commandstats');
-    const redisByCommand = new Map([...info.matchAll(/cmdstat_([^:]+):calls=(\d+)/g)].map((m) => [m[1]!, Number(m[2])]));
-    const redisCommands = [...redisByCommand.values()].reduce((a, n) => a + n, 0);
-    // Statistics reach pg_stat_database within about a second; the runs last several.
-    const { rows } = await pg.query<{ x: string; i: string }>('SELECT sum(xact_commit + xact_rollback) AS x, sum(tup_inserted) AS i FROM pg_stat_database');
-    return { redisCommands, redisByCommand, pgTransactions: Number(rows[0]!.x), pgInserted: Number(rows[0]!.i) };
-  };
-}
-
-async function services(work: string): Promise<Services> {
-  const base = loadConfig();
-  const runtime = readRuntimeFile(base.dataDir);
-  let databaseUrl = base.DATABASE_URL ?? runtime?.DATABASE_URL;
-  let redisUrl = base.REDIS_URL ?? runtime?.REDIS_URL;
-  let temporalAddress = base.TEMPORAL_ADDRESS ?? runtime?.TEMPORAL_ADDRESS;
-  const source: string[] = [];
-  if (runtime) source.push(`addresses from ${path.join(base.dataDir, 'runtime.json')} (npm start)`);
-
-  if (!databaseUrl) {
-    log('starting an embedded PostgreSQL for the bench...');
-    const pg = await startEmbeddedPostgres(path.join(work, 'postgres'), await freePort());
-    cleanups.push(() => pg.stop());
-    databaseUrl = pg.url;
-    source.push('embedded PostgreSQL started by the bench');
-  }
-  if (!redisUrl) {
-    const port = await freePort();
-    if (spawnSync('redis-server', ['--version']).error) throw new Error('redis-server is needed (apt-get install redis-server) or set REDIS_URL');
-    const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
-    cleanups.push(() => stopChild(child));
-    redisUrl = `redis://127.0.0.1:${port}`;
-    await waitForPort('redis-server', port, child, '/dev/null');
-    source.push('redis-server started by the bench (no persistence)');
-  }
-  if (!temporalAddress) {
-    log('starting a Temporal dev server for the bench...');
-    const server = await startTemporalDevServer({ cliPath: resolveTemporalCli(), port: await freePort() });
-    cleanups.push(() => server.stop());
-    temporalAddress = server.address;
-    source.push('Temporal dev server started by the bench (in memory)');
-  }
-  const portOf = (url: string) => Number(new URL(url).port || 0);
-  return {
-    databaseUrl,
-    redisUrl,
-    temporalAddress,
-    postgresPid: pidListeningOn(portOf(databaseUrl) || 5432),
-    redisPid: pidListeningOn(portOf(redisUrl) || 6379),
-    source: source.join('; ') || 'DATABASE_URL, REDIS_URL, TEMPORAL_ADDRESS from the environment',
-  };
-}
-
-// ---------------------------------------------------------------- the gateway's tenants
-
-async function call(apiUrl: string, token: string, method: string, p: string, body?: unknown, ifMatch?: string): Promise<Record<string, unknown>> {
-  const res = await fetch(`${apiUrl}/manage/v1${p}`, {
-    method,
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...(ifMatch && { 'if-match': ifMatch }) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const answer = (await res.json()) as Record<string, unknown>;
-  if (!res.ok) throw new Error(`${method} ${p} answered ${res.status}: ${JSON.stringify(answer)}`);
-  return { ...answer, etag: res.headers.get('etag') };
-}
-
-/** An organization connected to the mock with a custom price and keys as production issues them. */
-async function tenant(apiUrl: string, token: string, mockUrl: string, promptLogging: boolean): Promise<string[]> {
-  await call(apiUrl, token, 'POST', '/provider_connections', { kind: 'openai', name: 'mock upstream', secret: 'sk-mock-bench', config: { base_url: `${mockUrl}/v1` }, validate: true });
-  // The 20 ms mode is another base URL: a connection of its own, reached by the model name it maps.
-  await call(apiUrl, token, 'POST', '/provider_connections', { kind: 'custom', name: 'mock upstream, 20 ms', secret: 'sk-mock-bench', config: { base_url: `${mockUrl}/delay20/v1` }, model_map: { 'bench-delay20': 'gpt-4o-mini' }, validate: true });
-  for (const [model, provider] of [['gpt-4o-mini', 'openai'], ['gpt-4o-mini', 'custom'], ['bench-delay20', 'custom']]) {
-    await call(apiUrl, token, 'POST', '/model_prices', { model, provider, input_per_million: 0.15, output_per_million: 0.6 });
-  }
-  const settings = await call(apiUrl, token, 'GET', '/org_settings');
-  await call(apiUrl, token, 'PATCH', '/org_settings', { prompt_logging_enabled: promptLogging }, settings.etag as string);
-  const project = await call(apiUrl, token, 'POST', '/projects', { name: 'bench' });
-  const keys: string[] = [];
-  for (let i = 0; i < KEYS_PER_SUBJECT; i++) {
-    const key = await call(apiUrl, token, 'POST', '/gateway_keys', {
-      label: `bench ${i}`,
-      project_id: project.id,
-      rate_limit_rpm: 50000,
-      credit_limit: { amount: 1_000_000, period: 'monthly' },
-    });
-    keys.push(key.secret as string);
-  }
-  return keys;
-}
-
 // ---------------------------------------------------------------- subjects
 
 async function ensurePortkey(): Promise<void> {
@@ -214,11 +63,7 @@ async function ensurePortkey(): Promise<void> {
 async function startSubjects(work: string, svc: Services): Promise<{ subjects: Subject[]; mockUrl: string; notes: string[] }> {
   const notes: string[] = [];
   const wanted = new Set((process.env.BENCH_SUBJECTS ?? 'bare,gateway,gateway_prompt_log,portkey').split(','));
-  const mockPort = await freePort();
-  const mockLog = path.join(work, 'mock.log');
-  const mock = node(['--import', 'tsx', 'bench/mock-upstream.ts', String(mockPort)], { NODE_ENV: 'production' }, mockLog);
-  await waitForPort('the mock upstream', mockPort, mock, mockLog);
-  const mockUrl = `http://127.0.0.1:${mockPort}`;
+  const mockUrl = await startMock(work);
   const subjects: Subject[] = [];
 
   if (wanted.has('bare')) {
@@ -236,34 +81,14 @@ async function startSubjects(work: string, svc: Services): Promise<{ subjects: S
   const sealingKeys = newKeyring();
   for (const [id, label, promptLogging] of [['gateway', 'gateway', false], ['gateway_prompt_log', 'gateway, prompt log on', true]] as const) {
     if (!wanted.has(id)) continue;
-    const port = await freePort();
-    const file = path.join(work, `${id}.log`);
-    // `npm run api` is `tsx api/server.ts`; node --import tsx is the same loader without the
-    // tsx launcher process in between, so the pid measured is the API's own.
     const profile = process.env.BENCH_CPU_PROF ? path.resolve(process.env.BENCH_CPU_PROF, `${id}.cpuprofile`) : undefined;
-    if (profile) profiles.push({ label, pid: 0, file: profile });
-    const child = node(['--import', 'tsx', ...(profile ? ['--import', './bench/lib/cpu-prof-preload.ts'] : []), 'api/server.ts'], {
-      BENCH_CPU_PROF_FILE: profile,
-      NODE_ENV: 'production',
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      GW_SEALING_KEYS: sealingKeys,
-      GW_SCHEDULE_SCALE: '1',
-      GW_ALLOW_PRIVATE_NETWORK: 'true',
-      GW_DATA_DIR: path.join(work, `data-${id}`),
-      DATABASE_URL: svc.databaseUrl,
-      REDIS_URL: svc.redisUrl,
-      TEMPORAL_ADDRESS: svc.temporalAddress,
-      LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
-    }, file);
-    await waitForPort(`the API (${label})`, port, child, file);
-    if (profile) profiles[profiles.length - 1]!.pid = child.pid!;
-    const apiUrl = `http://127.0.0.1:${port}`;
-    const database = connectDatabase(svc.databaseUrl, { max: 1 });
-    const org = await bootstrapOrganization(database.db, { name: `bench ${label} ${new Date().toISOString()}`, plan: 'business' }).finally(() => database.close());
-    const keys = await tenant(apiUrl, org.management_token, mockUrl, promptLogging);
-    const url = `${apiUrl}/v1/chat/completions`;
-    subjects.push({ id, label, pid: child.pid!, url, headers: {}, bearers: keys, model: 'openai/gpt-4o-mini', usesServices: true, delayed: { url, headers: {}, model: 'bench-delay20' } });
+    const api = await startGatewaySubject(work, id, label, svc, sealingKeys, mockUrl, promptLogging, {
+      preload: profile ? ['./bench/lib/cpu-prof-preload.ts'] : [],
+      env: { BENCH_CPU_PROF_FILE: profile },
+    });
+    if (profile) profiles.push({ label, pid: api.pid, file: profile });
+    const url = `${api.apiUrl}/v1/chat/completions`;
+    subjects.push({ id, label, pid: api.pid, url, headers: {}, bearers: api.keys, model: 'openai/gpt-4o-mini', usesServices: true, delayed: { url, headers: {}, model: 'bench-delay20' } });
   }
 
   if (wanted.has('portkey')) {
@@ -316,13 +141,6 @@ type Round = {
   manyOk: number;
   manyErrors: string[];
 };
-
-const chatBody = (model: string, stream = false) =>
-  JSON.stringify({ model, messages: [{ role: 'system', content: 'You are a helpful assistant.' }, { role: 'user', content: 'Write two sentences about foxes.' }], ...(stream && { stream: true }) });
-
-function servicesCpu(svc: Services): number {
-  return (svc.postgresPid ? cpuSeconds(svc.postgresPid, true) : 0) + (svc.redisPid ? cpuSeconds(svc.redisPid) : 0);
-}
 
 async function load(tool: LoadTool, s: Subject, svc: Services, work: string, connections: number, delayed = false, seconds = SECONDS) {
   const cpu0 = cpuSeconds(s.pid);
@@ -377,14 +195,6 @@ function distinctErrors(results: StreamResult[]): string[] {
   return [...counts].map(([e, n]) => `${n}x ${e.slice(0, 160)}`);
 }
 
-function pct(values: number[], p: number): number {
-  if (values.length === 0) return NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
-}
-
-const median = (values: number[]) => pct(values.filter((v) => !Number.isNaN(v)), 50);
-
 async function warm(tool: LoadTool, s: Subject, svc: Services, work: string): Promise<void> {
   for (const r of [await load(tool, s, svc, work, 32, false, 2), await load(tool, s, svc, work, 8, true, 1)]) {
     if (r.errors) log(`  warning: ${r.errors} errors warming ${s.label}: ${r.errorSample ?? ''}`);
@@ -397,11 +207,6 @@ async function warm(tool: LoadTool, s: Subject, svc: Services, work: string): Pr
 // ---------------------------------------------------------------- report
 
 type Summary = { subject: Subject; rounds: Round[]; rssIdle: number; rssAfter: number };
-
-const f0 = (n: number) => (Number.isNaN(n) ? 'n/a' : n.toFixed(0));
-const f1 = (n: number) => (Number.isNaN(n) ? 'n/a' : n.toFixed(1));
-const f2 = (n: number) => (Number.isNaN(n) ? 'n/a' : n.toFixed(2));
-const signed = (n: number) => (Number.isNaN(n) ? 'n/a' : `${n >= 0 ? '+' : ''}${n.toFixed(2)}`);
 
 /** A percentile of one sample kind pooled over every round. */
 const pooled = (s: Summary, k: 'ttfcSamples' | 'gapSamples', p: number) => pct(s.rounds.flatMap((r) => r[k]), p);
@@ -467,20 +272,8 @@ function table(summaries: Summary[]): { text: string; gaps: string[] } {
 }
 
 function machineNotes(tool: LoadTool, svc: Services, load0: number[]): string[] {
-  const cpu = os.cpus();
-  const sh = (cmd: string) => {
-    try {
-      return execSync(cmd, { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-    } catch {
-      return '?';
-    }
-  };
-  const dirty = sh('git status --porcelain -- api core package.json').length > 0;
   return [
-    `- commit measured: ${sh('git rev-parse --short HEAD')} (${sh('git log -1 --format=%s').slice(0, 100)})${dirty ? '; api/, core/ or package.json had uncommitted changes in the working tree' : ''}`,
-    `- machine: ${cpu.length} × ${cpu[0]?.model ?? '?'}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GB RAM, ${os.type()} ${os.release()}; load average before the run ${load0.map((l) => l.toFixed(2)).join(' ')}, after it ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} (above 2 means other work shared the two cores)`,
-    `- Node ${process.version}; load generator ${tool.version} (one thread, one connection per unit of concurrency, no pipelining)`,
-    `- services: ${svc.source}; Postgres pid ${svc.postgresPid ?? 'unknown'}, Redis pid ${svc.redisPid ?? 'unknown'}`,
+    ...machineLines(tool, svc, load0),
     `- ${ROUNDS} rounds, subjects interleaved (the starting subject rotates each round), ${SECONDS} s per load run, medians of the rounds`,
   ];
 }
@@ -495,9 +288,7 @@ async function main(): Promise<void> {
     throw new Error('no load generator: install wrk (apt-get install -y wrk), or autocannon with npm install --prefix bench/peers');
   }
   log(`load generator: ${tool.version}`);
-  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-bench-'));
-  fs.chmodSync(work, 0o755);
-  cleanups.push(() => fs.rmSync(work, { recursive: true, force: true }));
+  const work = workDir();
 
   const svc = await services(work);
   log(`services: ${svc.source}`);
@@ -581,15 +372,4 @@ async function writeProfiles(): Promise<void> {
   }
 }
 
-async function cleanup(): Promise<void> {
-  for (const stop of cleanups.reverse()) await Promise.resolve().then(stop).catch(() => undefined);
-}
-
-process.on('SIGINT', () => void cleanup().then(() => process.exit(130)));
-main()
-  .then(cleanup, async (err: Error) => {
-    console.error(`[bench] failed: ${err.message}`);
-    await cleanup();
-    process.exitCode = 1;
-  })
-  .then(() => process.exit());
+runBench(main);

@@ -1,0 +1,119 @@
+/**
+ * The gateway as a bench runs it: the mock upstream, the API started as production starts it,
+ * and organizations set up through the management API with keys as production issues them.
+ * See bench/README.md ("What runs").
+ */
+import type { ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { connectDatabase } from '../../core/db/client';
+import { bootstrapOrganization } from '../../core/tenancy/organizations';
+import { freePort } from '../../scripts/lib/ports';
+import { node, waitForPort } from './processes';
+import type { Services } from './services';
+
+/** Keys per gateway subject, used in turn, so the 50 000 rpm tier of one key is not what is measured. */
+export const KEYS_PER_SUBJECT = 8;
+
+/** The chat request every load run sends. */
+export const chatBody = (model: string, stream = false) =>
+  JSON.stringify({ model, messages: [{ role: 'system', content: 'You are a helpful assistant.' }, { role: 'user', content: 'Write two sentences about foxes.' }], ...(stream && { stream: true }) });
+
+/** bench/mock-upstream.ts in its own process; answers its URL. */
+export async function startMock(work: string): Promise<string> {
+  const mockPort = await freePort();
+  const mockLog = path.join(work, 'mock.log');
+  const mock = node(['--import', 'tsx', 'bench/mock-upstream.ts', String(mockPort)], { NODE_ENV: 'production' }, mockLog);
+  await waitForPort('the mock upstream', mockPort, mock, mockLog);
+  return `http://127.0.0.1:${mockPort}`;
+}
+
+/** The environment of the API (and of a worker beside it) as production sets it, on the bench's services. */
+export function gatewayEnv(work: string, id: string, svc: Services, sealingKeys: string): Record<string, string> {
+  return {
+    NODE_ENV: 'production',
+    GW_SEALING_KEYS: sealingKeys,
+    GW_SCHEDULE_SCALE: '1',
+    GW_ALLOW_PRIVATE_NETWORK: 'true',
+    GW_DATA_DIR: path.join(work, `data-${id}`),
+    DATABASE_URL: svc.databaseUrl,
+    REDIS_URL: svc.redisUrl,
+    TEMPORAL_ADDRESS: svc.temporalAddress,
+    LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
+  };
+}
+
+export type StartedApi = { child: ChildProcess; pid: number; apiUrl: string; logFile: string };
+
+/**
+ * `api/server.ts` as `npm run api` starts it: `npm run api` is `tsx api/server.ts`; node
+ * --import tsx is the same loader without the tsx launcher process in between, so the pid
+ * measured is the API's own. `preload` adds modules imported first (the CPU profiler).
+ */
+export async function startApi(work: string, id: string, label: string, svc: Services, sealingKeys: string, options: { preload?: string[]; env?: Record<string, string | undefined> } = {}): Promise<StartedApi> {
+  const port = await freePort();
+  const logFile = path.join(work, `${id}.log`);
+  const child = node(['--import', 'tsx', ...(options.preload ?? []).flatMap((p) => ['--import', p]), 'api/server.ts'], {
+    ...options.env,
+    ...gatewayEnv(work, id, svc, sealingKeys),
+    PORT: String(port),
+    HOST: '127.0.0.1',
+  }, logFile);
+  await waitForPort(`the API (${label})`, port, child, logFile);
+  return { child, pid: child.pid!, apiUrl: `http://127.0.0.1:${port}`, logFile };
+}
+
+/** A new organization in Postgres, as `npm start`'s first run makes one: its id and management token. */
+export async function newOrganization(svc: Services, name: string): Promise<{ orgId: string; token: string }> {
+  const database = connectDatabase(svc.databaseUrl, { max: 1 });
+  const org = await bootstrapOrganization(database.db, { name, plan: 'business' }).finally(() => database.close());
+  return { orgId: org.org_id, token: org.management_token };
+}
+
+/** One management API call; the answer with its ETag. */
+export async function manage(apiUrl: string, token: string, method: string, p: string, body?: unknown, ifMatch?: string): Promise<Record<string, unknown>> {
+  const res = await fetch(`${apiUrl}/manage/v1${p}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...(ifMatch && { 'if-match': ifMatch }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const answer = (await res.json()) as Record<string, unknown>;
+  if (!res.ok) throw new Error(`${method} ${p} answered ${res.status}: ${JSON.stringify(answer)}`);
+  return { ...answer, etag: res.headers.get('etag') };
+}
+
+/** A project and `count` keys of it with the 50 000 rpm tier and a 1 000 000 USD monthly credit limit. */
+export async function benchKeys(apiUrl: string, token: string, count: number): Promise<string[]> {
+  const project = await manage(apiUrl, token, 'POST', '/projects', { name: 'bench' });
+  const keys: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const key = await manage(apiUrl, token, 'POST', '/gateway_keys', {
+      label: `bench ${i}`,
+      project_id: project.id,
+      rate_limit_rpm: 50000,
+      credit_limit: { amount: 1_000_000, period: 'monthly' },
+    });
+    keys.push(key.secret as string);
+  }
+  return keys;
+}
+
+/** An organization connected to the mock with a custom price and keys as production issues them. */
+export async function tenant(apiUrl: string, token: string, mockUrl: string, promptLogging: boolean): Promise<string[]> {
+  await manage(apiUrl, token, 'POST', '/provider_connections', { kind: 'openai', name: 'mock upstream', secret: 'sk-mock-bench', config: { base_url: `${mockUrl}/v1` }, validate: true });
+  // The 20 ms mode is another base URL: a connection of its own, reached by the model name it maps.
+  await manage(apiUrl, token, 'POST', '/provider_connections', { kind: 'custom', name: 'mock upstream, 20 ms', secret: 'sk-mock-bench', config: { base_url: `${mockUrl}/delay20/v1` }, model_map: { 'bench-delay20': 'gpt-4o-mini' }, validate: true });
+  for (const [model, provider] of [['gpt-4o-mini', 'openai'], ['gpt-4o-mini', 'custom'], ['bench-delay20', 'custom']]) {
+    await manage(apiUrl, token, 'POST', '/model_prices', { model, provider, input_per_million: 0.15, output_per_million: 0.6 });
+  }
+  const settings = await manage(apiUrl, token, 'GET', '/org_settings');
+  await manage(apiUrl, token, 'PATCH', '/org_settings', { prompt_logging_enabled: promptLogging }, settings.etag as string);
+  return benchKeys(apiUrl, token, KEYS_PER_SUBJECT);
+}
+
+/** The `gateway` (or prompt-log) subject: an API process and its organization's keys on the mock. */
+export async function startGatewaySubject(work: string, id: string, label: string, svc: Services, sealingKeys: string, mockUrl: string, promptLogging: boolean, options: Parameters<typeof startApi>[5] = {}): Promise<StartedApi & { keys: string[]; orgId: string; token: string }> {
+  const api = await startApi(work, id, label, svc, sealingKeys, options);
+  const org = await newOrganization(svc, `bench ${label} ${new Date().toISOString()}`);
+  const keys = await tenant(api.apiUrl, org.token, mockUrl, promptLogging);
+  return { ...api, ...org, keys };
+}

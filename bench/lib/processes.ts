@@ -1,0 +1,75 @@
+/**
+ * The processes a bench starts (each its own, logging to a file), the clean-ups that stop them,
+ * and the entry every bench script runs through (stops everything on failure or Ctrl-C).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { waitFor } from '../../scripts/lib/ports';
+
+export const ROOT = path.resolve(__dirname, '..', '..');
+
+export const log = (what: string) => console.log(`[bench] ${what}`);
+
+/** Run in reverse order at the end, whether the bench succeeded or not. */
+export const cleanups: Array<() => Promise<void> | void> = [];
+
+/** A Node process of this checkout (cwd the repository root), its output appended to `logFile`. */
+export function node(args: string[], env: Record<string, string | undefined>, logFile: string): ChildProcess {
+  const out = fs.openSync(logFile, 'a');
+  const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', out, out] });
+  fs.closeSync(out);
+  cleanups.push(() => stopChild(child));
+  return child;
+}
+
+export function stopChild(child: ChildProcess): Promise<void> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    child.once('exit', () => resolve());
+    child.kill('SIGTERM');
+    setTimeout(() => child.kill('SIGKILL'), 5000).unref();
+  });
+}
+
+export async function waitForPort(what: string, port: number, child: ChildProcess, logFile: string): Promise<void> {
+  await waitFor(what, async () => {
+    if (child.exitCode !== null) throw new Error(`${what} exited: ${tail(logFile)}`);
+    return new Promise<boolean>((resolve) => {
+      const socket = net.connect(port, '127.0.0.1');
+      socket.once('connect', () => (socket.destroy(), resolve(true)));
+      socket.once('error', () => resolve(false));
+    });
+  }, 60_000).catch((err: Error) => {
+    throw new Error(`${err.message}; its log: ${tail(logFile)}`);
+  });
+}
+
+/** The last lines of a log file, on one line. */
+export const tail = (file: string) => (fs.existsSync(file) ? fs.readFileSync(file, 'utf8').trim().split('\n').slice(-5).join(' | ') : '(no log)');
+
+/** A temporary folder for logs, scripts and services, removed at the end. */
+export function workDir(): string {
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-bench-'));
+  fs.chmodSync(work, 0o755);
+  cleanups.push(() => fs.rmSync(work, { recursive: true, force: true }));
+  return work;
+}
+
+async function cleanup(): Promise<void> {
+  for (const stop of cleanups.reverse()) await Promise.resolve().then(stop).catch(() => undefined);
+}
+
+/** Runs a bench's main, then every clean-up; a failure is one line and exit code 1. */
+export function runBench(main: () => Promise<void>): void {
+  process.on('SIGINT', () => void cleanup().then(() => process.exit(130)));
+  main()
+    .then(cleanup, async (err: Error) => {
+      console.error(`[bench] failed: ${err.message}`);
+      await cleanup();
+      process.exitCode = 1;
+    })
+    .then(() => process.exit());
+}

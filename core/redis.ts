@@ -26,6 +26,9 @@ export function connectRedis(url: string, prefix: string): RedisHandle {
     connectTimeout: REDIS_CONNECT_TIMEOUT_MS,
     retryStrategy: (times) => Math.min(times * 200, 2_000),
     lazyConnect: false,
+    // Commands issued in the same tick (many requests' reservations under load) go out as one
+    // socket write: a write per command was a tenth of the API's CPU in the bench's profile.
+    enableAutoPipelining: true,
   });
   // Connection errors surface on the commands that need Redis; the client reconnects by itself.
   redis.on('error', () => undefined);

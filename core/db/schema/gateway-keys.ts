@@ -1,6 +1,7 @@
 import { boolean, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 import { resourceColumns } from './columns';
 import { members, organizations } from './organizations';
+import type { GuardrailPolicy } from './guardrail-policy';
 import { projects } from './projects';
 
 export const RATE_LIMIT_TIERS = [60, 100, 200, 300, 500, 1000, 2000, 5000, 10000, 20000, 50000] as const;
@@ -37,6 +38,7 @@ export const gatewayKeys = pgTable(
     revokedAt: timestamp('revoked_at', { withTimezone: true }),
     rotatedFromKeyId: text('rotated_from_key_id'),
     createdByMemberId: text('created_by_member_id').references(() => members.id),
+    guardrailPolicy: jsonb('guardrail_policy').$type<GuardrailPolicy | null>(),
     ...resourceColumns(),
   },
   (t) => [index('gateway_keys_org_project').on(t.orgId, t.projectId), index('gateway_keys_lineage').on(t.lineageId),

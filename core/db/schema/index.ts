@@ -15,3 +15,4 @@ export * from './spend-ledger';
 export * from './webhook-deliveries';
 export * from './end-user-caps';
 export * from './budget-crossings';
+export * from './guardrail-policy';

@@ -2,6 +2,7 @@ import { boolean, integer, jsonb, numeric, pgTable, text } from 'drizzle-orm/pg-
 import { resourceColumns } from './columns';
 import { members, organizations } from './organizations';
 import type { SpendLimit } from './projects';
+import { DEFAULT_RESPONSE_CACHE, type GuardrailPolicy, type ResponseCacheSettings } from './guardrail-policy';
 
 export const UNPRICED_BUDGET_POLICIES = ['block', 'allow'] as const;
 
@@ -16,6 +17,8 @@ export const orgSettings = pgTable('org_settings', {
   promptLoggingRetentionDays: integer('prompt_logging_retention_days').notNull().default(30),
   modelAllowlist: text('model_allowlist').array().notNull().default([]),
   billingDayOfMonth: integer('billing_day_of_month').notNull().default(1),
+  responseCache: jsonb('response_cache').$type<ResponseCacheSettings>().notNull().default(DEFAULT_RESPONSE_CACHE),
+  guardrailPolicy: jsonb('guardrail_policy').$type<GuardrailPolicy | null>(),
   ...resourceColumns(),
 });
 

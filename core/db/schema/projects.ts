@@ -1,5 +1,6 @@
 import { jsonb, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 import { resourceColumns } from './columns';
+import type { GuardrailPolicy } from './guardrail-policy';
 import { organizations } from './organizations';
 
 export type SpendLimit = { monthly: number; behavior: 'alert' | 'block'; alert_at?: number[] };
@@ -14,6 +15,7 @@ export const projects = pgTable(
     modelAllowlist: text('model_allowlist').array().notNull().default([]),
     spendLimit: jsonb('spend_limit').$type<SpendLimit | null>(),
     archivedAt: timestamp('archived_at', { withTimezone: true }),
+    guardrailPolicy: jsonb('guardrail_policy').$type<GuardrailPolicy | null>(),
     ...resourceColumns(),
   },
   (t) => [uniqueIndex('projects_org_slug').on(t.orgId, t.slug)],

@@ -1,4 +1,5 @@
 import { boolean, index, integer, jsonb, numeric, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
+import type { GuardrailOutcome } from './guardrail-policy';
 import { organizations } from './organizations';
 
 export type RequestAttempt = {
@@ -43,6 +44,11 @@ export const requestLogs = pgTable(
     sessionId: text('session_id'),
     tags: jsonb('tags').$type<Record<string, string>>().notNull().default({}),
     paramsDropped: text('params_dropped').array().notNull().default([]),
+    /** `hit`, `miss`, `bypass`, `uncacheable`; null when the cache was off for the request. */
+    cacheStatus: text('cache_status'),
+    /** On a hit, the request whose answer was served. */
+    cacheSourceRequestId: text('cache_source_request_id'),
+    guardrails: jsonb('guardrails').$type<GuardrailOutcome | null>(),
     requestBody: jsonb('request_body'),
     responseBody: jsonb('response_body'),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),

@@ -1,0 +1,164 @@
+import cardValidator from 'card-validator';
+import { countrySpecs, electronicFormatIBAN, isValidIBAN } from 'ibantools';
+import { findPhoneNumbersInText } from 'libphonenumber-js/max';
+import TextMatcher from 'modern-ahocorasick/text';
+import { RE2JS } from 're2js';
+import { detectPromptInjection } from './prompt-injection';
+
+/** Where a detector matched, as UTF-16 offsets into the text it was given. Never the text itself. */
+export type Span = { start: number; end: number };
+
+/** A detector compiled with its rule's options: pure, synchronous, linear in the text. */
+export type Detect = (text: string) => Span[];
+
+/**
+ * A detector kind. `build` runs once per policy load (patterns compiled, matchers built), never
+ * per request; what it answers runs on every scanned text. Options were checked by the rule
+ * schema (rules.ts) before they reach `build`.
+ */
+export type DetectorKind = { build(options: Record<string, unknown>): Detect };
+
+export const DETECTOR_NAMES = ['email', 'phone', 'credit_card', 'iban', 'secret', 'prompt_injection', 'keywords', 'regex'] as const;
+export type DetectorName = (typeof DETECTOR_NAMES)[number];
+export type DetectorRegistry = Record<DetectorName, DetectorKind>;
+
+function spansOf(text: string, pattern: RegExp, keep: (match: string) => boolean = () => true): Span[] {
+  const spans: Span[] = [];
+  for (const m of text.matchAll(pattern)) {
+    if (keep(m[0])) spans.push({ start: m.index, end: m.index + m[0].length });
+  }
+  return spans;
+}
+
+/**
+ * Email: a bounded pattern (every repetition has a ceiling, no nested unbounded groups), so it
+ * stays linear on hostile input; the domain needs a dot and a 2 to 24 letter top-level label.
+ */
+const EMAIL = /(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]{1,64}@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.){1,8}[A-Za-z]{2,24}(?![A-Za-z0-9-])/g;
+const email: Detect = (text) => spansOf(text, EMAIL);
+
+/**
+ * Phone: libphonenumber-js with full metadata. With no default country only numbers written in
+ * international form (`+<country code>`) are found, and each must be a valid number for its
+ * country: order ids, timestamps and local numbers are not phone numbers to it.
+ */
+const phone: Detect = (text) => findPhoneNumbersInText(text).map((m) => ({ start: m.startsAt, end: m.endsAt }));
+
+/** Credit card: 13 to 19 digits (spaces or dashes between), then brand prefix, length and Luhn by card-validator. */
+const CARD_CANDIDATE = /(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])/g;
+const creditCard: Detect = (text) => spansOf(text, CARD_CANDIDATE, (m) => cardValidator.number(m.replace(/[ -]/g, '')).isValid);
+
+/**
+ * IBAN: a candidate in print or electronic form, cut to its country's length, then ibantools'
+ * country format and mod-97 checksum.
+ */
+const IBAN_CANDIDATE = /\b[A-Z]{2}\d{2} ?[A-Z0-9]{1,4}(?: ?[A-Z0-9]{1,4}){2,8}/g;
+const iban: Detect = (text) => {
+  const spans: Span[] = [];
+  for (const m of text.matchAll(IBAN_CANDIDATE)) {
+    const length = countrySpecs[m[0].slice(0, 2)]?.chars;
+    if (!length) continue;
+    let chars = 0;
+    let i = 0;
+    for (; i < m[0].length && chars < length; i++) if (m[0][i] !== ' ') chars++;
+    if (chars !== length || /[A-Z0-9]/.test(text[m.index + i] ?? '')) continue;
+    const candidate = electronicFormatIBAN(m[0].slice(0, i));
+    if (candidate && isValidIBAN(candidate)) spans.push({ start: m.index, end: m.index + i });
+  }
+  return spans;
+};
+
+/**
+ * Secrets: our own table of well-known credential shapes (after gitleaks' and secretlint's
+ * rules), each pattern bounded and anchored on a fixed prefix so a scan stays linear.
+ */
+const SECRET_RULES: ReadonlyArray<readonly [kind: string, pattern: RegExp]> = [
+  ['anthropic', /\bsk-ant-(?:api|admin)\d\d-[A-Za-z0-9_-]{80,120}AA(?![A-Za-z0-9_-])/g],
+  ['openai', /\bsk-(?!ant-)(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,200}T3BlbkFJ[A-Za-z0-9_-]{20,200}|\bsk-[A-Za-z0-9]{48}\b/g],
+  ['aws', /\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}\b/g],
+  ['github', /\b(?:gh[pousr]_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{82})\b/g],
+  ['google', /\bAIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])/g],
+  ['slack', /\bxox[abposr]-(?:\d{1,20}-){1,4}[A-Za-z0-9-]{8,100}/g],
+  ['stripe', /\b[sr]k_(?:live|test|prod)_[A-Za-z0-9]{10,99}\b/g],
+  ['jwt', /\beyJ[A-Za-z0-9_-]{10,4096}\.eyJ[A-Za-z0-9_-]{2,8192}\.[A-Za-z0-9_-]{10,4096}/g],
+  ['private_key', /-----BEGIN [A-Z0-9 ]{0,20}PRIVATE KEY(?: BLOCK)?-----[^-]{0,16384}(?:-----END [A-Z0-9 ]{0,20}PRIVATE KEY(?: BLOCK)?-----)?/g],
+];
+/** Documentation examples that look like credentials and are not. */
+const SECRET_EXAMPLES = new Set(['AKIAIOSFODNN7EXAMPLE', 'ASIAIOSFODNN7EXAMPLE']);
+const secret: Detect = (text) => SECRET_RULES.flatMap(([, pattern]) => spansOf(text, pattern, (m) => !SECRET_EXAMPLES.has(m)));
+
+/** Keywords: one Aho-Corasick automaton over every word of the rule, Unicode case folding, whole words only. */
+function keywords(options: Record<string, unknown>): Detect {
+  const words = options.words as string[];
+  const matcher = new TextMatcher(words, { caseFold: options.case_sensitive !== true });
+  return (text) => matcher.search(text, { strategy: 'leftmost-longest', wholeWord: true }).map((m) => ({ start: m.start, end: m.end }));
+}
+
+/** Compiles a user pattern with RE2 semantics: linear time, so no input can make it backtrack. */
+export function compileUserPattern(source: string, caseInsensitive: boolean): RE2JS {
+  return RE2JS.compile(source, caseInsensitive ? RE2JS.CASE_INSENSITIVE : 0);
+}
+
+/** Regex: the rule's patterns, compiled once when the policy loads; empty matches are skipped. */
+function regex(options: Record<string, unknown>): Detect {
+  const patterns = (options.patterns as string[]).map((p) => compileUserPattern(p, options.case_insensitive === true));
+  return (text) => {
+    const spans: Span[] = [];
+    for (const pattern of patterns) {
+      const m = pattern.matcher(text);
+      while (m.find()) {
+        if (m.end() > m.start()) spans.push({ start: m.start(), end: m.end() });
+      }
+    }
+    return spans;
+  };
+}
+
+const fixed = (detect: Detect): DetectorKind => ({ build: () => detect });
+
+/** The detectors a rule may name (spec 2.6; issue 12). */
+export const BUILTIN_DETECTORS: DetectorRegistry = {
+  email: fixed(email),
+  phone: fixed(phone),
+  credit_card: fixed(creditCard),
+  iban: fixed(iban),
+  secret: fixed(secret),
+  prompt_injection: fixed(detectPromptInjection),
+  keywords: { build: keywords },
+  regex: { build: regex },
+};
+
+/** Sorted, overlapping or touching spans merged into one. */
+export function mergeSpans(spans: readonly Span[]): Span[] {
+  if (spans.length <= 1) return spans.slice();
+  const sorted = spans.slice().sort((a, b) => a.start - b.start || b.end - a.end);
+  const merged: Span[] = [{ ...sorted[0]! }];
+  for (let i = 1; i < sorted.length; i++) {
+    const span = sorted[i]!;
+    const last = merged[merged.length - 1]!;
+    if (span.start <= last.end) last.end = Math.max(last.end, span.end);
+    else merged.push({ ...span });
+  }
+  return merged;
+}
+
+/**
+ * Replaces each labelled span with `[REDACTED:<DETECTOR>]`. Overlapping spans of different
+ * detectors become one replacement, labelled by the detector whose span starts first.
+ */
+export function redact(text: string, spans: ReadonlyArray<Span & { detector: string }>): string {
+  if (spans.length === 0) return text;
+  const sorted = spans.slice().sort((a, b) => a.start - b.start || b.end - a.end);
+  let out = '';
+  let at = 0;
+  let i = 0;
+  while (i < sorted.length) {
+    const first = sorted[i]!;
+    let end = first.end;
+    i++;
+    while (i < sorted.length && sorted[i]!.start < end) end = Math.max(end, sorted[i++]!.end);
+    out += `${text.slice(at, Math.max(at, first.start))}[REDACTED:${first.detector.toUpperCase()}]`;
+    at = Math.max(at, end);
+  }
+  return out + text.slice(at);
+}

@@ -1,0 +1,100 @@
+import { and, eq, isNotNull } from 'drizzle-orm';
+import { LRUCache } from 'lru-cache';
+import type { Database } from '../db/client';
+import { gatewayKeys, orgSettings, projects, type GuardrailPolicy } from '../db/schema';
+import { BUILTIN_DETECTORS, type DetectorRegistry } from './detectors';
+import { compilePolicy, mergePolicies, type ActiveRules, type CompiledPolicy } from './engine';
+
+/** An organization's guardrail policies, compiled; `applies` memoizes the merge per key. */
+type OrgPolicies = {
+  organization: CompiledPolicy | null;
+  projects: Map<string, CompiledPolicy>;
+  keys: Map<string, CompiledPolicy>;
+  applies: Map<string, ActiveRules | null>;
+};
+
+/** Most organizations have no policy: they share this, and a request costs two lookups. */
+const NONE: OrgPolicies = Object.freeze({ organization: null, projects: new Map(), keys: new Map(), applies: new Map() }) as OrgPolicies;
+
+export type GuardrailKey = { orgId: string; projectId: string; keyId: string };
+
+export type GuardrailPolicies = {
+  /** The rules every enabled policy that applies to this key's requests adds up to, or null. */
+  rulesFor(key: GuardrailKey): ActiveRules | null | Promise<ActiveRules | null>;
+  clearOrg(orgId: string): void;
+  clear(): void;
+};
+
+async function loadOrgPolicies(db: Database, orgId: string, detectors: DetectorRegistry): Promise<OrgPolicies> {
+  const [settingsRows, projectRows, keyRows] = await Promise.all([
+    db.select({ policy: orgSettings.guardrailPolicy }).from(orgSettings).where(and(eq(orgSettings.id, orgId), isNotNull(orgSettings.guardrailPolicy))),
+    db.select({ id: projects.id, policy: projects.guardrailPolicy }).from(projects).where(and(eq(projects.orgId, orgId), isNotNull(projects.guardrailPolicy))),
+    db.select({ id: gatewayKeys.id, policy: gatewayKeys.guardrailPolicy }).from(gatewayKeys).where(and(eq(gatewayKeys.orgId, orgId), isNotNull(gatewayKeys.guardrailPolicy))),
+  ]);
+  const compileAll = (rows: Array<{ id: string; policy: GuardrailPolicy | null }>) => {
+    const compiled = new Map<string, CompiledPolicy>();
+    for (const row of rows) {
+      const policy = row.policy && compilePolicy(row.policy, detectors);
+      if (policy) compiled.set(row.id, policy);
+    }
+    return compiled;
+  };
+  const organization = settingsRows[0]?.policy ? compilePolicy(settingsRows[0].policy, detectors) : null;
+  const byProject = compileAll(projectRows);
+  const byKey = compileAll(keyRows);
+  if (!organization && byProject.size === 0 && byKey.size === 0) return NONE;
+  return { organization, projects: byProject, keys: byKey, applies: new Map() };
+}
+
+function rulesIn(policies: OrgPolicies, key: GuardrailKey): ActiveRules | null {
+  if (policies === NONE) return null;
+  const memo = policies.applies.get(key.keyId);
+  if (memo !== undefined) return memo;
+  const rules = mergePolicies([policies.organization, policies.projects.get(key.projectId) ?? null, policies.keys.get(key.keyId) ?? null]);
+  policies.applies.set(key.keyId, rules);
+  return rules;
+}
+
+/**
+ * Guardrail policies kept in process per organization, compiled once (patterns, keyword
+ * automata) and merged once per key. Like the routing config, any management write of the
+ * organization clears its entry (Redis pub/sub, api/runtime.ts); the TTL only bounds how long
+ * a missed message could keep a stale policy. A warm request reads no Postgres and, with no
+ * policy, allocates nothing.
+ */
+export function createGuardrailPolicies(db: Database, options: { detectors?: DetectorRegistry; ttlMs?: number; max?: number } = {}): GuardrailPolicies {
+  const detectors = options.detectors ?? BUILTIN_DETECTORS;
+  const cache = new LRUCache<string, { loading: Promise<OrgPolicies>; value?: OrgPolicies }>({ max: options.max ?? 10_000, ttl: options.ttlMs ?? 60_000 });
+  let generation = 0;
+
+  function load(orgId: string): Promise<OrgPolicies> {
+    const started = generation;
+    const entry: { loading: Promise<OrgPolicies>; value?: OrgPolicies } = { loading: loadOrgPolicies(db, orgId, detectors) };
+    cache.set(orgId, entry);
+    // A failed load is not remembered, nor one a change overtook while it loaded.
+    const forget = () => {
+      if (cache.get(orgId) === entry) cache.delete(orgId);
+    };
+    entry.loading.then((value) => {
+      if (generation !== started) forget();
+      else entry.value = value;
+    }, forget);
+    return entry.loading;
+  }
+
+  return {
+    rulesFor(key) {
+      const entry = cache.get(key.orgId);
+      if (entry?.value) return rulesIn(entry.value, key);
+      return (entry?.loading ?? load(key.orgId)).then((policies) => rulesIn(policies, key));
+    },
+    clearOrg(orgId) {
+      generation += 1;
+      cache.delete(orgId);
+    },
+    clear() {
+      generation += 1;
+      cache.clear();
+    },
+  };
+}

@@ -15,6 +15,9 @@
  *   reasoning=<n>       report n reasoning tokens within the completion
  *   moderation          refuse the request as flagged content
  *   reply=<text>        answer with this text (URL-encoded)
+ *   parallel_tools      with several tools offered, call them all in one turn (unless the
+ *                       request turned parallel calls off: OpenAI `parallel_tool_calls`,
+ *                       Anthropic `tool_choice.disable_parallel_tool_use`)
  *   words=<n>           answer with n numbered words (`w000001xxx... `), one stream chunk each
  *   word_bytes=<b>      with `words`, each word is b bytes long (default 16)
  *   render_ms=<ms>      a video takes this long to render (default 1500)
@@ -40,6 +43,7 @@ export type Directives = {
   reasoning?: number;
   moderation?: boolean;
   reply?: string;
+  parallelTools?: boolean;
   words?: number;
   wordBytes?: number;
   renderMs?: number;
@@ -70,6 +74,7 @@ export function parseDirectives(text: string): Directives {
       case 'reasoning': d.reasoning = Number(value); break;
       case 'moderation': d.moderation = true; break;
       case 'reply': d.reply = value; break;
+      case 'parallel_tools': d.parallelTools = true; break;
       case 'words': d.words = Number(value); break;
       case 'word_bytes': d.wordBytes = Number(value); break;
       case 'render_ms': d.renderMs = Number(value); break;

@@ -5,9 +5,31 @@
  */
 export type ToolSpec = { name: string; parameters?: { properties?: Record<string, { type?: string }>; required?: string[] } };
 
+export type ToolUse = { name: string; arguments: Record<string, unknown> };
+
+/** A tool turn calls one tool, or every offered tool at once when parallel calls are allowed and asked for. */
 export type Turn =
   | { kind: 'text'; text: string; promptTokens: number; completionTokens: number }
-  | { kind: 'tool'; name: string; arguments: Record<string, unknown>; promptTokens: number; completionTokens: number };
+  | { kind: 'tool'; calls: ToolUse[]; promptTokens: number; completionTokens: number };
+
+type Schema = { type?: string | string[]; properties?: Record<string, Schema>; items?: Schema; enum?: unknown[]; const?: unknown; anyOf?: Schema[] };
+
+/** A value that fits a JSON schema: what a model under structured output would write. */
+export function exampleOf(schema: Schema | undefined): unknown {
+  if (!schema) return 'sandbox';
+  if (schema.const !== undefined) return schema.const;
+  if (schema.enum?.length) return schema.enum[0];
+  if (schema.anyOf?.length) return exampleOf(schema.anyOf[0]);
+  const type = Array.isArray(schema.type) ? schema.type[0] : schema.type;
+  switch (type) {
+    case 'object': return Object.fromEntries(Object.entries(schema.properties ?? {}).map(([k, v]) => [k, exampleOf(v)]));
+    case 'array': return [exampleOf(schema.items)];
+    case 'number': case 'integer': return 1;
+    case 'boolean': return true;
+    case 'null': return null;
+    default: return 'sandbox';
+  }
+}
 
 export function countWords(text: string): number {
   return text.split(/\s+/).filter(Boolean).length;
@@ -28,16 +50,21 @@ export function planTurn(input: {
   lastToolResult?: string;
   reply?: string;
   maxTokens?: number;
+  /** Call every offered tool at once (`parallel_tools` directive, when the wire's parallel switch is not off). */
+  parallelTools?: boolean;
+  /** Structured output asked for: the answer is JSON, fitting the schema when one was given. */
+  json?: { schema?: Record<string, unknown> };
 }): Turn & { truncated: boolean } {
   const promptTokens = Math.max(1, countWords(input.promptText));
   const wantsTool = input.tools.length > 0 && input.toolChoice !== 'none' && input.lastRole === 'user';
   if (wantsTool) {
-    const tool = input.tools.find((t) => t.name === input.toolChoice) ?? input.tools[0]!;
-    const args = exampleArguments(tool);
-    return { kind: 'tool', name: tool.name, arguments: args, promptTokens, completionTokens: 5, truncated: false };
+    const forced = input.tools.find((t) => t.name === input.toolChoice);
+    const chosen = forced ? [forced] : input.parallelTools ? input.tools : [input.tools[0]!];
+    return { kind: 'tool', calls: chosen.map((t) => ({ name: t.name, arguments: exampleArguments(t) })), promptTokens, completionTokens: 5 * chosen.length, truncated: false };
   }
-  let text = input.reply
+  const plain = input.reply
     ?? (input.lastRole === 'tool' ? `The tool said: ${input.lastToolResult ?? ''}` : `Hello from the sandbox model ${input.model}.`);
+  let text = input.json ? JSON.stringify(input.json.schema ? exampleOf(input.json.schema) : { reply: plain }) : plain;
   let truncated = false;
   const words = text.split(/\s+/).filter(Boolean);
   if (input.maxTokens !== undefined && words.length > input.maxTokens) {

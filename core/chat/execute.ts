@@ -26,6 +26,11 @@ export type LiveStream = { buffered: StreamOutput[]; rest: AsyncGenerator<Stream
  * or `stop` (no further tries). A provider's 400 moves on without retrying; a sampling
  * parameter the model refuses is dropped and the same candidate tried once more. Failover
  * happens only before the first token: `attempt` decides what counts as served.
+ *
+ * A parameter a candidate's wire has no equivalent for (`adapter.refusal`, spec 4.1) is known
+ * before any call, so it is checked up front over the whole plan: such candidates are skipped
+ * (no call, no attempt; the next one keeps its chain position), and when every candidate
+ * refuses, the request is a 400 invalid_request_error naming the first candidate's parameter.
  */
 async function runPlan<T>(
   plan: Plan,
@@ -35,7 +40,14 @@ async function runPlan<T>(
 ): Promise<Served<T> | NotServed> {
   const attempts: RequestAttempt[] = [];
   const failures: FailedAttempt[] = [];
+  const refusals = plan.candidates.map((c) => {
+    const adapter = ADAPTERS[c.connection.kind];
+    return adapter.refusal(prepareBody(body, c.connection.kind, c.upstreamModel, adapter, deps.catalog, deps.learned, deps.forceOutputCeiling).body, c.upstreamModel);
+  });
+  const first = refusals[0];
+  if (first && refusals.every(Boolean)) return { ok: false, error: new GatewayError('invalid_request', first.message, { details: { param: first.param } }), attempts };
   for (const [index, candidate] of plan.candidates.entries()) {
+    if (refusals[index]) continue;
     const position = chainPosition(index);
     const adapter = ADAPTERS[candidate.connection.kind];
     let retries = 0;

@@ -33,7 +33,16 @@ export type ChatBody = {
   seed?: number;
   user?: string;
   stream_options?: { include_usage?: boolean };
+  top_k?: number;
+  n?: number;
+  logprobs?: boolean;
+  top_logprobs?: number;
+  logit_bias?: Record<string, number>;
+  parallel_tool_calls?: boolean;
 } & Record<string, unknown>;
+
+/** A parameter a wire has no equivalent for (spec 4.1): a 400 naming it, never a silent drop. */
+export type ParamRefusal = { param: string; message: string };
 
 export type FinishReason = 'stop' | 'length' | 'tool_calls' | 'content_filter';
 
@@ -51,6 +60,8 @@ export type Choice = {
   index: number;
   message: { role: 'assistant'; content: string | null; tool_calls?: ToolCall[]; refusal?: string | null };
   finish_reason: FinishReason;
+  /** Token log probabilities, as the OpenAI wire returns them when `logprobs` was asked for. */
+  logprobs?: unknown;
 };
 
 export type ChatResult = { model: string | null; choices: Choice[]; usage: Usage | null };
@@ -62,6 +73,7 @@ export type ChunkChoice = {
   index: number;
   delta: { role?: 'assistant'; content?: string; tool_calls?: ToolCallDelta[] };
   finish_reason: FinishReason | null;
+  logprobs?: unknown;
 };
 
 /** What one upstream stream event becomes. */
@@ -104,6 +116,12 @@ export type StreamDecoder = (event: { event?: string; data: string }) => StreamO
 export interface ProviderAdapter {
   /** Sampling parameters this wire has no place for: dropped and named in X-GW-Params-Dropped. */
   unsupportedSampling: readonly string[];
+  /**
+   * The first parameter of the (prepared) body this wire cannot carry, or null. Such a
+   * candidate is skipped before any call; when every candidate refuses, the request is a 400
+   * naming the parameter (see core/chat/execute.ts).
+   */
+  refusal(body: ChatBody, model: string): ParamRefusal | null;
   buildRequest(body: ChatBody, options: BuildOptions): UpstreamRequest;
   parseResponse(json: unknown): ChatResult;
   createStreamDecoder(): StreamDecoder;

@@ -1,5 +1,5 @@
 import { pieces, type ToolSpec } from '../turn';
-import { textOf, type AnswerContext, type Frame, type ParsedChat, type Wire } from './types';
+import { isObject, textOf, type AnswerContext, type Frame, type ParsedChat, type Wire } from './types';
 
 type Block = { type: string; text?: string; content?: unknown };
 type Message = { role: string; content: string | Block[] };
@@ -20,8 +20,39 @@ function usage(ctx: AnswerContext) {
   };
 }
 
+/** Top-level fields the Messages API takes; any other is refused ("Extra inputs are not permitted"). */
+const FIELDS = new Set(['model', 'messages', 'max_tokens', 'system', 'stop_sequences', 'stream', 'temperature', 'top_p', 'top_k', 'tools', 'tool_choice', 'metadata',
+  'output_config', 'thinking', 'service_tier', 'container', 'mcp_servers', 'context_management']);
+
+/** What the real API refuses among the fields the gateway translates to. */
+function invalidFields(body: Record<string, unknown>): string | null {
+  const extra = Object.keys(body).find((k) => !FIELDS.has(k));
+  if (extra) return `${extra}: Extra inputs are not permitted`;
+  const t = body.temperature;
+  if (t !== undefined && (typeof t !== 'number' || t < 0 || t > 1)) return 'temperature: Input should be less than or equal to 1';
+  if (body.stop_sequences !== undefined && !(Array.isArray(body.stop_sequences) && body.stop_sequences.every((x) => typeof x === 'string'))) return 'stop_sequences: Input should be a valid list of strings';
+  if (body.metadata !== undefined) {
+    if (!isObject(body.metadata) || Object.keys(body.metadata).some((k) => k !== 'user_id')) return 'metadata: Extra inputs are not permitted';
+    if (typeof body.metadata.user_id !== 'string' || body.metadata.user_id.length > 256) return 'metadata.user_id: Input should be a valid string of at most 256 characters';
+  }
+  const choice = body.tool_choice;
+  if (choice !== undefined) {
+    if (!isObject(choice) || !['auto', 'any', 'tool', 'none'].includes(String(choice.type))) return "tool_choice: Input tag does not match any of the expected tags: 'auto', 'any', 'tool', 'none'";
+    if (choice.type === 'tool' && typeof choice.name !== 'string') return 'tool_choice.tool.name: Field required';
+    const allowed = choice.type === 'none' ? ['type'] : choice.type === 'tool' ? ['type', 'name', 'disable_parallel_tool_use'] : ['type', 'disable_parallel_tool_use'];
+    const extraKey = Object.keys(choice).find((k) => !allowed.includes(k));
+    if (extraKey) return `tool_choice.${choice.type}.${extraKey}: Extra inputs are not permitted`;
+    if (choice.disable_parallel_tool_use !== undefined && typeof choice.disable_parallel_tool_use !== 'boolean') return `tool_choice.${choice.type}.disable_parallel_tool_use: Input should be a valid boolean`;
+  }
+  if (body.output_config !== undefined) {
+    const format = isObject(body.output_config) ? body.output_config.format : undefined;
+    if (format !== undefined && !(isObject(format) && format.type === 'json_schema' && isObject(format.schema))) return "output_config.format: Input tag does not match the expected tag: 'json_schema' with a 'schema' object";
+  }
+  return null;
+}
+
 const stopReason = (ctx: AnswerContext) => (ctx.turn.kind === 'tool' ? 'tool_use' : ctx.turn.truncated ? 'max_tokens' : 'end_turn');
-const toolUseId = (ctx: AnswerContext) => `toolu_${ctx.id.slice(-16)}`;
+const toolUseId = (ctx: AnswerContext, i: number) => `toolu_${ctx.id.slice(-16)}${i > 0 ? `_${i}` : ''}`;
 
 /** Anthropic Messages API (`POST /v1/messages`), plain and streamed. */
 export const anthropicWire: Wire = {
@@ -32,6 +63,8 @@ export const anthropicWire: Wire = {
 
   parseChat(body): ParsedChat | { invalid: string } {
     if (typeof body.max_tokens !== 'number') return { invalid: 'max_tokens: Field required' };
+    const invalid = invalidFields(body);
+    if (invalid) return { invalid };
     const messages = (body.messages as Message[] | undefined) ?? [];
     if (messages.length === 0) return { invalid: 'messages: at least one message is required' };
     if (messages.some((m) => m.role !== 'user' && m.role !== 'assistant')) return { invalid: 'messages: roles must be user or assistant' };
@@ -39,7 +72,8 @@ export const anthropicWire: Wire = {
     const blocks = typeof last.content === 'string' ? [{ type: 'text', text: last.content }] : last.content;
     const toolResult = blocks.find((b) => b.type === 'tool_result');
     const tools = ((body.tools as Array<{ name: string; input_schema?: ToolSpec['parameters'] }> | undefined) ?? []).map((t) => ({ name: t.name, parameters: t.input_schema }));
-    const choice = body.tool_choice as { type: string; name?: string } | undefined;
+    const choice = body.tool_choice as { type: string; name?: string; disable_parallel_tool_use?: boolean } | undefined;
+    const format = (body.output_config as { format?: { schema?: Record<string, unknown> } } | undefined)?.format;
     const system = typeof body.system === 'string' ? body.system : textOf(body.system);
     return {
       model: String(body.model ?? ''),
@@ -52,12 +86,14 @@ export const anthropicWire: Wire = {
       lastToolResult: toolResult ? textOf(toolResult.content) : undefined,
       maxTokens: body.max_tokens,
       params: Object.keys(body),
+      parallelToolCalls: choice?.disable_parallel_tool_use === true ? false : undefined,
+      ...(format && { json: { schema: format.schema } }),
     };
   },
 
   answer(ctx) {
     const content = ctx.turn.kind === 'tool'
-      ? [{ type: 'tool_use', id: toolUseId(ctx), name: ctx.turn.name, input: ctx.turn.arguments }]
+      ? ctx.turn.calls.map((c, i) => ({ type: 'tool_use', id: toolUseId(ctx, i), name: c.name, input: c.arguments }))
       : [{ type: 'text', text: ctx.turn.text }];
     return { id: `msg_${ctx.id}`, type: 'message', role: 'assistant', model: ctx.model, content, stop_reason: stopReason(ctx), stop_sequence: null, usage: usage(ctx) };
   },
@@ -69,17 +105,20 @@ export const anthropicWire: Wire = {
       ev('message_start', { message: { id: `msg_${ctx.id}`, type: 'message', role: 'assistant', model: ctx.model, content: [], stop_reason: null, stop_sequence: null, usage: { ...u, output_tokens: 1 } } }),
     ];
     if (ctx.turn.kind === 'tool') {
-      const args = JSON.stringify(ctx.turn.arguments);
-      const half = Math.ceil(args.length / 2);
-      frames.push(ev('content_block_start', { index: 0, content_block: { type: 'tool_use', id: toolUseId(ctx), name: ctx.turn.name, input: {} } }));
-      frames.push(ev('content_block_delta', { index: 0, delta: { type: 'input_json_delta', partial_json: args.slice(0, half) } }, true));
-      frames.push(ev('content_block_delta', { index: 0, delta: { type: 'input_json_delta', partial_json: args.slice(half) } }, true));
+      ctx.turn.calls.forEach((call, index) => {
+        const args = JSON.stringify(call.arguments);
+        const half = Math.ceil(args.length / 2);
+        frames.push(ev('content_block_start', { index, content_block: { type: 'tool_use', id: toolUseId(ctx, index), name: call.name, input: {} } }));
+        frames.push(ev('content_block_delta', { index, delta: { type: 'input_json_delta', partial_json: args.slice(0, half) } }, true));
+        frames.push(ev('content_block_delta', { index, delta: { type: 'input_json_delta', partial_json: args.slice(half) } }, true));
+        frames.push(ev('content_block_stop', { index }));
+      });
     } else {
       frames.push(ev('content_block_start', { index: 0, content_block: { type: 'text', text: '' } }));
       frames.push({ event: 'ping', data: JSON.stringify({ type: 'ping' }) });
       for (const piece of pieces(ctx.turn.text)) frames.push(ev('content_block_delta', { index: 0, delta: { type: 'text_delta', text: piece } }, true));
+      frames.push(ev('content_block_stop', { index: 0 }));
     }
-    frames.push(ev('content_block_stop', { index: 0 }));
     frames.push(ev('message_delta', { delta: { stop_reason: stopReason(ctx), stop_sequence: null }, usage: { output_tokens: u.output_tokens } }));
     frames.push(ev('message_stop', {}));
     return frames;

@@ -1,5 +1,5 @@
 import { pieces } from '../turn';
-import { textOf, type AnswerContext, type Frame, type ParsedChat, type Wire } from './types';
+import { completionTokens, isObject, textOf, type AnswerContext, type Frame, type ParsedChat, type Wire } from './types';
 
 type Part = { text?: string; functionCall?: unknown; functionResponse?: { name: string; response: unknown } };
 type Content = { role?: string; parts: Part[] };
@@ -9,11 +9,37 @@ const STATUS_NAMES: Record<number, string> = {
   429: 'RESOURCE_EXHAUSTED', 500: 'INTERNAL', 503: 'UNAVAILABLE', 504: 'DEADLINE_EXCEEDED',
 };
 
+/** Fields of `GenerateContentRequest` and of its `generationConfig`; any other is refused as an unknown name. */
+const FIELDS = new Set(['contents', 'systemInstruction', 'generationConfig', 'tools', 'toolConfig', 'safetySettings', 'cachedContent']);
+const CONFIG_FIELDS = new Set(['temperature', 'topP', 'topK', 'candidateCount', 'maxOutputTokens', 'stopSequences', 'seed', 'presencePenalty', 'frequencyPenalty',
+  'responseMimeType', 'responseSchema', 'responseJsonSchema', 'responseLogprobs', 'logprobs', 'thinkingConfig', 'responseModalities', 'speechConfig', 'mediaResolution']);
+
+const unknownName = (name: string, at?: string) => `Invalid JSON payload received. Unknown name "${name}"${at ? ` at '${at}'` : ''}: Cannot find field.`;
+
+/** What the real API refuses among the fields the gateway translates to. */
+function invalidFields(body: Record<string, unknown>): string | null {
+  const extra = Object.keys(body).find((k) => !FIELDS.has(k));
+  if (extra) return unknownName(extra);
+  if (body.generationConfig === undefined) return null;
+  if (!isObject(body.generationConfig)) return unknownName('generationConfig');
+  const config = body.generationConfig;
+  const extraConfig = Object.keys(config).find((k) => !CONFIG_FIELDS.has(k));
+  if (extraConfig) return unknownName(extraConfig, 'generation_config');
+  const count = config.candidateCount;
+  if (count !== undefined && (typeof count !== 'number' || !Number.isInteger(count) || count < 1 || count > 8)) return 'candidateCount must be between 1 and 8.';
+  if (Array.isArray(config.stopSequences) && config.stopSequences.length > 5) return 'stopSequences: at most 5 stop sequences are allowed.';
+  if ((config.responseSchema !== undefined || config.responseJsonSchema !== undefined) && config.responseMimeType !== 'application/json') {
+    return 'responseMimeType must be application/json when a response schema is set.';
+  }
+  if (config.responseSchema !== undefined && config.responseJsonSchema !== undefined) return 'responseSchema and responseJsonSchema cannot both be set.';
+  return null;
+}
+
 function usageMetadata(ctx: AnswerContext) {
   return {
     promptTokenCount: ctx.turn.promptTokens,
-    candidatesTokenCount: ctx.turn.completionTokens - (ctx.directives.reasoning ?? 0),
-    totalTokenCount: ctx.turn.promptTokens + ctx.turn.completionTokens,
+    candidatesTokenCount: completionTokens(ctx) - (ctx.directives.reasoning ?? 0),
+    totalTokenCount: ctx.turn.promptTokens + completionTokens(ctx),
     ...(ctx.directives.cached !== undefined && { cachedContentTokenCount: ctx.directives.cached }),
     ...(ctx.directives.reasoning !== undefined && { thoughtsTokenCount: ctx.directives.reasoning }),
   };
@@ -31,11 +57,13 @@ export const googleWire: Wire = {
   parseChat(body, route): ParsedChat | { invalid: string } {
     const contents = (body.contents as Content[] | undefined) ?? [];
     if (contents.length === 0) return { invalid: '* GenerateContentRequest.contents: contents is not specified' };
+    const invalid = invalidFields(body);
+    if (invalid) return { invalid };
     const last = contents.at(-1)!;
     const response = last.parts.find((p) => p.functionResponse)?.functionResponse;
     const declarations = ((body.tools as Array<{ functionDeclarations?: Array<{ name: string; parameters?: object }> }> | undefined) ?? []).flatMap((t) => t.functionDeclarations ?? []);
     const config = (body.toolConfig as { functionCallingConfig?: { mode?: string; allowedFunctionNames?: string[] } } | undefined)?.functionCallingConfig;
-    const generation = (body.generationConfig as { maxOutputTokens?: number } | undefined) ?? {};
+    const generation = (body.generationConfig as { maxOutputTokens?: number; candidateCount?: number; responseMimeType?: string; responseJsonSchema?: Record<string, unknown>; responseSchema?: Record<string, unknown> } | undefined) ?? {};
     const system = (body.systemInstruction as Content | undefined)?.parts.map((p) => p.text ?? '').join(' ') ?? '';
     return {
       model: route.model ?? '',
@@ -48,13 +76,15 @@ export const googleWire: Wire = {
       lastToolResult: response ? textOf(JSON.stringify(response.response)) : undefined,
       maxTokens: generation.maxOutputTokens,
       params: [...Object.keys(body), ...Object.keys(generation)],
+      choices: generation.candidateCount ?? 1,
+      ...(generation.responseMimeType === 'application/json' && { json: { schema: generation.responseJsonSchema ?? generation.responseSchema } }),
     };
   },
 
   answer(ctx) {
-    const parts = ctx.turn.kind === 'tool' ? [{ functionCall: { name: ctx.turn.name, args: ctx.turn.arguments } }] : [{ text: ctx.turn.text }];
+    const parts = ctx.turn.kind === 'tool' ? ctx.turn.calls.map((c) => ({ functionCall: { name: c.name, args: c.arguments } })) : [{ text: ctx.turn.text }];
     return {
-      candidates: [{ content: { role: 'model', parts }, finishReason: finishReason(ctx), index: 0 }],
+      candidates: Array.from({ length: ctx.choices }, (_, index) => ({ content: { role: 'model', parts }, finishReason: finishReason(ctx), index })),
       usageMetadata: usageMetadata(ctx),
       modelVersion: ctx.model,
       responseId: ctx.id,
@@ -62,17 +92,25 @@ export const googleWire: Wire = {
   },
 
   stream(ctx): Frame[] {
-    const frame = (parts: Part[], last: boolean): Frame => ({
+    const frame = (index: number, parts: Part[], last: boolean, usage: boolean): Frame => ({
       content: true,
       data: JSON.stringify({
-        candidates: [{ content: { role: 'model', parts }, index: 0, ...(last && { finishReason: finishReason(ctx) }) }],
-        ...(last && { usageMetadata: usageMetadata(ctx) }),
+        candidates: [{ content: { role: 'model', parts }, index, ...(last && { finishReason: finishReason(ctx) }) }],
+        ...(usage && { usageMetadata: usageMetadata(ctx) }),
         modelVersion: ctx.model,
         responseId: ctx.id,
       }),
     });
-    if (ctx.turn.kind === 'tool') return [frame([{ functionCall: { name: ctx.turn.name, args: ctx.turn.arguments } }], true)];
-    const words = pieces(ctx.turn.text);
-    return words.map((w, i) => frame([{ text: w }], i === words.length - 1));
+    const frames: Frame[] = [];
+    for (let index = 0; index < ctx.choices; index += 1) {
+      const lastChoice = index === ctx.choices - 1;
+      if (ctx.turn.kind === 'tool') {
+        frames.push(frame(index, ctx.turn.calls.map((c) => ({ functionCall: { name: c.name, args: c.arguments } })), true, lastChoice));
+        continue;
+      }
+      const words = pieces(ctx.turn.text);
+      words.forEach((w, i) => frames.push(frame(index, [{ text: w }], i === words.length - 1, lastChoice && i === words.length - 1)));
+    }
+    return frames;
   },
 };

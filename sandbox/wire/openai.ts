@@ -1,15 +1,16 @@
 import type { ToolSpec } from '../turn';
 import { pieces } from '../turn';
-import { textOf, type AnswerContext, type Frame, type ParsedChat, type Wire } from './types';
+import { completionTokens, isObject, textOf, type AnswerContext, type Frame, type ParsedChat, type Wire } from './types';
 
 type Message = { role: string; content?: unknown; tool_call_id?: string };
 
 function usage(ctx: AnswerContext) {
-  const { promptTokens, completionTokens } = ctx.turn;
+  const { promptTokens } = ctx.turn;
+  const completion = completionTokens(ctx);
   return {
     prompt_tokens: promptTokens,
-    completion_tokens: completionTokens,
-    total_tokens: promptTokens + completionTokens,
+    completion_tokens: completion,
+    total_tokens: promptTokens + completion,
     ...(ctx.directives.cached !== undefined && { prompt_tokens_details: { cached_tokens: ctx.directives.cached } }),
     ...(ctx.directives.reasoning !== undefined && { completion_tokens_details: { reasoning_tokens: ctx.directives.reasoning } }),
     ...(ctx.directives.reportCost !== undefined && { cost: ctx.directives.reportCost }),
@@ -20,7 +21,31 @@ function finishReason(ctx: AnswerContext): string {
   return ctx.turn.kind === 'tool' ? 'tool_calls' : ctx.turn.truncated ? 'length' : 'stop';
 }
 
-const toolCallId = (ctx: AnswerContext) => `call_${ctx.id.slice(-12)}`;
+const toolCallId = (ctx: AnswerContext, i: number) => `call_${ctx.id.slice(-12)}${i > 0 ? `_${i}` : ''}`;
+
+/** One token's log probability entry, with `top` alternatives (the sandbox's are made up but well-formed). */
+function tokenLogprob(token: string, top: number) {
+  const entry = (t: string, logprob: number) => ({ token: t, logprob, bytes: [...Buffer.from(t)] });
+  return { ...entry(token, -0.01), top_logprobs: Array.from({ length: top }, (_, i) => entry(i === 0 ? token : `${token.trim()}${i}`, i === 0 ? -0.01 : -1 - i)) };
+}
+
+/**
+ * What the real API refuses among the parameters the gateway translates: `n` out of 1..128,
+ * `top_logprobs` without `logprobs`, `parallel_tool_calls` without tools, a `response_format`
+ * of an unknown type or a json_schema without a name.
+ */
+function invalidParams(body: Record<string, unknown>): string | null {
+  const n = body.n;
+  if (n !== undefined && (typeof n !== 'number' || !Number.isInteger(n) || n < 1 || n > 128)) return "Invalid 'n': integer below minimum value or above maximum value (1 to 128).";
+  if (body.top_logprobs !== undefined && body.logprobs !== true) return "Invalid value for 'top_logprobs': 'logprobs' must be set to true if 'top_logprobs' is used.";
+  if (body.parallel_tool_calls !== undefined && !(Array.isArray(body.tools) && body.tools.length > 0)) return "Invalid value for 'parallel_tool_calls': 'parallel_tool_calls' is only allowed when 'tools' are specified.";
+  const format = body.response_format;
+  if (format !== undefined) {
+    if (!isObject(format) || !['text', 'json_object', 'json_schema'].includes(String(format.type))) return "Invalid value for 'response_format.type': expected one of 'text', 'json_object', 'json_schema'.";
+    if (format.type === 'json_schema' && !(isObject(format.json_schema) && typeof format.json_schema.name === 'string')) return "Missing required parameter: 'response_format.json_schema.name'.";
+  }
+  return null;
+}
 
 /** OpenAI Chat Completions, also the wire of every OpenAI-compatible kind and of Azure. */
 export const openaiWire: Wire = {
@@ -39,7 +64,10 @@ export const openaiWire: Wire = {
   parseChat(body, route): ParsedChat | { invalid: string } {
     const messages = (body.messages as Message[] | undefined) ?? [];
     if (!Array.isArray(messages) || messages.length === 0) return { invalid: "'messages' is a required property" };
+    const invalid = invalidParams(body);
+    if (invalid) return { invalid };
     const last = messages.at(-1)!;
+    const format = body.response_format as { type?: string; json_schema?: { schema?: Record<string, unknown> } } | undefined;
     const tools = ((body.tools as Array<{ function: ToolSpec }> | undefined) ?? []).map((t) => t.function);
     const choice = body.tool_choice as string | { function?: { name?: string } } | undefined;
     return {
@@ -53,39 +81,52 @@ export const openaiWire: Wire = {
       lastToolResult: last.role === 'tool' ? textOf(last.content) : undefined,
       maxTokens: (body.max_completion_tokens ?? body.max_tokens) as number | undefined,
       params: Object.keys(body),
+      choices: (body.n as number | undefined) ?? 1,
+      parallelToolCalls: body.parallel_tool_calls as boolean | undefined,
+      ...(format?.type === 'json_object' && { json: {} }),
+      ...(format?.type === 'json_schema' && { json: { schema: format.json_schema?.schema } }),
+      ...(body.logprobs === true && { logprobs: { top: (body.top_logprobs as number | undefined) ?? 0 } }),
     };
   },
 
   answer(ctx) {
-    const message = ctx.turn.kind === 'tool'
-      ? { role: 'assistant', content: null, tool_calls: [{ id: toolCallId(ctx), type: 'function', function: { name: ctx.turn.name, arguments: JSON.stringify(ctx.turn.arguments) } }] }
-      : { role: 'assistant', content: ctx.turn.text, refusal: null };
+    const turn = ctx.turn;
+    const message = turn.kind === 'tool'
+      ? { role: 'assistant', content: null, tool_calls: turn.calls.map((c, i) => ({ id: toolCallId(ctx, i), type: 'function', function: { name: c.name, arguments: JSON.stringify(c.arguments) } })) }
+      : { role: 'assistant', content: turn.text, refusal: null };
+    const logprobs = ctx.logprobs && turn.kind === 'text' ? { content: pieces(turn.text).map((p) => tokenLogprob(p, ctx.logprobs!.top)), refusal: null } : null;
     return {
       id: `chatcmpl-${ctx.id}`,
       object: 'chat.completion',
       created: ctx.created,
       model: ctx.model,
-      choices: [{ index: 0, message, logprobs: null, finish_reason: finishReason(ctx) }],
+      choices: Array.from({ length: ctx.choices }, (_, index) => ({ index, message, logprobs, finish_reason: finishReason(ctx) })),
       usage: usage(ctx),
       system_fingerprint: 'fp_sandbox',
     };
   },
 
   stream(ctx): Frame[] {
-    const chunk = (delta: object, finish: string | null = null, extra: object = {}) => JSON.stringify({
+    const chunk = (index: number, delta: object, finish: string | null = null, logprobs: unknown = null) => JSON.stringify({
       id: `chatcmpl-${ctx.id}`, object: 'chat.completion.chunk', created: ctx.created, model: ctx.model,
-      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }], ...extra,
+      choices: [{ index, delta, logprobs, finish_reason: finish }],
     });
-    const frames: Frame[] = [{ data: chunk({ role: 'assistant', content: '' }) }];
-    if (ctx.turn.kind === 'tool') {
-      const args = JSON.stringify(ctx.turn.arguments);
-      const half = Math.ceil(args.length / 2);
-      frames.push({ content: true, data: chunk({ tool_calls: [{ index: 0, id: toolCallId(ctx), type: 'function', function: { name: ctx.turn.name, arguments: args.slice(0, half) } }] }) });
-      frames.push({ content: true, data: chunk({ tool_calls: [{ index: 0, function: { arguments: args.slice(half) } }] }) });
-    } else {
-      for (const piece of pieces(ctx.turn.text)) frames.push({ content: true, data: chunk({ content: piece }) });
+    const turn = ctx.turn;
+    const frames: Frame[] = [];
+    for (let index = 0; index < ctx.choices; index += 1) {
+      frames.push({ data: chunk(index, { role: 'assistant', content: '' }) });
+      if (turn.kind === 'tool') {
+        turn.calls.forEach((call, i) => {
+          const args = JSON.stringify(call.arguments);
+          const half = Math.ceil(args.length / 2);
+          frames.push({ content: true, data: chunk(index, { tool_calls: [{ index: i, id: toolCallId(ctx, i), type: 'function', function: { name: call.name, arguments: args.slice(0, half) } }] }) });
+          frames.push({ content: true, data: chunk(index, { tool_calls: [{ index: i, function: { arguments: args.slice(half) } }] }) });
+        });
+      } else {
+        for (const piece of pieces(turn.text)) frames.push({ content: true, data: chunk(index, { content: piece }, null, ctx.logprobs ? { content: [tokenLogprob(piece, ctx.logprobs.top)], refusal: null } : null) });
+      }
+      frames.push({ data: chunk(index, {}, finishReason(ctx)) });
     }
-    frames.push({ data: chunk({}, finishReason(ctx)) });
     if (ctx.includeUsage) frames.push({ data: JSON.stringify({ id: `chatcmpl-${ctx.id}`, object: 'chat.completion.chunk', created: ctx.created, model: ctx.model, choices: [], usage: usage(ctx) }) });
     frames.push({ data: '[DONE]' });
     return frames;

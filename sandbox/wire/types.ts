@@ -15,11 +15,25 @@ export type ParsedChat = {
   maxTokens?: number;
   /** Top-level parameters present, for `refuse_param`. */
   params: string[];
+  /** How many answers to give (OpenAI `n`, Gemini `candidateCount`); 1 when absent. */
+  choices?: number;
+  /** False when the request turned parallel tool calls off. */
+  parallelToolCalls?: boolean;
+  /** Structured output asked for (JSON mode, or a JSON schema). */
+  json?: { schema?: Record<string, unknown> };
+  /** Token log probabilities asked for, with this many alternatives each (OpenAI wire). */
+  logprobs?: { top: number };
 };
 
 export type Frame = { event?: string; data: string; content?: boolean };
 
-export type AnswerContext = { id: string; created: number; directives: Directives; turn: Turn & { truncated: boolean }; model: string; includeUsage: boolean };
+export type AnswerContext = { id: string; created: number; directives: Directives; turn: Turn & { truncated: boolean }; model: string; includeUsage: boolean; choices: number; logprobs?: { top: number } };
+
+/** Output tokens over every answer given (`n` answers cost n times one). */
+export const completionTokens = (ctx: AnswerContext) => ctx.turn.completionTokens * ctx.choices;
+
+/** Whether a value is a plain JSON object. */
+export const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** One provider's wire format, as data and pure functions. */
 export type Wire = {

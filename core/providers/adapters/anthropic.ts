@@ -1,6 +1,6 @@
 import { safeJson, textOf } from './message-text';
 import { classifyByStatus } from '../errors';
-import type { ChatBody, ChatMessage, ChatResult, ContentPart, FinishReason, ProviderAdapter, StreamOutput, ToolCall, Usage } from '../types';
+import type { ChatBody, ChatMessage, ChatResult, ContentPart, FinishReason, ParamRefusal, ProviderAdapter, StreamOutput, ToolCall, Usage } from '../types';
 
 type Block =
   | { type: 'text'; text: string }
@@ -10,7 +10,12 @@ type Block =
 type AnthropicMessage = { role: 'user' | 'assistant'; content: Block[] };
 type AnthropicUsage = { input_tokens?: number; output_tokens?: number; cache_read_input_tokens?: number; cache_creation_input_tokens?: number };
 
-/** OpenAI fields with no place in the Messages API (their values would be refused). */
+/**
+ * OpenAI fields the Messages API does not take under their own name: translated below
+ * (`stop`, `tools`, `tool_choice` with `parallel_tool_calls`, `user`, `response_format`),
+ * refused up front (`n` > 1, see `refusal`), handled by the gateway (`stream_options`), or
+ * sampling parameters without an equivalent, dropped and named (`unsupportedSampling`).
+ */
 const NOT_FORWARDED = ['messages', 'model', 'stream', 'stream_options', 'max_tokens', 'max_completion_tokens', 'stop', 'tools', 'tool_choice', 'user', 'n', 'parallel_tool_calls', 'response_format',
   'frequency_penalty', 'presence_penalty', 'seed', 'logprobs', 'top_logprobs', 'logit_bias'];
 
@@ -50,12 +55,39 @@ export function toAnthropicMessages(messages: ChatMessage[]): { system?: string;
   return { ...(system && { system }), messages: out };
 }
 
-function toolChoice(choice: ChatBody['tool_choice']): Record<string, unknown> | undefined {
-  if (choice === undefined) return undefined;
-  if (choice === 'auto') return { type: 'auto' };
-  if (choice === 'required') return { type: 'any' };
-  if (choice === 'none') return { type: 'none' };
-  return { type: 'tool', name: choice.function.name };
+/**
+ * `tool_choice` and `parallel_tool_calls` together: Anthropic puts the parallel switch on the
+ * choice (`disable_parallel_tool_use`), so `parallel_tool_calls: false` with tools offered
+ * becomes `{type: 'auto', disable_parallel_tool_use: true}` when no choice was named. With
+ * `none` (or no tools) no tool is called, so there is nothing to disable.
+ */
+function toolChoice(body: ChatBody): Record<string, unknown> | undefined {
+  const choice = body.tool_choice;
+  const serial = body.parallel_tool_calls === false && (body.tools?.length ?? 0) > 0 && choice !== 'none';
+  const base = choice === undefined ? (serial ? { type: 'auto' } : undefined)
+    : choice === 'auto' ? { type: 'auto' }
+    : choice === 'required' ? { type: 'any' }
+    : choice === 'none' ? { type: 'none' }
+    : { type: 'tool', name: choice.function.name };
+  return base && serial ? { ...base, disable_parallel_tool_use: true } : base;
+}
+
+/** `response_format` json_schema as Anthropic's structured output (`output_config.format`). */
+function outputConfig(body: ChatBody): Record<string, unknown> | undefined {
+  const format = body.response_format;
+  if (format?.type !== 'json_schema' || !format.json_schema?.schema) return undefined;
+  return { format: { type: 'json_schema', schema: format.json_schema.schema } };
+}
+
+/** Spec 4.1 parameters the Messages API has no equivalent for. */
+function anthropicRefusal(body: ChatBody): ParamRefusal | null {
+  if (body.n !== undefined && body.n > 1) return { param: 'n', message: '`n` greater than 1 is not supported by Anthropic models: the Messages API returns one answer per request.' };
+  if (body.temperature !== undefined && body.temperature > 1) return { param: 'temperature', message: '`temperature` above 1 is not supported by Anthropic models (their range is 0 to 1).' };
+  const format = body.response_format;
+  if (format && format.type !== 'text' && !(format.type === 'json_schema' && format.json_schema?.schema)) {
+    return { param: 'response_format', message: `\`response_format\` of type \`${format.type}\` without a schema is not supported by Anthropic models: they take structured output only as a JSON schema (\`{"type": "json_schema", "json_schema": {"name": ..., "schema": {...}}}\`).` };
+  }
+  return null;
 }
 
 export function mapAnthropicUsage(u: AnthropicUsage | undefined): Usage | null {
@@ -72,10 +104,14 @@ const STOP_REASONS: Record<string, FinishReason> = { end_turn: 'stop', stop_sequ
 export const anthropicAdapter: ProviderAdapter = {
   unsupportedSampling: ['frequency_penalty', 'presence_penalty', 'seed', 'logprobs', 'top_logprobs', 'logit_bias'],
 
+  refusal: anthropicRefusal,
+
   buildRequest(body, { model, stream, defaultMaxTokens }) {
     const forwarded = Object.fromEntries(Object.entries(body).filter(([k]) => !NOT_FORWARDED.includes(k)));
     const { system, messages } = toAnthropicMessages(body.messages);
     const stop = body.stop === undefined ? undefined : Array.isArray(body.stop) ? body.stop : [body.stop];
+    const choice = toolChoice(body);
+    const output = outputConfig(body);
     return {
       path: '/messages',
       body: {
@@ -85,9 +121,10 @@ export const anthropicAdapter: ProviderAdapter = {
         messages,
         max_tokens: body.max_completion_tokens ?? body.max_tokens ?? defaultMaxTokens,
         ...(stop && { stop_sequences: stop }),
-        ...(body.tools && { tools: body.tools.map((t) => ({ name: t.function.name, ...(t.function.description && { description: t.function.description }), input_schema: t.function.parameters ?? { type: 'object', properties: {} } })) }),
-        ...(toolChoice(body.tool_choice) && { tool_choice: toolChoice(body.tool_choice) }),
-        ...(body.user && { metadata: { user_id: body.user } }),
+        ...(body.tools && { tools: body.tools.map((t) => ({ name: t.function.name, ...(t.function.description && { description: t.function.description }), input_schema: t.function.parameters ?? { type: 'object', properties: {} }, ...(t.function.strict === true && { strict: true }) })) }),
+        ...(choice && { tool_choice: choice }),
+        ...(body.user !== undefined && { metadata: { user_id: body.user } }),
+        ...(output && { output_config: output }),
         ...(stream && { stream: true }),
       },
     };

@@ -1,13 +1,19 @@
 import { safeJson, textOf } from './message-text';
 import { classifyByStatus, providerMessage } from '../errors';
-import type { ChatBody, ChatMessage, ChatResult, FinishReason, ProviderAdapter, StreamOutput, ToolCall, Usage } from '../types';
+import type { ChatBody, ChatMessage, ChatResult, FinishReason, ParamRefusal, ProviderAdapter, StreamOutput, ToolCall, Usage } from '../types';
 
 type Part = { text?: string; inlineData?: { mimeType: string; data: string }; fileData?: { mimeType?: string; fileUri: string }; functionCall?: { name: string; args?: unknown }; functionResponse?: { name: string; response: unknown }; thought?: boolean };
 type Content = { role: 'user' | 'model'; parts: Part[] };
 type GeminiUsage = { promptTokenCount?: number; candidatesTokenCount?: number; totalTokenCount?: number; cachedContentTokenCount?: number; thoughtsTokenCount?: number };
 type GeminiResponse = { candidates?: Array<{ content?: { parts?: Part[] }; finishReason?: string; index?: number }>; usageMetadata?: GeminiUsage; modelVersion?: string; promptFeedback?: { blockReason?: string } };
 
-/** OpenAI fields that become `generationConfig`, `tools` or `toolConfig`, or have no Gemini place. */
+/**
+ * OpenAI fields that become `generationConfig` (`n` as `candidateCount`, `response_format` as
+ * `responseMimeType`/`responseJsonSchema`), `tools` or `toolConfig`; refused up front where
+ * Gemini has no equivalent (`user`, `parallel_tool_calls: false`, `n` > 8, see `refusal`);
+ * handled by the gateway (`stream_options`); or sampling parameters without an equivalent,
+ * dropped and named (`unsupportedSampling`).
+ */
 const NOT_FORWARDED = ['model', 'messages', 'stream', 'stream_options', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'top_k', 'stop', 'seed',
   'frequency_penalty', 'presence_penalty', 'response_format', 'tools', 'tool_choice', 'user', 'n', 'parallel_tool_calls', 'logprobs', 'top_logprobs', 'logit_bias'];
 
@@ -64,10 +70,24 @@ function generationConfig(body: ChatBody): Record<string, unknown> {
     seed: body.seed,
     presencePenalty: body.presence_penalty,
     frequencyPenalty: body.frequency_penalty,
+    candidateCount: body.n,
     ...(format?.type === 'json_object' && { responseMimeType: 'application/json' }),
     ...(format?.type === 'json_schema' && { responseMimeType: 'application/json', responseJsonSchema: format.json_schema?.schema }),
   };
   return Object.fromEntries(Object.entries(config).filter(([, v]) => v !== undefined));
+}
+
+/** Gemini answers at most 8 candidates a request. */
+export const GEMINI_MAX_CANDIDATES = 8;
+
+/** Spec 4.1 parameters `generateContent` has no equivalent for. */
+function geminiRefusal(body: ChatBody): ParamRefusal | null {
+  if (body.n !== undefined && body.n > GEMINI_MAX_CANDIDATES) return { param: 'n', message: `\`n\` above ${GEMINI_MAX_CANDIDATES} is not supported by Gemini models (candidateCount is 1 to ${GEMINI_MAX_CANDIDATES}).` };
+  if (body.parallel_tool_calls === false && (body.tools?.length ?? 0) > 0 && body.tool_choice !== 'none') {
+    return { param: 'parallel_tool_calls', message: '`parallel_tool_calls: false` is not supported by Gemini models: they have no switch to keep function calls to one a turn.' };
+  }
+  if (body.user !== undefined) return { param: 'user', message: '`user` is not supported by Gemini models: generateContent has no end-user field to forward it in (use `metadata.user_id` to attribute the request).' };
+  return null;
 }
 
 function toolConfig(choice: ChatBody['tool_choice']): Record<string, unknown> | undefined {
@@ -102,6 +122,8 @@ const visibleText = (parts: Part[]) => parts.filter((p) => typeof p.text === 'st
 /** Gemini `generateContent` / `streamGenerateContent?alt=sse`. */
 export const googleAdapter: ProviderAdapter = {
   unsupportedSampling: ['logprobs', 'top_logprobs', 'logit_bias'],
+
+  refusal: geminiRefusal,
 
   buildRequest(body, { model, stream }) {
     const forwarded = Object.fromEntries(Object.entries(body).filter(([k]) => !NOT_FORWARDED.includes(k)));
@@ -139,7 +161,8 @@ export const googleAdapter: ProviderAdapter = {
   },
 
   createStreamDecoder() {
-    let calls = 0;
+    // Tool calls are numbered per candidate (each is one choice, `n` > 1).
+    const callCounts = new Map<number, number>();
     return ({ data }): StreamOutput[] => {
       const r = JSON.parse(data) as GeminiResponse & { error?: unknown };
       if (r.error) return [{ type: 'error', failure: classifyByStatus(500, r, {}) }];
@@ -148,12 +171,14 @@ export const googleAdapter: ProviderAdapter = {
       for (const c of r.candidates ?? []) {
         const parts = c.content?.parts ?? [];
         const text = visibleText(parts);
+        const index = c.index ?? 0;
+        const calls = callCounts.get(index) ?? 0;
         const toolCalls = callsOf(parts, calls).map((call, i) => ({ ...call, index: calls + i }));
-        calls += toolCalls.length;
+        callCounts.set(index, calls + toolCalls.length);
         if (text || toolCalls.length) {
-          out.push({ type: 'delta', choices: [{ index: c.index ?? 0, delta: { ...(text && { content: text }), ...(toolCalls.length && { tool_calls: toolCalls }) }, finish_reason: null }] });
+          out.push({ type: 'delta', choices: [{ index, delta: { ...(text && { content: text }), ...(toolCalls.length && { tool_calls: toolCalls }) }, finish_reason: null }] });
         }
-        if (c.finishReason) out.push({ type: 'delta', choices: [{ index: c.index ?? 0, delta: {}, finish_reason: calls > 0 ? 'tool_calls' : FINISH[c.finishReason] ?? 'stop' }] });
+        if (c.finishReason) out.push({ type: 'delta', choices: [{ index, delta: {}, finish_reason: (callCounts.get(index) ?? 0) > 0 ? 'tool_calls' : FINISH[c.finishReason] ?? 'stop' }] });
       }
       const usage = mapGeminiUsage(r.usageMetadata);
       if (usage) out.push({ type: 'usage', usage });

@@ -26,12 +26,16 @@ export function mapOpenAiUsage(u: OpenAiUsage | null | undefined): Usage | null 
 
 /**
  * OpenAI Chat Completions: the wire of `openai`, every OpenAI-compatible kind and `custom`.
- * Requests pass through nearly untouched (unknown fields included); streams always ask for
- * usage so cost can be settled, and the gateway drops that chunk if the client did not ask.
+ * Requests pass through nearly untouched (unknown fields included): every spec 4.1 parameter
+ * is native here, so nothing is refused up front; a compatible server that refuses one answers
+ * its own 400. Streams always ask for usage so cost can be settled, and the gateway drops that
+ * chunk if the client did not ask. `logprobs` come back on each choice and chunk choice.
  */
-export function openAiWireAdapter(options: { path?: (model: string) => string; query?: (config: Record<string, unknown>) => Record<string, string> } = {}): ProviderAdapter {
+export function openAiWireAdapter(options: { path?: (model: string) => string; query?: (config: Record<string, unknown>) => Record<string, string>; unsupportedSampling?: readonly string[] } = {}): ProviderAdapter {
   return {
-    unsupportedSampling: [],
+    unsupportedSampling: options.unsupportedSampling ?? [],
+
+    refusal: () => null,
 
     buildRequest(body, { model, stream, config }) {
       const { stream_options: streamOptions, ...rest } = body;
@@ -60,6 +64,7 @@ export function openAiWireAdapter(options: { path?: (model: string) => string; q
             ...(c.message?.refusal ? { refusal: c.message.refusal } : {}),
           },
           finish_reason: c.finish_reason ?? 'stop',
+          ...(c.logprobs ? { logprobs: c.logprobs } : {}),
         })),
         usage: mapOpenAiUsage(r.usage),
       };
@@ -72,7 +77,7 @@ export function openAiWireAdapter(options: { path?: (model: string) => string; q
         if (chunk.error) return [{ type: 'error', failure: classifyByStatus(500, chunk, {}) }];
         const out: StreamOutput[] = [];
         if (chunk.model) out.push({ type: 'model', model: chunk.model });
-        if (chunk.choices?.length) out.push({ type: 'delta', choices: chunk.choices.map((c) => ({ index: c.index, delta: c.delta ?? {}, finish_reason: c.finish_reason ?? null })) });
+        if (chunk.choices?.length) out.push({ type: 'delta', choices: chunk.choices.map((c) => ({ index: c.index, delta: c.delta ?? {}, finish_reason: c.finish_reason ?? null, ...(c.logprobs ? { logprobs: c.logprobs } : {}) })) });
         const usage = mapOpenAiUsage(chunk.usage);
         if (usage) out.push({ type: 'usage', usage });
         return out;
@@ -86,10 +91,15 @@ export function openAiWireAdapter(options: { path?: (model: string) => string; q
   };
 }
 
-export const openAiAdapter = openAiWireAdapter();
+/** OpenAI itself: `top_k` is no parameter of its Chat Completions, so it is dropped and named. */
+export const openAiAdapter = openAiWireAdapter({ unsupportedSampling: ['top_k'] });
+
+/** OpenAI-compatible kinds and `custom`: many of these servers take `top_k`, so it is sent. */
+export const openAiCompatibleAdapter = openAiWireAdapter();
 
 /** Azure OpenAI: the same wire, addressed by deployment, with an `api-version` query. */
 export const azureOpenAiAdapter = openAiWireAdapter({
+  unsupportedSampling: ['top_k'],
   path: (deployment) => `/deployments/${encodeURIComponent(deployment)}/chat/completions`,
   query: (config) => ({ 'api-version': typeof config.api_version === 'string' ? config.api_version : '2024-10-21' }),
 });

@@ -46,17 +46,23 @@ const VIDEO_MODEL = 'openai/sora-2';
 
 // ---------------------------------------------------------------- soak
 
-type Sample = { t: number; rssMb: number; cpuS: number };
-type Soak = { load: LoadResult; samples: Sample[]; slope: number; rssStart: number; rssEnd: number; cpuUsPerReq: number };
+type Sample = { t: number; rssMb: number; cpuS: number; load1: number };
+type Soak = { load: LoadResult; samples: Sample[]; slope: number; slopeError: number; rssStart: number; rssEnd: number; cpuUsPerReq: number };
 
-/** Least-squares slope of y over x. */
-function slope(points: Array<[number, number]>): number {
-  if (points.length < 2) return NaN;
+/**
+ * Least-squares slope of y over x, and its standard error (the garbage collector moves RSS by
+ * tens of MB between samples, so a slope means little without it).
+ */
+function slope(points: Array<[number, number]>): { slope: number; error: number } {
+  if (points.length < 2) return { slope: NaN, error: NaN };
   const mx = points.reduce((a, [x]) => a + x, 0) / points.length;
   const my = points.reduce((a, [, y]) => a + y, 0) / points.length;
   const sxy = points.reduce((a, [x, y]) => a + (x - mx) * (y - my), 0);
   const sxx = points.reduce((a, [x]) => a + (x - mx) ** 2, 0);
-  return sxx === 0 ? NaN : sxy / sxx;
+  if (sxx === 0) return { slope: NaN, error: NaN };
+  const b = sxy / sxx;
+  const residuals = points.reduce((a, [x, y]) => a + (y - my - b * (x - mx)) ** 2, 0);
+  return { slope: b, error: points.length > 2 ? Math.sqrt(residuals / (points.length - 2) / sxx) : NaN };
 }
 
 async function soak(tool: LoadTool, api: StartedApi & { keys: string[] }, work: string): Promise<Soak> {
@@ -64,9 +70,9 @@ async function soak(tool: LoadTool, api: StartedApi & { keys: string[] }, work: 
   const samples: Sample[] = [];
   const started = Date.now();
   const sample = () => {
-    const s = { t: (Date.now() - started) / 1000, rssMb: rssMb(api.pid), cpuS: cpuSeconds(api.pid) };
+    const s = { t: (Date.now() - started) / 1000, rssMb: rssMb(api.pid), cpuS: cpuSeconds(api.pid), load1: os.loadavg()[0]! };
     samples.push(s);
-    log(`  t=${f0(s.t).padStart(4)} s  RSS ${f1(s.rssMb)} MB`);
+    log(`  t=${f0(s.t).padStart(4)} s  RSS ${f1(s.rssMb)} MB  load ${f2(s.load1)}`);
   };
   sample();
   const running = tool.run({
@@ -86,12 +92,13 @@ async function soak(tool: LoadTool, api: StartedApi & { keys: string[] }, work: 
   const after = samples.filter((s) => s.t >= WARM_UP_S).map((s): [number, number] => [s.t / 60, s.rssMb]);
   const first = samples[0]!;
   const last = samples.at(-1)!;
-  return { load, samples, slope: slope(after), rssStart: first.rssMb, rssEnd: last.rssMb, cpuUsPerReq: ((last.cpuS - first.cpuS) / Math.max(1, load.requests)) * 1e6 };
+  const fit = slope(after);
+  return { load, samples, slope: fit.slope, slopeError: fit.error, rssStart: first.rssMb, rssEnd: last.rssMb, cpuUsPerReq: ((last.cpuS - first.cpuS) / Math.max(1, load.requests)) * 1e6 };
 }
 
 // ---------------------------------------------------------------- video jobs
 
-type VideoRun = { concurrency: number; seconds: number; requests: number; accepted: number; rps: number; p50Ms: number; p99Ms: number; errors: number; errorSample: string; startedFrom: number; startedTo: number; workflows: number; startsPerS: number; peakStartsPerS: number };
+type VideoRun = { loadBefore: number; loadAfter: number; concurrency: number; seconds: number; requests: number; accepted: number; rps: number; p50Ms: number; p99Ms: number; errors: number; errorSample: string; startedFrom: number; startedTo: number; workflows: number; startsPerS: number; peakStartsPerS: number };
 
 type VideoSetup = { apiUrl: string; key: string; orgId: string; temporal: Client; seq: number };
 
@@ -124,6 +131,7 @@ async function videoRun(v: VideoSetup, concurrency: number): Promise<VideoRun> {
   const latencies: number[] = [];
   const errors = new Map<string, number>();
   let accepted = 0;
+  const loadBefore = os.loadavg()[0]!;
   const from = Date.now();
   const end = from + VIDEO_SECONDS * 1000;
   await Promise.all(Array.from({ length: concurrency }, async () => {
@@ -142,11 +150,12 @@ async function videoRun(v: VideoSetup, concurrency: number): Promise<VideoRun> {
     }
   }));
   const to = Date.now();
+  const loadAfter = os.loadavg()[0]!;
   await new Promise((r) => setTimeout(r, 2000)); // visibility catches up
   const rate = startRate(await workflowStarts(v), from, to);
   const seconds = (to - from) / 1000;
   return {
-    concurrency, seconds, requests: latencies.length, accepted, rps: latencies.length / seconds, p50Ms: pct(latencies, 50), p99Ms: pct(latencies, 99),
+    loadBefore, loadAfter, concurrency, seconds, requests: latencies.length, accepted, rps: latencies.length / seconds, p50Ms: pct(latencies, 50), p99Ms: pct(latencies, 99),
     errors: [...errors.values()].reduce((a, n) => a + n, 0), errorSample: [...errors].map(([e, n]) => `${n}x ${e}`).join('; ').slice(0, 400),
     startedFrom: from, startedTo: to, workflows: rate.count, startsPerS: rate.perS, peakStartsPerS: rate.peak,
   };
@@ -267,7 +276,8 @@ function report(s: Soak, vid: Videos): { text: string; targets: string[] } {
     ['soak: requests / errors', `${l.requests} / ${l.errors}`],
     ['soak: API CPU µs/req', f0(s.cpuUsPerReq)],
     ['soak: API RSS MB at start / after 1 min / at end', `${f1(s.rssStart)} / ${f1(s.samples.find((x) => x.t >= WARM_UP_S)?.rssMb ?? NaN)} / ${f1(s.rssEnd)}`],
-    [`soak: RSS growth MB/min (least squares, ${s.samples.filter((x) => x.t >= WARM_UP_S).length} samples after minute 1)`, f2(s.slope)],
+    [`soak: RSS growth MB/min (least squares, ${s.samples.filter((x) => x.t >= WARM_UP_S).length} samples after minute 1; ± standard error)`, `${f2(s.slope)} ± ${f2(s.slopeError)}`],
+    ['soak: API RSS MB after minute 1, lowest / highest sample', `${f1(Math.min(...s.samples.filter((x) => x.t >= WARM_UP_S).map((x) => x.rssMb)))} / ${f1(Math.max(...s.samples.filter((x) => x.t >= WARM_UP_S).map((x) => x.rssMb)))}`],
     ...vid.runs.flatMap((r): Array<[string, string]> => [
       [`POST /v1/videos c=${r.concurrency}: p50 / p99 ms`, `${f1(r.p50Ms)} / ${f1(r.p99Ms)}`],
       [`POST /v1/videos c=${r.concurrency}: req/s (202s / requests, errors)`, `${f1(r.rps)} (${r.accepted} / ${r.requests}, ${r.errors})`],
@@ -279,7 +289,7 @@ function report(s: Soak, vid: Videos): { text: string; targets: string[] } {
   ];
   const text = ['| measure | value |', '|---|---:|', ...rows.map(([k, v]) => `| ${k} | ${v} |`)].join('\n');
   const targets = [
-    `- ${s.slope <= TARGET_MB_PER_MIN ? 'met' : '**not met**'}: RSS growth at most ${TARGET_MB_PER_MIN} MB a minute over a 10-minute soak: ${f2(s.slope)} MB/min over ${f1(l.seconds / 60)} min` +
+    `- ${s.slope <= TARGET_MB_PER_MIN ? 'met' : '**not met**'}: RSS growth at most ${TARGET_MB_PER_MIN} MB a minute over a 10-minute soak: ${f2(s.slope)} ± ${f2(s.slopeError)} MB/min over ${f1(l.seconds / 60)} min` +
       (SOAK_MINUTES < 10 ? ' (a shorter soak than the target names: indicative only)' : ''),
     `- recorded (no target): \`POST /v1/videos\` p99 ${vid.runs.map((r) => `${f1(r.p99Ms)} ms at c=${r.concurrency}`).join(', ')}; job starts ${vid.runs.map((r) => `${f1(r.startsPerS)}/s at c=${r.concurrency}`).join(', ')}`,
   ];
@@ -304,7 +314,7 @@ async function main(): Promise<void> {
   log(`gateway API pid ${api.pid}; soak: ${SOAK_MINUTES} min at c=${SOAK_CONNECTIONS}, RSS every ${SAMPLE_EVERY_S} s`);
 
   const s = await soak(tool, api, work);
-  log(`soak: ${f0(s.load.rps)} req/s, errors ${s.load.errors}${s.load.errorSample ? ` (${s.load.errorSample.slice(0, 200)})` : ''}, RSS ${f1(s.rssStart)} -> ${f1(s.rssEnd)} MB, slope ${f2(s.slope)} MB/min`);
+  log(`soak: ${f0(s.load.rps)} req/s, errors ${s.load.errors}${s.load.errorSample ? ` (${s.load.errorSample.slice(0, 200)})` : ''}, RSS ${f1(s.rssStart)} -> ${f1(s.rssEnd)} MB, slope ${f2(s.slope)} ± ${f2(s.slopeError)} MB/min`);
   const vid = await videos(work, svc, sealingKeys, api);
 
   const { text, targets } = report(s, vid);
@@ -342,14 +352,16 @@ async function main(): Promise<void> {
     '',
     '## RSS samples (API process)',
     '',
+    'load: the machine\'s 1-minute load average at the sample (the bench\'s own processes count in it: API, wrk, mock, Postgres, Redis, Temporal); API CPU: the API\'s CPU time over the interval before the sample.',
+    '',
     '```',
-    ...s.samples.map((x, i) => `t=${f0(x.t).padStart(4)} s  RSS ${f1(x.rssMb).padStart(6)} MB${interval(i)}${x.t < WARM_UP_S ? '  (warm-up, not in the slope)' : ''}`),
+    ...s.samples.map((x, i) => `t=${f0(x.t).padStart(4)} s  RSS ${f1(x.rssMb).padStart(6)} MB  load ${f2(x.load1)}${interval(i)}${x.t < WARM_UP_S ? '  (warm-up, not in the slope)' : ''}`),
     '```',
     '',
     '## Video runs',
     '',
     '```',
-    ...vid.runs.map((r) => `c=${r.concurrency}: ${r.requests} requests in ${f1(r.seconds)} s, ${r.accepted} answered 202, p50 ${f2(r.p50Ms)} ms, p99 ${f2(r.p99Ms)} ms; ${r.workflows} workflows started in the run (${f1(r.startsPerS)}/s, busiest second ${r.peakStartsPerS})${r.errorSample ? `; errors: ${r.errorSample}` : ''}`),
+    ...vid.runs.map((r) => `c=${r.concurrency} (load average ${f2(r.loadBefore)} before, ${f2(r.loadAfter)} after): ${r.requests} requests in ${f1(r.seconds)} s, ${r.accepted} answered 202, p50 ${f2(r.p50Ms)} ms, p99 ${f2(r.p99Ms)} ms; ${r.workflows} workflows started in the run (${f1(r.startsPerS)}/s, busiest second ${r.peakStartsPerS})${r.errorSample ? `; errors: ${r.errorSample}` : ''}`),
     `${vid.submitted} submits in all (warm-up included); jobs by status ${VIDEO_SETTLE_S} s after the last: ${JSON.stringify(vid.statuses)}`,
     '```',
     '',

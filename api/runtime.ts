@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { createResponseCacheStore } from '../core/response-cache/store';
 import type { Client } from '@temporalio/client';
 import { deriveKey } from '../core/crypto/sealing';
 import { createLinkSigner } from '../core/jobs/output-links';
@@ -25,6 +26,7 @@ import { budgetCrossings, spendLedger } from '../core/db/schema';
 import { createSpendLedger } from '../core/spend/ledger';
 import { resolveEndUserCapIn } from '../core/spend/end-user-caps';
 import { createOrgConfigCache } from '../core/routing/org-config';
+import { createGuardrailPolicies } from '../core/guardrails/policy-cache';
 import type { ReadinessCheck } from './health';
 
 export type ApiRuntime = { deps: AppDeps; temporal: Client; close(): Promise<void> };
@@ -59,14 +61,18 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
     spend: createSpendLedger({ db: database.db, redis, rows: spendRows, crossings: budgetCrossingRows }),
     endUserCap: (orgConfig, request) => resolveEndUserCapIn(database.db, orgConfig, request),
     spendRows,
+    guardrails: createGuardrailPolicies(database.db),
+    responseCache: createResponseCacheStore(redis.redis),
   };
   const unsubscribe = await subscribeConfigChanges(redis, ({ orgId, what }) => {
     if (orgId) {
       keys.clearOrg(orgId);
       gateway.orgConfig.clearOrg(orgId);
+      gateway.guardrails.clearOrg(orgId);
     } else {
       keys.clear();
       gateway.orgConfig.clear();
+      gateway.guardrails.clear();
     }
     logger.debug({ what, org_id: orgId }, 'config changed; caches cleared');
   });

@@ -1,5 +1,7 @@
 import { z } from 'zod';
 import { GatewayError } from '../../core/errors';
+import { CHAT_PARAMETERS } from './chat-params';
+import { CACHE_MODES, MAX_CACHE_TTL_SECONDS, MIN_CACHE_TTL_SECONDS, type CacheControl } from '../../core/response-cache/policy';
 
 const contentPart = z.looseObject({ type: z.string() });
 const toolCall = z.looseObject({ id: z.string(), type: z.literal('function'), function: z.looseObject({ name: z.string(), arguments: z.string() }) });
@@ -8,10 +10,6 @@ const message = z.looseObject({
   content: z.union([z.string(), z.array(contentPart), z.null()]).optional(),
   tool_calls: z.array(toolCall).optional(),
   tool_call_id: z.string().optional(),
-});
-const tool = z.looseObject({
-  type: z.literal('function'),
-  function: z.looseObject({ name: z.string().min(1).max(64), description: z.string().optional(), parameters: z.record(z.string(), z.unknown()).optional() }),
 });
 
 /**
@@ -22,20 +20,7 @@ const tool = z.looseObject({
 export const chatRequestSchema = z.looseObject({
   model: z.string().min(1).max(256),
   messages: z.array(message).min(1),
-  stream: z.boolean().optional(),
-  max_tokens: z.number().int().positive().optional(),
-  max_completion_tokens: z.number().int().positive().optional(),
-  temperature: z.number().min(0).max(2).optional(),
-  top_p: z.number().min(0).max(1).optional(),
-  stop: z.union([z.string(), z.array(z.string()).max(4)]).optional(),
-  frequency_penalty: z.number().min(-2).max(2).optional(),
-  presence_penalty: z.number().min(-2).max(2).optional(),
-  tools: z.array(tool).max(128).optional(),
-  tool_choice: z.union([z.enum(['auto', 'none', 'required']), z.looseObject({ type: z.literal('function'), function: z.object({ name: z.string() }) })]).optional(),
-  response_format: z.looseObject({ type: z.string() }).optional(),
-  seed: z.number().int().optional(),
-  user: z.string().optional(),
-  stream_options: z.looseObject({ include_usage: z.boolean().optional() }).optional(),
+  ...CHAT_PARAMETERS,
   routing: z.object({
     providers: z.object({ allow: z.array(z.string()).optional(), deny: z.array(z.string()).optional() }).optional(),
     policy: z.enum(['cheapest', 'fastest', 'balanced']).optional(),
@@ -74,18 +59,20 @@ export function parseAttribution(value: unknown): Attribution {
   return { userId: user_id ?? null, sessionId: session_id ?? null, tags: tags ?? {}, other };
 }
 
-const CACHE_MODES = ['default', 'bypass', 'refresh', 'read_only'] as const;
-export const MAX_CACHE_TTL_SECONDS = 2_592_000;
 const NAMESPACE = /^[A-Za-z0-9._:-]{1,128}$/;
 
 const cacheBodySchema = z.strictObject({ mode: z.enum(CACHE_MODES).optional(), ttl_seconds: z.number().int().optional(), namespace: z.string().regex(NAMESPACE).optional() });
 
-export type CacheControl = { mode?: (typeof CACHE_MODES)[number]; ttlSeconds?: number; namespace?: string };
+/** A TTL outside 60 to 2,592,000: below is a plain 400 on the field, above `cache_ttl_too_long`. */
+function checkTtl(ttl: number, field: string): void {
+  if (ttl < MIN_CACHE_TTL_SECONDS) throw new GatewayError('invalid_request', `\`${field}\` must be at least ${MIN_CACHE_TTL_SECONDS} seconds.`);
+  if (ttl > MAX_CACHE_TTL_SECONDS) throw new GatewayError('cache_ttl_too_long', `\`${field}\` may be at most ${MAX_CACHE_TTL_SECONDS} seconds.`);
+}
 
 /**
  * The cache controls of spec 4.1, from the body and the X-GW-Cache headers (the body wins
- * field by field). Malformed headers are 400 invalid_cache_control; a TTL beyond the limit is
- * 400 cache_ttl_too_long.
+ * field by field). A malformed header or body `cache` is 400 invalid_cache_control; the plan's
+ * TTL maximum is checked with the organization's settings (core/response-cache/policy.ts).
  */
 export function parseCacheControl(body: unknown, header: (name: string) => string): CacheControl {
   const fromHeaders: CacheControl = {};
@@ -96,7 +83,7 @@ export function parseCacheControl(body: unknown, header: (name: string) => strin
   }
   const ttl = header('x-gw-cache-ttl');
   if (ttl) {
-    if (!/^\d+$/.test(ttl)) throw new GatewayError('invalid_cache_control', 'X-GW-Cache-TTL must be a whole number of seconds.');
+    if (!/^\d{1,10}$/.test(ttl)) throw new GatewayError('invalid_cache_control', 'X-GW-Cache-TTL must be a whole number of seconds.');
     fromHeaders.ttlSeconds = Number(ttl);
   }
   const namespace = header('x-gw-cache-namespace');
@@ -107,16 +94,17 @@ export function parseCacheControl(body: unknown, header: (name: string) => strin
   let fromBody: CacheControl = {};
   if (body !== undefined) {
     const parsed = cacheBodySchema.safeParse(body);
-    if (!parsed.success) throw new GatewayError('invalid_request', `Invalid \`cache.${parsed.error.issues[0]!.path.join('.')}\`: ${parsed.error.issues[0]!.message}.`);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0]!;
+      throw new GatewayError('invalid_cache_control', `Invalid \`cache${issue.path.length ? `.${issue.path.join('.')}` : ''}\`: ${issue.message}.`);
+    }
     fromBody = { mode: parsed.data.mode, ttlSeconds: parsed.data.ttl_seconds, namespace: parsed.data.namespace };
+    if (fromBody.ttlSeconds !== undefined) checkTtl(fromBody.ttlSeconds, 'cache.ttl_seconds');
   }
-  const merged: CacheControl = {
+  if (fromBody.ttlSeconds === undefined && fromHeaders.ttlSeconds !== undefined) checkTtl(fromHeaders.ttlSeconds, 'X-GW-Cache-TTL');
+  return {
     mode: fromBody.mode ?? fromHeaders.mode,
     ttlSeconds: fromBody.ttlSeconds ?? fromHeaders.ttlSeconds,
     namespace: fromBody.namespace ?? fromHeaders.namespace,
   };
-  if (merged.ttlSeconds !== undefined && (merged.ttlSeconds < 60 || merged.ttlSeconds > MAX_CACHE_TTL_SECONDS)) {
-    throw new GatewayError('cache_ttl_too_long', `Cache TTL must be 60 to ${MAX_CACHE_TTL_SECONDS} seconds.`);
-  }
-  return merged;
 }

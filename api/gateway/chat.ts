@@ -3,6 +3,7 @@ import type { KeyContext } from '../../core/auth/gateway-key-auth';
 import { completeChat, startChatStream, type LiveStream, type NotServed, type Served } from '../../core/chat/execute';
 import type { RequestAttempt } from '../../core/db/schema';
 import { GatewayError } from '../../core/errors';
+import { RequestGuard } from '../../core/guardrails/request-guard';
 import { newId } from '../../core/ids';
 import { errorSummary } from '../../core/logger';
 import { estimateCost, type CostEstimate } from '../../core/pricing/cost';
@@ -13,7 +14,7 @@ import { refuseOverRate } from '../middleware/key-rate-limit';
 import { endUserBudgetFields } from '../../core/spend/end-user-caps';
 import { anyBlocking, spendScopes, type EndUserCap } from '../../core/spend/scopes';
 import { worstCaseCost } from '../../core/spend/worst-case';
-import type { ChatBody, ChatResult, Usage } from '../../core/providers/types';
+import type { ChatBody, ChatResult, Choice, ChunkChoice, Usage } from '../../core/providers/types';
 import { planCandidates, type Plan } from '../../core/routing/candidates';
 import type { OrgConfig } from '../../core/routing/org-config';
 import type { GatewayContext } from '../context';
@@ -21,6 +22,9 @@ import { parseInput } from '../validation';
 import { chatRequestSchema, EXTENSION_FIELDS, parseAttribution, parseCacheControl, type Attribution } from './chat-request';
 import type { GatewayServices } from './services';
 import { relayStream, sseEvent, type StreamTally } from './stream-answer';
+import { ChoiceAssembler, replayChunks, type CachedAnswer } from '../../core/response-cache/answer';
+import { resolveCachePolicy, type CachePolicy } from '../../core/response-cache/policy';
+import { ageSeconds, cacheField, consultCache, storeAnswer, type CacheOutcome } from './cache-step';
 
 /** The usage object of spec 2.2: counts as reported, the cost estimate and where it came from. */
 export function wireUsage(usage: Usage | null, estimate: CostEstimate): Record<string, unknown> {
@@ -47,8 +51,12 @@ type Call = {
   createdAt: Date;
   /** The spend held for this request; settled or released once, when it ends. */
   hold: Hold | null;
+  /** The response cache's part in this request; null when the cache is off for it. */
+  cache: CacheOutcome | null;
   /** Keeps a long stream's hold alive past its lease; stopped when the spend ends. */
   holdRenewal?: NodeJS.Timeout;
+  /** The request's guardrails, when an enabled policy applies to its key (core/guardrails). */
+  guard?: RequestGuard;
 };
 
 function costOf(call: Call, served: Served<unknown>, usage: Usage | null): CostEstimate {
@@ -72,6 +80,10 @@ function logRequest(call: Call, outcome: {
   estimate?: CostEstimate;
   error?: GatewayError;
   response?: unknown;
+  /** On a cache hit, the answer that was served again. */
+  hit?: CachedAnswer;
+  /** On a cache hit, what originally served it. */
+  cached?: { provider: string; connection: string; position: string };
 }): void {
   const capture = call.logging && call.config.promptLoggingEnabled;
   call.services.requestLog.record({
@@ -83,9 +95,9 @@ function logRequest(call: Call, outcome: {
     requestedModel: call.body.model,
     routeSlug: call.plan?.route?.slug ?? null,
     servedModel: outcome.servedModel ?? outcome.served?.candidate.upstreamModel ?? null,
-    provider: outcome.served?.candidate.connection.kind ?? null,
-    connectionId: outcome.served?.candidate.connection.id ?? null,
-    chainPosition: outcome.served?.position ?? null,
+    provider: outcome.served?.candidate.connection.kind ?? outcome.cached?.provider ?? null,
+    connectionId: outcome.served?.candidate.connection.id ?? outcome.cached?.connection ?? null,
+    chainPosition: outcome.served?.position ?? outcome.cached?.position ?? null,
     status: outcome.status,
     errorType: outcome.error?.type ?? null,
     errorCode: outcome.error?.code ?? null,
@@ -99,8 +111,12 @@ function logRequest(call: Call, outcome: {
     sessionId: call.attribution.sessionId,
     tags: call.attribution.tags,
     paramsDropped: outcome.served?.dropped ?? [],
-    requestBody: capture ? { messages: call.body.messages } : null,
+    guardrails: call.guard?.outcome() ?? null,
+    // What a guardrail matched is never stored, whatever its rule's action.
+    requestBody: capture ? { messages: call.guard?.logMessages ?? call.body.messages } : null,
     responseBody: capture ? (outcome.response ?? null) : null,
+    cacheStatus: call.cache?.status ?? null,
+    cacheSourceRequestId: outcome.hit?.requestId ?? null,
     createdAt: call.createdAt,
   });
 }
@@ -109,6 +125,68 @@ function refused(call: Call, result: NotServed): never {
   endSpend(call, null);
   logRequest(call, { status: result.error.status, attempts: result.attempts, error: result.error });
   throw result.error;
+}
+
+/**
+ * Guardrails' input stage (spec 2.6), before the cache, any reservation and any provider: what
+ * the rules redact is redacted in what is sent; a block (or a failed detector under
+ * `on_engine_error: block`) is a 403 that reached nothing.
+ */
+async function guardInput(call: Call): Promise<void> {
+  const rules = await call.services.guardrails.rulesFor(call.key);
+  if (!rules) return;
+  const guard = (call.guard = new RequestGuard(rules));
+  const { messages, refusal } = guard.checkInput(call.body.messages);
+  call.body.messages = messages;
+  guardHeader(call, call.body.stream === true);
+  if (refusal) {
+    logRequest(call, { status: refusal.status, attempts: [], error: refusal });
+    throw refusal;
+  }
+}
+
+function guardHeader(call: Call, stream: boolean): void {
+  const word = call.guard!.header(stream);
+  if (word) call.ctx.set('X-GW-Guardrails', word);
+  // Names only: a failed detector's error could quote the text it was reading.
+  if (call.guard!.skipped.length > 0) call.ctx.state.log?.warn({ detectors: call.guard!.skipped }, 'guardrail detector failed; its policy allows carrying on');
+}
+
+/**
+ * Output stage on a whole answer: redacted in place, or a 403 instead of it. The provider was
+ * called and billed, so a refused answer's spend is settled all the same.
+ */
+function guardAnswer(call: Call, served: Served<ChatResult>, model: string, estimate: CostEstimate) {
+  const guard = call.guard!;
+  const result = served.value;
+  const refusal = guard.checkAnswer(result.choices);
+  guardHeader(call, false);
+  if (refusal) {
+    logRequest(call, { status: refusal.status, served, servedModel: model, attempts: served.attempts, usage: result.usage, estimate, error: refusal, response: guard.logChoices(result.choices) });
+    endSpend(call, estimate);
+    throw refusal;
+  }
+  return guard.field();
+}
+
+/** The answer's `guardrails` field (spec 2.2), when a guardrail acted. */
+function guardrailsField(call: Call): { guardrails: NonNullable<ReturnType<RequestGuard['field']>> } | undefined {
+  const guardrails = call.guard?.field();
+  return guardrails ? { guardrails } : undefined;
+}
+
+/**
+ * Output stage on a stream, once it completed: on the assembled text, since what was sent
+ * cannot be redacted (a `redact` match counts as flagged). The finish chunks held back go out
+ * carrying the finding; a block (or a failed detector that blocks) ends the stream with an
+ * error event instead. The provider billed either way, so the spend was settled.
+ */
+function guardStreamEnd(call: Call, tally: StreamTally, out: PassThrough, chunk: (model: string, choices: ChunkChoice[]) => unknown): GatewayError | null {
+  if (!tally.guarded) return null;
+  const refusal = call.guard!.checkStreamEnd(tally.guarded.texts);
+  if (call.guard!.skipped.length > 0) call.ctx.state.log?.warn({ detectors: call.guard!.skipped }, 'guardrail detector failed; its policy allows carrying on');
+  if (!refusal) for (const held of tally.guarded.held) out.write(sseEvent(chunk(held.model, held.choices)));
+  return refusal;
 }
 
 function identity(call: Call, served: Served<unknown>, model: string) {
@@ -127,8 +205,14 @@ function answerWhole(call: Call, served: Served<ChatResult>): void {
   const result = served.value;
   const estimate = costOf(call, served, result.usage);
   const model = result.model ?? served.candidate.upstreamModel;
-  call.ctx.body = { ...identity(call, served, model), object: 'chat.completion', choices: result.choices, usage: wireUsage(result.usage, estimate) };
-  logRequest(call, { status: 200, served, servedModel: model, attempts: served.attempts, usage: result.usage, estimate, response: result.choices });
+  const guardrails = call.guard && guardAnswer(call, served, model, estimate);
+  call.ctx.body = {
+    ...identity(call, served, model), object: 'chat.completion', choices: result.choices, usage: wireUsage(result.usage, estimate),
+    ...(guardrails && { guardrails }),
+    ...(call.cache && { cache: cacheField(call.cache, Date.now()) }),
+  };
+  logRequest(call, { status: 200, served, servedModel: model, attempts: served.attempts, usage: result.usage, estimate, response: call.guard?.logChoices(result.choices) ?? result.choices });
+  keepAnswer(call, served, model, result.choices, result.usage);
   endSpend(call, estimate);
 }
 
@@ -149,7 +233,14 @@ function answerStream(call: Call, served: Served<LiveStream>, includeUsage: bool
 
   // The answer's text is kept only when the request log will store it.
   const tally: StreamTally = { model: served.candidate.upstreamModel, usage: null, finished: false, text: call.logging && call.config.promptLoggingEnabled ? [] : null };
-  const chunk = (model: string, choices: unknown[]) => ({ ...identity(call, served, model), object: 'chat.completion.chunk', choices });
+  // Guardrails that check the answer keep each choice's text and hold its finish chunk to the end.
+  if (call.guard?.checksOutput) tally.guarded = { texts: [], held: [] };
+  // The answer is assembled for the cache only when this request may write it.
+  const assembler = call.cache?.writeTo ? new ChoiceAssembler() : null;
+  const chunk = (model: string, choices: ChunkChoice[]) => {
+    assembler?.add(choices);
+    return { ...identity(call, served, model), object: 'chat.completion.chunk', choices, ...(call.guard && choices.some((c) => c.finish_reason) && guardrailsField(call)) };
+  };
   let spendEnded = false;
 
   const finish = async () => {
@@ -157,22 +248,28 @@ function answerStream(call: Call, served: Served<LiveStream>, includeUsage: bool
     const estimate = end.phase === 'complete' ? costOf(call, served, tally.usage) : null;
     spendEnded = true;
     endSpend(call, estimate);
-    if (end.phase === 'complete') {
-      if (includeUsage) out.write(sseEvent({ ...chunk(tally.model, []), usage: wireUsage(tally.usage, estimate) }));
+    const refusal = end.phase === 'complete' ? guardStreamEnd(call, tally, out, chunk) : null;
+    if (refusal) {
+      out.write(sseEvent(refusal.toBody()));
+    } else if (end.phase === 'complete') {
+      if (includeUsage) out.write(sseEvent({ ...chunk(tally.model, []), usage: wireUsage(tally.usage, estimate), ...guardrailsField(call), ...(call.cache && { cache: cacheField(call.cache, Date.now()) }) }));
+      // Only a complete answer is kept; a cut or abandoned one never is.
+      const choices = assembler?.choices();
+      if (choices) keepAnswer(call, served, tally.model, choices, tally.usage);
       out.write(sseEvent('[DONE]'));
     } else if (end.phase === 'broken') {
       out.write(sseEvent(end.error.toBody()));
     }
     out.end();
     logRequest(call, {
-      status: end.phase === 'complete' ? 200 : end.phase === 'gone' ? 499 : end.error.status,
+      status: refusal ? refusal.status : end.phase === 'complete' ? 200 : end.phase === 'gone' ? 499 : end.error.status,
       served,
       servedModel: tally.model,
       attempts: served.attempts,
       usage: tally.usage,
       estimate,
-      error: end.phase === 'broken' ? end.error : undefined,
-      response: tally.text?.join('') ?? null,
+      error: refusal ?? (end.phase === 'broken' ? end.error : undefined),
+      response: call.guard?.logAnswer?.join('') ?? tally.text?.join('') ?? null,
     });
   };
   // Nothing after the answer began may reject unhandled: a defect here is logged, the hold
@@ -181,6 +278,61 @@ function answerStream(call: Call, served: Served<LiveStream>, includeUsage: bool
     ctx.state.log?.error({ err: errorSummary(err) }, 'stream answer failed');
     if (!spendEnded) endSpend(call, null);
     if (!out.writableEnded) out.destroy();
+  });
+}
+
+/** Keeps a complete answer for reuse when this request may write the cache. */
+function keepAnswer(call: Call, served: Served<unknown>, model: string, choices: Choice[], usage: Usage | null): void {
+  storeAnswer(call.services.responseCache, call.cache, {
+    requestId: call.ctx.state.requestId,
+    storedAt: Date.now(),
+    model,
+    provider: served.candidate.connection.kind,
+    connection: served.candidate.connection.id,
+    route: served.position,
+    choices,
+    usage,
+  }, (err) => call.ctx.state.log?.warn({ err: errorSummary(err) }, 'response cache write failed'));
+}
+
+/**
+ * A cache hit (spec 2.2, 8): counted toward the key's rate limit, no budget held, served even
+ * when a blocking limit is exhausted. The original usage counts with cost 0 and price source
+ * `gateway_cache`; model, provider, connection and route of the original answer, the route name
+ * of this request. A streamed request gets the answer replayed as chunks.
+ */
+async function answerFromCache(call: Call, hit: CachedAnswer, stream: boolean, includeUsage: boolean): Promise<void> {
+  const { ctx, key, services } = call;
+  if (ctx.state.rateCounted !== true) {
+    const window = await countKeyRequest(services.redis.redis, key);
+    ctx.state.rateCounted = true;
+    ctx.set(rateLimitHeaders(key, window, Date.now()));
+    refuseOverRate(key, window);
+  }
+  const now = Date.now();
+  ctx.set('X-GW-Cache-Age', String(ageSeconds(hit, now)));
+  ctx.set('X-GW-Cache-Source', hit.requestId);
+  const usage = { ...(hit.usage ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 }), cost: 0, price_source: 'gateway_cache' };
+  delete (usage as { provider_cost?: number }).provider_cost;
+  const cache = cacheField(call.cache!, now);
+  const identity = {
+    id: ctx.state.requestId, created: Math.floor(call.createdAt.getTime() / 1000), model: hit.model, route: hit.route,
+    route_name: call.plan?.route?.slug ?? null, provider: hit.provider, connection: hit.connection,
+  };
+  if (stream) {
+    ctx.status = 200;
+    ctx.type = 'text/event-stream';
+    ctx.set('Cache-Control', 'no-cache');
+    const events = replayChunks(hit.choices).map((choices) => sseEvent({ ...identity, object: 'chat.completion.chunk', choices }));
+    if (includeUsage) events.push(sseEvent({ ...identity, object: 'chat.completion.chunk', choices: [], usage, cache }));
+    events.push(sseEvent('[DONE]'));
+    ctx.body = events.join('');
+  } else {
+    ctx.body = { ...identity, object: 'chat.completion', choices: hit.choices, usage, cache };
+  }
+  logRequest(call, {
+    status: 200, servedModel: hit.model, attempts: [], usage: hit.usage, estimate: { cost: 0, source: 'gateway_cache' } as CostEstimate,
+    response: hit.choices, hit, cached: { provider: hit.provider, connection: hit.connection, position: hit.route },
   });
 }
 
@@ -279,14 +431,14 @@ export function chatCompletions(services: GatewayServices) {
     const key = ctx.state.key!;
     const request = parseInput(chatRequestSchema, ctx.state.body);
     const attribution = parseAttribution(request.metadata);
-    parseCacheControl(request.cache, (name) => ctx.get(name));
-    // The response cache is not on for any organization yet (spec 2.2: `cache` absent).
-    ctx.set('X-GW-Cache', 'DISABLED');
+    const cacheControl = parseCacheControl(request.cache, (name) => ctx.get(name));
 
     const body = Object.fromEntries(Object.entries(request).filter(([k]) => !(EXTENSION_FIELDS as readonly string[]).includes(k))) as ChatBody;
     const config = await services.orgConfig.get(key.orgId);
-    const call: Call = { ctx, services, key, config, plan: null, body, attribution, logging: request.logging !== false, started, createdAt: new Date(), hold: null };
+    const call: Call = { ctx, services, key, config, plan: null, body, attribution, logging: request.logging !== false, started, createdAt: new Date(), hold: null, cache: null };
+    let cachePolicy: CachePolicy;
     try {
+      cachePolicy = resolveCachePolicy(config.responseCache, config.plan, cacheControl);
       call.plan = planCandidates({
         model: request.model,
         fallbacks: request.fallbacks ?? [],
@@ -304,6 +456,14 @@ export function chatCompletions(services: GatewayServices) {
       throw err;
     }
     const plan = call.plan;
+    // Guardrails check the prompt first: a blocked one is never served, even from the cache.
+    await guardInput(call);
+    // The cache is asked before any budget is held: a hit takes no reservation (spec 8).
+    call.cache = await consultCache(ctx, services.responseCache, key.orgId, cachePolicy, body, call.logging).catch((err: unknown) => {
+      if (err instanceof GatewayError) logRequest(call, { status: err.status, attempts: [], error: err });
+      throw err;
+    });
+    if (call.cache?.hit) return answerFromCache(call, call.cache.hit, request.stream === true, request.stream_options?.include_usage === true);
     await reserveBudget(call);
 
     // A client that hangs up stops the upstream work it asked for.

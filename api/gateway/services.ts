@@ -8,6 +8,8 @@ import type { RequestLogWriter } from '../../core/request-log/writer';
 import type { OrgConfig, OrgConfigCache } from '../../core/routing/org-config';
 import type { OutputStorage } from '../../core/storage/output-storage';
 import type { RedisHandle } from '../../core/redis';
+import type { GuardrailPolicies } from '../../core/guardrails/policy-cache';
+import type { ResponseCacheStore } from '../../core/response-cache/store';
 import type { JobServices } from './jobs';
 
 /** What the chat path needs besides the key: configuration, catalog, upstream pools, the log. */
@@ -28,6 +30,10 @@ export type GatewayServices = {
   endUserCap(config: OrgConfig, request: EndUserCapRequest): Promise<ResolvedEndUserCap | null>;
   /** Settled spend rows, written to Postgres in batches. */
   spendRows: BatchWriter<SpendLedgerRow>;
+  /** Guardrail policies per organization, compiled and cached in process (core/guardrails). */
+  guardrails: GuardrailPolicies;
+  /** Answers kept for reuse (issue 12; core/response-cache). */
+  responseCache: ResponseCacheStore;
 };
 
 /** Default upstream timeout: long answers from large models take minutes. */

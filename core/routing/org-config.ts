@@ -2,7 +2,7 @@ import { and, eq, isNull } from 'drizzle-orm';
 import { LRUCache } from 'lru-cache';
 import type { Sealer } from '../crypto/sealing';
 import type { Database } from '../db/client';
-import { memberBudgets, modelPrices, orgSettings, providerConnections, routes, type FailoverPolicy, type RouteRule, type RouteTarget, type SpendLimit } from '../db/schema';
+import { DEFAULT_RESPONSE_CACHE, memberBudgets, modelPrices, organizations, orgSettings, providerConnections, routes, type FailoverPolicy, type Plan, type ResponseCacheSettings, type RouteRule, type RouteTarget, type SpendLimit } from '../db/schema';
 import { FAILURE_KINDS, type FailureKind } from '../providers/types';
 import { isProviderKind, type ProviderKind } from '../providers/kinds';
 import { openConnection } from '../providers/open-connection';
@@ -54,6 +54,9 @@ export type OrgConfig = {
   hardCap: SpendLimit | null;
   /** Members' budgets by member id (only members that have one). */
   memberBudgets: Map<string, SpendLimit>;
+  plan: Plan;
+  /** The response cache switch and default TTL (`org_settings.response_cache`). */
+  responseCache: ResponseCacheSettings;
 };
 
 export function fullFailover(stored: FailoverPolicy): Record<FailureKind, FailoverAction> {
@@ -61,12 +64,13 @@ export function fullFailover(stored: FailoverPolicy): Record<FailureKind, Failov
 }
 
 export async function loadOrgConfig(db: Database, sealer: Sealer, orgId: string): Promise<OrgConfig> {
-  const [connectionRows, routeRows, priceRows, settingsRows, budgetRows] = await Promise.all([
+  const [connectionRows, routeRows, priceRows, settingsRows, budgetRows, orgRows] = await Promise.all([
     db.select().from(providerConnections).where(and(eq(providerConnections.orgId, orgId), isNull(providerConnections.deletedAt))),
     db.select().from(routes).where(and(eq(routes.orgId, orgId), isNull(routes.deletedAt))),
     db.select().from(modelPrices).where(eq(modelPrices.orgId, orgId)),
     db.select().from(orgSettings).where(eq(orgSettings.id, orgId)),
     db.select({ memberId: memberBudgets.id, spendLimit: memberBudgets.spendLimit }).from(memberBudgets).where(eq(memberBudgets.orgId, orgId)),
+    db.select({ plan: organizations.plan }).from(organizations).where(eq(organizations.id, orgId)),
   ]);
   const connections = connectionRows.filter((c) => isProviderKind(c.kind)).map((c): ConnectionConfig => {
     const kind = c.kind as ProviderKind;
@@ -100,6 +104,8 @@ export async function loadOrgConfig(db: Database, sealer: Sealer, orgId: string)
     unpricedBudgetPolicy: settingsRows[0]?.unpricedBudgetPolicy ?? 'block',
     hardCap: settingsRows[0]?.hardCap ?? null,
     memberBudgets: new Map(budgetRows.filter((b) => b.spendLimit).map((b) => [b.memberId, b.spendLimit!])),
+    plan: orgRows[0]?.plan ?? 'trial',
+    responseCache: settingsRows[0]?.responseCache ?? DEFAULT_RESPONSE_CACHE,
   };
 }
 

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { roleAtLeast } from '../../../core/auth/scopes';
 import { orgSettings, UNPRICED_BUDGET_POLICIES } from '../../../core/db/schema';
 import { GatewayError } from '../../../core/errors';
+import { MAX_CACHE_TTL_SECONDS, MIN_CACHE_TTL_SECONDS, PLAN_MAX_CACHE_TTL_SECONDS } from '../../../core/response-cache/policy';
 import { spendLimitSchema, unixTime } from './fields';
 import { selectOne, type ResourceType } from './resource-type';
 import { unix } from './router';
@@ -17,8 +18,10 @@ const settable = {
   prompt_logging_retention_days: z.number().int().min(1).max(3650),
   model_allowlist: z.array(z.string().min(1).max(200)).max(500),
   billing_day_of_month: z.number().int().min(1).max(28),
+  /** The response cache (issue 12): off by default; a request can only narrow it. */
+  response_cache: z.strictObject({ enabled: z.boolean(), default_ttl_seconds: z.number().int().min(MIN_CACHE_TTL_SECONDS).max(MAX_CACHE_TTL_SECONDS) }),
 };
-const patchSchema = z.strictObject(settable).partial();
+const patchSchema = z.strictObject({ ...settable, response_cache: settable.response_cache.partial() }).partial();
 
 export const orgSettingsResource: ResourceType<SettingsRow> = {
   type: 'org_settings',
@@ -42,7 +45,16 @@ export const orgSettingsResource: ResourceType<SettingsRow> = {
     if (input.unpriced_budget_policy === 'allow' && row.unpricedBudgetPolicy !== 'allow' && !roleAtLeast(call.principal.role, 'owner')) {
       throw new GatewayError('insufficient_role', 'Only an owner may set `unpriced_budget_policy` to `allow`.');
     }
+    let responseCache: SettingsRow['responseCache'] | undefined;
+    if (input.response_cache !== undefined) {
+      responseCache = { ...row.responseCache, ...input.response_cache };
+      const planMax = PLAN_MAX_CACHE_TTL_SECONDS[call.principal.plan];
+      if (responseCache.default_ttl_seconds > planMax) {
+        throw new GatewayError('cache_ttl_too_long', `\`response_cache.default_ttl_seconds\` may be at most ${planMax} seconds on the ${call.principal.plan} plan.`);
+      }
+    }
     return {
+      ...(responseCache && { responseCache }),
       ...(input.monthly_target !== undefined && { monthlyTarget: input.monthly_target }),
       ...(input.hard_cap !== undefined && { hardCap: input.hard_cap }),
       ...(input.unpriced_budget_policy !== undefined && { unpricedBudgetPolicy: input.unpriced_budget_policy }),
@@ -61,6 +73,7 @@ export const orgSettingsResource: ResourceType<SettingsRow> = {
     prompt_logging_retention_days: row.promptLoggingRetentionDays,
     model_allowlist: row.modelAllowlist,
     billing_day_of_month: row.billingDayOfMonth,
+    response_cache: row.responseCache,
     created_at: unix(row.createdAt),
     updated_at: unix(row.updatedAt),
   }),

@@ -1,0 +1,59 @@
+import { promisify } from 'node:util';
+import { deflateRaw, inflateRaw } from 'node:zlib';
+import type Redis from 'ioredis';
+import type { CachedAnswer } from './answer';
+
+const deflate = promisify(deflateRaw);
+const inflate = promisify(inflateRaw);
+
+/** Stored values above this many bytes are compressed (a first byte says which form follows). */
+export const COMPRESS_ABOVE_BYTES = 4096;
+const PLAIN = 0x6a; // 'j'
+const DEFLATED = 0x7a; // 'z'
+
+/** Redis could not be asked: the request is served uncached, or refused if it demanded `read_only`. */
+export class ResponseCacheUnavailable extends Error {}
+
+export type ResponseCacheStore = {
+  get(key: string): Promise<CachedAnswer | null>;
+  put(key: string, answer: CachedAnswer, ttlSeconds: number): Promise<void>;
+};
+
+export function encodeAnswer(answer: CachedAnswer): Promise<Buffer> | Buffer {
+  const json = Buffer.from(JSON.stringify(answer));
+  if (json.length <= COMPRESS_ABOVE_BYTES) return Buffer.concat([Buffer.of(PLAIN), json]);
+  return deflate(json).then((z) => Buffer.concat([Buffer.of(DEFLATED), z]));
+}
+
+export async function decodeAnswer(stored: Buffer): Promise<CachedAnswer | null> {
+  const body = stored.subarray(1);
+  if (stored[0] === PLAIN) return JSON.parse(body.toString('utf8')) as CachedAnswer;
+  if (stored[0] === DEFLATED) return JSON.parse((await inflate(body)).toString('utf8')) as CachedAnswer;
+  return null;
+}
+
+/**
+ * The response cache in Redis. While Redis is not connected a read fails at once (no waiting
+ * through the client's reconnect attempts on the hot path) with ResponseCacheUnavailable.
+ */
+export function createResponseCacheStore(redis: Redis): ResponseCacheStore {
+  const unavailable = (err?: unknown) => new ResponseCacheUnavailable('The response cache is unavailable.', { cause: err });
+  return {
+    async get(key) {
+      if (redis.status !== 'ready') throw unavailable();
+      let stored: Buffer | null;
+      try {
+        stored = await redis.getBuffer(key);
+      } catch (err) {
+        throw unavailable(err);
+      }
+      if (!stored) return null;
+      // An entry this version cannot read is a miss, and is replaced by the next answer.
+      return decodeAnswer(stored).catch(() => null);
+    },
+    async put(key, answer, ttlSeconds) {
+      if (redis.status !== 'ready') throw unavailable();
+      await redis.set(key, await encodeAnswer(answer), 'EX', ttlSeconds);
+    },
+  };
+}

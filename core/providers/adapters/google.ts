@@ -84,7 +84,7 @@ export const GEMINI_MAX_CANDIDATES = 8;
 function geminiRefusal(body: ChatBody): ParamRefusal | null {
   if (body.n !== undefined && body.n > GEMINI_MAX_CANDIDATES) return { param: 'n', message: `\`n\` above ${GEMINI_MAX_CANDIDATES} is not supported by Gemini models (candidateCount is 1 to ${GEMINI_MAX_CANDIDATES}).` };
   if (body.parallel_tool_calls === false && (body.tools?.length ?? 0) > 0 && body.tool_choice !== 'none') {
-    return { param: 'parallel_tool_calls', message: '`parallel_tool_calls: false` is not supported by Gemini models: they have no switch to keep function calls to one a turn.' };
+    return { param: 'parallel_tool_calls', message: '`parallel_tool_calls` false is not supported by Gemini models: they have no switch to keep function calls to one a turn.' };
   }
   if (body.user !== undefined) return { param: 'user', message: '`user` is not supported by Gemini models: generateContent has no end-user field to forward it in (use `metadata.user_id` to attribute the request).' };
   return null;

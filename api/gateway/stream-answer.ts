@@ -7,7 +7,17 @@ import type { ChunkChoice, StreamOutput, Usage } from '../../core/providers/type
 export type StreamEnd = { phase: 'complete' } | { phase: 'broken'; error: GatewayError } | { phase: 'gone' };
 
 /** What a stream has told so far; `text` is kept only when the request log will store it. */
-export type StreamTally = { model: string; usage: Usage | null; finished: boolean; text: string[] | null };
+export type StreamTally = {
+  model: string;
+  usage: Usage | null;
+  finished: boolean;
+  text: string[] | null;
+  /**
+   * Kept only when guardrails check the answer at its end: each choice's text, and the chunks
+   * that finish a choice, held back so the check's finding can ride on them (spec 2.2).
+   */
+  guarded?: { texts: string[]; held: Array<{ model: string; choices: ChunkChoice[] }> };
+};
 
 type Step = { chunks: Array<{ model: string; choices: ChunkChoice[] }>; end: StreamEnd | null };
 
@@ -30,6 +40,7 @@ export function foldOutputs(tally: StreamTally, outputs: readonly StreamOutput[]
         for (const c of o.choices) {
           if (c.finish_reason) tally.finished = true;
           if (c.delta.content) tally.text?.push(c.delta.content);
+          if (c.delta.content && tally.guarded) tally.guarded.texts[c.index] = (tally.guarded.texts[c.index] ?? '') + c.delta.content;
         }
         chunks.push({ model: tally.model, choices: o.choices });
         break;
@@ -86,6 +97,10 @@ export async function relayStream(
     const { chunks, end } = foldOutputs(tally, outputs);
     for (const chunk of chunks) {
       if (gone.aborted) return { phase: 'gone' };
+      if (tally.guarded && chunk.choices.some((c) => c.finish_reason)) {
+        tally.guarded.held.push(chunk);
+        continue;
+      }
       await sendEvent(out, toChunk(chunk.model, chunk.choices), gone);
     }
     return gone.aborted ? { phase: 'gone' } : end;

@@ -22,6 +22,8 @@ const OPERATIONS = [
   'get /end_user_cap_rules', 'post /end_user_cap_rules', 'get /end_user_cap_rules/{id}', 'patch /end_user_cap_rules/{id}', 'delete /end_user_cap_rules/{id}',
   'get /end_user_cap_rules/{rule}/overrides',
   'get /end_user_cap_rules/{rule}/overrides/{end_user_id}', 'put /end_user_cap_rules/{rule}/overrides/{end_user_id}', 'delete /end_user_cap_rules/{rule}/overrides/{end_user_id}',
+  // Issue 12: guardrail policies.
+  'get /guardrail_policies', 'post /guardrail_policies', 'get /guardrail_policies/{id}', 'patch /guardrail_policies/{id}', 'delete /guardrail_policies/{id}',
 ];
 
 describe('GET /manage/v1/openapi.json', () => {

@@ -1,5 +1,6 @@
 import { endUserCapRulesResource } from './end-user-cap-rules';
 import { gatewayKeysResource } from './gateway-keys';
+import { guardrailPoliciesResource } from './guardrail-policies';
 import { memberBudgetsResource } from './member-budgets';
 import { modelPricesResource } from './model-prices';
 import { orgSettingsResource } from './org-settings';
@@ -20,4 +21,5 @@ export const RESOURCES = [
   modelPricesResource,
   webhookEndpointsResource,
   endUserCapRulesResource,
+  guardrailPoliciesResource,
 ] as unknown as readonly ResourceType[];

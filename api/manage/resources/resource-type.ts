@@ -72,7 +72,15 @@ export interface ResourceType<Row extends VersionedRow = VersionedRow> {
   scope: string;
   /** One object per organization, read and patched at `/<type>` (its id is the organization's). */
   singleton?: boolean;
-  table: VersionedTable;
+  /** Where the rows live; absent for an attached resource (`storedIn`). */
+  table?: VersionedTable;
+  /**
+   * An attached resource has no row of its own: it is a part of another resource's row (a
+   * guardrail policy lives on its organization settings, project or key). Writes go to that
+   * row and move its version, which is the attached resource's version too. Such a resource
+   * creates by writing the parent itself and deletes by `{ hide }`, never 'delete'.
+   */
+  storedIn?(row: Row): { table: VersionedTable; id: string };
   /** The wire fields present() returns, for the OpenAPI document and response checks in tests. */
   readSchema: z.ZodObject;
   createSchema?: z.ZodType;

@@ -29,11 +29,11 @@ export function envelope<Row extends VersionedRow>(resource: ResourceType<Row>, 
  * conflict. Answers the row as the resource reads it (some resources join other tables).
  */
 async function writeNextVersion(tx: Transaction, resource: ResourceType, row: VersionedRow, changes: Record<string, unknown>, now: Date): Promise<VersionedRow> {
-  const table = resource.table;
+  const { table, id } = resource.storedIn?.(row) ?? { table: resource.table!, id: row.id };
   const [next] = (await tx
     .update(table)
     .set({ ...changes, version: row.version + 1, updatedAt: now } as never)
-    .where(and(eq(table.id, row.id), eq(table.version, row.version)))
+    .where(and(eq(table.id, id), eq(table.version, row.version)))
     .returning()) as unknown as VersionedRow[];
   if (!next) throw versionConflict(row.version + 1);
   return (await resource.find(tx, row.orgId, row.id, { forUpdate: false, includeHidden: true })) ?? next;
@@ -293,7 +293,8 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
       if (row.version !== expected) throw versionConflict(row.version);
       const outcome = await resource.remove!(callFor(ctx, tx, principal, now), row);
       if (outcome === 'delete') {
-        await tx.delete(resource.table).where(eq(resource.table.id, row.id));
+        // Attached resources (storedIn) hide; only a resource with rows of its own deletes one.
+        await tx.delete(resource.table!).where(eq(resource.table!.id, row.id));
         await auditWrite(tx, principal, resource, 'delete', row.id, [row.version, null]);
         return { id: row.id, object: resource.object, deleted: true };
       }

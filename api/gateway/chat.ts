@@ -169,6 +169,16 @@ function guardAnswer(call: Call, served: Served<ChatResult>, model: string, esti
   return guard.field();
 }
 
+/** Output stage on a cache hit: redacted in place, or a 403 (nothing was spent on it). */
+function guardCachedAnswer(call: Call, hit: CachedAnswer, stream: boolean): void {
+  const refusal = call.guard!.checkAnswer(hit.choices);
+  guardHeader(call, stream);
+  if (refusal) {
+    logRequest(call, { status: refusal.status, servedModel: hit.model, attempts: [], error: refusal, response: call.guard!.logChoices(hit.choices), hit });
+    throw refusal;
+  }
+}
+
 /** The answer's `guardrails` field (spec 2.2), when a guardrail acted. */
 function guardrailsField(call: Call): { guardrails: NonNullable<ReturnType<RequestGuard['field']>> } | undefined {
   const guardrails = call.guard?.field();
@@ -309,6 +319,9 @@ async function answerFromCache(call: Call, hit: CachedAnswer, stream: boolean, i
     ctx.set(rateLimitHeaders(key, window, Date.now()));
     refuseOverRate(key, window);
   }
+  // Guardrails' output stage runs on a kept answer too (policies may have changed since); on a
+  // replayed stream nothing was sent yet, so here redaction applies to it as to a whole answer.
+  if (call.guard) guardCachedAnswer(call, hit, stream);
   const now = Date.now();
   ctx.set('X-GW-Cache-Age', String(ageSeconds(hit, now)));
   ctx.set('X-GW-Cache-Source', hit.requestId);
@@ -323,16 +336,16 @@ async function answerFromCache(call: Call, hit: CachedAnswer, stream: boolean, i
     ctx.status = 200;
     ctx.type = 'text/event-stream';
     ctx.set('Cache-Control', 'no-cache');
-    const events = replayChunks(hit.choices).map((choices) => sseEvent({ ...identity, object: 'chat.completion.chunk', choices }));
-    if (includeUsage) events.push(sseEvent({ ...identity, object: 'chat.completion.chunk', choices: [], usage, cache }));
+    const events = replayChunks(hit.choices).map((choices) => sseEvent({ ...identity, object: 'chat.completion.chunk', choices, ...(call.guard && choices.some((c) => c.finish_reason) && guardrailsField(call)) }));
+    if (includeUsage) events.push(sseEvent({ ...identity, object: 'chat.completion.chunk', choices: [], usage, ...guardrailsField(call), cache }));
     events.push(sseEvent('[DONE]'));
     ctx.body = events.join('');
   } else {
-    ctx.body = { ...identity, object: 'chat.completion', choices: hit.choices, usage, cache };
+    ctx.body = { ...identity, object: 'chat.completion', choices: hit.choices, usage, ...guardrailsField(call), cache };
   }
   logRequest(call, {
     status: 200, servedModel: hit.model, attempts: [], usage: hit.usage, estimate: { cost: 0, source: 'gateway_cache' } as CostEstimate,
-    response: hit.choices, hit, cached: { provider: hit.provider, connection: hit.connection, position: hit.route },
+    response: call.guard?.logChoices(hit.choices) ?? hit.choices, hit, cached: { provider: hit.provider, connection: hit.connection, position: hit.route },
   });
 }
 

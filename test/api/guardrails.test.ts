@@ -274,6 +274,34 @@ describe('guardrails', () => {
     });
   });
 
+  it('a cache hit goes through the guardrails too: a blocked prompt is never served, a kept answer is checked again', async () => {
+    const t = await tenant();
+    const settings = await t.client.get('/org_settings');
+    expect((await t.client.patch('/org_settings', { response_cache: { enabled: true, default_ttl_seconds: 600 } }, settings.etag!)).status).toBe(200);
+    const plain = await t.key();
+    const guarded = await t.key();
+    const blocking = await t.key();
+    const messages = replying('Write to carl@example.net today');
+    // Kept by a key without a policy (the cache is the organization's).
+    const first = await chat(plain.secret, { messages });
+    expect([first.status, first.headers.get('x-gw-cache')]).toEqual([200, 'MISS']);
+    await t.policy(`key:${guarded.id}`, [{ detector: 'email', stage: 'output', action: 'redact' }, { detector: 'keywords', stage: 'input', action: 'flag', words: ['say'] }]);
+    await t.policy(`key:${blocking.id}`, [{ detector: 'keywords', stage: 'input', action: 'block', words: ['say'] }]);
+    const before = sandbox.received.length;
+    const hit = await chat(guarded.secret, { messages });
+    expect([hit.status, hit.headers.get('x-gw-cache'), hit.headers.get('x-gw-guardrails')]).toEqual([200, 'HIT', 'redacted']);
+    expect(hit.json.choices[0].message.content).toBe('Write to [REDACTED:EMAIL] today');
+    expect(hit.json.guardrails).toEqual({ action: 'redacted', findings: [{ detector: 'keywords', stage: 'input', action: 'flag', count: 1 }, { detector: 'email', stage: 'output', action: 'redact', count: 1 }] });
+    const replay = await chat(guarded.secret, { messages, stream: true, stream_options: { include_usage: true } });
+    const chunks = sseData(replay.text).filter((e): e is Loose => typeof e === 'object');
+    expect(replay.headers.get('x-gw-guardrails')).toBe('flagged');
+    expect(chunks.map((c) => c.choices[0]?.delta?.content ?? '').join('')).not.toContain('carl@example.net');
+    expect(chunks.filter((c) => c.guardrails).length).toBeGreaterThanOrEqual(2);
+    const refused = await chat(blocking.secret, { messages });
+    expect([refused.status, refused.json.error?.code, refused.headers.get('x-gw-cache')]).toEqual([403, 'guardrail_blocked', null]);
+    expect(sandbox.received.length).toBe(before);
+  });
+
   it('the strictest action wins across organization, project and key policies', async () => {
     const t = await tenant();
     const email = 'ann@example.org';

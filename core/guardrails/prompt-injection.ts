@@ -6,8 +6,9 @@ import type { Span } from './detectors';
  * matched weights add up to THRESHOLD or more is an injection, and every matched phrase in it
  * is a finding (and what redaction replaces). Strong families (1.0) are enough alone: an order
  * to drop earlier instructions, a claim of a jailbreak mode, raw chat-template control tokens.
- * Weak ones (0.5) are common in harmless text ("print the system prompt variable", "act as a
- * tutor" is not one of them) and need a second sign.
+ * Weak ones (0.5) also occur in harmless text ("how do I print the system prompt variable?")
+ * and need a second sign. Phrasings no family covers are missed: this is a tripwire for the
+ * common attacks, not a classifier.
  *
  * To maintain: add a family with a test fixture of a true and a false positive in
  * test/unit/guardrail-detectors.test.ts. Every pattern is bounded (no nested unbounded

@@ -16,7 +16,7 @@ import path from 'node:path';
 import { newKeyring } from '../core/crypto/sealing';
 import { applyMigrations } from '../core/db/migrate';
 import { freePort, waitFor } from '../scripts/lib/ports';
-import { chatBody, startGatewaySubject, startMock } from './lib/gateway';
+import { chatBody, startGatewaySubject, startMock, type TenantFeatures } from './lib/gateway';
 import { findLoadTool, type LoadResult, type LoadTool } from './lib/load';
 import { cpuSeconds, rssMb } from './lib/proc';
 import { log, node, ROOT, runBench, waitForPort, workDir } from './lib/processes';
@@ -38,7 +38,7 @@ const PORTKEY_START = path.join(PORTKEY_DIR, 'node_modules', '@portkey-ai', 'gat
 const profiles: Array<{ label: string; pid: number; file: string }> = [];
 
 type Subject = {
-  id: 'bare' | 'gateway' | 'gateway_prompt_log' | 'portkey';
+  id: 'bare' | GatewaySubjectId | 'portkey';
   label: string;
   pid: number;
   url: string;
@@ -52,6 +52,19 @@ type Subject = {
 };
 
 // ---------------------------------------------------------------- subjects
+
+/**
+ * The gateway subjects. The last two are opt-in (BENCH_SUBJECTS) and price the features of issue
+ * 12 against `gateway` in the same run: the response cache answering every request from Redis,
+ * and a guardrail policy running every detector on input and output.
+ */
+const GATEWAY_SUBJECTS = [
+  ['gateway', 'gateway', { promptLogging: false }],
+  ['gateway_prompt_log', 'gateway, prompt log on', { promptLogging: true }],
+  ['gateway_cache_hit', 'gateway, cache hits', { promptLogging: false, responseCache: true }],
+  ['gateway_guardrails', 'gateway, guardrails', { promptLogging: false, guardrails: true }],
+] as const satisfies ReadonlyArray<readonly [string, string, TenantFeatures]>;
+type GatewaySubjectId = (typeof GATEWAY_SUBJECTS)[number][0];
 
 async function ensurePortkey(): Promise<void> {
   if (fs.existsSync(PORTKEY_START)) return;
@@ -79,10 +92,10 @@ async function startSubjects(work: string, svc: Services): Promise<{ subjects: S
   }
 
   const sealingKeys = newKeyring();
-  for (const [id, label, promptLogging] of [['gateway', 'gateway', false], ['gateway_prompt_log', 'gateway, prompt log on', true]] as const) {
+  for (const [id, label, features] of GATEWAY_SUBJECTS) {
     if (!wanted.has(id)) continue;
     const profile = process.env.BENCH_CPU_PROF ? path.resolve(process.env.BENCH_CPU_PROF, `${id}.cpuprofile`) : undefined;
-    const api = await startGatewaySubject(work, id, label, svc, sealingKeys, mockUrl, promptLogging, {
+    const api = await startGatewaySubject(work, id, label, svc, sealingKeys, mockUrl, features, {
       preload: profile ? ['./bench/lib/cpu-prof-preload.ts'] : [],
       env: { BENCH_CPU_PROF_FILE: profile },
     });

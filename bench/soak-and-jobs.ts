@@ -310,7 +310,7 @@ async function main(): Promise<void> {
   await applyMigrations(svc.databaseUrl);
   const sealingKeys = newKeyring();
   const mockUrl = await startMock(work);
-  const api = await startGatewaySubject(work, 'gateway', 'gateway', svc, sealingKeys, mockUrl, false);
+  const api = await startGatewaySubject(work, 'gateway', 'gateway', svc, sealingKeys, mockUrl, { promptLogging: false });
   log(`gateway API pid ${api.pid}; soak: ${SOAK_MINUTES} min at c=${SOAK_CONNECTIONS}, RSS every ${SAMPLE_EVERY_S} s`);
 
   const s = await soak(tool, api, work);

@@ -97,8 +97,25 @@ export async function benchKeys(apiUrl: string, token: string, count: number): P
   return keys;
 }
 
+/**
+ * What an organization turns on besides the defaults: prompt logging; the response cache (every
+ * load request is the same question, so after the first one each is a hit); a guardrail policy.
+ */
+export type TenantFeatures = { promptLogging: boolean; responseCache?: boolean; guardrails?: boolean };
+
+/** Every input and output detector a policy can run, flagging (nothing in the bench text matches). */
+export const BENCH_GUARDRAIL_POLICY = {
+  target: 'organization',
+  enabled: true,
+  on_engine_error: 'allow',
+  rules: [
+    ...['email', 'phone', 'credit_card', 'iban', 'secret', 'prompt_injection'].map((detector) => ({ detector, stage: 'both', action: 'flag' })),
+    { detector: 'keywords', stage: 'both', action: 'flag', words: ['project falcon', 'internal only'] },
+  ],
+};
+
 /** An organization connected to the mock with a custom price and keys as production issues them. */
-export async function tenant(apiUrl: string, token: string, mockUrl: string, promptLogging: boolean): Promise<string[]> {
+export async function tenant(apiUrl: string, token: string, mockUrl: string, features: TenantFeatures): Promise<string[]> {
   await manage(apiUrl, token, 'POST', '/provider_connections', { kind: 'openai', name: 'mock upstream', secret: 'sk-mock-bench', config: { base_url: `${mockUrl}/v1` }, validate: true });
   // The 20 ms mode is another base URL: a connection of its own, reached by the model name it maps.
   await manage(apiUrl, token, 'POST', '/provider_connections', { kind: 'custom', name: 'mock upstream, 20 ms', secret: 'sk-mock-bench', config: { base_url: `${mockUrl}/delay20/v1` }, model_map: { 'bench-delay20': 'gpt-4o-mini' }, validate: true });
@@ -106,14 +123,18 @@ export async function tenant(apiUrl: string, token: string, mockUrl: string, pro
     await manage(apiUrl, token, 'POST', '/model_prices', { model, provider, input_per_million: 0.15, output_per_million: 0.6 });
   }
   const settings = await manage(apiUrl, token, 'GET', '/org_settings');
-  await manage(apiUrl, token, 'PATCH', '/org_settings', { prompt_logging_enabled: promptLogging }, settings.etag as string);
+  await manage(apiUrl, token, 'PATCH', '/org_settings', {
+    prompt_logging_enabled: features.promptLogging,
+    ...(features.responseCache && { response_cache: { enabled: true, default_ttl_seconds: 3600 } }),
+  }, settings.etag as string);
+  if (features.guardrails) await manage(apiUrl, token, 'POST', '/guardrail_policies', BENCH_GUARDRAIL_POLICY);
   return benchKeys(apiUrl, token, KEYS_PER_SUBJECT);
 }
 
 /** The `gateway` (or prompt-log) subject: an API process and its organization's keys on the mock. */
-export async function startGatewaySubject(work: string, id: string, label: string, svc: Services, sealingKeys: string, mockUrl: string, promptLogging: boolean, options: Parameters<typeof startApi>[5] = {}): Promise<StartedApi & { keys: string[]; orgId: string; token: string }> {
+export async function startGatewaySubject(work: string, id: string, label: string, svc: Services, sealingKeys: string, mockUrl: string, features: TenantFeatures, options: Parameters<typeof startApi>[5] = {}): Promise<StartedApi & { keys: string[]; orgId: string; token: string }> {
   const api = await startApi(work, id, label, svc, sealingKeys, options);
   const org = await newOrganization(svc, `bench ${label} ${new Date().toISOString()}`);
-  const keys = await tenant(api.apiUrl, org.token, mockUrl, promptLogging);
+  const keys = await tenant(api.apiUrl, org.token, mockUrl, features);
   return { ...api, ...org, keys };
 }

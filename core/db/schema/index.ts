@@ -16,3 +16,4 @@ export * from './webhook-deliveries';
 export * from './end-user-caps';
 export * from './budget-crossings';
 export * from './guardrail-policy';
+export * from './usage-rollup';

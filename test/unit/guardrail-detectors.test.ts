@@ -101,6 +101,15 @@ describe('guardrail detectors', () => {
       expect(found('keywords', 'falconry and concatenate', { words: ['falcon', 'cat'] })).toEqual([]);
       expect(found('keywords', 'Falcon falcon', { words: ['falcon'], case_sensitive: true })).toEqual(['falcon']);
     });
+    it('finds the same in ASCII text (the plain automaton) as the Unicode text matcher does', () => {
+      const options = { words: ['Project Falcon', 'falcon', 'internal only', 'x_1'] };
+      const texts = ['PROJECT FALCON, then falcon.', 'falconry; (falcon) "Falcon"', 'internal-only vs internal only!', 'x_1 and x_12 and _x_1', 'Internal Only\nproject falcon'];
+      for (const text of texts) {
+        // A trailing non-ASCII character sends the same text through the Unicode matcher.
+        expect(found('keywords', text, options)).toEqual(found('keywords', `${text} é`, options));
+      }
+      expect(found('keywords', texts[0]!, options)).toEqual(['PROJECT FALCON', 'falcon']);
+    });
   });
 
   describe('regex', () => {

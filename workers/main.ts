@@ -21,6 +21,7 @@ export async function runWorkerProcess(names: readonly TaskQueueName[]): Promise
       namespace: config.TEMPORAL_NAMESPACE,
       taskQueuePrefix: config.GW_TASK_QUEUE_PREFIX,
       services: createActivityServices(config, database.db, redis),
+      scheduleScale: config.GW_SCHEDULE_SCALE,
       // A workflow bundle built ahead (a deploy step, or a test run) saves each start the bundling.
       ...(process.env.GW_WORKFLOW_BUNDLE && { workflowBundle: { codePath: process.env.GW_WORKFLOW_BUNDLE } }),
     });

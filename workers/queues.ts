@@ -3,6 +3,7 @@ import { bundleWorkflowCode, NativeConnection, type Worker } from '@temporalio/w
 import type { Dispatcher } from 'undici';
 import { createKeyRotationActivities } from '../activities/key-rotation';
 import { createProbeActivities } from '../activities/probe';
+import { createRetentionActivities } from '../activities/request-log-retention';
 import { createSecretRotationActivities } from '../activities/secret-rotation';
 import path from 'node:path';
 import { createVideoJobActivities, type VideoJobDeps } from '../activities/video-job';
@@ -18,6 +19,7 @@ import { localOutputStorage } from '../core/storage/output-storage';
 import type { Database } from '../core/db/client';
 import type { RedisHandle } from '../core/redis';
 import { taskQueue, type TaskQueueName } from '../workflows/definitions';
+import { ensureMaintenanceSchedules } from './schedules';
 import { createWorker, WORKFLOWS_PATH, type WorkerSpec } from './temporal';
 
 export type QueueWorkerDeps = {
@@ -26,6 +28,8 @@ export type QueueWorkerDeps = {
   taskQueuePrefix: string;
   workflowBundle?: WorkerSpec['workflowBundle'];
   services: ActivityServices;
+  /** GW_SCHEDULE_SCALE, for the maintenance schedules' intervals (1 when absent). */
+  scheduleScale?: number;
 };
 
 /** What activities reach: the worker process connects these once and shares them. */
@@ -75,7 +79,7 @@ function activitiesFor(name: TaskQueueName, queue: string, services: ActivitySer
     case 'webhooks':
       return { ...probe, ...createWebhookDeliveryActivities({ db: services.db, clock: services.clock, sealer: services.video.sealer, dispatcher: services.webhooks.dispatcher }) };
     case 'maintenance':
-      return { ...probe, ...createKeyRotationActivities(services), ...createSecretRotationActivities(services) };
+      return { ...probe, ...createKeyRotationActivities(services), ...createSecretRotationActivities(services), ...createRetentionActivities(services) };
     default:
       return probe;
   }
@@ -105,6 +109,8 @@ export async function startQueueWorkers(names: readonly TaskQueueName[], deps: Q
       });
     }),
   );
+  // The maintenance queue's schedules exist once a worker can serve them.
+  if (names.includes('maintenance')) await ensureMaintenanceSchedules(temporal, deps.taskQueuePrefix, deps.scheduleScale ?? 1);
   const done = Promise.all(workers.map((w) => w.run())).then(() => undefined);
   return {
     workers,

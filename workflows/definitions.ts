@@ -52,6 +52,21 @@ export const workflowIds = {
   webhookDelivery: (deliveryId: string) => deliveryId,
 };
 
+/**
+ * Temporal Schedules on the maintenance queue. Their ids are business ids, prefixed like the
+ * task queues so that deployments (or test files) sharing a namespace keep their own.
+ */
+export const scheduleIds = {
+  requestLogRetention: (prefix = '') => `${prefix}gw-request-log-retention`,
+};
+
+/** The request log's retention runs this often (times GW_SCHEDULE_SCALE). */
+export const REQUEST_LOG_RETENTION_EVERY_MS = 3_600_000;
+/** Body-clearing calls in one run (each about 2 minutes at most): a bigger backlog waits for the next run. */
+export const REQUEST_LOG_RETENTION_MAX_CLEAR_CALLS = 20;
+
+export type RequestLogRetentionResult = { partitionsCreated: string[]; partitionsDropped: string[]; bodiesCleared: number; finished: boolean };
+
 /** The Update that cancels a job; the workflow answers it once the job is terminal. */
 export const JOB_CANCEL_UPDATE = 'cancel';
 export type JobCancelResult = { status: string };

@@ -4,3 +4,4 @@ export { keyRotation } from './key-rotation';
 export { secretRotation } from './secret-rotation';
 export { videoJob } from './video-job';
 export { webhookDelivery } from './webhook-delivery';
+export { requestLogRetention } from './request-log-retention';

@@ -1,4 +1,5 @@
-import { boolean, index, integer, jsonb, numeric, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
+import { sql } from 'drizzle-orm';
+import { boolean, index, integer, jsonb, numeric, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
 import type { GuardrailOutcome } from './guardrail-policy';
 import { organizations } from './organizations';
 
@@ -15,12 +16,20 @@ export type RequestAttempt = {
 /**
  * One row per gateway request (spec 4.1 "request log"), written in batches off the hot path.
  * Prompts and answers are stored only when the organization turned prompt logging on and the
- * request did not say `logging: false`.
+ * request did not say `logging: false`, and are set to NULL after the organization's
+ * `prompt_logging_retention_days` by the retention schedule (activities/request-log-retention.ts).
+ *
+ * Partitioned by RANGE (created_at), one partition a UTC day (migration 0015; drizzle does not
+ * model partitioning): the primary key must hold the partition key, hence (id, created_at). The
+ * indexes serve the request-log filters, each within one organization and newest first; route,
+ * provider and tag filters ride the (org, created_at, id) index. The indexes are ascending on
+ * purpose: a B-tree read backwards answers `ORDER BY created_at DESC, id DESC` (NULLS FIRST, the
+ * default), which a `DESC NULLS LAST` index (what drizzle writes for `.desc()`) would not.
  */
 export const requestLogs = pgTable(
   'request_logs',
   {
-    id: text('id').primaryKey(),
+    id: text('id').notNull(),
     orgId: text('org_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
     keyId: text('key_id').notNull(),
     projectId: text('project_id').notNull(),
@@ -53,5 +62,17 @@ export const requestLogs = pgTable(
     responseBody: jsonb('response_body'),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
   },
-  (t) => [index('request_logs_org_created').on(t.orgId, t.createdAt), index('request_logs_project').on(t.projectId), index('request_logs_org_user').on(t.orgId, t.userId)],
+  (t) => [
+    primaryKey({ name: 'request_logs_pk', columns: [t.id, t.createdAt] }),
+    index('request_logs_org_created').on(t.orgId, t.createdAt, t.id),
+    index('request_logs_org_key').on(t.orgId, t.keyId, t.createdAt),
+    index('request_logs_org_user').on(t.orgId, t.userId, t.createdAt).where(sql`${t.userId} is not null`),
+    index('request_logs_org_session').on(t.orgId, t.sessionId, t.createdAt).where(sql`${t.sessionId} is not null`),
+    index('request_logs_org_model').on(t.orgId, t.requestedModel, t.createdAt),
+    index('request_logs_org_status').on(t.orgId, t.status, t.createdAt),
+    /** A project's purge check counts its requests. */
+    index('request_logs_project').on(t.projectId),
+    /** Only rows still holding a body: what the retention schedule looks for, oldest first. */
+    index('request_logs_bodies').on(t.orgId, t.createdAt).where(sql`${t.requestBody} is not null or ${t.responseBody} is not null`),
+  ],
 );

@@ -1,0 +1,46 @@
+import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client, type ScheduleOptions } from '@temporalio/client';
+import { scaleDuration } from '../core/schedule';
+import { REQUEST_LOG_RETENTION_EVERY_MS, scheduleIds, taskQueue } from '../workflows/definitions';
+
+/**
+ * The Temporal Schedules of the maintenance queue (DESIGN 6.10: periodic work is a schedule,
+ * visible in the Temporal UI, never a timer in the API). Made or brought up to date by every
+ * maintenance worker as it starts, so a deploy that changes a schedule's spec applies it.
+ */
+export function maintenanceSchedules(taskQueuePrefix: string, scheduleScale: number): ScheduleOptions[] {
+  const retentionId = scheduleIds.requestLogRetention(taskQueuePrefix);
+  return [
+    {
+      scheduleId: retentionId,
+      spec: { intervals: [{ every: scaleDuration(REQUEST_LOG_RETENTION_EVERY_MS, scheduleScale) }] },
+      action: {
+        type: 'startWorkflow',
+        workflowType: 'requestLogRetention',
+        // Temporal appends the scheduled time: `gw-request-log-retention-2026-11-22T10:00:00Z`.
+        workflowId: retentionId,
+        taskQueue: taskQueue('maintenance', taskQueuePrefix),
+        args: [],
+      },
+      // A run still clearing a backlog is not joined by the next one; a missed hour is not replayed.
+      policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1 minute' },
+      memo: { purpose: 'request log: expired prompt and answer bodies, day partitions' },
+    },
+  ];
+}
+
+/** Creates each schedule, or updates it in place if it exists (several workers may start at once). */
+export async function ensureMaintenanceSchedules(client: Client, taskQueuePrefix: string, scheduleScale: number): Promise<void> {
+  for (const options of maintenanceSchedules(taskQueuePrefix, scheduleScale)) {
+    try {
+      await client.schedule.create(options);
+    } catch (err) {
+      if (!(err instanceof ScheduleAlreadyRunning)) throw err;
+      await client.schedule.getHandle(options.scheduleId).update((previous) => ({
+        ...previous,
+        spec: options.spec,
+        action: options.action,
+        policies: { ...previous.policies, ...options.policies },
+      }));
+    }
+  }
+}

@@ -10,6 +10,7 @@ import type { GatewayState } from '../context';
 import { jsonBody } from '../middleware/body';
 import { authorize, managementAuth } from '../middleware/management-auth';
 import { presentProviderKinds } from '../../core/providers/kinds';
+import { budgetStatusRoutes } from './data/budget-status';
 import { endUserCapOverrideRoutes } from './end-user-cap-overrides';
 import { buildOpenApiDocument } from './openapi';
 import { RESOURCES } from './resources';
@@ -56,6 +57,8 @@ export function managementRouter(deps: ManagementRouterDeps): Router<GatewayStat
 
   webhookDeliveryRoutes(router, deps);
   endUserCapOverrideRoutes(router, deps);
+  // Data operations (issue 13): not resources, so before the generic `/:type` routes.
+  budgetStatusRoutes(router, deps);
 
   const resources = resourceRouter(RESOURCES as never, deps);
   router.use(resources.routes());

@@ -85,17 +85,19 @@ export function crossingRows(scopes: CrossingScope[], totals: Array<number | nul
   });
 }
 
+/** A window's settled total as the ledger records it (rows still queued for Postgres excepted). */
+export async function ledgerWindowTotal(db: Database, scope: Pick<SpendScope, 'orgId' | 'ledger' | 'windowStart'>): Promise<bigint> {
+  const [row] = await db.select({ total: sql<string>`coalesce(sum(${spendLedger.amount}), 0)::text` }).from(spendLedger).where(and(
+    eq(spendLedger.orgId, scope.orgId),
+    sql`${sql.identifier(scope.ledger.column)} = ${scope.ledger.value}`,
+    eq(spendLedger.state, 'settled'),
+    gte(spendLedger.createdAt, scope.windowStart),
+  ));
+  return decimalToNanos(row?.total ?? '0');
+}
+
 export function createSpendLedger(deps: { db: Database; redis: RedisHandle; rows: BatchWriter<SpendLedgerRow>; crossings?: BatchWriter<BudgetCrossingRow> }): SpendLedger {
-  /** A window's settled total as the ledger records it (rows still queued for Postgres excepted). */
-  async function rebuild(scope: SpendScope): Promise<bigint> {
-    const [row] = await deps.db.select({ total: sql<string>`coalesce(sum(${spendLedger.amount}), 0)::text` }).from(spendLedger).where(and(
-      eq(spendLedger.orgId, scope.orgId),
-      sql`${sql.identifier(scope.ledger.column)} = ${scope.ledger.value}`,
-      eq(spendLedger.state, 'settled'),
-      gte(spendLedger.createdAt, scope.windowStart),
-    ));
-    return decimalToNanos(row?.total ?? '0');
-  }
+  const rebuild = (scope: SpendScope) => ledgerWindowTotal(deps.db, scope);
 
   function recordCrossings(scopes: CrossingScope[], totals: Array<number | null>, nanos: number): void {
     for (const row of crossingRows(scopes, totals, nanos, new Date())) deps.crossings?.record(row);

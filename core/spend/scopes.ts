@@ -31,12 +31,13 @@ export type SpendScope = ScopeWindow & {
 const KEEP_AFTER_WINDOW_SECONDS = 40 * 86_400;
 
 
-type ScopeInput = {
+export type ScopeInput = {
   kind: ScopeKind; id: string; code: ErrorKind; limit: number | null; blocking: boolean; period: BudgetPeriod;
   ledger: SpendScope['ledger']; alertAt?: number[];
 };
 
-function scopeAt(orgId: string, input: ScopeInput, now: Date, billingDay: number): SpendScope {
+/** One scope's current window for a limit (also read by `GET /manage/v1/budget_status`). */
+export function scopeAt(orgId: string, input: ScopeInput, now: Date, billingDay: number): SpendScope {
   const lifetime = input.period === 'never';
   const windowStart = lifetime ? new Date(0) : periodStart(input.period, now, billingDay);
   const resetsAt = lifetime ? null : nextReset(input.period as Exclude<BudgetPeriod, 'never'>, windowStart, billingDay);

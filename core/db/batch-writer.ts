@@ -12,7 +12,15 @@ export type BatchWriter<Row> = {
   close(): Promise<void>;
 };
 
-export type BatchWriterOptions = { flushMs?: number; maxBatch?: number; maxQueued?: number };
+/**
+ * A statement that runs with each batch insert, in the same statement: it reads the rows the
+ * insert actually took (replays skipped by `on conflict do nothing` are not in it) from the CTE
+ * named by `inserted`, which has every column of the table under its database name. Since it is
+ * one statement, a batch Postgres refuses takes neither the rows nor what the hook does with them.
+ */
+export type AfterInsert = (inserted: SQL) => SQL;
+
+export type BatchWriterOptions = { flushMs?: number; maxBatch?: number; maxQueued?: number; afterInsert?: AfterInsert };
 
 /**
  * One statement for a whole batch with a single parameter: the rows as a JSON array, turned
@@ -21,7 +29,7 @@ export type BatchWriterOptions = { flushMs?: number; maxBatch?: number; maxQueue
  * CPU under load; this is one `JSON.stringify`. Keys are the columns' database names, and a
  * column the row leaves out gets its default here, since the record would otherwise hold NULL.
  */
-function batchInsert<T extends PgTable>(table: T): (rows: Array<T['$inferInsert']>) => SQL {
+function batchInsert<T extends PgTable>(table: T, afterInsert?: AfterInsert): (rows: Array<T['$inferInsert']>) => SQL {
   const columns = Object.entries(getTableColumns(table)) as Array<[string, PgColumn]>;
   const names = sql.raw(columns.map(([, c]) => `"${c.name}"`).join(', '));
   const tableName = sql.raw(`"${getTableName(table)}"`);
@@ -37,8 +45,18 @@ function batchInsert<T extends PgTable>(table: T): (rows: Array<T['$inferInsert'
   };
   return (rows) => {
     const records = rows.map((row) => Object.fromEntries(columns.map(([key, column]) => [column.name, valueOf(column, (row as Record<string, unknown>)[key])])));
-    return sql`insert into ${tableName} (${names}) select ${names} from json_populate_recordset(null::${tableName}, ${JSON.stringify(records)}::json) on conflict do nothing`;
+    const insert = sql`insert into ${tableName} (${names}) select ${names} from json_populate_recordset(null::${tableName}, ${JSON.stringify(records)}::json) on conflict do nothing`;
+    if (!afterInsert) return insert;
+    return sql`with "inserted" as (${insert} returning *) ${afterInsert(sql.raw('"inserted"'))}`;
   };
+}
+
+/** SQLSTATE 40P01, as node-postgres reports it (drizzle may wrap it in `cause`). */
+function isDeadlock(err: unknown): boolean {
+  for (let e = err as { code?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 3; e = e.cause as typeof e, depth++) {
+    if (e.code === '40P01') return true;
+  }
+  return false;
 }
 
 /**
@@ -53,7 +71,7 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
   let queue: Array<T['$inferInsert']> = [];
   let inFlight: Promise<void> = Promise.resolve();
   let timer: NodeJS.Timeout | null = null;
-  const insert = batchInsert(table);
+  const insert = batchInsert(table, options.afterInsert);
   let dropped = 0;
   let droppedReported = 0;
   /** Drops are counted, and said in the log once a flush (not once a row). */
@@ -75,10 +93,14 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
     inFlight = inFlight.then(async () => {
       for (let i = 0; i < batch.length; i += maxBatch) {
         const rows = batch.slice(i, i + maxBatch);
-        await db.execute(insert(rows)).catch((err: unknown) => {
-          dropped += rows.length;
-          logger.error({ err, rows: rows.length }, `${what} write failed`);
-        });
+        // A deadlock (two writers' hooks upserting the same rows) rolled the whole statement
+        // back, so one more try cannot count anything twice.
+        await db.execute(insert(rows))
+          .catch((err: unknown) => (isDeadlock(err) ? db.execute(insert(rows)) : Promise.reject(err)))
+          .catch((err: unknown) => {
+            dropped += rows.length;
+            logger.error({ err, rows: rows.length }, `${what} write failed`);
+          });
       }
     });
     return inFlight;

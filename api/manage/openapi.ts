@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject } from 'zod-openapi';
 import { PROVIDER_KINDS } from '../../core/providers/kinds';
 import { budgetStatusPaths } from './data/budget-status';
+import { usagePaths } from './data/usage';
 import { endUserCapOverridePaths } from './end-user-cap-overrides';
 import type { ResourceType } from './resources/resource-type';
 import { DELIVERY_LOG_SIZE, deliveryListSchema } from './webhook-deliveries';
@@ -162,7 +163,7 @@ export function buildOpenApiDocument(resources: readonly ResourceType[]) {
     },
   };
   const overrides = resources.some((r) => r.type === 'end_user_cap_rules') ? endUserCapOverridePaths(errors) : {};
-  const paths = Object.assign(fixed, ...resources.map(resourcePaths), overrides, budgetStatusPaths(errors)) as ZodOpenApiPathsObject;
+  const paths = Object.assign(fixed, ...resources.map(resourcePaths), overrides, budgetStatusPaths(errors), usagePaths(errors)) as ZodOpenApiPathsObject;
   return createDocument({
     openapi: '3.1.0',
     info: {

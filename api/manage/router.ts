@@ -11,6 +11,7 @@ import { jsonBody } from '../middleware/body';
 import { authorize, managementAuth } from '../middleware/management-auth';
 import { presentProviderKinds } from '../../core/providers/kinds';
 import { budgetStatusRoutes } from './data/budget-status';
+import { manageUsageRoutes } from './data/usage';
 import { endUserCapOverrideRoutes } from './end-user-cap-overrides';
 import { buildOpenApiDocument } from './openapi';
 import { RESOURCES } from './resources';
@@ -59,6 +60,7 @@ export function managementRouter(deps: ManagementRouterDeps): Router<GatewayStat
   endUserCapOverrideRoutes(router, deps);
   // Data operations (issue 13): not resources, so before the generic `/:type` routes.
   budgetStatusRoutes(router, deps);
+  manageUsageRoutes(router, deps);
 
   const resources = resourceRouter(RESOURCES as never, deps);
   router.use(resources.routes());

@@ -26,6 +26,8 @@ const OPERATIONS = [
   'get /guardrail_policies', 'post /guardrail_policies', 'get /guardrail_policies/{id}', 'patch /guardrail_policies/{id}', 'delete /guardrail_policies/{id}',
   // Issue 13: management data operations (budget status, audit log, export).
   'get /budget_status',
+  // Issue 13: usage buckets from the hourly rollup.
+  'get /usage',
 ];
 
 describe('GET /manage/v1/openapi.json', () => {

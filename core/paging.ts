@@ -1,3 +1,4 @@
+import { sql, type AnyColumn, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
 import { GatewayError } from './errors';
 
@@ -45,4 +46,61 @@ export function pageOf<Row, T>(rows: Row[], limit: number, cursorOf: (row: Row) 
   const page = rows.slice(0, limit);
   const hasMore = rows.length > limit;
   return { object: 'list', data: page.map(present), has_more: hasMore, next_cursor: hasMore ? encodeCursor(cursorOf(page.at(-1)!)) : null };
+}
+
+/** What a list endpoint was asked for: `limit` rows after `after` (null: the first page). */
+export type PageRequest = { limit: number; after: Cursor | null };
+
+/**
+ * `limit` and `after` read from a query string; anything else in it is left to the caller.
+ * A bad value is 400 `invalid_request_error` naming the parameter.
+ */
+export function readPage(query: Record<string, unknown>, fallback = DEFAULT_PAGE_SIZE, max = MAX_PAGE_SIZE): PageRequest {
+  const result = pageQuery(fallback, max).safeParse({ limit: query.limit, after: query.after });
+  if (!result.success) {
+    const issue = result.error.issues[0]!;
+    const param = String(issue.path[0] ?? 'limit');
+    const rule = param === 'limit' ? `it must be a whole number from 1 to ${max}` : 'pass the `next_cursor` of the previous page';
+    throw new GatewayError('invalid_request', `Invalid \`${param}\`: ${rule}.`);
+  }
+  return { limit: result.data.limit, after: result.data.after === undefined ? null : decodeCursor(result.data.after) };
+}
+
+/**
+ * The order of a keyset page: `key` then `id`, both in `order`. `key` is a timestamp column
+ * (the cursor carries it to the microsecond, see `timestampKey`), any text expression, or the
+ * id column itself for ids that sort by creation time.
+ * Rows sharing a key are told apart by `id`, so the order is total and a page never skips or
+ * repeats a row. A cursor whose row was deleted since still marks a place in that order: the
+ * next page starts after where the row was.
+ */
+export type Keyset = { key: AnyColumn | SQL; id: AnyColumn | SQL; order: 'asc' | 'desc'; type: 'timestamptz' | 'text' };
+
+/** A timestamp as a cursor carries it: UTC to the microsecond, so it compares exactly as stored. */
+export function timestampKey(column: AnyColumn | SQL): SQL<string> {
+  return sql<string>`to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
+}
+
+const TIMESTAMP_KEY = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(\.\d{1,6})?Z$/;
+
+/** The rows after the cursor in the keyset's order (undefined on the first page). */
+export function afterCursor(keyset: Keyset, after: Cursor | null): SQL | undefined {
+  if (!after) return undefined;
+  const op = keyset.order === 'desc' ? sql`<` : sql`>`;
+  if (keyset.type === 'timestamptz') {
+    // A cursor that decodes but names no real instant is as invalid as one that does not decode.
+    const whole = TIMESTAMP_KEY.exec(after.at)?.[1];
+    const instant = whole ? Date.parse(`${whole}Z`) : Number.NaN;
+    if (Number.isNaN(instant) || new Date(instant).toISOString().slice(0, 19) !== whole) throw new GatewayError('invalid_request', 'Invalid `after`: pass the `next_cursor` of the previous page.');
+    return sql`(${keyset.key}, ${keyset.id}) ${op} (${after.at}::timestamptz, ${after.id})`;
+  }
+  // A list ordered by its id alone (ids that sort by creation time) compares the id alone, so an index on it serves the page.
+  if (keyset.key === keyset.id) return sql`${keyset.id} ${op} ${after.id}`;
+  return sql`(${keyset.key}, ${keyset.id}) ${op} (${after.at}::text, ${after.id}::text)`;
+}
+
+/** ORDER BY for the keyset's page order. */
+export function keysetOrder(keyset: Keyset): SQL[] {
+  const direction = keyset.order === 'desc' ? sql`desc` : sql`asc`;
+  return keyset.key === keyset.id ? [sql`${keyset.id} ${direction}`] : [sql`${keyset.key} ${direction}`, sql`${keyset.id} ${direction}`];
 }

@@ -1,6 +1,6 @@
 import type Router from '@koa/router';
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
-import { and, desc, eq, inArray, lt, type SQL } from 'drizzle-orm';
+import { and, eq, inArray, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
 import type { KeyContext } from '../../core/auth/gateway-key-auth';
 import { closeJobSpend, endJobHold, reserveJobSpend, videoPrice } from '../../core/spend/job-spend';
@@ -10,6 +10,7 @@ import type { Database } from '../../core/db/client';
 import { JOB_EVENT_TYPES, JOB_STATUSES, jobs, spendLedger, type JobStatus } from '../../core/db/schema';
 import { GatewayError } from '../../core/errors';
 import { newId } from '../../core/ids';
+import { afterCursor, keysetOrder, pageOf, readPage, type Keyset } from '../../core/paging';
 import { withIdempotency, type Checkpoint, type IdempotencyClaim } from '../../core/idempotency';
 import { isTerminal, jobRowOf, type JobLinks, type JobRow, type NewJobRecord } from '../../core/jobs/job-store';
 import { presentJob } from '../../core/jobs/present';
@@ -75,6 +76,10 @@ async function workflowAbsent(temporal: Client, workflowId: string): Promise<boo
     return err instanceof WorkflowNotFoundError;
   }
 }
+
+/** Spec 4.2: `limit` 1 to 100, default 20. */
+const JOB_PAGE_SIZE = 20;
+const JOB_ORDER: Keyset = { key: jobs.id, id: jobs.id, order: 'desc', type: 'text' };
 
 const unknownJob = (id: string) => new GatewayError('invalid_request', `No job \`${id}\` within this key's reach.`);
 
@@ -193,26 +198,22 @@ export function jobRoutes(router: Router<GatewayState>, deps: { db: Database; cl
     const statuses = ([] as string[]).concat((ctx.query.status as string | string[] | undefined) ?? []);
     const unknown = statuses.find((s) => !(JOB_STATUSES as readonly string[]).includes(s));
     if (unknown) throw new GatewayError('invalid_request', `Invalid \`status\`: \`${unknown}\` is not one of ${JOB_STATUSES.join(', ')}.`);
-    const limitText = ctx.query.limit as string | undefined;
-    const limit = limitText === undefined ? 20 : Number(limitText);
-    if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw new GatewayError('invalid_request', 'Invalid `limit`: it must be a whole number from 1 to 100.');
-    const after = ctx.query.after as string | undefined;
-    if (after !== undefined && !/^job_[0-9a-z]{25}$/.test(after)) throw new GatewayError('invalid_request', 'Invalid `after`: pass the `next_cursor` of the previous page.');
+    const page = readPage(ctx.query, JOB_PAGE_SIZE);
     const type = ctx.query.type as string | undefined;
 
-    // Ids sort by creation time, so the id is the cursor: newer jobs never shift later pages.
+    // Newest first by id (ids sort by creation time), so the indexes on (scope, id) serve each
+    // page and jobs created between pages never shift the next one.
     const rows = await deps.db.select().from(jobs)
       .where(and(
         visibility(ctx.state.key!),
         statuses.length > 0 ? inArray(jobs.status, statuses as JobStatus[]) : undefined,
         type ? eq(jobs.type, type) : undefined,
-        after ? lt(jobs.id, after) : undefined,
+        afterCursor(JOB_ORDER, page.after),
       ))
-      .orderBy(desc(jobs.id))
-      .limit(limit + 1);
-    const page = rows.slice(0, limit);
+      .orderBy(...keysetOrder(JOB_ORDER))
+      .limit(page.limit + 1);
     const links = linksFor(ctx);
-    ctx.body = { object: 'list', data: page.map((r) => presentJob(r, links)), has_more: rows.length > limit, next_cursor: page.at(-1)?.id ?? null };
+    ctx.body = pageOf(rows, page.limit, (r) => ({ at: r.id, id: r.id }), (r) => presentJob(r, links));
   });
 
   /**

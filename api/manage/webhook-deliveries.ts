@@ -1,9 +1,10 @@
 import type Router from '@koa/router';
-import { desc, eq } from 'drizzle-orm';
+import { and, eq, inArray } from 'drizzle-orm';
 import { z } from 'zod';
 import { unixOrNull } from '../../core/clock';
 import type { Database } from '../../core/db/client';
 import { DELIVERY_STATUSES, webhookDeliveries } from '../../core/db/schema';
+import { afterCursor, keysetOrder, pageOf, readPage, timestampKey, type Keyset } from '../../core/paging';
 import type { GatewayState } from '../context';
 import { authorize } from '../middleware/management-auth';
 
@@ -26,7 +27,7 @@ const deliverySchema = z.object({
   created_at: z.number().int(),
 }).meta({ id: 'WebhookDelivery' });
 
-export const deliveryListSchema = z.object({ object: z.literal('list'), data: z.array(deliverySchema), has_more: z.boolean() });
+export const deliveryListSchema = z.object({ object: z.literal('list'), data: z.array(deliverySchema), has_more: z.boolean(), next_cursor: z.string().nullable() });
 
 type DeliveryRow = typeof webhookDeliveries.$inferSelect;
 
@@ -48,12 +49,22 @@ function presentDelivery(row: DeliveryRow): z.infer<typeof deliverySchema> {
   };
 }
 
-/** `GET /webhook_deliveries`: the delivery log, newest first. There is no resend (spec 6.3). */
+const DELIVERY_ORDER: Keyset = { key: webhookDeliveries.createdAt, id: webhookDeliveries.id, order: 'desc', type: 'timestamptz' };
+
+/**
+ * `GET /webhook_deliveries`: the delivery log, newest first, in pages (`limit`, `after`) over
+ * the latest DELIVERY_LOG_SIZE deliveries. There is no resend (spec 6.3).
+ */
 export function webhookDeliveryRoutes(router: Router<GatewayState>, deps: { db: Database }): void {
   router.get('/webhook_deliveries', async (ctx) => {
     const { orgId } = authorize(ctx, 'webhooks:read');
-    const rows = await deps.db.select().from(webhookDeliveries).where(eq(webhookDeliveries.orgId, orgId))
-      .orderBy(desc(webhookDeliveries.createdAt), desc(webhookDeliveries.id)).limit(DELIVERY_LOG_SIZE);
-    ctx.body = { object: 'list', data: rows.map(presentDelivery), has_more: false };
+    const page = readPage(ctx.query);
+    // The log is the latest DELIVERY_LOG_SIZE; a page is cut from them in keyset order.
+    const latest = deps.db.select({ id: webhookDeliveries.id }).from(webhookDeliveries).where(eq(webhookDeliveries.orgId, orgId))
+      .orderBy(...keysetOrder(DELIVERY_ORDER)).limit(DELIVERY_LOG_SIZE);
+    const rows = await deps.db.select({ row: webhookDeliveries, at: timestampKey(webhookDeliveries.createdAt) }).from(webhookDeliveries)
+      .where(and(eq(webhookDeliveries.orgId, orgId), inArray(webhookDeliveries.id, latest), afterCursor(DELIVERY_ORDER, page.after)))
+      .orderBy(...keysetOrder(DELIVERY_ORDER)).limit(page.limit + 1);
+    ctx.body = pageOf(rows, page.limit, ({ row, at }) => ({ at, id: row.id }), ({ row }) => presentDelivery(row));
   });
 }

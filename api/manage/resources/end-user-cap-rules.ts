@@ -1,8 +1,9 @@
-import { and, asc, eq, sql } from 'drizzle-orm';
+import { and, eq, inArray, isNull, or, sql } from 'drizzle-orm';
 import { z } from 'zod';
 import { END_USER_CAP_BEHAVIORS, END_USER_CAP_PERIODS, END_USER_MISSING_ID, endUserCapRules, projects } from '../../../core/db/schema';
 import { GatewayError } from '../../../core/errors';
 import { newId } from '../../../core/ids';
+import { afterCursor, keysetOrder, timestampKey, type Keyset } from '../../../core/paging';
 import type { ManagementPrincipal } from '../../../core/auth/management-token-auth';
 import { decimalDollarsToNanos, isDecimalDollars, MAX_END_USER_CAP_DOLLARS, normalizeDecimalDollars } from '../../../core/spend/end-user-caps';
 import { unixTime } from './fields';
@@ -92,10 +93,23 @@ export const endUserCapRulesResource: ResourceType<RuleRow> = {
     return selectOne(query, forUpdate);
   },
 
-  list(db, principal) {
-    // The organization's rule first, then projects' in the order they were made.
-    return db.select().from(endUserCapRules).where(eq(endUserCapRules.orgId, principal.orgId))
-      .orderBy(sql`${endUserCapRules.projectId} is not null`, asc(endUserCapRules.createdAt), asc(endUserCapRules.id));
+  /**
+   * Natural order: the organization's rule (the default under every project's) first, then
+   * projects' in the order they were made. The sort key is that rank then `created_at`.
+   */
+  async list(db, principal, page) {
+    const key = sql<string>`(case when ${endUserCapRules.projectId} is null then '0' else '1' end) || ${timestampKey(endUserCapRules.createdAt)}`;
+    const keyset: Keyset = { key, id: endUserCapRules.id, order: 'asc', type: 'text' };
+    const allowed = principal.projectIds;
+    const rows = await db.select({ row: endUserCapRules, at: key }).from(endUserCapRules)
+      .where(and(
+        eq(endUserCapRules.orgId, principal.orgId),
+        allowed ? or(isNull(endUserCapRules.projectId), inArray(endUserCapRules.projectId, allowed)) : undefined,
+        afterCursor(keyset, page.after),
+      ))
+      .orderBy(...keysetOrder(keyset))
+      .limit(page.limit + 1);
+    return rows.map(({ row, at }) => ({ row, cursor: { at, id: row.id } }));
   },
 
   async create(call, input: z.infer<typeof createSchema>) {

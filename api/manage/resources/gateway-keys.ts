@@ -1,4 +1,4 @@
-import { and, asc, eq, isNull } from 'drizzle-orm';
+import { and, eq, isNull } from 'drizzle-orm';
 import { z } from 'zod';
 import { canonicalCidr } from '../../../core/auth/ip-allowlist';
 import type { Executor } from '../../../core/db/client';
@@ -7,7 +7,7 @@ import { GatewayError } from '../../../core/errors';
 import { isProviderKind } from '../../../core/providers/kinds';
 import { issueGatewayKey } from '../../../core/tenancy/gateway-keys';
 import { unixTime } from './fields';
-import { selectOne, type ResourceCall, type ResourceType } from './resource-type';
+import { inProjects, newestFirst, selectOne, type ResourceCall, type ResourceType } from './resource-type';
 import { unix } from './router';
 
 type KeyRow = typeof gatewayKeys.$inferSelect;
@@ -191,10 +191,8 @@ export const gatewayKeysResource: ResourceType<KeyRow> = {
 
   find: (db, orgId, id, { forUpdate, includeHidden }) => findKey(db, orgId, id, forUpdate, includeHidden),
 
-  list(db, principal) {
-    return db.select().from(gatewayKeys)
-      .where(and(eq(gatewayKeys.orgId, principal.orgId), isNull(gatewayKeys.revokedAt)))
-      .orderBy(asc(gatewayKeys.createdAt), asc(gatewayKeys.id));
+  list(db, principal, page) {
+    return newestFirst(db, gatewayKeys, and(eq(gatewayKeys.orgId, principal.orgId), isNull(gatewayKeys.revokedAt), inProjects(principal.projectIds, gatewayKeys.projectId)), page);
   },
 
   async create(call: ResourceCall, input: z.infer<typeof createSchema>) {

@@ -1,11 +1,13 @@
-import { and, eq, isNotNull, isNull } from 'drizzle-orm';
+import { and, eq, isNotNull, isNull, sql, type SQL } from 'drizzle-orm';
+import type { PgColumn } from 'drizzle-orm/pg-core';
 import { z } from 'zod';
 import type { Executor } from '../../../core/db/client';
 import { gatewayKeys, orgSettings, projects, type GuardrailPolicy } from '../../../core/db/schema';
 import { GatewayError } from '../../../core/errors';
 import { guardrailPolicyFields } from '../../../core/guardrails/rules';
+import { afterCursor, keysetOrder, timestampKey, type Keyset } from '../../../core/paging';
 import { unixTime } from './fields';
-import { selectOne, type ResourceType, type VersionedRow, type VersionedTable } from './resource-type';
+import { inProjects, selectOne, type Listed, type ResourceType, type VersionedRow, type VersionedTable } from './resource-type';
 import { unix } from './router';
 
 type Target = { kind: 'organization' } | { kind: 'project'; id: string } | { kind: 'key'; id: string };
@@ -101,18 +103,33 @@ export const guardrailPoliciesResource: ResourceType<PolicyRow> = {
     return row?.policy ? row : null;
   },
 
-  async list(db, principal) {
+  /**
+   * Natural order, by precedence: the organization's policy, then projects', then keys', each
+   * in the order its parent was made. The sort key is the level (0, 1, 2) then the parent's
+   * `created_at`; the policy id (`project:<id>`) breaks ties. Each level is read a page at most.
+   */
+  async list(db, principal, page) {
     const orgId = principal.orgId;
+    const allowed = principal.projectIds;
+    const keysetOf = (level: string, createdAt: PgColumn, prefix: string, id: PgColumn): Keyset => ({
+      key: sql<string>`${level} || ${timestampKey(createdAt)}`, id: sql<string>`${prefix} || ${id}`, order: 'asc', type: 'text',
+    });
+    const projectOrder = keysetOf('1', projects.createdAt, 'project:', projects.id);
+    const keyOrder = keysetOf('2', gatewayKeys.createdAt, 'key:', gatewayKeys.id);
     const [settings, projectRows, keyRows] = await Promise.all([
-      db.select().from(orgSettings).where(and(eq(orgSettings.id, orgId), isNotNull(orgSettings.guardrailPolicy))),
-      db.select().from(projects).where(and(eq(projects.orgId, orgId), isNotNull(projects.guardrailPolicy))).orderBy(projects.createdAt, projects.id),
-      db.select().from(gatewayKeys).where(and(eq(gatewayKeys.orgId, orgId), isNull(gatewayKeys.revokedAt), isNotNull(gatewayKeys.guardrailPolicy))).orderBy(gatewayKeys.createdAt, gatewayKeys.id),
+      page.after ? [] : db.select().from(orgSettings).where(and(eq(orgSettings.id, orgId), isNotNull(orgSettings.guardrailPolicy))),
+      db.select({ row: projects, at: projectOrder.key as SQL<string> }).from(projects)
+        .where(and(eq(projects.orgId, orgId), isNotNull(projects.guardrailPolicy), inProjects(allowed, projects.id), afterCursor(projectOrder, page.after)))
+        .orderBy(...keysetOrder(projectOrder)).limit(page.limit + 1),
+      db.select({ row: gatewayKeys, at: keyOrder.key as SQL<string> }).from(gatewayKeys)
+        .where(and(eq(gatewayKeys.orgId, orgId), isNull(gatewayKeys.revokedAt), isNotNull(gatewayKeys.guardrailPolicy), inProjects(allowed, gatewayKeys.projectId), afterCursor(keyOrder, page.after)))
+        .orderBy(...keysetOrder(keyOrder)).limit(page.limit + 1),
     ]);
-    const rows: PolicyRow[] = [];
-    for (const s of settings) rows.push({ id: 'organization', orgId, version: s.version, managedBy: s.managedBy, target: { kind: 'organization' }, parentId: orgId, projectId: null, policy: s.guardrailPolicy, updatedAt: s.updatedAt });
-    for (const p of projectRows) rows.push({ id: `project:${p.id}`, orgId, version: p.version, managedBy: p.managedBy, target: { kind: 'project', id: p.id }, parentId: p.id, projectId: p.id, policy: p.guardrailPolicy, updatedAt: p.updatedAt });
-    for (const k of keyRows) rows.push({ id: `key:${k.id}`, orgId, version: k.version, managedBy: k.managedBy, target: { kind: 'key', id: k.id }, parentId: k.id, projectId: k.projectId, policy: k.guardrailPolicy, updatedAt: k.updatedAt });
-    return rows;
+    const listed: Listed<PolicyRow>[] = [];
+    for (const s of settings) listed.push({ row: { id: 'organization', orgId, version: s.version, managedBy: s.managedBy, target: { kind: 'organization' }, parentId: orgId, projectId: null, policy: s.guardrailPolicy, updatedAt: s.updatedAt }, cursor: { at: '0', id: 'organization' } });
+    for (const { row: p, at } of projectRows) listed.push({ row: { id: `project:${p.id}`, orgId, version: p.version, managedBy: p.managedBy, target: { kind: 'project', id: p.id }, parentId: p.id, projectId: p.id, policy: p.guardrailPolicy, updatedAt: p.updatedAt }, cursor: { at, id: `project:${p.id}` } });
+    for (const { row: k, at } of keyRows) listed.push({ row: { id: `key:${k.id}`, orgId, version: k.version, managedBy: k.managedBy, target: { kind: 'key', id: k.id }, parentId: k.id, projectId: k.projectId, policy: k.guardrailPolicy, updatedAt: k.updatedAt }, cursor: { at, id: `key:${k.id}` } });
+    return listed.slice(0, page.limit + 1);
   },
 
   /** Writes the policy onto its parent as the parent's next version; one policy per parent. */

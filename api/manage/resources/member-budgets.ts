@@ -1,7 +1,8 @@
-import { and, asc, eq, sql } from 'drizzle-orm';
+import { and, eq, sql } from 'drizzle-orm';
 import { z } from 'zod';
 import type { Executor } from '../../../core/db/client';
 import { memberBudgets, MEMBER_ROLES, members } from '../../../core/db/schema';
+import { afterCursor, keysetOrder, timestampKey, type Keyset } from '../../../core/paging';
 import { spendLimitSchema, unixTime } from './fields';
 import type { ResourceType } from './resource-type';
 import { unix } from './router';
@@ -19,23 +20,25 @@ async function ensureRows(db: Executor, orgId: string, memberId?: string): Promi
     on conflict (id) do nothing`);
 }
 
+const budgetFields = {
+  id: memberBudgets.id,
+  orgId: memberBudgets.orgId,
+  spendLimit: memberBudgets.spendLimit,
+  version: memberBudgets.version,
+  managedBy: memberBudgets.managedBy,
+  createdAt: memberBudgets.createdAt,
+  updatedAt: memberBudgets.updatedAt,
+  userId: members.userId,
+  email: members.email,
+  role: members.role,
+};
+
 function selectBudgets(db: Executor) {
-  return db
-    .select({
-      id: memberBudgets.id,
-      orgId: memberBudgets.orgId,
-      spendLimit: memberBudgets.spendLimit,
-      version: memberBudgets.version,
-      managedBy: memberBudgets.managedBy,
-      createdAt: memberBudgets.createdAt,
-      updatedAt: memberBudgets.updatedAt,
-      userId: members.userId,
-      email: members.email,
-      role: members.role,
-    })
-    .from(memberBudgets)
-    .innerJoin(members, eq(members.id, memberBudgets.id));
+  return db.select(budgetFields).from(memberBudgets).innerJoin(members, eq(members.id, memberBudgets.id));
 }
+
+/** Natural order: members in the order they joined (the owner first); a budget's id is its member's. */
+const BUDGET_ORDER: Keyset = { key: members.createdAt, id: members.id, order: 'asc', type: 'timestamptz' };
 
 /** One spend limit per organization member (spec 2.6); members themselves are not managed here. */
 export const memberBudgetsResource: ResourceType<BudgetRow> = {
@@ -61,9 +64,14 @@ export const memberBudgetsResource: ResourceType<BudgetRow> = {
     return row ?? null;
   },
 
-  async list(db, principal) {
+  async list(db, principal, page) {
     await ensureRows(db, principal.orgId);
-    return selectBudgets(db).where(eq(memberBudgets.orgId, principal.orgId)).orderBy(asc(members.createdAt), asc(members.id));
+    const rows = await db.select({ row: budgetFields, at: timestampKey(members.createdAt) }).from(memberBudgets)
+      .innerJoin(members, eq(members.id, memberBudgets.id))
+      .where(and(eq(memberBudgets.orgId, principal.orgId), afterCursor(BUDGET_ORDER, page.after)))
+      .orderBy(...keysetOrder(BUDGET_ORDER))
+      .limit(page.limit + 1);
+    return rows.map(({ row, at }) => ({ row, cursor: { at, id: row.id } }));
   },
 
   async patch(_call, _row, input: z.infer<typeof patchSchema>) {

@@ -1,8 +1,9 @@
-import { and, asc, eq } from 'drizzle-orm';
+import { and, eq } from 'drizzle-orm';
 import { z } from 'zod';
 import { modelPrices } from '../../../core/db/schema';
 import { GatewayError } from '../../../core/errors';
 import { newId } from '../../../core/ids';
+import { afterCursor, keysetOrder, type Keyset } from '../../../core/paging';
 import { isProviderKind } from '../../../core/providers/kinds';
 import { unixTime } from './fields';
 import { selectOne, type ResourceType } from './resource-type';
@@ -51,8 +52,14 @@ export const modelPricesResource: ResourceType<PriceRow> = {
     return selectOne(query, forUpdate);
   },
 
-  list(db, principal) {
-    return db.select().from(modelPrices).where(eq(modelPrices.orgId, principal.orgId)).orderBy(asc(modelPrices.model), asc(modelPrices.id));
+  /** Natural order: a price table by model name (which no patch changes), then id. */
+  async list(db, principal, page) {
+    const keyset: Keyset = { key: modelPrices.model, id: modelPrices.id, order: 'asc', type: 'text' };
+    const rows = await db.select().from(modelPrices)
+      .where(and(eq(modelPrices.orgId, principal.orgId), afterCursor(keyset, page.after)))
+      .orderBy(...keysetOrder(keyset))
+      .limit(page.limit + 1);
+    return rows.map((row) => ({ row, cursor: { at: row.model, id: row.id } }));
   },
 
   async create(call, input: z.infer<typeof createSchema>) {

@@ -1,10 +1,10 @@
-import { and, asc, eq, sql } from 'drizzle-orm';
+import { and, eq, sql } from 'drizzle-orm';
 import { z } from 'zod';
 import { gatewayKeys, projects, requestLogs } from '../../../core/db/schema';
 import { GatewayError } from '../../../core/errors';
 import { newId } from '../../../core/ids';
 import { nameField, spendLimitSchema, unixTime } from './fields';
-import { selectOne, type ResourceType } from './resource-type';
+import { inProjects, newestFirst, selectOne, type ResourceType } from './resource-type';
 import { unix } from './router';
 
 type ProjectRow = typeof projects.$inferSelect;
@@ -53,8 +53,8 @@ export const projectsResource: ResourceType<ProjectRow> = {
     return selectOne(query, forUpdate);
   },
 
-  list(db, principal) {
-    return db.select().from(projects).where(eq(projects.orgId, principal.orgId)).orderBy(asc(projects.createdAt), asc(projects.id));
+  list(db, principal, page) {
+    return newestFirst(db, projects, and(eq(projects.orgId, principal.orgId), inProjects(principal.projectIds, projects.id)), page);
   },
 
   async create(call, input: z.infer<typeof createSchema>) {

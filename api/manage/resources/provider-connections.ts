@@ -1,4 +1,4 @@
-import { and, asc, eq, isNull } from 'drizzle-orm';
+import { and, eq, isNull } from 'drizzle-orm';
 import { z } from 'zod';
 import type { Sealer } from '../../../core/crypto/sealing';
 import { CONNECTION_STATUSES, POOL_ROLES, providerConnections } from '../../../core/db/schema';
@@ -8,7 +8,7 @@ import { checkServiceUrl, hostOnDomain } from '../../../core/net/service-url';
 import { isProviderKind, kindSpec, type ProviderKind } from '../../../core/providers/kinds';
 import { connectionBaseUrl } from '../../../core/providers/open-connection';
 import { environmentFields, environmentsRead, nameField, presentEnvironments, resolveEnvironments, timeoutMsField, unixTime } from './fields';
-import { selectOne, type ResourceCall, type ResourceType } from './resource-type';
+import { newestFirst, selectOne, type ResourceCall, type ResourceType } from './resource-type';
 import { unix } from './router';
 
 type ConnectionRow = typeof providerConnections.$inferSelect;
@@ -147,10 +147,8 @@ export const providerConnectionsResource: ResourceType<ConnectionRow> = {
 
   find: (db, orgId, id, { forUpdate }) => findConnection(db, orgId, id, forUpdate),
 
-  list(db, principal) {
-    return db.select().from(providerConnections)
-      .where(and(eq(providerConnections.orgId, principal.orgId), isNull(providerConnections.deletedAt)))
-      .orderBy(asc(providerConnections.createdAt), asc(providerConnections.id));
+  list(db, principal, page) {
+    return newestFirst(db, providerConnections, and(eq(providerConnections.orgId, principal.orgId), isNull(providerConnections.deletedAt)), page);
   },
 
   /** URL rules first, then (with `validate`) the provider's word on the credential: no transaction open yet. */

@@ -1,13 +1,18 @@
+import { and, inArray, type SQL } from 'drizzle-orm';
 import type { PgColumn, PgTable } from 'drizzle-orm/pg-core';
 import type { z } from 'zod';
 import type { ManagementPrincipal } from '../../../core/auth/management-token-auth';
 import type { Database, Executor } from '../../../core/db/client';
 import type { MemberRole, Plan } from '../../../core/db/schema';
 import type { GatewayError } from '../../../core/errors';
+import { afterCursor, keysetOrder, timestampKey, type Cursor, type Keyset, type PageRequest } from '../../../core/paging';
 import type { ManagementServices } from '../services';
 
 /** A table the framework can version: it reads and writes these columns generically. */
 export type VersionedTable = PgTable & { id: PgColumn; orgId: PgColumn; version: PgColumn; updatedAt: PgColumn };
+
+/** A listed row with the cursor of its place in the list's order. */
+export type Listed<Row> = { row: Row; cursor: Cursor };
 
 /** The columns every versioned management row has. */
 export type VersionedRow = { id: string; orgId: string; version: number; managedBy: string };
@@ -95,7 +100,13 @@ export interface ResourceType<Row extends VersionedRow = VersionedRow> {
    * (rotating a revoked key is 409 key_not_rotatable, not 404).
    */
   find(db: Executor, orgId: string, id: string, options: { forUpdate: boolean; includeHidden?: boolean }): Promise<Row | null>;
-  list?(db: Database, principal: ManagementPrincipal): Promise<Row[]>;
+  /**
+   * One page of the visible rows in the type's order (newest first by `(created_at, id)`
+   * unless the type has a natural order), at most `page.limit + 1` of them so the framework
+   * knows whether more follow (core/paging.ts). A project-restricted token's unreachable rows
+   * are left out by the query itself, so a page is never short of rows that exist.
+   */
+  list?(db: Database, principal: ManagementPrincipal, page: PageRequest): Promise<Listed<Row>[]>;
   /**
    * Checks a create needs that take time outside our database (a credential checked with a
    * provider), run before the write's transaction so no connection or lock waits on them.
@@ -130,4 +141,29 @@ export interface ResourceType<Row extends VersionedRow = VersionedRow> {
 export async function selectOne<T>(query: PromiseLike<T[]> & { for(strength: 'update'): PromiseLike<T[]> }, forUpdate: boolean): Promise<T | null> {
   const [row] = forUpdate ? await query.for('update') : await query;
   return row ?? null;
+}
+
+/**
+ * A page of a table's rows newest first by `(created_at, id)`, the order of every list without
+ * a natural one. The cursor carries `created_at` to the microsecond (core/paging.ts).
+ */
+export async function newestFirst<Row extends { id: string }>(
+  db: Executor,
+  table: VersionedTable & { createdAt: PgColumn },
+  where: SQL | undefined,
+  page: PageRequest,
+): Promise<Listed<Row>[]> {
+  const keyset: Keyset = { key: table.createdAt, id: table.id, order: 'desc', type: 'timestamptz' };
+  const rows = (await db
+    .select({ row: table, at: timestampKey(table.createdAt) } as never)
+    .from(table)
+    .where(and(where, afterCursor(keyset, page.after)))
+    .orderBy(...keysetOrder(keyset))
+    .limit(page.limit + 1)) as unknown as { row: Row; at: string }[];
+  return rows.map(({ row, at }) => ({ row, cursor: { at, id: row.id } }));
+}
+
+/** A restricted token's rows only (its projects), in the query; undefined for an unrestricted one. */
+export function inProjects(projectIds: string[] | null | undefined, column: PgColumn): SQL | undefined {
+  return projectIds ? inArray(column, projectIds) : undefined;
 }

@@ -7,6 +7,7 @@ import type { ManagementPrincipal } from '../../../core/auth/management-token-au
 import type { Database, Executor, Transaction } from '../../../core/db/client';
 import { GatewayError } from '../../../core/errors';
 import { withIdempotency } from '../../../core/idempotency';
+import { pageOf, readPage } from '../../../core/paging';
 import type { RedisHandle } from '../../../core/redis';
 import type { GatewayContext, GatewayState } from '../../context';
 import { authorize, requirePlan } from '../../middleware/management-auth';
@@ -197,14 +198,14 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
     if (resource.singleton) return read(ctx, resource);
     if (!resource.list) throw unsupported(resource, 'list');
     const principal = authorize(ctx, `${resource.scope}:read`);
-    const rows = await resource.list(deps.db, principal);
+    const page = readPage(ctx.query);
+    const listed = await resource.list(deps.db, principal, page);
     const allowed = principal.projectIds;
     // Rows of other projects are invisible; organization-wide rows (no project) are readable.
-    const inReach = (project: string | null) => project === null || allowed!.includes(project);
-    const data = rows
-      .filter((row) => !allowed || !resource.projectOf || inReach(resource.projectOf(row)))
-      .map((row) => envelope(resource, row));
-    ctx.body = { object: 'list', data, has_more: false };
+    // Each list leaves them out in its query (so pages are full); this is a second guard only.
+    const inReach = (row: VersionedRow) => !allowed || !resource.projectOf || [null, ...allowed].includes(resource.projectOf(row));
+    const body = pageOf(listed, page.limit, (l) => l.cursor, (l) => l.row);
+    ctx.body = { ...body, data: body.data.filter(inReach).map((row) => envelope(resource, row)) };
   });
 
   router.get('/:type/:id', async (ctx) => {

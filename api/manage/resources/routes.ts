@@ -1,4 +1,4 @@
-import { and, asc, eq, inArray, isNull } from 'drizzle-orm';
+import { and, eq, inArray, isNull } from 'drizzle-orm';
 import { z } from 'zod';
 import type { Executor } from '../../../core/db/client';
 import { FAILOVER_ACTIONS, FAILURE_KINDS, providerConnections, ROUTE_STRATEGIES, routes, type RouteTarget } from '../../../core/db/schema';
@@ -6,7 +6,7 @@ import { fullFailover } from '../../../core/routing/org-config';
 import { GatewayError } from '../../../core/errors';
 import { newId } from '../../../core/ids';
 import { environmentFields, environmentsRead, nameField, presentEnvironments, resolveEnvironments, timeoutMsField, unixTime } from './fields';
-import { selectOne, type ResourceType } from './resource-type';
+import { newestFirst, selectOne, type ResourceType } from './resource-type';
 import { unix } from './router';
 
 type RouteRow = typeof routes.$inferSelect;
@@ -101,9 +101,8 @@ export const routesResource: ResourceType<RouteRow> = {
 
   find: (db, orgId, id, { forUpdate }) => findRoute(db, orgId, id, forUpdate),
 
-  list(db, principal) {
-    return db.select().from(routes).where(and(eq(routes.orgId, principal.orgId), isNull(routes.deletedAt)))
-      .orderBy(asc(routes.createdAt), asc(routes.id));
+  list(db, principal, page) {
+    return newestFirst(db, routes, and(eq(routes.orgId, principal.orgId), isNull(routes.deletedAt)), page);
   },
 
   async create(call, input: z.infer<typeof createSchema>) {

@@ -1,4 +1,4 @@
-import { and, asc, eq, isNull } from 'drizzle-orm';
+import { and, eq, isNull } from 'drizzle-orm';
 import { z } from 'zod';
 import { newSecret } from '../../../core/crypto/secrets';
 import { JOB_EVENT_TYPES, webhookEndpoints } from '../../../core/db/schema';
@@ -6,7 +6,7 @@ import { GatewayError } from '../../../core/errors';
 import { newId } from '../../../core/ids';
 import { checkServiceUrl } from '../../../core/net/service-url';
 import { unixTime } from './fields';
-import { selectOne, type ResourceCall, type ResourceType } from './resource-type';
+import { newestFirst, selectOne, type ResourceCall, type ResourceType } from './resource-type';
 import { unix } from './router';
 
 type EndpointRow = typeof webhookEndpoints.$inferSelect;
@@ -50,10 +50,8 @@ export const webhookEndpointsResource: ResourceType<EndpointRow> = {
     return selectOne(query, forUpdate);
   },
 
-  list(db, principal) {
-    return db.select().from(webhookEndpoints)
-      .where(and(eq(webhookEndpoints.orgId, principal.orgId), isNull(webhookEndpoints.deletedAt)))
-      .orderBy(asc(webhookEndpoints.createdAt), asc(webhookEndpoints.id));
+  list(db, principal, page) {
+    return newestFirst(db, webhookEndpoints, and(eq(webhookEndpoints.orgId, principal.orgId), isNull(webhookEndpoints.deletedAt)), page);
   },
 
   async create(call, input: z.infer<typeof createSchema>) {

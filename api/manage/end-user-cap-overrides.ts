@@ -53,7 +53,8 @@ const listQuery = z.object({
 
 type OverrideRow = typeof endUserCapOverrides.$inferSelect;
 
-function present(row: OverrideRow): z.infer<typeof overrideSchema> {
+/** An override as its GET shows it (also the export's). */
+export function present(row: OverrideRow): z.infer<typeof overrideSchema> {
   return {
     object: OBJECT,
     rule_id: row.ruleId,

@@ -1,7 +1,9 @@
 import { z } from 'zod';
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject } from 'zod-openapi';
 import { PROVIDER_KINDS } from '../../core/providers/kinds';
+import { auditEventPaths } from './data/audit-events';
 import { budgetStatusPaths } from './data/budget-status';
+import { exportPaths } from './data/export';
 import { usagePaths } from './data/usage';
 import { endUserCapOverridePaths } from './end-user-cap-overrides';
 import type { ResourceType } from './resources/resource-type';
@@ -163,7 +165,8 @@ export function buildOpenApiDocument(resources: readonly ResourceType[]) {
     },
   };
   const overrides = resources.some((r) => r.type === 'end_user_cap_rules') ? endUserCapOverridePaths(errors) : {};
-  const paths = Object.assign(fixed, ...resources.map(resourcePaths), overrides, budgetStatusPaths(errors), usagePaths(errors)) as ZodOpenApiPathsObject;
+  const paths = Object.assign(fixed, ...resources.map(resourcePaths), overrides, budgetStatusPaths(errors), usagePaths(errors),
+    auditEventPaths(errors), exportPaths(errors, resources)) as ZodOpenApiPathsObject;
   return createDocument({
     openapi: '3.1.0',
     info: {

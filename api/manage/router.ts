@@ -10,7 +10,9 @@ import type { GatewayState } from '../context';
 import { jsonBody } from '../middleware/body';
 import { authorize, managementAuth } from '../middleware/management-auth';
 import { presentProviderKinds } from '../../core/providers/kinds';
+import { auditEventRoutes } from './data/audit-events';
 import { budgetStatusRoutes } from './data/budget-status';
+import { exportRoutes } from './data/export';
 import { manageUsageRoutes } from './data/usage';
 import { endUserCapOverrideRoutes } from './end-user-cap-overrides';
 import { buildOpenApiDocument } from './openapi';
@@ -60,6 +62,8 @@ export function managementRouter(deps: ManagementRouterDeps): Router<GatewayStat
   endUserCapOverrideRoutes(router, deps);
   // Data operations (issue 13): not resources, so before the generic `/:type` routes.
   budgetStatusRoutes(router, deps);
+  auditEventRoutes(router, deps);
+  exportRoutes(router, { db: deps.db, resources: RESOURCES });
   manageUsageRoutes(router, deps);
 
   const resources = resourceRouter(RESOURCES as never, deps);

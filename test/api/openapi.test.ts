@@ -25,7 +25,7 @@ const OPERATIONS = [
   // Issue 12: guardrail policies.
   'get /guardrail_policies', 'post /guardrail_policies', 'get /guardrail_policies/{id}', 'patch /guardrail_policies/{id}', 'delete /guardrail_policies/{id}',
   // Issue 13: management data operations (budget status, audit log, export).
-  'get /budget_status',
+  'get /budget_status', 'get /audit_events', 'get /export',
   // Issue 13: usage buckets from the hourly rollup.
   'get /usage',
 ];

@@ -1,5 +1,5 @@
 import type Router from '@koa/router';
-import { and, asc, eq, gt } from 'drizzle-orm';
+import { and, eq } from 'drizzle-orm';
 import { z } from 'zod';
 import type { ZodOpenApiPathsObject } from 'zod-openapi';
 import { appendAudit } from '../../core/audit';
@@ -10,6 +10,7 @@ import { unixOrNull, type Clock } from '../../core/clock';
 import type { Database, Executor } from '../../core/db/client';
 import { endUserCapOverrides } from '../../core/db/schema';
 import { GatewayError } from '../../core/errors';
+import { afterCursor, decodeCursor, keysetOrder, pageOf, pageQuery, type Keyset } from '../../core/paging';
 import type { RedisHandle } from '../../core/redis';
 import { MAX_END_USER_ID_LENGTH, normalizeDecimalDollars } from '../../core/spend/end-user-caps';
 import type { GatewayContext, GatewayState } from '../context';
@@ -41,15 +42,18 @@ export const overrideSchema = z.object({
   updated_at: z.number().int(),
 }).meta({ id: 'EndUserCapOverride' });
 
-export const overrideListSchema = z.object({ object: z.literal('list'), data: z.array(overrideSchema), has_more: z.boolean() });
+export const overrideListSchema = z.object({ object: z.literal('list'), data: z.array(overrideSchema), has_more: z.boolean(), next_cursor: z.string().nullable() });
 const deletedSchema = z.object({ object: z.literal(OBJECT), rule_id: z.string(), end_user_id: z.string(), deleted: z.literal(true) });
 
 const putSchema = z.strictObject({ amount: decimalDollarsField });
 const endUserIdSchema = z.string().min(1).max(MAX_END_USER_ID_LENGTH);
-const listQuery = z.object({
-  limit: z.coerce.number().int().min(1).max(100).default(20),
-  starting_after: endUserIdSchema.optional().meta({ description: 'The `end_user_id` of the last override of the previous page.' }),
+/** Spec 4.4 names `limit` and `starting_after` here; `after` (the list envelope's `next_cursor`) works too. */
+const listQuery = pageQuery(20).extend({
+  after: pageQuery().shape.after.meta({ description: 'The `next_cursor` of the previous page.' }),
+  starting_after: endUserIdSchema.optional().meta({ description: 'Or: the `end_user_id` of the last override of the previous page.' }),
 });
+/** Natural order: by the customer's own id, the key an override is addressed by. */
+const OVERRIDE_ORDER: Keyset = { key: endUserCapOverrides.endUserId, id: endUserCapOverrides.endUserId, order: 'asc', type: 'text' };
 
 type OverrideRow = typeof endUserCapOverrides.$inferSelect;
 
@@ -122,12 +126,14 @@ export function endUserCapOverrideRoutes(router: Router<GatewayState>, deps: Ove
     const principal = readPrincipal(ctx);
     const rule = await ruleFor(ctx, deps.db, principal, false);
     const query = parseInput(listQuery, ctx.query, 'query');
+    if (query.after !== undefined && query.starting_after !== undefined) throw new GatewayError('invalid_request', 'Invalid `after`: pass either `after` or `starting_after`, not both.');
+    const start = query.after !== undefined ? decodeCursor(query.after) : query.starting_after !== undefined ? { at: query.starting_after, id: query.starting_after } : null;
+    // `starting_after` and the cursor compare in the list's own order, so pages neither skip nor repeat.
     const rows = await deps.db.select().from(endUserCapOverrides)
-      .where(and(eq(endUserCapOverrides.ruleId, rule.id), query.starting_after === undefined ? undefined : gt(endUserCapOverrides.endUserId, query.starting_after)))
-      // `starting_after` compares in the same order, so pages neither skip nor repeat.
-      .orderBy(asc(endUserCapOverrides.endUserId))
+      .where(and(eq(endUserCapOverrides.ruleId, rule.id), afterCursor(OVERRIDE_ORDER, start)))
+      .orderBy(...keysetOrder(OVERRIDE_ORDER))
       .limit(query.limit + 1);
-    ctx.body = { object: 'list', data: rows.slice(0, query.limit).map(present), has_more: rows.length > query.limit };
+    ctx.body = pageOf(rows, query.limit, (row) => ({ at: row.endUserId, id: row.endUserId }), present);
   });
 
   router.get('/end_user_cap_rules/:rule/overrides/:end_user_id', async (ctx) => {

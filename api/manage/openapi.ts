@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject } from 'zod-openapi';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, pageQuery } from '../../core/paging';
 import { PROVIDER_KINDS } from '../../core/providers/kinds';
 import { auditEventPaths } from './data/audit-events';
 import { budgetStatusPaths } from './data/budget-status';
@@ -31,6 +32,22 @@ const ifMatch = (required: boolean) => {
 const idempotencyKey = z.object({
   'idempotency-key': z.string().max(255).optional().meta({ description: 'Replays the first answer for 24 hours; scoped to the organization.' }),
 });
+
+/** `limit` and `after` on every paged list (core/paging.ts). */
+const listParams = pageQuery().extend({
+  limit: pageQuery().shape.limit.meta({ description: `Entries per page, 1 to ${MAX_PAGE_SIZE} (default ${DEFAULT_PAGE_SIZE}).` }),
+  after: pageQuery().shape.after.meta({ description: 'The `next_cursor` of the previous page.' }),
+});
+
+/** The list envelope (spec 4.4): `next_cursor` is a string on every page that has more, else null. */
+function listEnvelope(item: z.ZodType) {
+  return z.object({
+    object: z.literal('list'),
+    data: z.array(item),
+    has_more: z.boolean(),
+    next_cursor: z.string().nullable().meta({ description: 'Pass it as `after` for the next page; null on the last.' }),
+  });
+}
 
 function pascal(text: string): string {
   return text.replace(/(^|_)([a-z])/g, (_, __, c: string) => c.toUpperCase());
@@ -75,8 +92,9 @@ function resourcePaths(resource: ResourceType): ZodOpenApiPathsObject {
     at(base).get = {
       tags,
       operationId: `list${pascal(resource.type)}`,
-      summary: `List ${resource.type.replace(/_/g, ' ')}. ${scope('read')}`,
-      responses: { '200': json(z.object({ object: z.literal('list'), data: z.array(item), has_more: z.boolean() }), 'Every visible one.'), ...errors },
+      summary: `List ${resource.type.replace(/_/g, ' ')}, a page at a time. ${scope('read')}`,
+      requestParams: { query: listParams },
+      responses: { '200': json(listEnvelope(item), 'A page of the visible ones.'), ...errors },
     };
   }
   if (resource.create && resource.createSchema) {
@@ -149,14 +167,15 @@ export function buildOpenApiDocument(resources: readonly ResourceType[]) {
         tags: ['provider_connections'],
         operationId: 'listProviderKinds',
         summary: 'The provider kinds a connection can be of (also at /console/providers/kinds).',
-        responses: { '200': json(z.object({ object: z.literal('list'), data: z.array(providerKind), has_more: z.boolean() }), 'Every kind.'), ...errors },
+        responses: { '200': json(listEnvelope(providerKind), 'Every kind, on one page.'), ...errors },
       },
     },
     '/webhook_deliveries': {
       get: {
         tags: ['webhook_endpoints'],
         operationId: 'listWebhookDeliveries',
-        summary: `The delivery log: the organization's latest ${DELIVERY_LOG_SIZE} webhook deliveries, newest first. Scope \`webhooks:read\`.`,
+        summary: `The delivery log: the organization's latest ${DELIVERY_LOG_SIZE} webhook deliveries, newest first, a page at a time. Scope \`webhooks:read\`.`,
+        requestParams: { query: listParams },
         responses: { '200': json(deliveryListSchema, 'The latest deliveries.'), ...errors },
       },
     },

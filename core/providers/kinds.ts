@@ -73,6 +73,8 @@ export function presentProviderKinds() {
         takes_model_map: spec.takesModelMap,
       };
     }),
+    // The list envelope (spec 4.4): every kind on one page, so never a next one.
     has_more: false,
+    next_cursor: null,
   };
 }

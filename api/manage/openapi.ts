@@ -2,10 +2,11 @@ import { z } from 'zod';
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject } from 'zod-openapi';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, pageQuery } from '../../core/paging';
 import { PROVIDER_KINDS } from '../../core/providers/kinds';
+import { usagePaths } from './data/usage';
+import { requestDataPaths } from './data/requests';
 import { auditEventPaths } from './data/audit-events';
 import { budgetStatusPaths } from './data/budget-status';
 import { exportPaths } from './data/export';
-import { usagePaths } from './data/usage';
 import { endUserCapOverridePaths } from './end-user-cap-overrides';
 import type { ResourceType } from './resources/resource-type';
 import { DELIVERY_LOG_SIZE, deliveryListSchema } from './webhook-deliveries';
@@ -184,8 +185,8 @@ export function buildOpenApiDocument(resources: readonly ResourceType[]) {
     },
   };
   const overrides = resources.some((r) => r.type === 'end_user_cap_rules') ? endUserCapOverridePaths(errors) : {};
-  const paths = Object.assign(fixed, ...resources.map(resourcePaths), overrides, budgetStatusPaths(errors), usagePaths(errors),
-    auditEventPaths(errors), exportPaths(errors, resources)) as ZodOpenApiPathsObject;
+  const paths = Object.assign(fixed, ...resources.map(resourcePaths), overrides, usagePaths(errors), requestDataPaths(errors),
+    budgetStatusPaths(errors), auditEventPaths(errors), exportPaths(errors, resources)) as ZodOpenApiPathsObject;
   return createDocument({
     openapi: '3.1.0',
     info: {

@@ -10,10 +10,11 @@ import type { GatewayState } from '../context';
 import { jsonBody } from '../middleware/body';
 import { authorize, managementAuth } from '../middleware/management-auth';
 import { presentProviderKinds } from '../../core/providers/kinds';
+import { manageUsageRoutes } from './data/usage';
 import { auditEventRoutes } from './data/audit-events';
 import { budgetStatusRoutes } from './data/budget-status';
 import { exportRoutes } from './data/export';
-import { manageUsageRoutes } from './data/usage';
+import { requestDataRoutes } from './data/requests';
 import { endUserCapOverrideRoutes } from './end-user-cap-overrides';
 import { buildOpenApiDocument } from './openapi';
 import { RESOURCES } from './resources';
@@ -60,6 +61,7 @@ export function managementRouter(deps: ManagementRouterDeps): Router<GatewayStat
 
   webhookDeliveryRoutes(router, deps);
   endUserCapOverrideRoutes(router, deps);
+  requestDataRoutes(router, deps);
   // Data operations (issue 13): not resources, so before the generic `/:type` routes.
   budgetStatusRoutes(router, deps);
   auditEventRoutes(router, deps);

@@ -24,10 +24,12 @@ const OPERATIONS = [
   'get /end_user_cap_rules/{rule}/overrides/{end_user_id}', 'put /end_user_cap_rules/{rule}/overrides/{end_user_id}', 'delete /end_user_cap_rules/{rule}/overrides/{end_user_id}',
   // Issue 12: guardrail policies.
   'get /guardrail_policies', 'post /guardrail_policies', 'get /guardrail_policies/{id}', 'patch /guardrail_policies/{id}', 'delete /guardrail_policies/{id}',
-  // Issue 13: management data operations (budget status, audit log, export).
-  'get /budget_status', 'get /audit_events', 'get /export',
   // Issue 13: usage buckets from the hourly rollup.
   'get /usage',
+  // Issue 13: management data operations (budget status, audit log, export).
+  'get /budget_status', 'get /audit_events', 'get /export',
+  // Issue 13: the request log and traces.
+  'get /requests', 'get /requests/{id}', 'get /traces/{id}',
 ];
 
 describe('GET /manage/v1/openapi.json', () => {

@@ -1,4 +1,5 @@
 import { and, eq, getTableColumns, gte, inArray, lt, sql, type SQL } from 'drizzle-orm';
+import { parseInstant } from './instant';
 import type { Executor } from '../db/client';
 import { gatewayKeys, requestLogs, type Plan } from '../db/schema';
 import { GatewayError } from '../errors';
@@ -76,21 +77,6 @@ export function parseStatus(text: string): StatusFilter {
   const cls = /^([1-5])xx$/i.exec(text);
   if (cls) return { kind: 'class', from: Number(cls[1]) * 100 };
   throw invalid(`Invalid \`status\`: \`${text}\` is neither an HTTP status (such as 429) nor a class (such as 4xx).`);
-}
-
-const ISO_INSTANT = /^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2})?)(?:\.(\d+))?(Z|[+-]\d{2}:?\d{2})?)?$/i;
-
-/** ISO 8601 (a date, or a time with or without a zone; no zone means UTC) or Unix seconds. */
-export function parseInstant(name: string, text: string): Date {
-  if (/^\d{1,11}(?:\.\d{1,6})?$/.test(text)) return new Date(Math.round(Number(text) * 1000));
-  const m = ISO_INSTANT.exec(text);
-  if (m) {
-    const [, date, time, fraction, zone] = m;
-    const iso = time === undefined ? `${date}T00:00:00Z` : `${date}T${time}${fraction ? `.${fraction.slice(0, 3)}` : ''}${zone ?? 'Z'}`;
-    const parsed = new Date(iso);
-    if (!Number.isNaN(parsed.getTime())) return parsed;
-  }
-  throw invalid(`Invalid \`${name}\`: \`${text}\` is neither an ISO 8601 time nor Unix seconds.`);
 }
 
 export type RequestLogQuery = { filters: RequestLogFilters; limit: number; after: Cursor | null };

@@ -1,4 +1,5 @@
 import { sql, type SQL } from 'drizzle-orm';
+import { parseInstant } from './instant';
 import { z } from 'zod';
 import type { Database } from '../db/client';
 import type { Plan } from '../db/schema';
@@ -42,13 +43,6 @@ export const MAX_USAGE_ROWS = 10_000;
 const TAG_KEY = /^[A-Za-z0-9_.:-]{1,64}$/;
 const invalid = (message: string) => new GatewayError('invalid_request', message);
 
-/** An instant as ISO 8601 (with a date) or Unix seconds. */
-export function parseInstant(text: string, name: string): Date {
-  const at = /^\d{1,12}(\.\d+)?$/.test(text) ? new Date(Number(text) * 1000) : /^\d{4}-\d{2}-\d{2}/.test(text) ? new Date(text) : new Date(NaN);
-  if (Number.isNaN(at.getTime())) throw invalid(`Invalid \`${name}\`: expected an ISO 8601 time or Unix seconds.`);
-  return at;
-}
-
 type Query = Record<string, string | string[] | undefined>;
 
 function single(query: Query, name: string): string | undefined {
@@ -69,8 +63,8 @@ export function parseUsageParams(query: Query): UsageParams {
   if (!bucket.success) throw invalid('Invalid `bucket`: expected `hour` or `day`.');
   const fromText = single(query, 'from');
   const toText = single(query, 'to');
-  const from = fromText === undefined ? null : parseInstant(fromText, 'from');
-  const to = toText === undefined ? null : parseInstant(toText, 'to');
+  const from = fromText === undefined ? null : parseInstant('from', fromText);
+  const to = toText === undefined ? null : parseInstant('to', toText);
   if (from && to && from.getTime() >= to.getTime()) throw invalid('Invalid `from`: it must be before `to`.');
   const formatText = single(query, 'format') ?? 'json';
   if (formatText !== 'json' && formatText !== 'csv') throw invalid('Invalid `format`: expected `json` or `csv`.');

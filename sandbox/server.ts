@@ -3,6 +3,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { directivesInText, numberedWords, parseDirectives, type Directives } from './directives';
 import { planTurn } from './turn';
+import { createMediaState, handleMedia, isBlobPath, mediaEndpointFor, serveBlob, type ReceivedFile } from './media';
 import { createVideoState, handleVideo } from './video';
 import { anthropicWire } from './wire/anthropic';
 import { googleWire } from './wire/google';
@@ -50,8 +51,17 @@ function endpointFor(method: string, path: string): Endpoint | null {
   return null;
 }
 
-/** What reached the sandbox, so tests can check what the gateway sent upstream. */
-export type ReceivedRequest = { path: string; headers: http.IncomingHttpHeaders; body: Record<string, unknown> | null };
+/**
+ * What reached the sandbox, so tests can check what the gateway sent upstream. A multipart
+ * request's `body` is its text fields (a `name[]` field as an array) and `multipart` lists the
+ * field names and each file's field, name, content-type and size (never the bytes).
+ */
+export type ReceivedRequest = {
+  path: string;
+  headers: http.IncomingHttpHeaders;
+  body: Record<string, unknown> | null;
+  multipart?: { fields: string[]; files: ReceivedFile[] };
+};
 
 export type Sandbox = {
   url: string;
@@ -81,6 +91,7 @@ async function readJson(req: http.IncomingMessage): Promise<Record<string, unkno
 export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbox> {
   const received: ReceivedRequest[] = [];
   const video = createVideoState();
+  const media = createMediaState();
   const failuresSeen = new Map<string, number>();
   let abandoned = 0;
   let frames = 0;
@@ -89,12 +100,21 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
     const url = new URL(req.url ?? '/', 'http://sandbox');
     const prefixed = /^\/x\/([^/]*)(\/.*)$/.exec(url.pathname);
     const path = prefixed ? prefixed[2]! : url.pathname;
-    const body = req.method === 'POST' ? await readJson(req) : null;
-    received.push({ path: url.pathname + url.search, headers: req.headers, body });
     const send = (status: number, payload: unknown, headers: Record<string, string> = {}) => {
       res.writeHead(status, { 'content-type': 'application/json', ...headers });
       res.end(JSON.stringify(payload));
     };
+    // Images and audio (media.ts) read their own bodies: JSON or multipart.
+    const mediaEndpoint = mediaEndpointFor(req.method ?? 'GET', path);
+    if (mediaEndpoint) {
+      const record = (body: Record<string, unknown> | null, multipart?: ReceivedRequest['multipart']) => {
+        received.push({ path: url.pathname + url.search, headers: req.headers, body, ...(multipart && { multipart }) });
+      };
+      return handleMedia({ state: media, req, res, url, pathDirectives: prefixed?.[1] ?? '', endpoint: mediaEndpoint, record, failing, send });
+    }
+    const body = req.method === 'POST' ? await readJson(req) : null;
+    received.push({ path: url.pathname + url.search, headers: req.headers, body });
+    if (isBlobPath(req.method ?? 'GET', path)) return serveBlob(media, path, url, res);
 
     if (isVideoPath(path)) {
       const wire = path.startsWith('/google/') ? googleWire : openaiWire;

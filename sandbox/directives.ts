@@ -1,7 +1,9 @@
 /**
  * How a test chooses a failure: directives in the connection's base URL path
  * (`/x/status=429,retry_after=7/openai/v1`) apply to every request through that connection;
- * directives in the last user message (`[sandbox cut_after=3]`) apply to that request.
+ * directives in the last user message (`[sandbox cut_after=3]`) apply to that request. The
+ * image and audio endpoints (media.ts) read them from their prompt text instead: JSON `prompt`
+ * or `input`, the multipart `prompt` field; there `cut_after` drops a speech answer after n chunks.
  *
  *   status=<code>       answer with this HTTP status in the provider's error format
  *   retry_after=<s>     Retry-After header on that error

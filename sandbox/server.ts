@@ -17,6 +17,7 @@ import type { ParsedChat, Wire } from './wire/types';
  *   /azure/openai     Azure OpenAI deployments (api-key)
  *   /anthropic/v1     Anthropic Messages (x-api-key)
  *   /google/v1beta    Gemini generateContent (x-goog-api-key)
+ * Images and audio (OpenAI, Azure, Imagen) are served by media.ts, videos by video.ts.
  * A `/x/<directives>` prefix before any of them chooses failures (see directives.ts).
  * Credentials: a secret starting with `sk-sandbox` is accepted; others are refused the way
  * the provider refuses them.

@@ -111,7 +111,8 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
       const record = (body: Record<string, unknown> | null, multipart?: ReceivedRequest['multipart']) => {
         received.push({ path: url.pathname + url.search, headers: req.headers, body, ...(multipart && { multipart }) });
       };
-      return handleMedia({ state: media, req, res, url, pathDirectives: prefixed?.[1] ?? '', endpoint: mediaEndpoint, record, failing, send });
+      // A client that hangs up mid-upload or mid-answer ends the exchange, never the sandbox.
+      return handleMedia({ state: media, req, res, url, pathDirectives: prefixed?.[1] ?? '', endpoint: mediaEndpoint, record, failing, send }).catch(() => res.destroy());
     }
     const body = req.method === 'POST' ? await readJson(req) : null;
     received.push({ path: url.pathname + url.search, headers: req.headers, body });

@@ -1,6 +1,7 @@
 import type { ParameterizedContext } from 'koa';
 import type { KeyContext } from '../core/auth/gateway-key-auth';
 import type { ManagementPrincipal } from '../core/auth/management-token-auth';
+import type { SpooledMultipart } from '../core/http/multipart';
 import type { Logger } from '../core/logger';
 
 /** Everything middlewares put on ctx.state, typed in one place. */
@@ -15,6 +16,8 @@ export type GatewayState = {
   key?: KeyContext;
   principal?: ManagementPrincipal;
   body?: unknown;
+  /** A multipart body's fields and spooled files (api/middleware/multipart.ts), for routes that take one. */
+  multipart?: SpooledMultipart;
   /**
    * Set when the endpoint counts the key's request itself, in the same Redis step as its spend
    * reservation (chat completions); the rate middleware counts it only if the endpoint did not.

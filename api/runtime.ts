@@ -4,6 +4,7 @@ import type { Client } from '@temporalio/client';
 import { deriveKey } from '../core/crypto/sealing';
 import { createLinkSigner } from '../core/jobs/output-links';
 import { localOutputStorage } from '../core/storage/output-storage';
+import { spoolRoot, sweepSpool } from '../core/http/multipart';
 import { createAuthFailureLimiter } from '../core/auth/auth-failure-limiter';
 import { createKeyResolver } from '../core/auth/gateway-key-auth';
 import { subscribeConfigChanges } from '../core/cache/config-changes';
@@ -38,6 +39,9 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
   const redis = connectRedis(requireSetting(config, 'REDIS_URL'), config.REDIS_KEY_PREFIX);
   const temporal = await connectClient(requireSetting(config, 'TEMPORAL_ADDRESS'), config.TEMPORAL_NAMESPACE);
   const keys = createKeyResolver(database.db);
+  // Multipart spool directories a crashed process left behind (older than an hour).
+  const swept = await sweepSpool(spoolRoot(config.dataDir));
+  if (swept > 0) logger.info({ swept }, 'removed leftover multipart spool directories');
   // The one guarded outbound pool: chat, provider downloads and credential checks share it.
   const upstreamAgent = createUpstreamAgent({ allowPrivateNetwork: config.GW_ALLOW_PRIVATE_NETWORK });
   const manage = createManagementServices({ ...config, GW_SEALING_KEYS: sealingKeys }, temporal.client, upstreamAgent);

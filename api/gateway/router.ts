@@ -10,6 +10,7 @@ import type { GatewayContext, GatewayState } from '../context';
 import { GatewayError } from '../../core/errors';
 import type { Middleware } from 'koa';
 import { jsonBody } from '../middleware/body';
+import { unlessMultipartRoute } from '../middleware/multipart';
 import { gatewayAuth } from '../middleware/gateway-auth';
 import { keyRateLimit, meterKnownKey, type KeyMeterDeps } from '../middleware/key-rate-limit';
 import { chatCompletions } from './chat';
@@ -26,7 +27,8 @@ export function gatewayRouter(deps: GatewayRouterDeps): Router<GatewayState> {
   const router = new Router<GatewayState>({ prefix: '/v1' });
   // Chat completions count the key's request in the same Redis step as their spend reservation.
   const countsItself = (ctx: GatewayContext) => ctx.method === 'POST' && ctx.path.toLowerCase().replace(/\/+$/, '') === '/v1/chat/completions';
-  router.use(gatewayAuth(deps), keyRateLimit(deps.redis, { countsItself }), jsonBody());
+  // A route that takes multipart (multipartBody) streams its own body; JSON is parsed for the rest.
+  router.use(gatewayAuth(deps), keyRateLimit(deps.redis, { countsItself }), unlessMultipartRoute(jsonBody()));
 
   router.get('/models', async (ctx) => {
     const key = ctx.state.key!;

@@ -36,6 +36,16 @@ export function pageQuery(fallback = DEFAULT_PAGE_SIZE, max = MAX_PAGE_SIZE) {
   });
 }
 
+/** The list envelope's schema (spec 4.4), for validation and the OpenAPI document. */
+export function listEnvelope<T extends z.ZodType>(item: T) {
+  return z.object({
+    object: z.literal('list'),
+    data: z.array(item),
+    has_more: z.boolean(),
+    next_cursor: z.string().nullable().meta({ description: 'Pass it back for the next page; null on the last.' }),
+  });
+}
+
 export type Page<T> = { object: 'list'; data: T[]; has_more: boolean; next_cursor: string | null };
 
 /**

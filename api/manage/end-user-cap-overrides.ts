@@ -10,7 +10,7 @@ import { unixOrNull, type Clock } from '../../core/clock';
 import type { Database, Executor } from '../../core/db/client';
 import { endUserCapOverrides } from '../../core/db/schema';
 import { GatewayError } from '../../core/errors';
-import { afterCursor, decodeCursor, keysetOrder, pageOf, pageQuery, type Keyset } from '../../core/paging';
+import { afterCursor, decodeCursor, type Keyset, keysetOrder, listEnvelope, pageOf, pageQuery } from '../../core/paging';
 import type { RedisHandle } from '../../core/redis';
 import { MAX_END_USER_ID_LENGTH, normalizeDecimalDollars } from '../../core/spend/end-user-caps';
 import type { GatewayContext, GatewayState } from '../context';
@@ -42,7 +42,7 @@ export const overrideSchema = z.object({
   updated_at: z.number().int(),
 }).meta({ id: 'EndUserCapOverride' });
 
-export const overrideListSchema = z.object({ object: z.literal('list'), data: z.array(overrideSchema), has_more: z.boolean(), next_cursor: z.string().nullable() });
+export const overrideListSchema = listEnvelope(overrideSchema);
 const deletedSchema = z.object({ object: z.literal(OBJECT), rule_id: z.string(), end_user_id: z.string(), deleted: z.literal(true) });
 
 const putSchema = z.strictObject({ amount: decimalDollarsField });

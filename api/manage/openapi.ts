@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject } from 'zod-openapi';
-import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, pageQuery } from '../../core/paging';
+import { DEFAULT_PAGE_SIZE, listEnvelope, MAX_PAGE_SIZE, pageQuery } from '../../core/paging';
 import { PROVIDER_KINDS } from '../../core/providers/kinds';
 import { usagePaths } from './data/usage';
 import { requestDataPaths } from './data/requests';
@@ -39,16 +39,6 @@ const listParams = pageQuery().extend({
   limit: pageQuery().shape.limit.meta({ description: `Entries per page, 1 to ${MAX_PAGE_SIZE} (default ${DEFAULT_PAGE_SIZE}).` }),
   after: pageQuery().shape.after.meta({ description: 'The `next_cursor` of the previous page.' }),
 });
-
-/** The list envelope (spec 4.4): `next_cursor` is a string on every page that has more, else null. */
-function listEnvelope(item: z.ZodType) {
-  return z.object({
-    object: z.literal('list'),
-    data: z.array(item),
-    has_more: z.boolean(),
-    next_cursor: z.string().nullable().meta({ description: 'Pass it as `after` for the next page; null on the last.' }),
-  });
-}
 
 function pascal(text: string): string {
   return text.replace(/(^|_)([a-z])/g, (_, __, c: string) => c.toUpperCase());

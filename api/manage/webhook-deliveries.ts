@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { unixOrNull } from '../../core/clock';
 import type { Database } from '../../core/db/client';
 import { DELIVERY_STATUSES, webhookDeliveries } from '../../core/db/schema';
-import { afterCursor, keysetOrder, pageOf, readPage, timestampKey, type Keyset } from '../../core/paging';
+import { afterCursor, type Keyset, keysetOrder, listEnvelope, pageOf, readPage, timestampKey } from '../../core/paging';
 import type { GatewayState } from '../context';
 import { authorize } from '../middleware/management-auth';
 
@@ -27,7 +27,7 @@ const deliverySchema = z.object({
   created_at: z.number().int(),
 }).meta({ id: 'WebhookDelivery' });
 
-export const deliveryListSchema = z.object({ object: z.literal('list'), data: z.array(deliverySchema), has_more: z.boolean(), next_cursor: z.string().nullable() });
+export const deliveryListSchema = listEnvelope(deliverySchema);
 
 type DeliveryRow = typeof webhookDeliveries.$inferSelect;
 

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { listEnvelope } from '../paging';
 import { unixSeconds } from '../clock';
 import type { RequestLogMetadata, RequestLogRow, TraceTotals } from './request-log-query';
 
@@ -63,12 +64,7 @@ export const requestLogSchema = z.object({
 
 export type PresentedRequestLog = z.infer<typeof requestLogSchema>;
 
-export const requestLogListSchema = z.object({
-  object: z.literal('list'),
-  data: z.array(requestLogSchema),
-  has_more: z.boolean(),
-  next_cursor: z.string().nullable().meta({ description: 'Pass as `after` for the next page; null on the last.' }),
-});
+export const requestLogListSchema = listEnvelope(requestLogSchema);
 
 export const traceSchema = z.object({
   id: z.string().meta({ description: 'The run\'s `metadata.session_id`.' }),

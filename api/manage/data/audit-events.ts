@@ -6,7 +6,7 @@ import type { Clock } from '../../../core/clock';
 import type { Database } from '../../../core/db/client';
 import { auditEvents } from '../../../core/db/schema';
 import { historyStart } from '../../../core/observability/history';
-import { afterCursor, decodeCursor, DEFAULT_PAGE_SIZE, keysetOrder, MAX_PAGE_SIZE, pageOf, timestampKey, type Cursor, type Keyset } from '../../../core/paging';
+import { afterCursor, type Cursor, decodeCursor, DEFAULT_PAGE_SIZE, type Keyset, keysetOrder, listEnvelope, MAX_PAGE_SIZE, pageOf, timestampKey } from '../../../core/paging';
 import { GatewayError } from '../../../core/errors';
 import type { GatewayState } from '../../context';
 import { authorize } from '../../middleware/management-auth';
@@ -45,12 +45,7 @@ export const auditEventSchema = z.object({
   created_at: z.number().int(),
 }).meta({ id: 'AuditEvent' });
 
-export const auditEventListSchema = z.object({
-  object: z.literal('list'),
-  data: z.array(auditEventSchema),
-  has_more: z.boolean(),
-  next_cursor: z.string().nullable(),
-});
+export const auditEventListSchema = listEnvelope(auditEventSchema);
 
 const SECRET_KEY = /secret|seal|credential|password|token|hash|signing/i;
 

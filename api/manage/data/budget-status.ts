@@ -1,4 +1,5 @@
 import type Router from '@koa/router';
+import { listEnvelope } from '../../../core/paging';
 import { and, eq, gte, inArray, isNotNull, isNull, sql } from 'drizzle-orm';
 import { z } from 'zod';
 import type { ZodOpenApiPathsObject } from 'zod-openapi';
@@ -52,12 +53,7 @@ export const budgetStatusSchema = z.object({
   resets_at: z.number().int().nullable().meta({ description: 'Unix seconds; null for a lifetime limit.' }),
 }).meta({ id: 'BudgetStatus' });
 
-export const budgetStatusListSchema = z.object({
-  object: z.literal('list'),
-  data: z.array(budgetStatusSchema),
-  has_more: z.boolean(),
-  next_cursor: z.string().nullable(),
-});
+export const budgetStatusListSchema = listEnvelope(budgetStatusSchema);
 
 type Entry = { scope: SpendScope; fields: Partial<Record<'project_id' | 'key_id' | 'lineage_id' | 'member_id' | 'rule_id' | 'end_user_id', string>>; id: string };
 

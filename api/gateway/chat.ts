@@ -10,7 +10,7 @@ import { estimateCost, type CostEstimate } from '../../core/pricing/cost';
 import { CHAT_HOLD_LEASE_MS, CHAT_HOLD_RENEW_MS, type Hold } from '../../core/spend/ledger';
 import type { WindowCount } from '../../core/ratelimit/fixed-window';
 import { countKeyRequest, KEY_RATE_WINDOW_MS, keyRateWindowKey, rateLimitHeaders } from '../../core/ratelimit/key-rate';
-import { refuseOverRate } from '../middleware/key-rate-limit';
+import { meterKey, refuseOverRate } from '../middleware/key-rate-limit';
 import { endUserBudgetFields } from '../../core/spend/end-user-caps';
 import { anyBlocking, spendScopes, type EndUserCap } from '../../core/spend/scopes';
 import { worstCaseCost } from '../../core/spend/worst-case';
@@ -314,9 +314,8 @@ function keepAnswer(call: Call, served: Served<unknown>, model: string, choices:
 async function answerFromCache(call: Call, hit: CachedAnswer, stream: boolean, includeUsage: boolean): Promise<void> {
   const { ctx, key, services } = call;
   if (ctx.state.rateCounted !== true) {
-    const window = await countKeyRequest(services.redis.redis, key);
+    const window = await meterKey(ctx, services.redis, key);
     ctx.state.rateCounted = true;
-    ctx.set(rateLimitHeaders(key, window, Date.now()));
     refuseOverRate(key, window);
   }
   // Guardrails' output stage runs on a kept answer too (policies may have changed since); on a

@@ -1,3 +1,5 @@
+import type { FormData } from 'undici';
+
 /**
  * The one OpenAI-shaped vocabulary every adapter maps to and from. Adapters are data plus pure
  * functions over these types; the HTTP call, failover and cost live elsewhere.
@@ -98,8 +100,12 @@ export type ProviderFailure =
   | { kind: 'unsupported_parameter'; message: string; status: number; param: string }
   | { kind: 'model_not_served'; message: string; status: number };
 
-/** One HTTP call to a provider: a path under the connection's base URL (or an absolute URL). */
-export type UpstreamRequest = { method?: 'GET' | 'POST'; path: string; query?: Record<string, string>; body?: Record<string, unknown>; headers?: Record<string, string> };
+/**
+ * One HTTP call to a provider: a path under the connection's base URL (or an absolute URL). The
+ * body is JSON, or a multipart form (disk-backed, so sending it again to an alternate host or
+ * with a pooled credential reads the same bytes again).
+ */
+export type UpstreamRequest = { method?: 'GET' | 'POST'; path: string; query?: Record<string, string>; body?: Record<string, unknown> | FormData; headers?: Record<string, string> };
 
 export type BuildOptions = {
   /** The model name the provider knows (after a connection's model map). */

@@ -1,4 +1,4 @@
-import { errors as undiciErrors, request, type Agent, type Dispatcher } from 'undici';
+import { errors as undiciErrors, FormData, request, type Agent, type Dispatcher } from 'undici';
 import { createGuardedDispatcher, GUARDED_ADDRESS_CODE, isGuardedAddressError } from '../net/guarded-dispatcher';
 import { credentialHeaders, type ProviderKind } from './kinds';
 import type { ProviderAdapter, ProviderFailure, UpstreamRequest } from './types';
@@ -71,16 +71,18 @@ export async function sendUpstream(
       const timer = setTimeout(() => timeout.abort(), target.timeoutMs);
       try {
         const method = upstream.method ?? 'POST';
+        // undici writes a form's own content type (with its boundary) and length.
+        const form = upstream.body instanceof FormData ? upstream.body : null;
         const res = await request(url, {
           method,
           dispatcher: agent,
           headers: {
-            ...(method === 'POST' && { 'content-type': 'application/json' }),
+            ...(method === 'POST' && !form && { 'content-type': 'application/json' }),
             accept: 'application/json, text/event-stream, */*',
             ...upstream.headers,
             ...(credentialed && credentialHeaders(target.kind, secret)),
           },
-          body: method === 'POST' ? JSON.stringify(upstream.body ?? {}) : undefined,
+          body: method !== 'POST' ? undefined : form ?? JSON.stringify(upstream.body ?? {}),
           signal: AbortSignal.any([signal, timeout.signal]),
           headersTimeout: target.timeoutMs,
           bodyTimeout: target.timeoutMs,

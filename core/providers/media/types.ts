@@ -1,0 +1,66 @@
+import type { FieldOverrides } from '../../http/multipart';
+import type { MediaTokenUsage } from '../../pricing/media-cost';
+import type { UpstreamRequest } from '../types';
+
+/**
+ * The image and audio wires (issue 14), like the chat adapters: data plus pure transforms. The
+ * HTTP call, failover, storage and cost live elsewhere (api/gateway/media.ts).
+ */
+export const MEDIA_ENDPOINTS = ['images.generations', 'images.edits', 'audio.transcriptions', 'audio.speech'] as const;
+export type MediaEndpoint = (typeof MEDIA_ENDPOINTS)[number];
+
+export const TRANSCRIPTION_FORMATS = ['json', 'text', 'srt', 'verbose_json', 'vtt'] as const;
+export type TranscriptionFormat = (typeof TRANSCRIPTION_FORMATS)[number];
+
+export type MediaBuildOptions = {
+  /** The model name the provider knows (after a connection's model map; Azure's deployment). */
+  model: string;
+  /** Connection settings (`api_version` for Azure). */
+  config: Record<string, unknown>;
+};
+
+/**
+ * A multipart upstream call: the client's spooled body sent again (core/http/multipart.ts
+ * multipartForward) with these fields replaced, or removed where null.
+ */
+export type MultipartUpstream = Omit<UpstreamRequest, 'body' | 'method'> & { overrides: FieldOverrides };
+
+/** One image as the gateway holds it: the provider is always asked for base64, never a link. */
+export type ImageOut = { b64_json: string; mime_type: string; revised_prompt?: string };
+
+export type ImagesResult = {
+  /** Unix seconds, as the provider said (now when it did not). */
+  created: number;
+  images: ImageOut[];
+  /** Token usage where the model bills by tokens (gpt-image-1), else null. */
+  usage: MediaTokenUsage | null;
+  /** What gpt-image models report of the settings used (`background`, `output_format`, `quality`, `size`), passed on. */
+  settings: Record<string, unknown>;
+};
+
+export type TranscriptionResult = {
+  /** JSON formats: the provider's object as sent; text formats (text, srt, vtt): the text. */
+  body: Record<string, unknown> | string;
+  /** `usage` as the provider reported it (tokens for gpt-4o transcribe models, `{type: 'duration'}` for whisper), else null. */
+  usage: MediaTokenUsage | { type: 'duration'; seconds: number } | null;
+};
+
+/** The JSON body of an image generation or a speech request, without the gateway's own fields. */
+export type MediaJsonBody = Record<string, unknown> & { model: string };
+
+export interface MediaAdapter {
+  /** The endpoints this wire offers; a candidate whose kind lacks the endpoint is skipped. */
+  endpoints: readonly MediaEndpoint[];
+  /** `images.generations`: the upstream call, asking base64 whatever the client asked. */
+  imagesRequest(body: MediaJsonBody, options: MediaBuildOptions): UpstreamRequest;
+  /** An images answer (generation or edit) in our terms. */
+  parseImages(json: unknown): ImagesResult;
+  /** `images.edits`: the path and field overrides (the model name; base64 asked for). */
+  editRequest(fields: Record<string, string | string[]>, options: MediaBuildOptions): MultipartUpstream;
+  /** `audio.transcriptions`: the path and field overrides (the model name). */
+  transcriptionRequest(fields: Record<string, string | string[]>, options: MediaBuildOptions): MultipartUpstream;
+  /** A transcription answer in the format asked, read from its text. */
+  parseTranscription(format: TranscriptionFormat, text: string): TranscriptionResult;
+  /** `audio.speech`: the upstream call; its answer is the audio bytes, passed on as they stream. */
+  speechRequest(body: MediaJsonBody, options: MediaBuildOptions): UpstreamRequest;
+}

@@ -1,16 +1,32 @@
 import { Context } from '@temporalio/activity';
 import type { Clock } from '../core/clock';
 import type { Database } from '../core/db/client';
+import { deleteExpiredMediaFiles, type MediaFileDeletion } from '../core/media/expired-files';
 import { clearExpiredBodies, maintainPartitions, type BodyClearing, type PartitionChanges } from '../core/request-log/retention';
+import type { OutputStorage } from '../core/storage/output-storage';
 
-export type { BodyClearing, PartitionChanges };
+export type { BodyClearing, MediaFileDeletion, PartitionChanges };
 
-export type RetentionDeps = { db: Database; clock: Clock };
+export type RetentionDeps = { db: Database; clock: Clock; storage: OutputStorage };
 
 /** One call clears bodies for at most this long, then answers where to go on (the workflow calls again). */
 export const BODY_CLEAR_BUDGET_MS = 120_000;
+/** One call deletes media files for at most this long; the workflow calls again while some are left. */
+export const MEDIA_DELETE_BUDGET_MS = 120_000;
 
-/** The request log's hourly upkeep (core/request-log/retention.ts): day partitions and expired bodies. */
+function heartbeat(): void {
+  try {
+    Context.current().heartbeat();
+  } catch {
+    // Called outside an activity (a direct test call): nothing to report to.
+  }
+}
+
+/**
+ * The hourly upkeep run by `requestLogRetention`: the request log's day partitions and expired
+ * bodies (core/request-log/retention.ts), and media files past their link's expiry
+ * (core/media/expired-files.ts).
+ */
 export function createRetentionActivities(deps: RetentionDeps) {
   return {
     /** Makes the day partitions ahead and drops those past the longest history window. */
@@ -20,14 +36,12 @@ export function createRetentionActivities(deps: RetentionDeps) {
 
     /** Sets expired prompts and answers to NULL, keeping every other column; heartbeats each batch. */
     async clearExpiredRequestBodies(input: { afterOrgId: string | null }): Promise<BodyClearing> {
-      const heartbeat = () => {
-        try {
-          Context.current().heartbeat();
-        } catch {
-          // Called outside an activity (a direct test call): nothing to report to.
-        }
-      };
       return clearExpiredBodies(deps.db, deps.clock.now(), { afterOrgId: input.afterOrgId, budgetMs: BODY_CLEAR_BUDGET_MS, onBatch: heartbeat });
+    },
+
+    /** Deletes expired media files, the stored object then the row; heartbeats each batch. */
+    async deleteExpiredMediaFiles(): Promise<MediaFileDeletion> {
+      return deleteExpiredMediaFiles(deps.db, deps.storage, deps.clock.now(), { budgetMs: MEDIA_DELETE_BUDGET_MS, onBatch: heartbeat });
     },
   };
 }

@@ -3,6 +3,8 @@ import { createResponseCacheStore } from '../core/response-cache/store';
 import type { Client } from '@temporalio/client';
 import { deriveKey } from '../core/crypto/sealing';
 import { createLinkSigner } from '../core/jobs/output-links';
+import { OUTPUT_RETENTION_MS } from '../core/jobs/schedule';
+import { createMediaFiles } from '../core/media/stored-files';
 import { localOutputStorage } from '../core/storage/output-storage';
 import { spoolRoot, sweepSpool } from '../core/http/multipart';
 import { createAuthFailureLimiter } from '../core/auth/auth-failure-limiter';
@@ -47,6 +49,9 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
   const manage = createManagementServices({ ...config, GW_SEALING_KEYS: sealingKeys }, temporal.client, upstreamAgent);
   const spendRows = createBatchWriter(database.db, spendLedger, logger, 'spend ledger');
   const budgetCrossingRows = createBatchWriter(database.db, budgetCrossings, logger, 'budget crossings');
+  // One signer and one store for every output link: video jobs and media files alike.
+  const signer = createLinkSigner(deriveKey(sealingKeys, 'output-links'));
+  const storage = localOutputStorage(path.join(config.dataDir, 'outputs'));
   const gateway: GatewayServices = {
     orgConfig: createOrgConfigCache(database.db, manage.sealer),
     catalog: await loadModelCatalog(),
@@ -56,11 +61,13 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
     defaultTimeoutMs: DEFAULT_UPSTREAM_TIMEOUT_MS,
     jobs: {
       temporal: temporal.client,
-      links: { signer: createLinkSigner(deriveKey(sealingKeys, 'output-links')), baseUrl: config.GW_PUBLIC_URL ?? null },
+      links: { signer, baseUrl: config.GW_PUBLIC_URL ?? null },
       scheduleScale: config.GW_SCHEDULE_SCALE,
       taskQueuePrefix: config.GW_TASK_QUEUE_PREFIX,
     },
-    storage: localOutputStorage(path.join(config.dataDir, 'outputs')),
+    storage,
+    // Kept as long as a job's output, scaled like every durable wait.
+    mediaFiles: createMediaFiles({ db: database.db, storage, signer, clock: systemClock, retentionMs: Math.round(OUTPUT_RETENTION_MS * config.GW_SCHEDULE_SCALE) }),
     redis,
     spend: createSpendLedger({ db: database.db, redis, rows: spendRows, crossings: budgetCrossingRows }),
     endUserCap: (orgConfig, request) => resolveEndUserCapIn(database.db, orgConfig, request),

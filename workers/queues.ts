@@ -79,7 +79,7 @@ function activitiesFor(name: TaskQueueName, queue: string, services: ActivitySer
     case 'webhooks':
       return { ...probe, ...createWebhookDeliveryActivities({ db: services.db, clock: services.clock, sealer: services.video.sealer, dispatcher: services.webhooks.dispatcher }) };
     case 'maintenance':
-      return { ...probe, ...createKeyRotationActivities(services), ...createSecretRotationActivities(services), ...createRetentionActivities(services) };
+      return { ...probe, ...createKeyRotationActivities(services), ...createSecretRotationActivities(services), ...createRetentionActivities({ ...services, storage: services.video.storage }) };
     default:
       return probe;
   }

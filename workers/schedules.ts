@@ -23,7 +23,7 @@ export function maintenanceSchedules(taskQueuePrefix: string, scheduleScale: num
       },
       // A run still clearing a backlog is not joined by the next one; a missed hour is not replayed.
       policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1 minute' },
-      memo: { purpose: 'request log: expired prompt and answer bodies, day partitions' },
+      memo: { purpose: 'request log: expired prompt and answer bodies, day partitions; expired media files' },
     },
   ];
 }

@@ -65,7 +65,10 @@ export const REQUEST_LOG_RETENTION_EVERY_MS = 3_600_000;
 /** Body-clearing calls in one run (each about 2 minutes at most): a bigger backlog waits for the next run. */
 export const REQUEST_LOG_RETENTION_MAX_CLEAR_CALLS = 20;
 
-export type RequestLogRetentionResult = { partitionsCreated: string[]; partitionsDropped: string[]; bodiesCleared: number; finished: boolean };
+/** Media-file deletion calls in one run (each about 2 minutes at most), likewise. */
+export const REQUEST_LOG_RETENTION_MAX_MEDIA_CALLS = 10;
+
+export type RequestLogRetentionResult = { partitionsCreated: string[]; partitionsDropped: string[]; bodiesCleared: number; mediaFilesDeleted: number; finished: boolean };
 
 /** The Update that cancels a job; the workflow answers it once the job is terminal. */
 export const JOB_CANCEL_UPDATE = 'cancel';

@@ -1,13 +1,13 @@
-import { proxyActivities } from '@temporalio/workflow';
-import type { BodyClearing, RetentionActivities } from '../activities/request-log-retention';
-import { REQUEST_LOG_RETENTION_MAX_CLEAR_CALLS, type RequestLogRetentionResult } from './definitions';
+import { patched, proxyActivities } from '@temporalio/workflow';
+import type { BodyClearing, MediaFileDeletion, RetentionActivities } from '../activities/request-log-retention';
+import { REQUEST_LOG_RETENTION_MAX_CLEAR_CALLS, REQUEST_LOG_RETENTION_MAX_MEDIA_CALLS, type RequestLogRetentionResult } from './definitions';
 
 const { maintainRequestLogPartitions } = proxyActivities<RetentionActivities>({
   startToCloseTimeout: '2 minutes',
   retry: { initialInterval: '5 seconds', maximumInterval: '1 minute', backoffCoefficient: 2, maximumAttempts: 5 },
 });
 
-const { clearExpiredRequestBodies } = proxyActivities<RetentionActivities>({
+const { clearExpiredRequestBodies, deleteExpiredMediaFiles } = proxyActivities<RetentionActivities>({
   // Each call stops itself after about 2 minutes and heartbeats every batch.
   startToCloseTimeout: '5 minutes',
   heartbeatTimeout: '1 minute',
@@ -15,20 +15,38 @@ const { clearExpiredRequestBodies } = proxyActivities<RetentionActivities>({
 });
 
 /**
- * One hourly run of the request log's retention (started by the `gw-request-log-retention`
- * schedule): day partitions first, then expired bodies, organization by organization, in calls
- * that each stop after a time budget. A backlog larger than a run's calls is finished by the
- * next runs; the schedule skips a run while one is still going.
+ * Runs started before media files existed replay without the deletion step: their histories
+ * end (or stop) right after the body clearing, where this step now issues its commands.
+ */
+export const MEDIA_FILES_RETENTION_PATCH = 'media-files-retention';
+
+/**
+ * One hourly run of the retention (started by the `gw-request-log-retention` schedule): the
+ * request log's day partitions, then its expired bodies, organization by organization, then
+ * media files past their link's expiry, each in calls that stop after a time budget. A backlog
+ * larger than a run's calls is finished by the next runs; the schedule skips a run while one is
+ * still going.
  */
 export async function requestLogRetention(): Promise<RequestLogRetentionResult> {
   const partitions = await maintainRequestLogPartitions();
   let bodiesCleared = 0;
+  let bodiesDone = false;
   let afterOrgId: string | null = null;
-  for (let call = 0; call < REQUEST_LOG_RETENTION_MAX_CLEAR_CALLS; call++) {
+  for (let call = 0; call < REQUEST_LOG_RETENTION_MAX_CLEAR_CALLS && !bodiesDone; call++) {
     const step: BodyClearing = await clearExpiredRequestBodies({ afterOrgId });
     bodiesCleared += step.cleared;
-    if (step.done) return { partitionsCreated: partitions.created, partitionsDropped: partitions.dropped, bodiesCleared, finished: true };
+    bodiesDone = step.done;
     afterOrgId = step.afterOrgId;
   }
-  return { partitionsCreated: partitions.created, partitionsDropped: partitions.dropped, bodiesCleared, finished: false };
+  let mediaFilesDeleted = 0;
+  let mediaDone = true;
+  if (patched(MEDIA_FILES_RETENTION_PATCH)) {
+    mediaDone = false;
+    for (let call = 0; call < REQUEST_LOG_RETENTION_MAX_MEDIA_CALLS && !mediaDone; call++) {
+      const step: MediaFileDeletion = await deleteExpiredMediaFiles();
+      mediaFilesDeleted += step.deleted;
+      mediaDone = step.done;
+    }
+  }
+  return { partitionsCreated: partitions.created, partitionsDropped: partitions.dropped, bodiesCleared, mediaFilesDeleted, finished: bodiesDone && mediaDone };
 }

@@ -7,6 +7,7 @@ import type { LearnedParams } from '../../core/chat/prepare';
 import type { RequestLogWriter } from '../../core/request-log/writer';
 import type { OrgConfig, OrgConfigCache } from '../../core/routing/org-config';
 import type { OutputStorage } from '../../core/storage/output-storage';
+import type { MediaFiles } from '../../core/media/stored-files';
 import type { RedisHandle } from '../../core/redis';
 import type { GuardrailPolicies } from '../../core/guardrails/policy-cache';
 import type { ResponseCacheStore } from '../../core/response-cache/store';
@@ -23,6 +24,8 @@ export type GatewayServices = {
   defaultTimeoutMs: number;
   jobs: JobServices;
   storage: OutputStorage;
+  /** Image and speech outputs, stored and linked for their retention (core/media/stored-files.ts). */
+  mediaFiles: MediaFiles;
   redis: RedisHandle;
   /** Every budget scope's spend: reserved before a priced request, settled after (core/spend). */
   spend: SpendLedger;

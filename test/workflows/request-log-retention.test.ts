@@ -1,6 +1,13 @@
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
 import { Client, ScheduleOverlapPolicy } from '@temporalio/client';
 import { inArray, sql } from 'drizzle-orm';
-import { organizations, orgSettings, requestLogs } from '../../core/db/schema';
+import { fixedClock, systemClock } from '../../core/clock';
+import { mediaFiles, organizations, orgSettings, requestLogs } from '../../core/db/schema';
+import { createLinkSigner } from '../../core/jobs/output-links';
+import { deleteExpiredMediaFiles } from '../../core/media/expired-files';
+import { createMediaFiles } from '../../core/media/stored-files';
+import { localOutputStorage, type OutputStorage } from '../../core/storage/output-storage';
 import { partitionDropCutoff, partitionName, REQUEST_LOG_PARTITIONS_AHEAD_DAYS } from '../../core/request-log/retention';
 import { REQUEST_LOG_RETENTION_EVERY_MS, scheduleIds, taskQueue, type RequestLogRetentionResult } from '../../workflows/definitions';
 import { ensureMaintenanceSchedules } from '../../workers/schedules';
@@ -113,6 +120,59 @@ describe('request log retention', () => {
     // Idempotent: nothing left to make or drop.
     const again = await runRetention('partitions-again');
     expect([again.partitionsCreated, again.partitionsDropped]).toEqual([[], []]);
+  });
+
+  describe('media files', () => {
+    const HOUR = 3_600_000;
+    // The directory the test workers' storage uses (GW_DATA_DIR/outputs).
+    const storage = localOutputStorage(path.join(process.env.GW_DATA_DIR!, 'outputs'));
+    const signer = createLinkSigner(randomBytes(32));
+    const keepAt = (at: Date | null) =>
+      createMediaFiles({ db: database.db, storage, signer, clock: at ? fixedClock(at) : systemClock, retentionMs: HOUR })
+        .keep({ orgId: orgDefault, requestId: `req_${run}_media`, filename: `req_${run}_media.png`, mimeType: 'image/png', body: Buffer.from('png bytes'), baseUrl: 'http://localhost' });
+    const rowsOf = async (ids: string[]) => (await database.db.select().from(mediaFiles).where(inArray(mediaFiles.id, ids))).map((r) => r.id).sort();
+    const storedKey = (id: string) => `media/${orgDefault}/${id}`;
+
+    it('the retention run deletes files past expires_at, object and row, and keeps the rest', async () => {
+      const expired = [await keepAt(new Date(Date.now() - 2 * HOUR)), await keepAt(new Date(Date.now() - 3 * HOUR))];
+      const current = await keepAt(null);
+      for (const file of [...expired, current]) expect(await storage.open(storedKey(file.id))).not.toBeNull();
+
+      const result = await runRetention('media');
+      expect(result.finished).toBe(true);
+      expect(result.mediaFilesDeleted).toBeGreaterThanOrEqual(2);
+      expect(await rowsOf([...expired, current].map((f) => f.id))).toEqual([current.id]);
+      for (const file of expired) expect(await storage.open(storedKey(file.id))).toBeNull();
+      const kept = await storage.open(storedKey(current.id));
+      expect(kept?.bytes).toBe('png bytes'.length);
+      kept?.stream.destroy();
+    });
+
+    it('deletes in batches, and a file whose object cannot be removed keeps its row for the next run', async () => {
+      const expired = [];
+      for (let i = 0; i < 5; i++) expired.push(await keepAt(new Date(Date.now() - (2 + i) * HOUR)));
+      const stuck = expired[2]!;
+      const failing: OutputStorage = {
+        ...storage,
+        remove: async (key) => {
+          if (key === storedKey(stuck.id)) throw new Error('object store unavailable');
+          await storage.remove(key);
+        },
+      };
+      let batches = 0;
+      const step = await deleteExpiredMediaFiles(database.db, failing, new Date(), { budgetMs: 60_000, batchRows: 2, onBatch: () => batches++ });
+      expect(step.done).toBe(true);
+      expect(step.failed).toBeGreaterThanOrEqual(1);
+      expect(step.deleted).toBeGreaterThanOrEqual(4);
+      expect(batches).toBeGreaterThanOrEqual(3);
+      expect(await rowsOf(expired.map((f) => f.id))).toEqual([stuck.id]);
+      expect(await storage.open(storedKey(stuck.id))).not.toBeNull();
+
+      // The next run, with the store back, finishes it.
+      await runRetention('media-stuck');
+      expect(await rowsOf([stuck.id])).toEqual([]);
+      expect(await storage.open(storedKey(stuck.id))).toBeNull();
+    });
   });
 
   it('the maintenance worker made an hourly schedule on the maintenance queue that skips overlapping runs; it runs the workflow', async () => {

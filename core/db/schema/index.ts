@@ -17,3 +17,4 @@ export * from './end-user-caps';
 export * from './budget-crossings';
 export * from './guardrail-policy';
 export * from './usage-rollup';
+export * from './media-files';

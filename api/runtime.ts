@@ -74,6 +74,7 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
     spendRows,
     guardrails: createGuardrailPolicies(database.db),
     responseCache: createResponseCacheStore(redis.redis),
+    spoolDir: spoolRoot(config.dataDir),
   };
   const unsubscribe = await subscribeConfigChanges(redis, ({ orgId, what }) => {
     if (orgId) {

@@ -1,22 +1,14 @@
 import { PassThrough } from 'node:stream';
-import type { KeyContext } from '../../core/auth/gateway-key-auth';
 import { completeChat, startChatStream, type LiveStream, type NotServed, type Served } from '../../core/chat/execute';
 import type { RequestAttempt } from '../../core/db/schema';
 import { GatewayError } from '../../core/errors';
 import { RequestGuard } from '../../core/guardrails/request-guard';
-import { newId } from '../../core/ids';
 import { errorSummary } from '../../core/logger';
 import { estimateCost, type CostEstimate } from '../../core/pricing/cost';
-import { CHAT_HOLD_LEASE_MS, CHAT_HOLD_RENEW_MS, type Hold } from '../../core/spend/ledger';
-import type { WindowCount } from '../../core/ratelimit/fixed-window';
-import { countKeyRequest, KEY_RATE_WINDOW_MS, keyRateWindowKey, rateLimitHeaders } from '../../core/ratelimit/key-rate';
 import { meterKey, refuseOverRate } from '../middleware/key-rate-limit';
-import { endUserBudgetFields } from '../../core/spend/end-user-caps';
-import { anyBlocking, spendScopes, type EndUserCap } from '../../core/spend/scopes';
 import { worstCaseCost } from '../../core/spend/worst-case';
 import type { ChatBody, ChatResult, Choice, ChunkChoice, Usage } from '../../core/providers/types';
 import { planCandidates, type Plan } from '../../core/routing/candidates';
-import type { OrgConfig } from '../../core/routing/org-config';
 import type { GatewayContext } from '../context';
 import { parseInput } from '../validation';
 import { chatRequestSchema, EXTENSION_FIELDS, parseAttribution, parseCacheControl, type Attribution } from './chat-request';
@@ -25,6 +17,7 @@ import { relayStream, sseEvent, type StreamTally } from './stream-answer';
 import { ChoiceAssembler, replayChunks, type CachedAnswer } from '../../core/response-cache/answer';
 import { resolveCachePolicy, type CachePolicy } from '../../core/response-cache/policy';
 import { ageSeconds, cacheField, consultCache, storeAnswer, type CacheOutcome } from './cache-step';
+import { endSpend, reserveSpend, type SpendCall } from './spend-step';
 
 /** The usage object of spec 2.2: counts as reported, the cost estimate and where it came from. */
 export function wireUsage(usage: Usage | null, estimate: CostEstimate): Record<string, unknown> {
@@ -37,24 +30,15 @@ export function wireUsage(usage: Usage | null, estimate: CostEstimate): Record<s
   };
 }
 
-type Call = {
-  ctx: GatewayContext;
-  services: GatewayServices;
-  key: KeyContext;
-  config: OrgConfig;
+type Call = SpendCall & {
   /** Null when the request was refused before any candidate was found. */
   plan: Plan | null;
   body: ChatBody;
   attribution: Attribution;
   logging: boolean;
   started: number;
-  createdAt: Date;
-  /** The spend held for this request; settled or released once, when it ends. */
-  hold: Hold | null;
   /** The response cache's part in this request; null when the cache is off for it. */
   cache: CacheOutcome | null;
-  /** Keeps a long stream's hold alive past its lease; stopped when the spend ends. */
-  holdRenewal?: NodeJS.Timeout;
   /** The request's guardrails, when an enabled policy applies to its key (core/guardrails). */
   guard?: RequestGuard;
 };
@@ -351,89 +335,18 @@ async function answerFromCache(call: Call, hit: CachedAnswer, stream: boolean, i
 /**
  * Spec 8: before anything is sent, the worst case (prompt estimate plus output ceiling, priced
  * over every candidate the request may reach) is held in every blocking scope at once, or the
- * request is 402 with that scope's code. Without a blocking scope nothing is held up front:
- * the cost is only counted when it is known.
+ * request is 402 with that scope's code (api/gateway/spend-step.ts). The key's rate count rides
+ * in the same Redis step.
  */
 async function reserveBudget(call: Call): Promise<void> {
-  const { key, config, plan, services, ctx } = call;
+  const { config, plan, services } = call;
   if (!plan) return;
-  // The key's rate count rides in the same Redis step (spec 8 headers on every answer).
-  let window: WindowCount | null = null;
-  const counted = (w: WindowCount) => {
-    window = w;
-    ctx.state.rateCounted = true;
-    ctx.set(rateLimitHeaders(key, w, Date.now()));
-  };
   try {
-    const scopes = spendScopes(key, config, await endUserCapOf(call), call.createdAt);
-    const holdId = ctx.state.requestId;
-    // Counted already (the rate middleware did, on a path it did not recognise as chat): never twice.
-    const alreadyCounted = ctx.state.rateCounted === true;
-    if (anyBlocking(scopes)) {
-      const amount = worstCaseCost(plan.candidates, call.body, config, services.catalog);
-      const input = { holdId, scopes, amount, leaseMs: CHAT_HOLD_LEASE_MS, now: call.createdAt };
-      const rate = { key: keyRateWindowKey(key), windowMs: KEY_RATE_WINDOW_MS, limit: key.rateLimitRpm };
-      call.hold = alreadyCounted ? await services.spend.reserve(input) : await services.spend.reserveCounted({ ...input, rate, counted });
-      if (!call.hold) refuseOverRate(key, window!);
-      const hold = call.hold!;
-      call.holdRenewal = setInterval(() => void services.spend.renew(hold, CHAT_HOLD_LEASE_MS, new Date()).catch(() => undefined), CHAT_HOLD_RENEW_MS);
-      call.holdRenewal.unref();
-    } else {
-      if (!alreadyCounted) {
-        counted(await countKeyRequest(services.redis.redis, key));
-        refuseOverRate(key, window!);
-      }
-      call.hold = { id: holdId, scopes, amount: 0 };
-    }
+    await reserveSpend(call, () => worstCaseCost(plan.candidates, call.body, config, services.catalog));
   } catch (err) {
     if (err instanceof GatewayError) logRequest(call, { status: err.status, attempts: [], error: err });
     throw err;
   }
-}
-
-/** The end-customer counter a hold settles into, as the ledger records it. */
-function endUserScopeIn(hold: Hold): string | null {
-  const scope = hold.scopes.find((s) => s.kind === 'end_user');
-  return scope?.ledger.value ?? null;
-}
-
-/**
- * The end customer's cap (spec 2.6 cap rules) for `metadata.user_id`: a rule with `missing_id:
- * refuse` makes the id required (400 `end_user_id_required`); without an id and with `serve`,
- * the request is not capped per customer.
- */
-async function endUserCapOf(call: Call): Promise<EndUserCap | null> {
-  const cap = await call.services.endUserCap(call.config, { projectId: call.key.projectId, endUserId: call.attribution.userId });
-  if (!cap) return null;
-  if (!cap.endUserId) {
-    if (cap.missingId === 'refuse') throw new GatewayError('end_user_id_required', 'This project caps spend per end customer: name one in `metadata.user_id`.');
-    return null;
-  }
-  return {
-    endUserId: cap.endUserId, ruleId: cap.ruleId, amount: cap.amount, period: cap.period, behavior: cap.behavior,
-    refusalDetails: { ...endUserBudgetFields(cap, cap.endUserId, call.createdAt, call.config.billingDayOfMonth) },
-  };
-}
-
-/**
- * The request's spend ends once: its cost replaces the hold in every scope and goes to the
- * ledger; with no cost known (an error, a client gone, an unpriced answer) the hold is released.
- */
-function endSpend(call: Call, estimate: CostEstimate): void {
-  const hold = call.hold;
-  if (!hold) return;
-  call.hold = null;
-  clearInterval(call.holdRenewal);
-  const { key } = call;
-  const cost = estimate?.cost ?? 0;
-  const done = cost > 0
-    ? call.services.spend.settle(hold, cost, {
-      id: newId('spend'), orgId: key.orgId, lineageId: key.lineageId, projectId: key.projectId, memberId: key.createdByMemberId,
-      endUserId: call.attribution.userId, endUserScope: endUserScopeIn(hold), requestId: call.ctx.state.requestId, createdAt: call.createdAt, updatedAt: call.createdAt,
-    })
-    : call.services.spend.release(hold);
-  // Off the answer's path; a hold that could not be ended lapses with its lease.
-  void done.catch(() => undefined);
 }
 
 /** `POST /v1/chat/completions` (spec 4.1). */

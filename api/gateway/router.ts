@@ -14,6 +14,7 @@ import { unlessMultipartRoute } from '../middleware/multipart';
 import { gatewayAuth } from '../middleware/gateway-auth';
 import { keyRateLimit, meterKnownKey, type KeyMeterDeps } from '../middleware/key-rate-limit';
 import { chatCompletions } from './chat';
+import { mediaRoutes } from './media-routes';
 import { jobRoutes } from './jobs';
 import { requestLogRoutes } from './requests';
 import { usageRoutes } from './usage';
@@ -61,6 +62,7 @@ export function gatewayRouter(deps: GatewayRouterDeps): Router<GatewayState> {
   });
 
   router.post('/chat/completions', chatCompletions(deps.gateway));
+  mediaRoutes(router, deps.gateway);
   jobRoutes(router, { db: deps.db, clock: deps.clock, gateway: deps.gateway, jobs: deps.gateway.jobs });
   requestLogRoutes(router, { db: deps.db, clock: deps.clock });
   usageRoutes(router, { db: deps.db, clock: deps.clock });

@@ -37,6 +37,8 @@ export type GatewayServices = {
   guardrails: GuardrailPolicies;
   /** Answers kept for reuse (issue 12; core/response-cache). */
   responseCache: ResponseCacheStore;
+  /** Where multipart uploads are spooled while a request lasts (`<GW_DATA_DIR>/spool`). */
+  spoolDir: string;
 };
 
 /** Default upstream timeout: long answers from large models take minutes. */

@@ -15,58 +15,48 @@ export type ExecuteDeps = { agent: Agent; catalog: ModelCatalog; learned: Learne
 export type Served<T> = { ok: true; candidate: Candidate; position: string; dropped: string[]; attempts: RequestAttempt[]; value: T };
 export type NotServed = { ok: false; error: GatewayError; attempts: RequestAttempt[] };
 
-type TryResult<T> = { ok: true; value: T } | { ok: false; failure: ProviderFailure };
+export type TryResult<T> = { ok: true; value: T } | { ok: false; failure: ProviderFailure };
 
 /** A started stream: what arrived up to the first token, and an iterator over the rest. */
 export type LiveStream = { buffered: StreamOutput[]; rest: AsyncGenerator<StreamOutput[]>; abort(): void };
 
+/** What walking a plan ends with when a candidate served: the walker's part, without chat's `dropped`. */
+export type Walked<T> = { ok: true; candidate: Candidate; position: string; attempts: RequestAttempt[]; value: T };
+
+export type WalkOptions = {
+  /** Candidates known up front not to take the request: skipped with no call and no attempt. */
+  skip?: (candidate: Candidate, index: number) => boolean;
+  /** Whether a failure is worth the same candidate once more outside the route's retries (a dropped parameter). */
+  tryAgain?: (candidate: Candidate, failure: ProviderFailure) => boolean;
+};
+
 /**
- * Walks the plan's candidates in order (spec 7, retry rules): per failure kind the route's
- * action, `retry` (the same candidate again, up to `max_retries`), `failover` (the next one)
- * or `stop` (no further tries). A provider's 400 moves on without retrying; a sampling
- * parameter the model refuses is dropped and the same candidate tried once more. Failover
- * happens only before the first token: `attempt` decides what counts as served.
- *
- * A parameter a candidate's wire has no equivalent for (`adapter.refusal`, spec 4.1) is known
- * before any call, so it is checked up front over the whole plan: such candidates are skipped
- * (no call, no attempt; the next one keeps its chain position), and when every candidate
- * refuses, the request is a 400 invalid_request_error naming the first candidate's parameter.
+ * Walks the plan's candidates in order (spec 7, retry rules), for every endpoint: per failure
+ * kind the route's action, `retry` (the same candidate again, up to `max_retries`), `failover`
+ * (the next one) or `stop` (no further tries). A provider's 400 moves on without retrying.
+ * `attempt` decides what counts as served, so failover happens only before any output was sent.
  */
-async function runPlan<T>(
+export async function walkPlan<T>(
   plan: Plan,
-  body: ChatBody,
-  deps: ExecuteDeps,
-  attempt: (candidate: Candidate, adapter: ProviderAdapter, prepared: ReturnType<typeof prepareBody>) => Promise<TryResult<T>>,
-): Promise<Served<T> | NotServed> {
+  attempt: (candidate: Candidate) => Promise<TryResult<T>>,
+  options: WalkOptions = {},
+): Promise<Walked<T> | NotServed> {
   const attempts: RequestAttempt[] = [];
   const failures: FailedAttempt[] = [];
-  const refusals = plan.candidates.map((c) => {
-    const adapter = ADAPTERS[c.connection.kind];
-    return adapter.refusal(prepareBody(body, c.connection.kind, c.upstreamModel, adapter, deps.catalog, deps.learned, deps.forceOutputCeiling).body, c.upstreamModel);
-  });
-  const first = refusals[0];
-  if (first && refusals.every(Boolean)) return { ok: false, error: new GatewayError('invalid_request', first.message, { details: { param: first.param } }), attempts };
   for (const [index, candidate] of plan.candidates.entries()) {
-    if (refusals[index]) continue;
+    if (options.skip?.(candidate, index)) continue;
     const position = chainPosition(index);
-    const adapter = ADAPTERS[candidate.connection.kind];
     let retries = 0;
-    let relearned = false;
     for (;;) {
-      const prepared = prepareBody(body, candidate.connection.kind, candidate.upstreamModel, adapter, deps.catalog, deps.learned, deps.forceOutputCeiling);
       const started = performance.now();
-      const result = await attempt(candidate, adapter, prepared);
+      const result = await attempt(candidate);
       if (result.ok) {
         attempts.push(attemptRecord(candidate, position, 'ok', 200, started));
-        return { ok: true, candidate, position, dropped: prepared.dropped, attempts, value: result.value };
+        return { ok: true, candidate, position, attempts, value: result.value };
       }
       const { failure } = result;
       attempts.push(attemptRecord(candidate, position, failure.kind, failure.status ?? null, started));
-      if (failure.kind === 'unsupported_parameter' && isDroppable(failure.param) && !relearned) {
-        deps.learned.learn(candidate.connection.kind, candidate.upstreamModel, failure.param);
-        relearned = true;
-        continue;
-      }
+      if (options.tryAgain?.(candidate, failure)) continue;
       failures.push({ candidate, failure });
       if (failure.kind === 'invalid_request' || failure.kind === 'unsupported_parameter' || failure.kind === 'model_not_served') break;
       const action = plan.failover[failure.kind];
@@ -81,11 +71,52 @@ async function runPlan<T>(
   return { ok: false, error: finalError(failures), attempts };
 }
 
-function timeoutFor(plan: Plan, candidate: Candidate, deps: ExecuteDeps): number {
+/**
+ * A chat request's walk: a sampling parameter the model refuses is dropped and the same
+ * candidate tried once more (learned for next time).
+ *
+ * A parameter a candidate's wire has no equivalent for (`adapter.refusal`, spec 4.1) is known
+ * before any call, so it is checked up front over the whole plan: such candidates are skipped
+ * (no call, no attempt; the next one keeps its chain position), and when every candidate
+ * refuses, the request is a 400 invalid_request_error naming the first candidate's parameter.
+ */
+async function runPlan<T>(
+  plan: Plan,
+  body: ChatBody,
+  deps: ExecuteDeps,
+  attempt: (candidate: Candidate, adapter: ProviderAdapter, prepared: ReturnType<typeof prepareBody>) => Promise<TryResult<T>>,
+): Promise<Served<T> | NotServed> {
+  const refusals = plan.candidates.map((c) => {
+    const adapter = ADAPTERS[c.connection.kind];
+    return adapter.refusal(prepareBody(body, c.connection.kind, c.upstreamModel, adapter, deps.catalog, deps.learned, deps.forceOutputCeiling).body, c.upstreamModel);
+  });
+  const first = refusals[0];
+  if (first && refusals.every(Boolean)) return { ok: false, error: new GatewayError('invalid_request', first.message, { details: { param: first.param } }), attempts: [] };
+  const relearned = new Set<Candidate>();
+  let dropped: string[] = [];
+  const walked = await walkPlan(plan, (candidate) => {
+    const adapter = ADAPTERS[candidate.connection.kind];
+    const prepared = prepareBody(body, candidate.connection.kind, candidate.upstreamModel, adapter, deps.catalog, deps.learned, deps.forceOutputCeiling);
+    dropped = prepared.dropped;
+    return attempt(candidate, adapter, prepared);
+  }, {
+    skip: (_, index) => refusals[index] !== null,
+    tryAgain(candidate, failure) {
+      if (failure.kind !== 'unsupported_parameter' || !isDroppable(failure.param) || relearned.has(candidate)) return false;
+      deps.learned.learn(candidate.connection.kind, candidate.upstreamModel, failure.param);
+      relearned.add(candidate);
+      return true;
+    },
+  });
+  return walked.ok ? { ...walked, dropped } : walked;
+}
+
+function timeoutFor(plan: Plan, candidate: Candidate, deps: Pick<ExecuteDeps, 'defaultTimeoutMs'>): number {
   return plan.timeoutMs ?? candidate.connection.timeoutMs ?? deps.defaultTimeoutMs;
 }
 
-function upstreamTarget(plan: Plan, candidate: Candidate, deps: ExecuteDeps) {
+/** Where one candidate is called: its hosts, pooled credentials and the timeout that applies. */
+export function upstreamTarget(plan: Plan, candidate: Candidate, deps: Pick<ExecuteDeps, 'defaultTimeoutMs'>) {
   const c = candidate.connection;
   return { kind: c.kind, baseUrls: [c.baseUrl, ...c.alternateBaseUrls], secrets: c.secrets, timeoutMs: timeoutFor(plan, candidate, deps) };
 }

@@ -39,6 +39,11 @@ export type PlanInput = {
    * connection's model map names them; video models are in no catalog and are not checked.
    */
   catalogModelsOnly?: boolean;
+  /**
+   * Which models the endpoint knows, when not the chat catalog's (images and audio: the media
+   * price table and the organization's per-unit rates).
+   */
+  knows?: (kind: ProviderKind, model: string) => boolean;
   random?: () => number;
 };
 
@@ -109,6 +114,10 @@ function upstreamNameFor(c: ConnectionConfig, parsed: ParsedModel): string | nul
   return parsed.name;
 }
 
+function knowsModel(input: PlanInput, kind: ProviderKind, name: string): boolean {
+  return input.knows ? input.knows(kind, name) : input.catalog.knows(kind, name);
+}
+
 /**
  * Resolves a model name to the connections able to serve it, with the vendor it belongs to.
  * A bare name must belong to exactly one connected vendor (else 400 ambiguous_model).
@@ -119,7 +128,7 @@ function resolveModel(model: string, input: PlanInput): { parsed: ParsedModel; s
   if (!parsed.kind) {
     const vendors = new Set<ProviderKind>();
     for (const c of connections) {
-      if (c.modelMap[parsed.name] || input.catalog.knows(c.kind, parsed.name)) vendors.add(c.kind);
+      if (c.modelMap[parsed.name] || knowsModel(input, c.kind, parsed.name)) vendors.add(c.kind);
     }
     if (vendors.size > 1) {
       throw new GatewayError('ambiguous_model', `\`${model}\` is served by several connected vendors (${[...vendors].sort().join(', ')}); name it as \`<vendor>/${model}\`.`);
@@ -130,7 +139,7 @@ function resolveModel(model: string, input: PlanInput): { parsed: ParsedModel; s
   }
   const mapped = connections.some((c) => c.modelMap[parsed.id] || c.modelMap[parsed.name]);
   const customerNamed = kindSpec(parsed.kind!).takesModelMap;
-  if (input.catalogModelsOnly && !mapped && !customerNamed && !input.catalog.knows(parsed.kind!, parsed.name)) return null;
+  if (input.catalogModelsOnly && !mapped && !customerNamed && !knowsModel(input, parsed.kind!, parsed.name)) return null;
   const serving: Candidate[] = [];
   for (const c of connections) {
     const upstreamModel = upstreamNameFor(c, parsed);

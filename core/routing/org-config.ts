@@ -38,7 +38,8 @@ export type RouteConfig = {
   failover: Record<FailureKind, FailoverAction>;
 };
 
-export type PriceEntry = { model: string; provider: string | null; inputPerMillion: number | null; outputPerMillion: number | null; cachedInputPerMillion: number | null };
+/** A stored rate (spec 2.6 model prices): per million tokens, or `unit` dollars per image, second or character. */
+export type PriceEntry = { model: string; provider: string | null; inputPerMillion: number | null; outputPerMillion: number | null; cachedInputPerMillion: number | null; unit: number | null };
 
 export type OrgConfig = {
   orgId: string;
@@ -97,7 +98,7 @@ export async function loadOrgConfig(db: Database, sealer: Sealer, orgId: string)
       id: r.id, slug: r.slug, name: r.name, strategy: r.strategy, environments: r.environments, timeoutMs: r.timeoutMs,
       maxRetries: r.maxRetries, targets: r.targets, rules: r.rules, failover: fullFailover(r.failover),
     }])),
-    prices: priceRows.map((p) => ({ model: p.model, provider: p.provider, inputPerMillion: p.inputPerMillion, outputPerMillion: p.outputPerMillion, cachedInputPerMillion: p.cachedInputPerMillion })),
+    prices: priceRows.map((p) => ({ model: p.model, provider: p.provider, inputPerMillion: p.inputPerMillion, outputPerMillion: p.outputPerMillion, cachedInputPerMillion: p.cachedInputPerMillion, unit: p.unit })),
     modelAllowlist: settingsRows[0]?.modelAllowlist ?? [],
     promptLoggingEnabled: settingsRows[0]?.promptLoggingEnabled ?? false,
     billingDayOfMonth: settingsRows[0]?.billingDayOfMonth ?? 1,

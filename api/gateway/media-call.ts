@@ -1,0 +1,264 @@
+import { upstreamTarget, walkPlan, type TryResult, type Walked } from '../../core/chat/execute';
+import type { RequestAttempt } from '../../core/db/schema';
+import { GatewayError } from '../../core/errors';
+import { errorSummary } from '../../core/logger';
+import type { CostEstimate } from '../../core/pricing/cost';
+import { MEDIA_UNITS, mediaListRow, type MediaKind } from '../../core/pricing/media-cost';
+import { ADAPTERS } from '../../core/providers/adapters';
+import { mediaAdapterFor } from '../../core/providers/media';
+import type { MediaAdapter, MediaEndpoint } from '../../core/providers/media/types';
+import { sendUpstream, type UpstreamSuccess } from '../../core/providers/upstream';
+import type { ProviderFailure, UpstreamRequest } from '../../core/providers/types';
+import type { ProviderKind } from '../../core/providers/kinds';
+import { planCandidates, type Candidate, type Plan } from '../../core/routing/candidates';
+import type { OrgConfig } from '../../core/routing/org-config';
+import type { GatewayContext } from '../context';
+import { parseAttribution, type Attribution } from './chat-request';
+import type { GatewayServices } from './services';
+import { endSpend, reserveSpend, type SpendCall } from './spend-step';
+
+/**
+ * One image or audio request (issue 14), whatever its endpoint: planned exactly as chat is (a
+ * model id or a route slug, the key's connections, allowlists, environments,
+ * `routing.providers`, `fallbacks` of the same modality), its worst case held before any call
+ * (spec 8), the plan walked with chat's failover rules until a candidate answers, its cost
+ * settled, and one request-log row written, refused or served.
+ */
+
+/** The gateway's own fields of a media request (spec 4.1's extension fields that apply here). */
+export type MediaRouting = {
+  model: string;
+  fallbacks?: string[];
+  routing?: { providers?: { allow?: string[]; deny?: string[] } };
+  metadata?: unknown;
+  logging?: boolean;
+};
+
+/** Which price table a media endpoint's models are in. */
+export const MEDIA_KIND_OF: Record<MediaEndpoint, MediaKind> = {
+  'images.generations': 'image',
+  'images.edits': 'image',
+  'audio.transcriptions': 'transcription',
+  'audio.speech': 'speech',
+};
+
+export type MediaCall = SpendCall & {
+  endpoint: MediaEndpoint;
+  routing: MediaRouting;
+  plan: Plan | null;
+  attribution: Attribution;
+  logging: boolean;
+  started: number;
+};
+
+/** A served candidate, with the adapter of its wire. */
+export type MediaServed<T> = Walked<T> & { adapter: MediaAdapter };
+
+/** What an endpoint's answer leaves for the request log. */
+export type MediaOutcome = { usage: Record<string, unknown> | null; estimate: CostEstimate; response?: unknown };
+
+/** Sends one call to the candidate being tried (its hosts, credentials, timeout, the client's abort). */
+export type SendUpstream = (upstream: UpstreamRequest) => Promise<UpstreamSuccess | { ok: false; failure: ProviderFailure }>;
+
+export type MediaEndpointHandler<T> = {
+  /** What the request log keeps of the request when the organization logs prompts (never file bytes). */
+  loggedRequest: Record<string, unknown>;
+  /** The most the request can cost on this candidate; null when nothing prices it. */
+  worstCase(candidate: Candidate, config: OrgConfig): CostEstimate;
+  /** One try on one candidate: what it answered, or how it failed (which drives failover). */
+  attempt(candidate: Candidate, adapter: MediaAdapter, send: SendUpstream): Promise<TryResult<T>>;
+  /** The cost of what was served, and the usage the answer and the log report. */
+  cost(served: MediaServed<T>, config: OrgConfig): { estimate: CostEstimate; usage: Record<string, unknown> | null };
+  /** Writes the answer (the spend is already settled); answers what the log keeps of it. */
+  answer(served: MediaServed<T>, usage: Record<string, unknown>, call: MediaCall): Promise<unknown>;
+};
+
+/** The usage object of a media answer: the counts, then `cost` and `price_source` as chat's. */
+export function mediaUsage(counts: Record<string, unknown> | null, estimate: CostEstimate): Record<string, unknown> {
+  return { ...counts, cost: estimate?.cost ?? null, ...(estimate && { price_source: estimate.source }) };
+}
+
+/** The serving identity in a JSON answer (spec 2.2's fields, as on chat answers). */
+export function servedFields(call: MediaCall, served: Walked<unknown>): Record<string, unknown> {
+  return { provider: served.candidate.connection.kind, connection: served.candidate.connection.id, route: served.position, route_name: call.plan?.route?.slug ?? null };
+}
+
+function logMedia(call: MediaCall, loggedRequest: Record<string, unknown>, outcome: {
+  status: number;
+  served?: Walked<unknown>;
+  attempts: RequestAttempt[];
+  usage?: Record<string, unknown> | null;
+  estimate?: CostEstimate;
+  error?: GatewayError;
+  response?: unknown;
+}): void {
+  const capture = call.logging && call.config.promptLoggingEnabled;
+  call.services.requestLog.record({
+    id: call.ctx.state.requestId,
+    orgId: call.key.orgId,
+    keyId: call.key.keyId,
+    projectId: call.key.projectId,
+    endpoint: call.endpoint,
+    requestedModel: call.routing.model,
+    routeSlug: call.plan?.route?.slug ?? null,
+    servedModel: outcome.served?.candidate.upstreamModel ?? null,
+    provider: outcome.served?.candidate.connection.kind ?? null,
+    connectionId: outcome.served?.candidate.connection.id ?? null,
+    chainPosition: outcome.served?.position ?? null,
+    status: outcome.status,
+    errorType: outcome.error?.type ?? null,
+    errorCode: outcome.error?.code ?? null,
+    stream: false,
+    latencyMs: Math.round(performance.now() - call.started),
+    attempts: outcome.attempts,
+    usage: outcome.usage ?? null,
+    cost: outcome.estimate?.cost ?? null,
+    priceSource: outcome.estimate?.source ?? null,
+    userId: call.attribution.userId,
+    sessionId: call.attribution.sessionId,
+    tags: call.attribution.tags,
+    requestBody: capture ? loggedRequest : null,
+    // Spec 4.1 logging: image and audio answers are kept only as the links they gave.
+    responseBody: capture ? (outcome.response ?? null) : null,
+    createdAt: call.createdAt,
+  });
+}
+
+/**
+ * The models an endpoint knows by name (a bare `dall-e-3` resolves through these): the media
+ * price table's rows for the kind, and any model the organization gave a per-unit rate.
+ */
+function mediaModelKnown(endpoint: MediaEndpoint, config: OrgConfig): (kind: ProviderKind, name: string) => boolean {
+  const media = MEDIA_KIND_OF[endpoint];
+  return (kind, name) => mediaListRow(media, { kind, model: name }) !== null
+    || config.prices.some((p) => p.unit !== null && (p.model === name || p.model === `${kind}/${name}`));
+}
+
+/**
+ * The plan of a media request: chat's planning with this endpoint's models. A fallback naming a
+ * model of another modality (one the chat catalog knows and this endpoint does not) is left
+ * out, as chat leaves out fallbacks whose output differs; candidates whose wire lacks the
+ * endpoint are dropped (no call, no attempt).
+ */
+function planMedia(call: MediaCall): Plan {
+  const { routing, key, config, services, endpoint } = call;
+  const knows = mediaModelKnown(endpoint, config);
+  const otherModality = (id: string) => {
+    const name = id.slice(id.indexOf('/') + 1);
+    const kinds = config.connections.map((c) => c.kind);
+    return !kinds.some((k) => knows(k, name) || knows(k, id)) && kinds.some((k) => services.catalog.knows(k, name));
+  };
+  const plan = planCandidates({
+    model: routing.model,
+    fallbacks: (routing.fallbacks ?? []).filter((id) => !otherModality(id)),
+    allow: routing.routing?.providers?.allow,
+    deny: routing.routing?.providers?.deny,
+    metadata: { ...call.attribution.other, user_id: call.attribution.userId, session_id: call.attribution.sessionId, tags: call.attribution.tags },
+    key,
+    config,
+    catalog: services.catalog,
+    catalogModelsOnly: true,
+    knows,
+  });
+  const candidates = plan.candidates.filter((c) => mediaAdapterFor(c.connection.kind, endpoint) !== null);
+  if (candidates.length === 0) {
+    throw new GatewayError('no_provider_connected', `No connection serving \`${routing.model}\` offers ${endpoint}.`);
+  }
+  return { ...plan, candidates };
+}
+
+/**
+ * The hold: the dearest candidate's worst case. A candidate nothing prices is refused under a
+ * blocking budget (`unpriced_model_under_budget`) unless the organization allows unpriced
+ * traffic, as chat's are.
+ */
+function worstCaseOver<T>(call: MediaCall, handler: MediaEndpointHandler<T>): number {
+  let worst = 0;
+  for (const candidate of call.plan!.candidates) {
+    const estimate = handler.worstCase(candidate, call.config);
+    if (!estimate) {
+      if (call.config.unpricedBudgetPolicy !== 'allow') {
+        throw new GatewayError('unpriced_model_under_budget', `\`${candidate.modelId}\` has no ${MEDIA_UNITS[MEDIA_KIND_OF[call.endpoint]]} price, and a spend limit applies to this request; enter a rate (\`unit\`) or allow unpriced traffic.`);
+      }
+      continue;
+    }
+    worst = Math.max(worst, estimate.cost);
+  }
+  return worst;
+}
+
+/** Headers every media answer carries (binary ones have no JSON body to say it in). */
+function setServedHeaders(call: MediaCall, served: Walked<unknown>, estimate: CostEstimate): void {
+  const { ctx } = call;
+  ctx.set('X-GW-Provider', served.candidate.connection.kind);
+  ctx.set('X-GW-Connection', served.candidate.connection.id);
+  ctx.set('X-GW-Route', served.position);
+  if (estimate) {
+    ctx.set('X-GW-Cost', String(estimate.cost));
+    ctx.set('X-GW-Price-Source', estimate.source);
+  }
+}
+
+/** Serves one media request through `handler` (see the module comment). */
+export async function serveMedia<T>(ctx: GatewayContext, services: GatewayServices, endpoint: MediaEndpoint, routing: MediaRouting, handler: MediaEndpointHandler<T>): Promise<void> {
+  const started = performance.now();
+  const key = ctx.state.key!;
+  const attribution = parseAttribution(routing.metadata);
+  const config = await services.orgConfig.get(key.orgId);
+  const call: MediaCall = { ctx, services, key, config, endpoint, routing, plan: null, attribution, logging: routing.logging !== false, started, createdAt: new Date(), hold: null };
+  const refuse = (err: unknown): never => {
+    if (err instanceof GatewayError) logMedia(call, handler.loggedRequest, { status: err.status, attempts: [], error: err });
+    throw err;
+  };
+
+  try {
+    call.plan = planMedia(call);
+    await reserveSpend(call, () => worstCaseOver(call, handler));
+  } catch (err) {
+    refuse(err);
+  }
+  const plan = call.plan!;
+
+  // A client that hangs up stops the upstream work it asked for.
+  const clientGone = new AbortController();
+  ctx.res.once('close', () => {
+    if (!ctx.res.writableFinished) clientGone.abort();
+  });
+  let walked: Awaited<ReturnType<typeof walkPlan<T>>>;
+  try {
+    walked = await walkPlan(plan, (candidate) => {
+      const adapter = mediaAdapterFor(candidate.connection.kind, endpoint)!;
+      const target = upstreamTarget(plan, candidate, services);
+      return handler.attempt(candidate, adapter, (upstream) => sendUpstream(services.agent, ADAPTERS[candidate.connection.kind], target, upstream, clientGone.signal));
+    });
+  } catch (err) {
+    endSpend(call, null);
+    if (!clientGone.signal.aborted) throw err;
+    // A client gone before an answer began is not an error of ours: log it (499) and stop.
+    logMedia(call, handler.loggedRequest, { status: 499, attempts: [] });
+    ctx.respond = false;
+    return;
+  }
+  if (!walked.ok) {
+    endSpend(call, null);
+    logMedia(call, handler.loggedRequest, { status: walked.error.status, attempts: walked.attempts, error: walked.error });
+    throw walked.error;
+  }
+
+  const served: MediaServed<T> = { ...walked, adapter: mediaAdapterFor(walked.candidate.connection.kind, endpoint)! };
+  // The provider was called and bills for it: the spend settles whatever happens to the answer.
+  const { estimate, usage } = handler.cost(served, config);
+  endSpend(call, estimate);
+  setServedHeaders(call, served, estimate);
+  const wire = mediaUsage(usage, estimate);
+  let response: unknown;
+  try {
+    response = await handler.answer(served, wire, call);
+  } catch (err) {
+    ctx.state.log?.error({ err: errorSummary(err) }, 'media answer failed after the provider answered');
+    const error = err instanceof GatewayError ? err : new GatewayError('internal_error', 'The answer could not be stored.');
+    logMedia(call, handler.loggedRequest, { status: error.status, served, attempts: served.attempts, usage, estimate, error });
+    throw error;
+  }
+  logMedia(call, handler.loggedRequest, { status: 200, served, attempts: served.attempts, usage, estimate, response });
+}

@@ -1,0 +1,114 @@
+import type { KeyContext } from '../../core/auth/gateway-key-auth';
+import { GatewayError } from '../../core/errors';
+import { newId } from '../../core/ids';
+import type { CostEstimate } from '../../core/pricing/cost';
+import type { WindowCount } from '../../core/ratelimit/fixed-window';
+import { countKeyRequest, KEY_RATE_WINDOW_MS, keyRateWindowKey, rateLimitHeaders } from '../../core/ratelimit/key-rate';
+import { endUserBudgetFields } from '../../core/spend/end-user-caps';
+import { CHAT_HOLD_LEASE_MS, CHAT_HOLD_RENEW_MS, type Hold } from '../../core/spend/ledger';
+import { anyBlocking, spendScopes, type EndUserCap } from '../../core/spend/scopes';
+import type { OrgConfig } from '../../core/routing/org-config';
+import type { GatewayContext } from '../context';
+import { refuseOverRate } from '../middleware/key-rate-limit';
+import type { Attribution } from './chat-request';
+import type { GatewayServices } from './services';
+
+/**
+ * The spend of one synchronous request (chat, images, audio; spec 8): reserved before any
+ * provider is called, settled or released exactly once when the request ends.
+ */
+export type SpendCall = {
+  ctx: GatewayContext;
+  services: GatewayServices;
+  key: KeyContext;
+  config: OrgConfig;
+  attribution: Pick<Attribution, 'userId'>;
+  createdAt: Date;
+  /** The spend held for this request; settled or released once, when it ends. */
+  hold: Hold | null;
+  /** Keeps a long request's hold alive past its lease; stopped when the spend ends. */
+  holdRenewal?: NodeJS.Timeout;
+};
+
+/**
+ * Before anything is sent, `worstCase()` (the most the request can cost over every candidate
+ * it may reach; it throws `unpriced_model_under_budget` where it must) is held in every
+ * blocking scope at once, or the request is 402 with that scope's code. Without a blocking
+ * scope nothing is held up front: the cost is only counted when it is known. When the rate
+ * middleware has not counted the key's request yet (chat), the count rides in the same Redis
+ * step (spec 8 headers on every answer).
+ */
+export async function reserveSpend(call: SpendCall, worstCase: () => number): Promise<void> {
+  const { key, config, services, ctx } = call;
+  let window: WindowCount | null = null;
+  const counted = (w: WindowCount) => {
+    window = w;
+    ctx.state.rateCounted = true;
+    ctx.set(rateLimitHeaders(key, w, Date.now()));
+  };
+  const scopes = spendScopes(key, config, await endUserCapOf(call), call.createdAt);
+  const holdId = ctx.state.requestId;
+  // Counted already (by the rate middleware, on a path that does not count itself): never twice.
+  const alreadyCounted = ctx.state.rateCounted === true;
+  if (anyBlocking(scopes)) {
+    const amount = worstCase();
+    const input = { holdId, scopes, amount, leaseMs: CHAT_HOLD_LEASE_MS, now: call.createdAt };
+    const rate = { key: keyRateWindowKey(key), windowMs: KEY_RATE_WINDOW_MS, limit: key.rateLimitRpm };
+    call.hold = alreadyCounted ? await services.spend.reserve(input) : await services.spend.reserveCounted({ ...input, rate, counted });
+    if (!call.hold) refuseOverRate(key, window!);
+    const hold = call.hold!;
+    call.holdRenewal = setInterval(() => void services.spend.renew(hold, CHAT_HOLD_LEASE_MS, new Date()).catch(() => undefined), CHAT_HOLD_RENEW_MS);
+    call.holdRenewal.unref();
+  } else {
+    if (!alreadyCounted) {
+      counted(await countKeyRequest(services.redis.redis, key));
+      refuseOverRate(key, window!);
+    }
+    call.hold = { id: holdId, scopes, amount: 0 };
+  }
+}
+
+/** The end-customer counter a hold settles into, as the ledger records it. */
+function endUserScopeIn(hold: Hold): string | null {
+  const scope = hold.scopes.find((s) => s.kind === 'end_user');
+  return scope?.ledger.value ?? null;
+}
+
+/**
+ * The end customer's cap (spec 2.6 cap rules) for `metadata.user_id`: a rule with `missing_id:
+ * refuse` makes the id required (400 `end_user_id_required`); without an id and with `serve`,
+ * the request is not capped per customer.
+ */
+async function endUserCapOf(call: SpendCall): Promise<EndUserCap | null> {
+  const cap = await call.services.endUserCap(call.config, { projectId: call.key.projectId, endUserId: call.attribution.userId });
+  if (!cap) return null;
+  if (!cap.endUserId) {
+    if (cap.missingId === 'refuse') throw new GatewayError('end_user_id_required', 'This project caps spend per end customer: name one in `metadata.user_id`.');
+    return null;
+  }
+  return {
+    endUserId: cap.endUserId, ruleId: cap.ruleId, amount: cap.amount, period: cap.period, behavior: cap.behavior,
+    refusalDetails: { ...endUserBudgetFields(cap, cap.endUserId, call.createdAt, call.config.billingDayOfMonth) },
+  };
+}
+
+/**
+ * The request's spend ends once: its cost replaces the hold in every scope and goes to the
+ * ledger; with no cost known (an error, a client gone, an unpriced answer) the hold is released.
+ */
+export function endSpend(call: SpendCall, estimate: CostEstimate): void {
+  const hold = call.hold;
+  if (!hold) return;
+  call.hold = null;
+  clearInterval(call.holdRenewal);
+  const { key } = call;
+  const cost = estimate?.cost ?? 0;
+  const done = cost > 0
+    ? call.services.spend.settle(hold, cost, {
+      id: newId('spend'), orgId: key.orgId, lineageId: key.lineageId, projectId: key.projectId, memberId: key.createdByMemberId,
+      endUserId: call.attribution.userId, endUserScope: endUserScopeIn(hold), requestId: call.ctx.state.requestId, createdAt: call.createdAt, updatedAt: call.createdAt,
+    })
+    : call.services.spend.release(hold);
+  // Off the answer's path; a hold that could not be ended lapses with its lease.
+  void done.catch(() => undefined);
+}

@@ -60,7 +60,7 @@ export function audioTranscriptions(services: GatewayServices) {
       loggedRequest,
       worstCase: (c, config) => transcriptionWorstCase({ kind: c.connection.kind, model: c.upstreamModel, modelId: c.modelId, prices: config.prices, seconds: measured.seconds }),
       async attempt(candidate, adapter, send) {
-        const { overrides, ...call } = adapter.transcriptionRequest(fields, { model: candidate.upstreamModel, config: candidate.connection.config });
+        const { overrides, ...call } = adapter.transcriptionRequest(fields, { model: candidate.upstreamModel, config: candidate.connection.config, modelId: candidate.modelId });
         const sent = await send({ ...call, body: await multipartForward(forwarded, overrides) });
         if (!sent.ok) return sent;
         try {
@@ -126,7 +126,7 @@ export function audioSpeech(services: GatewayServices) {
       worstCase: (c, config) => speechWorstCase({ kind: c.connection.kind, model: c.upstreamModel, modelId: c.modelId, prices: config.prices, characters }),
       // Served once the provider's answer has begun: nothing was sent to the client before that.
       async attempt(candidate, adapter, send) {
-        const sent = await send(adapter.speechRequest({ ...body, model: candidate.upstreamModel }, { model: candidate.upstreamModel, config: candidate.connection.config }));
+        const sent = await send(adapter.speechRequest({ ...body, model: candidate.upstreamModel }, { model: candidate.upstreamModel, config: candidate.connection.config, modelId: candidate.modelId }));
         return sent.ok ? { ok: true, value: sent } : sent;
       },
       cost(served, config) {

@@ -118,7 +118,7 @@ export function imageGenerations(services: GatewayServices) {
     const body = Object.fromEntries(Object.entries(request).filter(([k]) => !EXTENSION_NAMES.includes(k) && k !== 'response_format'));
     const loggedRequest = { ...body };
     await serveMedia(ctx, services, 'images.generations', request, imagesHandler(ctx, services, request, loggedRequest, 0, async (candidate, send, adapter) => {
-      const sent = await send(adapter.imagesRequest({ ...body, model: candidate.upstreamModel }, { model: candidate.upstreamModel, config: candidate.connection.config }));
+      const sent = await send(adapter.imagesRequest({ ...body, model: candidate.upstreamModel }, { model: candidate.upstreamModel, config: candidate.connection.config, modelId: candidate.modelId }));
       if (!sent.ok) return sent;
       return readImages(sent.body, adapter);
     }));
@@ -143,7 +143,7 @@ export function imageEdits(services: GatewayServices) {
     const { response_format: _format, ...logged } = fields;
     const loggedRequest = { ...logged, files: form.files.map((f) => ({ field: f.field, filename: f.filename, bytes: f.size })) };
     await serveMedia(ctx, services, 'images.edits', routing, imagesHandler(ctx, services, request, loggedRequest, images.length, async (candidate, send, adapter) => {
-      const { overrides, ...call } = adapter.editRequest(fields, { model: candidate.upstreamModel, config: candidate.connection.config });
+      const { overrides, ...call } = adapter.editRequest(fields, { model: candidate.upstreamModel, config: candidate.connection.config, modelId: candidate.modelId });
       const sent = await send({ ...call, body: await multipartForward(forwarded, overrides) });
       if (!sent.ok) return sent;
       return readImages(sent.body, adapter);

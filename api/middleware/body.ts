@@ -33,18 +33,26 @@ export const LINGER_MAX_BYTES = 64 * MB;
 /**
  * A refused body is not read, yet closing the socket while the client is still sending it
  * resets the connection under the client (EPIPE, ECONNRESET) before it reads the answer. So
- * the rest of the body is read and thrown away, never buffered, while the answer (with
- * `Connection: close`) goes out; the socket closes once the body has ended, or after
- * LINGER_MAX_MS, LINGER_IDLE_MS of silence or LINGER_MAX_BYTES, whichever comes first.
- * Node closes a `Connection: close` socket through `destroySoon` once the answer is written:
- * until the lingering ends, that only half-closes it (the answer, then FIN).
+ * the rest of the body is read and thrown away, never buffered; the socket closes once the body
+ * has ended, or after LINGER_MAX_MS, LINGER_IDLE_MS of silence or LINGER_MAX_BYTES, whichever
+ * comes first. Node closes a `Connection: close` socket through `destroySoon` once the answer
+ * is written: until the lingering ends, that only half-closes it (the answer, then FIN).
+ *
+ * The promise settles when the lingering ends (`true` when the whole body was read). The error
+ * handler waits for it before answering: a client that gets its answer while it is still
+ * uploading may stop writing and wait forever for a body it believes unfinished (Node's fetch,
+ * and so the `openai` SDK, does, once the answer overtakes a large upload under load). So the
+ * answer comes after the body, up to these bounds, except to a client that waits for
+ * `100 Continue` before sending any (it is answered at once and sends nothing).
  */
-export function lingerAfterRefusal(req: IncomingMessage): void {
-  if (req.complete || req.readableEnded || req.destroyed) return;
+export function lingerAfterRefusal(req: IncomingMessage): Promise<boolean> {
+  if (req.complete || req.readableEnded || req.destroyed) return Promise.resolve(true);
   const socket = req.socket;
   let answered = false;
   let over = false;
   let discarded = 0;
+  let ended!: (whole: boolean) => void;
+  const done = new Promise<boolean>((resolve) => (ended = resolve));
   const stop = () => {
     if (over) return;
     over = true;
@@ -57,6 +65,7 @@ export function lingerAfterRefusal(req: IncomingMessage): void {
     if (!req.readableEnded) req.pause();
     delete (socket as Partial<typeof socket>).destroySoon;
     if (answered && !socket.destroyed) socket.destroySoon();
+    ended(req.readableEnded);
   };
   const whole = setTimeout(stop, LINGER_MAX_MS).unref();
   let idle = setTimeout(stop, LINGER_IDLE_MS).unref();
@@ -74,6 +83,12 @@ export function lingerAfterRefusal(req: IncomingMessage): void {
   req.once('end', stop);
   socket.once('close', stop);
   req.resume();
+  return done;
+}
+
+/** Whether the client sent `Expect: 100-continue` and was not told to go on: its body is not coming. */
+export function awaitingContinue(req: IncomingMessage, res: { _sent100?: boolean }): boolean {
+  return (req.headers.expect ?? '').toLowerCase() === '100-continue' && res._sent100 !== true;
 }
 
 /**

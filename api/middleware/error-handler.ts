@@ -3,7 +3,7 @@ import { GatewayError, isGatewayError } from '../../core/errors';
 import { errorSummary } from '../../core/logger';
 import { dependencyUnavailable, transientDependency } from '../../core/transient';
 import type { GatewayState } from '../context';
-import { lingerAfterRefusal } from './body';
+import { awaitingContinue, lingerAfterRefusal } from './body';
 
 type HttpishError = Error & { status?: number; statusCode?: number; expose?: boolean; type?: string };
 
@@ -47,12 +47,14 @@ export function errorHandler(): Middleware<GatewayState> {
       }
       ctx.status = err.status;
       for (const [name, value] of Object.entries(err.headers)) ctx.set(name, value);
-      // A body we refused to read (any refusal before reading it: 401, 413, 429, ...) is not
-      // kept on a kept-alive connection; it is read and discarded while the answer goes out,
-      // so the client reads the answer instead of a reset (lingering close).
+      // A body we refused to read (any refusal before or while reading it: 401, 413, 429,
+      // a file over its limit, ...) is not kept on a kept-alive connection; it is read and
+      // discarded, within bounds, before the answer goes out, so the client reads the answer
+      // instead of a reset or a stall (lingering close; see lingerAfterRefusal).
       if (!ctx.req.complete && ctx.req.readable) {
         ctx.set('Connection', 'close');
-        lingerAfterRefusal(ctx.req);
+        const lingering = lingerAfterRefusal(ctx.req);
+        if (!awaitingContinue(ctx.req, ctx.res as { _sent100?: boolean })) await lingering;
       }
       ctx.body = err.toBody();
     }

@@ -1,4 +1,4 @@
-import { createWriteStream, openAsBlob } from 'node:fs';
+import { createWriteStream, openAsBlob, type WriteStream } from 'node:fs';
 import { mkdir, readdir, rm, stat } from 'node:fs/promises';
 import type { IncomingMessage } from 'node:http';
 import path from 'node:path';
@@ -107,6 +107,9 @@ export async function spoolMultipart(req: IncomingMessage, dir: string, limits: 
   const spooled: SpooledFile[] = [];
   const writes: Promise<void>[] = [];
   const open = new Set<Readable>();
+  // Each spool file, settled once it is closed, whichever way its write ended.
+  const sinks = new Set<WriteStream>();
+  const closes: Promise<void>[] = [];
   let received = 0;
   let failure: Error | null = null;
   let settle!: (error: Error | null) => void;
@@ -126,10 +129,14 @@ export async function spoolMultipart(req: IncomingMessage, dir: string, limits: 
     // Nothing more is read here: the error handler lingers over what the client still sends.
     if (!req.readableEnded) req.pause();
     // Not from inside busboy's own callback (a 'limit' or 'field' event): it goes on using its state.
+    // The spool files are destroyed too, and waited for by their own 'close': a part that
+    // busboy had already ended (its file over the limit) does not always make the pipeline
+    // settle when it is destroyed, and the request would then wait forever.
     setImmediate(() => {
       for (const stream of open) stream.destroy();
+      for (const sink of sinks) sink.destroy();
       parser.destroy();
-      void Promise.allSettled(writes).then(() => settle(err));
+      void Promise.allSettled(closes).then(() => settle(err));
     });
   };
 
@@ -182,8 +189,11 @@ export async function spoolMultipart(req: IncomingMessage, dir: string, limits: 
     stream.once('limit', () =>
       fail(invalid(`The file in field '${name}' is larger than this endpoint accepts (${limits.maxFileBytes} bytes).`)),
     );
+    const sink = createWriteStream(file.path, { flags: 'wx' });
+    sinks.add(sink);
+    closes.push(new Promise<void>((resolve) => sink.once('close', resolve)));
     writes.push(
-      pipeline(stream, createWriteStream(file.path, { flags: 'wx' })).then(
+      pipeline(stream, sink).then(
         () => void open.delete(stream),
         (err: unknown) => {
           open.delete(stream);

@@ -168,6 +168,13 @@ describe('Azure OpenAI media adapter', () => {
     expect(speech.body).not.toHaveProperty('delivery');
     expect(azure.endpoints).toEqual(MEDIA_ENDPOINTS);
   });
+
+  it('knows a gpt-image deployment by the model the client named when the deployment name does not say', () => {
+    const options = { ...build('images-prod'), modelId: 'azure_openai/gpt-image-1' };
+    expect(azure.imagesRequest({ model: 'x', prompt: 'a boat', response_format: 'url' }, options).body).not.toHaveProperty('response_format');
+    expect(azure.editRequest({}, options).overrides).toEqual({ model: 'images-prod', response_format: null });
+    expect(azure.imagesRequest({ model: 'x', prompt: 'a boat' }, { ...build('images-prod'), modelId: 'azure_openai/dall-e-3' }).body).toHaveProperty('response_format', 'b64_json');
+  });
 });
 
 describe('Google Imagen media adapter', () => {

@@ -21,6 +21,11 @@ export function isGptImageModel(model: string): boolean {
   return model.startsWith('gpt-image');
 }
 
+/** Whether the upstream name, or the name the client used for it, is a gpt-image model. */
+function gptImage(model: string, modelId: string | undefined): boolean {
+  return isGptImageModel(model) || (modelId !== undefined && isGptImageModel(modelId.slice(modelId.indexOf('/') + 1)));
+}
+
 /** The image type as the answer's `output_format` names it (gpt-image models state it). */
 const OUTPUT_FORMAT_TYPES: Record<string, string> = { png: 'image/png', jpeg: 'image/jpeg', jpg: 'image/jpeg', webp: 'image/webp' };
 
@@ -147,19 +152,19 @@ export function openAiMediaAdapter(options: OpenAiMediaOptions = {}): MediaAdapt
   return {
     endpoints,
 
-    imagesRequest(body, { model, config }) {
+    imagesRequest(body, { model, config, modelId }) {
       const { response_format: _asked, ...rest } = body;
       return {
         ...target('images.generations', model, config),
-        body: isGptImageModel(model) ? { ...rest, model } : { ...rest, model, response_format: 'b64_json' },
+        body: gptImage(model, modelId) ? { ...rest, model } : { ...rest, model, response_format: 'b64_json' },
       };
     },
 
     parseImages: parseOpenAiImages,
 
-    editRequest(_fields, { model, config }) {
+    editRequest(_fields, { model, config, modelId }) {
       const { method: _post, ...call } = target('images.edits', model, config);
-      return { ...call, overrides: { model, response_format: isGptImageModel(model) ? null : 'b64_json' } };
+      return { ...call, overrides: { model, response_format: gptImage(model, modelId) ? null : 'b64_json' } };
     },
 
     transcriptionRequest(_fields, { model, config }) {

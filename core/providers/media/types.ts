@@ -17,6 +17,11 @@ export type MediaBuildOptions = {
   model: string;
   /** Connection settings (`api_version` for Azure). */
   config: Record<string, unknown>;
+  /**
+   * The model as the client named it (`<vendor>/<name>`): what family it is when the upstream
+   * name does not say (an Azure deployment named `images-prod` serving gpt-image-1).
+   */
+  modelId?: string;
 };
 
 /**

@@ -259,6 +259,30 @@ describe('images and audio through the gateway with the openai SDK', () => {
   });
 });
 
+describe('Imagen through the Gemini API', () => {
+  let f: ChatFixture;
+
+  beforeAll(async () => {
+    f = await startChatFixture();
+    await f.connect('google');
+  });
+  afterAll(() => f.close());
+
+  it('generates through :predict, stores and links each image, priced per image', async () => {
+    const sdk = new OpenAI({ apiKey: await f.key(), baseURL: `${f.api.url}/v1`, maxRetries: 0 });
+    const answer = await sdk.images.generate({ model: 'imagen-3.0-generate-002', prompt: 'a lighthouse at dusk', n: 2, size: '1792x1024' });
+    const sent = f.sandbox.received.at(-1)! as Loose;
+    expect(sent.path).toBe('/google/v1beta/models/imagen-3.0-generate-002:predict');
+    expect(sent.body).toMatchObject({ instances: [{ prompt: 'a lighthouse at dusk' }], parameters: { sampleCount: 2, aspectRatio: '16:9' } });
+    expect(answer.data).toHaveLength(2);
+    // Imagen 3 lists at $0.03 an image.
+    expect(answer as unknown as Loose).toMatchObject({ provider: 'google', usage: { images: 2, cost: 0.06, price_source: 'list' } });
+    const file = await fetch(`${answer.data![1]!.url!}&download=1`);
+    expect(file.headers.get('content-disposition')).toMatch(/^attachment; filename="req_[^"]+-2\.png"$/);
+    expect(pngInfo(Buffer.from(await file.arrayBuffer()))).not.toBeNull();
+  });
+});
+
 describe('stored media links expire', () => {
   let f: ChatFixture;
 

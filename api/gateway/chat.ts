@@ -17,7 +17,7 @@ import { relayStream, sseEvent, type StreamTally } from './stream-answer';
 import { ChoiceAssembler, replayChunks, type CachedAnswer } from '../../core/response-cache/answer';
 import { resolveCachePolicy, type CachePolicy } from '../../core/response-cache/policy';
 import { ageSeconds, cacheField, consultCache, storeAnswer, type CacheOutcome } from './cache-step';
-import { endSpend, reserveSpend, type SpendCall } from './spend-step';
+import { endSpend, requestLogIdentity, reserveSpend, type SpendCall } from './spend-step';
 
 /** The usage object of spec 2.2: counts as reported, the cost estimate and where it came from. */
 export function wireUsage(usage: Usage | null, estimate: CostEstimate): Record<string, unknown> {
@@ -71,10 +71,7 @@ function logRequest(call: Call, outcome: {
 }): void {
   const capture = call.logging && call.config.promptLoggingEnabled;
   call.services.requestLog.record({
-    id: call.ctx.state.requestId,
-    orgId: call.key.orgId,
-    keyId: call.key.keyId,
-    projectId: call.key.projectId,
+    ...requestLogIdentity(call),
     endpoint: 'chat.completions',
     requestedModel: call.body.model,
     routeSlug: call.plan?.route?.slug ?? null,
@@ -91,9 +88,6 @@ function logRequest(call: Call, outcome: {
     usage: outcome.usage ? { ...outcome.usage } : null,
     cost: outcome.estimate?.cost ?? null,
     priceSource: outcome.estimate?.source ?? null,
-    userId: call.attribution.userId,
-    sessionId: call.attribution.sessionId,
-    tags: call.attribution.tags,
     paramsDropped: outcome.served?.dropped ?? [],
     guardrails: call.guard?.outcome() ?? null,
     // What a guardrail matched is never stored, whatever its rule's action.
@@ -101,7 +95,6 @@ function logRequest(call: Call, outcome: {
     responseBody: capture ? (outcome.response ?? null) : null,
     cacheStatus: call.cache?.status ?? null,
     cacheSourceRequestId: outcome.hit?.requestId ?? null,
-    createdAt: call.createdAt,
   });
 }
 

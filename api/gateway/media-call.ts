@@ -15,7 +15,7 @@ import type { OrgConfig } from '../../core/routing/org-config';
 import type { GatewayContext } from '../context';
 import { parseAttribution, type Attribution } from './chat-request';
 import type { GatewayServices } from './services';
-import { endSpend, reserveSpend, type SpendCall } from './spend-step';
+import { endSpend, requestLogIdentity, reserveSpend, type SpendCall } from './spend-step';
 
 /**
  * One image or audio request (issue 14), whatever its endpoint: planned exactly as chat is (a
@@ -94,10 +94,7 @@ function logMedia(call: MediaCall, loggedRequest: Record<string, unknown>, outco
 }): void {
   const capture = call.logging && call.config.promptLoggingEnabled;
   call.services.requestLog.record({
-    id: call.ctx.state.requestId,
-    orgId: call.key.orgId,
-    keyId: call.key.keyId,
-    projectId: call.key.projectId,
+    ...requestLogIdentity(call),
     endpoint: call.endpoint,
     requestedModel: call.routing.model,
     routeSlug: call.plan?.route?.slug ?? null,
@@ -114,13 +111,9 @@ function logMedia(call: MediaCall, loggedRequest: Record<string, unknown>, outco
     usage: outcome.usage ?? null,
     cost: outcome.estimate?.cost ?? null,
     priceSource: outcome.estimate?.source ?? null,
-    userId: call.attribution.userId,
-    sessionId: call.attribution.sessionId,
-    tags: call.attribution.tags,
     requestBody: capture ? loggedRequest : null,
     // Spec 4.1 logging: image and audio answers are kept only as the links they gave.
     responseBody: capture ? (outcome.response ?? null) : null,
-    createdAt: call.createdAt,
   });
 }
 

@@ -31,6 +31,19 @@ export type SpendCall = {
 };
 
 /**
+ * Who asked, as every request-log row of a synchronous request records it (spec 4.1): the
+ * request id, the key's organization, key and project, the end customer, session and tags, and
+ * when it was received. The endpoints add what they served.
+ */
+export function requestLogIdentity(call: SpendCall & { attribution: Attribution }) {
+  const { key, attribution } = call;
+  return {
+    id: call.ctx.state.requestId, orgId: key.orgId, keyId: key.keyId, projectId: key.projectId,
+    userId: attribution.userId, sessionId: attribution.sessionId, tags: attribution.tags, createdAt: call.createdAt,
+  };
+}
+
+/**
  * Before anything is sent, `worstCase()` (the most the request can cost over every candidate
  * it may reach; it throws `unpriced_model_under_budget` where it must) is held in every
  * blocking scope at once, or the request is 402 with that scope's code. Without a blocking

@@ -19,6 +19,10 @@ export const ERROR_CATALOG = {
     'idempotency_key_in_progress', 'if_match_required', 'invalid_if_match', 'unknown_resource_type',
     'operation_not_supported', 'duplicate_connection_name', 'alternate_host_off_domain',
     'alternate_host_not_allowed', 'credential_rejected',
+    // Tool-gateway configuration (spec 7, issue 15).
+    'invalid_mcp_server_url', 'invalid_mcp_credential', 'mcp_discovery_failed', 'mcp_server_slug_taken',
+    'mcp_tool_name_clash', 'mcp_tool_definition_stale', 'mcp_tool_removed', 'mcp_tool_not_approved',
+    'mcp_trifecta_unconfirmed',
   ]),
   authentication: generic(401, 'authentication_error'),
   ...coded(402, 'budget_exceeded', [

@@ -2,6 +2,7 @@ import { Client } from '@temporalio/client';
 import { bundleWorkflowCode, NativeConnection, type Worker } from '@temporalio/worker';
 import type { Dispatcher } from 'undici';
 import { createKeyRotationActivities } from '../activities/key-rotation';
+import { createMcpToolSyncActivities } from '../activities/mcp-tool-sync';
 import { createProbeActivities } from '../activities/probe';
 import { createRetentionActivities } from '../activities/request-log-retention';
 import { createSecretRotationActivities } from '../activities/secret-rotation';
@@ -78,8 +79,14 @@ function activitiesFor(name: TaskQueueName, queue: string, services: ActivitySer
     }
     case 'webhooks':
       return { ...probe, ...createWebhookDeliveryActivities({ db: services.db, clock: services.clock, sealer: services.video.sealer, dispatcher: services.webhooks.dispatcher }) };
-    case 'maintenance':
-      return { ...probe, ...createKeyRotationActivities(services), ...createSecretRotationActivities(services), ...createRetentionActivities({ ...services, storage: services.video.storage }) };
+    case 'maintenance': {
+      // The MCP sync raises alerts; their deliveries run on the webhooks queue.
+      const startDeliveries = createDeliveryStarter(temporal, { taskQueue: taskQueue('webhooks', taskQueuePrefix), attemptDelaysMs: services.webhooks.attemptDelaysMs });
+      return {
+        ...probe, ...createKeyRotationActivities(services), ...createSecretRotationActivities(services), ...createRetentionActivities({ ...services, storage: services.video.storage }),
+        ...createMcpToolSyncActivities({ db: services.db, clock: services.clock, sealer: services.video.sealer, dispatcher: services.webhooks.dispatcher, startDeliveries }),
+      };
+    }
     default:
       return probe;
   }

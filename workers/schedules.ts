@@ -1,6 +1,6 @@
 import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client, type ScheduleOptions } from '@temporalio/client';
 import { scaleDuration } from '../core/schedule';
-import { REQUEST_LOG_RETENTION_EVERY_MS, scheduleIds, taskQueue } from '../workflows/definitions';
+import { MCP_TOOL_SYNC_EVERY_MS, REQUEST_LOG_RETENTION_EVERY_MS, scheduleIds, taskQueue } from '../workflows/definitions';
 
 /**
  * The Temporal Schedules of the maintenance queue (DESIGN 6.10: periodic work is a schedule,
@@ -9,6 +9,7 @@ import { REQUEST_LOG_RETENTION_EVERY_MS, scheduleIds, taskQueue } from '../workf
  */
 export function maintenanceSchedules(taskQueuePrefix: string, scheduleScale: number): ScheduleOptions[] {
   const retentionId = scheduleIds.requestLogRetention(taskQueuePrefix);
+  const mcpSyncId = scheduleIds.mcpToolSync(taskQueuePrefix);
   return [
     {
       scheduleId: retentionId,
@@ -24,6 +25,19 @@ export function maintenanceSchedules(taskQueuePrefix: string, scheduleScale: num
       // A run still clearing a backlog is not joined by the next one; a missed hour is not replayed.
       policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1 minute' },
       memo: { purpose: 'request log: expired prompt and answer bodies, day partitions; expired media files' },
+    },
+    {
+      scheduleId: mcpSyncId,
+      spec: { intervals: [{ every: scaleDuration(MCP_TOOL_SYNC_EVERY_MS, scheduleScale) }] },
+      action: {
+        type: 'startWorkflow',
+        workflowType: 'mcpToolSync',
+        workflowId: mcpSyncId,
+        taskQueue: taskQueue('maintenance', taskQueuePrefix),
+        args: [],
+      },
+      policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1 minute' },
+      memo: { purpose: 'tool gateway: re-list every active MCP server, mark changed tools, record health, raise mcp.* alerts' },
     },
   ];
 }

@@ -58,7 +58,17 @@ export const workflowIds = {
  */
 export const scheduleIds = {
   requestLogRetention: (prefix = '') => `${prefix}gw-request-log-retention`,
+  mcpToolSync: (prefix = '') => `${prefix}gw-mcp-tool-sync`,
 };
+
+/** Every active tool-gateway server is re-listed this often (times GW_SCHEDULE_SCALE); issue 15. */
+export const MCP_TOOL_SYNC_EVERY_MS = 900_000;
+/** Servers read per page of the sync's walk; each page's servers are listed side by side. */
+export const MCP_TOOL_SYNC_PAGE_SIZE = 20;
+/** Pages in one run; a larger fleet is finished by the next runs (the walk is in id order). */
+export const MCP_TOOL_SYNC_MAX_PAGES = 500;
+
+export type McpToolSyncResult = { servers: number; synced: number; failed: number; skipped: number; toolsChanged: number; alertsQueued: number };
 
 /** The request log's retention runs this often (times GW_SCHEDULE_SCALE). */
 export const REQUEST_LOG_RETENTION_EVERY_MS = 3_600_000;

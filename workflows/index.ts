@@ -5,3 +5,4 @@ export { secretRotation } from './secret-rotation';
 export { videoJob } from './video-job';
 export { webhookDelivery } from './webhook-delivery';
 export { requestLogRetention } from './request-log-retention';
+export { mcpToolSync } from './mcp-tool-sync';

@@ -115,6 +115,16 @@ function resourcePaths(resource: ResourceType): ZodOpenApiPathsObject {
       responses: { '200': json(z.union([item, z.object({ id: z.string(), object: z.string(), deleted: z.literal(true) })]), 'What remains, or a deletion marker.'), ...errors },
     };
   }
+  for (const [name, action] of Object.entries(resource.collectionActions ?? {})) {
+    at(`${base}/${name}`).post = {
+      tags,
+      operationId: `${name.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase())}${pascal(resource.type)}`,
+      summary: `${action.summary} ${scope('write')}`,
+      requestParams: { header: idempotencyKey },
+      requestBody: { content: { 'application/json': { schema: action.schema } } },
+      responses: { '200': json(action.answerSchema, 'What was done.'), ...errors },
+    };
+  }
   for (const [name, action] of Object.entries(resource.actions ?? {})) {
     at(`${one}/${name}`).post = {
       tags,

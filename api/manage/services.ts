@@ -21,6 +21,8 @@ export type ManagementServices = {
   /** Signals the endpoint's `secretRotation` the new retire time, starting it if none runs. */
   scheduleSecretRetirement(input: SecretRotationInput): Promise<void>;
   checkCredential(kind: ProviderKind, baseUrl: string, secret: string): Promise<CredentialCheck>;
+  /** The guarded dispatcher (core/net), for calls to customer-chosen addresses such as MCP servers. */
+  outbound: Dispatcher;
 };
 
 type ServiceConfig = Pick<Config, 'GW_SEALING_KEYS' | 'GW_ALLOW_PRIVATE_NETWORK' | 'GW_SCHEDULE_SCALE' | 'GW_TASK_QUEUE_PREFIX'>;
@@ -57,5 +59,6 @@ export function createManagementServices(config: ServiceConfig & { GW_SEALING_KE
       });
     },
     checkCredential: (kind, baseUrl, secret) => checkProviderCredential(outbound, kind, baseUrl, secret),
+    outbound,
   };
 }

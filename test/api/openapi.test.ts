@@ -30,6 +30,12 @@ const OPERATIONS = [
   'get /budget_status', 'get /audit_events', 'get /export',
   // Issue 13: the request log and traces.
   'get /requests', 'get /requests/{id}', 'get /traces/{id}',
+  // Issue 15: the tool gateway's management resources.
+  'get /mcp_servers', 'post /mcp_servers', 'get /mcp_servers/{id}', 'patch /mcp_servers/{id}', 'delete /mcp_servers/{id}',
+  'post /mcp_servers/{id}/sync', 'post /mcp_servers/{id}/credential', 'post /mcp_servers/disable_all',
+  'get /mcp_server_tools', 'get /mcp_server_tools/{id}',
+  'post /mcp_server_tools/{id}/approve', 'post /mcp_server_tools/{id}/block', 'post /mcp_server_tools/{id}/unblock',
+  'get /mcp_key_grants', 'post /mcp_key_grants', 'get /mcp_key_grants/{id}', 'patch /mcp_key_grants/{id}', 'delete /mcp_key_grants/{id}',
 ];
 
 describe('GET /manage/v1/openapi.json', () => {

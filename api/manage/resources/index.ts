@@ -1,6 +1,9 @@
 import { endUserCapRulesResource } from './end-user-cap-rules';
 import { gatewayKeysResource } from './gateway-keys';
 import { guardrailPoliciesResource } from './guardrail-policies';
+import { mcpKeyGrantsResource } from './mcp-key-grants';
+import { mcpServerToolsResource } from './mcp-server-tools';
+import { mcpServersResource } from './mcp-servers';
 import { memberBudgetsResource } from './member-budgets';
 import { modelPricesResource } from './model-prices';
 import { orgSettingsResource } from './org-settings';
@@ -22,4 +25,7 @@ export const RESOURCES = [
   webhookEndpointsResource,
   endUserCapRulesResource,
   guardrailPoliciesResource,
+  mcpServersResource,
+  mcpServerToolsResource,
+  mcpKeyGrantsResource,
 ] as unknown as readonly ResourceType[];

@@ -20,6 +20,8 @@ const settable = {
   billing_day_of_month: z.number().int().min(1).max(28),
   /** The response cache (issue 12): off by default; a request can only narrow it. */
   response_cache: z.strictObject({ enabled: z.boolean(), default_ttl_seconds: z.number().int().min(MIN_CACHE_TTL_SECONDS).max(MAX_CACHE_TTL_SECONDS) }),
+  /** Assistant (tool-gateway) access (issue 15); false refuses it with `mcp_disabled`. Owners and admins only. */
+  mcp_enabled: z.boolean(),
 };
 const patchSchema = z.strictObject({ ...settable, response_cache: settable.response_cache.partial() }).partial();
 
@@ -45,6 +47,9 @@ export const orgSettingsResource: ResourceType<SettingsRow> = {
     if (input.unpriced_budget_policy === 'allow' && row.unpricedBudgetPolicy !== 'allow' && !roleAtLeast(call.principal.role, 'owner')) {
       throw new GatewayError('insufficient_role', 'Only an owner may set `unpriced_budget_policy` to `allow`.');
     }
+    if (input.mcp_enabled !== undefined && input.mcp_enabled !== row.mcpEnabled && !roleAtLeast(call.principal.role, 'admin')) {
+      throw new GatewayError('insufficient_role', 'Only an owner or admin may turn assistant (tool-gateway) access on or off.');
+    }
     let responseCache: SettingsRow['responseCache'] | undefined;
     if (input.response_cache !== undefined) {
       responseCache = { ...row.responseCache, ...input.response_cache };
@@ -62,6 +67,7 @@ export const orgSettingsResource: ResourceType<SettingsRow> = {
       ...(input.prompt_logging_retention_days !== undefined && { promptLoggingRetentionDays: input.prompt_logging_retention_days }),
       ...(input.model_allowlist !== undefined && { modelAllowlist: input.model_allowlist }),
       ...(input.billing_day_of_month !== undefined && { billingDayOfMonth: input.billing_day_of_month }),
+      ...(input.mcp_enabled !== undefined && { mcpEnabled: input.mcp_enabled }),
     };
   },
 
@@ -74,6 +80,7 @@ export const orgSettingsResource: ResourceType<SettingsRow> = {
     model_allowlist: row.modelAllowlist,
     billing_day_of_month: row.billingDayOfMonth,
     response_cache: row.responseCache,
+    mcp_enabled: row.mcpEnabled,
     created_at: unix(row.createdAt),
     updated_at: unix(row.updatedAt),
   }),

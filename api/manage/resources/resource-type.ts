@@ -38,6 +38,11 @@ export type ResourceAction<Row> = {
   summary: string;
   schema: z.ZodType;
   ifMatch: 'optional' | 'required';
+  /**
+   * Only a token whose creator is an owner or admin may take it (403 `token_creator_not_admin`),
+   * checked with the scope, before the row is read.
+   */
+  adminCreator?: boolean;
   /** Extra wire fields of the answer, for the OpenAPI document. */
   revealSchema?: z.ZodType;
   /**
@@ -53,6 +58,20 @@ export type ResourceAction<Row> = {
     reveal?: Record<string, unknown>;
     auditDetail?: Record<string, unknown>;
   }>;
+};
+
+/**
+ * An operation on the whole collection, `POST /<type>/<name>` (spec 4.4
+ * `POST /mcp_servers/disable_all`). The framework checks scope, role, plan and gate, runs it in
+ * one transaction with an audit row (`<type>.<name>`, resource id the organization's) and answers
+ * its body.
+ */
+export type CollectionAction = {
+  summary: string;
+  schema: z.ZodType;
+  /** The answer's wire shape, for the OpenAPI document. */
+  answerSchema: z.ZodType;
+  run(call: ResourceCall, input: never): Promise<{ body: Record<string, unknown>; auditDetail?: Record<string, unknown>; changedIds?: string[] }>;
 };
 
 /** A write a plan gate is asked about, with its validated input where it has one. */
@@ -111,8 +130,9 @@ export interface ResourceType<Row extends VersionedRow = VersionedRow> {
    * Checks a create needs that take time outside our database (a credential checked with a
    * provider), run before the write's transaction so no connection or lock waits on them.
    */
-  precheckCreate?(call: Omit<ResourceCall, 'db'>, input: never): Promise<void>;
-  create?(call: ResourceCall, input: never): Promise<WriteResult<Row>>;
+  precheckCreate?(call: Omit<ResourceCall, 'db'>, input: never): Promise<unknown>;
+  /** `prepared` is what `precheckCreate` answered (a server's tool listing), if anything. */
+  create?(call: ResourceCall, input: never, prepared: never): Promise<WriteResult<Row>>;
   /** Column changes for a validated patch; the framework bumps the version and writes them. */
   patch?(call: ResourceCall, row: Row, input: never): Promise<Record<string, unknown>>;
   /**
@@ -124,6 +144,7 @@ export interface ResourceType<Row extends VersionedRow = VersionedRow> {
   /** The 400 a unique index's violation means (a duplicate name), by constraint name. */
   uniqueConflict?(constraint: string): GatewayError | undefined;
   actions?: Record<string, ResourceAction<Row>>;
+  collectionActions?: Record<string, CollectionAction>;
   /**
    * The lowest plan a write needs, or null when it is not plan-gated (spec 4.4: tool-gateway
    * writes need Team, enabling anything needs Business, disabling never is gated). The framework
@@ -131,6 +152,11 @@ export interface ResourceType<Row extends VersionedRow = VersionedRow> {
    * Absent: no write of the type is plan-gated.
    */
   planFor?(write: PlanGatedWrite): Plan | null;
+  /**
+   * A refusal that depends on the organization's settings rather than its plan (the tool gateway
+   * turned off: 403 `mcp_disabled`), checked right after the plan, before the resource is read.
+   */
+  gate?(db: Executor, principal: ManagementPrincipal, write: PlanGatedWrite): Promise<void>;
   /** Project the row belongs to, for project-restricted tokens. */
   projectOf?(row: Row): string | null;
   /** The resource's own wire fields (the framework adds id, object, version, managed_by). */

@@ -10,7 +10,7 @@ import { withIdempotency } from '../../../core/idempotency';
 import { pageOf, readPage } from '../../../core/paging';
 import type { RedisHandle } from '../../../core/redis';
 import type { GatewayContext, GatewayState } from '../../context';
-import { authorize, requirePlan } from '../../middleware/management-auth';
+import { authorize, requireAdminCreator, requirePlan } from '../../middleware/management-auth';
 import { parseInput } from '../../validation';
 import { etag, parseIfMatch, versionConflict } from '../if-match';
 import type { ManagementServices } from '../services';
@@ -111,11 +111,15 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
     return principal;
   }
 
-  /** 403 plan_feature when the organization's plan is below what this write needs (spec 5.6). */
-  function checkPlan(ctx: GatewayContext, resource: ResourceType, write: PlanGatedWrite): void {
+  /**
+   * 403 plan_feature when the organization's plan is below what this write needs (spec 5.6),
+   * then the type's own gate (an organization setting), both before the resource is read.
+   */
+  async function checkPlan(ctx: GatewayContext, resource: ResourceType, write: PlanGatedWrite): Promise<void> {
     const minimum = resource.planFor?.(write);
     const what = write.kind === 'action' ? `\`${write.action}\` on ${resource.type}` : `${write.kind === 'remove' ? 'Deleting' : write.kind === 'create' ? 'Creating' : 'Changing'} ${resource.type}`;
     if (minimum) requirePlan(ctx, minimum, what);
+    await resource.gate?.(deps.db, ctx.state.principal!, write);
   }
 
   /** A row of a project type that belongs to no project (an organization-wide rule) is read-only to a restricted token. */
@@ -176,7 +180,7 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
     const principal = writer(ctx, resource);
     const expected = parseIfMatch(ctx.get('if-match') || undefined, true)!;
     const input = parseInput(resource.patchSchema, ctx.state.body ?? {});
-    checkPlan(ctx, resource, { kind: 'patch', input });
+    await checkPlan(ctx, resource, { kind: 'patch', input });
     const now = deps.clock.now();
 
     const updated = await mappingConflicts(resource, () => deps.db.transaction(async (tx) => {
@@ -219,13 +223,13 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
     if (!resource.create || !resource.createSchema) throw unsupported(resource, 'create');
     const principal = writer(ctx, resource);
     const input = parseInput(resource.createSchema, ctx.state.body ?? {});
-    checkPlan(ctx, resource, { kind: 'create', input });
+    await checkPlan(ctx, resource, { kind: 'create', input });
     const now = deps.clock.now();
 
     await once(ctx, principal, `manage:${resource.type}`, now, async () => {
-      await resource.precheckCreate?.({ principal, now, query: ctx.query as ResourceCall['query'], services: deps.manage }, input as never);
+      const prepared = await resource.precheckCreate?.({ principal, now, query: ctx.query as ResourceCall['query'], services: deps.manage }, input as never);
       const result = await mappingConflicts(resource, () => deps.db.transaction(async (tx) => {
-        const { row, reveal, auditDetail } = await resource.create!(callFor(ctx, tx, principal, now), input as never);
+        const { row, reveal, auditDetail } = await resource.create!(callFor(ctx, tx, principal, now), input as never, prepared as never);
         await auditWrite(tx, principal, resource, 'create', row.id, [null, row.version], auditDetail);
         return { status: 201, body: envelope(resource, row), reveal };
       }));
@@ -239,9 +243,10 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
     const action = resource.actions && Object.hasOwn(resource.actions, ctx.params.action!) ? resource.actions[ctx.params.action!] : undefined;
     if (!action) throw unsupported(resource, `\`${ctx.params.action}\``);
     const principal = writer(ctx, resource);
+    if (action.adminCreator) requireAdminCreator(ctx);
     const expected = parseIfMatch(ctx.get('if-match') || undefined, action.ifMatch === 'required');
     const input = parseInput(action.schema, ctx.state.body ?? {});
-    checkPlan(ctx, resource, { kind: 'action', action: ctx.params.action!, input });
+    await checkPlan(ctx, resource, { kind: 'action', action: ctx.params.action!, input });
     const now = deps.clock.now();
 
     await once(ctx, principal, `manage:${resource.type}/${ctx.params.id}/${ctx.params.action}`, now, async () => {
@@ -268,6 +273,26 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
     });
   });
 
+  router.post('/:type/:action', async (ctx) => {
+    const resource = resourceFor(ctx);
+    const action = resource.collectionActions && Object.hasOwn(resource.collectionActions, ctx.params.action!) ? resource.collectionActions[ctx.params.action!] : undefined;
+    if (!action) throw unsupported(resource, `\`${ctx.params.action}\``);
+    const principal = writer(ctx, resource);
+    const input = parseInput(action.schema, ctx.state.body ?? {});
+    await checkPlan(ctx, resource, { kind: 'action', action: ctx.params.action!, input });
+    const now = deps.clock.now();
+
+    await once(ctx, principal, `manage:${resource.type}/${ctx.params.action}`, now, async () => {
+      const result = await deps.db.transaction(async (tx) => {
+        const outcome = await action.run(callFor(ctx, tx, principal, now), input as never);
+        await auditWrite(tx, principal, resource, ctx.params.action!, principal.orgId, [null, null], outcome.auditDetail);
+        return outcome;
+      });
+      await changed(ctx, resource, ...(result.changedIds ?? []));
+      return { status: 200, body: result.body };
+    });
+  });
+
   router.patch('/:type', async (ctx) => {
     const resource = resourceFor(ctx);
     if (!resource.singleton) throw unsupported(resource, 'patch without an id');
@@ -284,7 +309,7 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
     const resource = resourceFor(ctx);
     if (!resource.remove) throw unsupported(resource, 'delete');
     const principal = writer(ctx, resource);
-    checkPlan(ctx, resource, { kind: 'remove' });
+    await checkPlan(ctx, resource, { kind: 'remove' });
     const expected = parseIfMatch(ctx.get('if-match') || undefined, true)!;
     const now = deps.clock.now();
 

@@ -18,3 +18,4 @@ export * from './budget-crossings';
 export * from './guardrail-policy';
 export * from './usage-rollup';
 export * from './media-files';
+export * from './mcp';

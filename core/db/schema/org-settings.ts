@@ -19,6 +19,8 @@ export const orgSettings = pgTable('org_settings', {
   billingDayOfMonth: integer('billing_day_of_month').notNull().default(1),
   responseCache: jsonb('response_cache').$type<ResponseCacheSettings>().notNull().default(DEFAULT_RESPONSE_CACHE),
   guardrailPolicy: jsonb('guardrail_policy').$type<GuardrailPolicy | null>(),
+  /** Tool-gateway (assistant) access; false refuses MCP with `mcp_disabled` (issue 15). */
+  mcpEnabled: boolean('mcp_enabled').notNull().default(true),
   ...resourceColumns(),
 });
 

@@ -1,0 +1,127 @@
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import { fetch as undiciFetch, type Dispatcher } from 'undici';
+import type { Sealer } from '../crypto/sealing';
+import type { McpProtocolEra } from '../db/schema';
+import { openServerCredential } from './credential';
+
+/** How we name ourselves to upstream servers in `initialize`. */
+export const MCP_CLIENT_INFO = { name: 'model-gateway', version: '1' } as const;
+
+/** Where and how to reach one upstream server. */
+export type McpTarget = {
+  url: string;
+  /** Credential headers sent on every request of the session. */
+  headers: Record<string, string>;
+  /** Each request of the session (the handshake, each listing or call) must answer within this. */
+  timeoutMs: number;
+  /** The era that worked last time, tried first; null tries streamable HTTP first. */
+  protocolEra?: McpProtocolEra | null;
+};
+
+/** An open session: the SDK client, the era that worked, and close. */
+export type McpSession = { client: Client; protocolEra: McpProtocolEra; close(): Promise<void> };
+
+/** Why no session could be opened: each era tried, with its failure. */
+export class McpConnectError extends Error {
+  constructor(readonly attempts: { era: McpProtocolEra; error: string }[]) {
+    super(attempts.map((a) => `${a.era === 'streamable_http' ? 'streamable HTTP' : 'HTTP+SSE'}: ${a.error}`).join('; '));
+    this.name = 'McpConnectError';
+  }
+}
+
+/**
+ * The SDK's transports take a fetch; ours is undici's, through the guarded dispatcher (DESIGN 6.8):
+ * non-public addresses are refused at connect time, unless the deployment allows them.
+ */
+function guardedFetch(dispatcher: Dispatcher) {
+  return ((url: string | URL, init?: RequestInit) => undiciFetch(url, { ...(init as object), dispatcher } as never)) as unknown as typeof fetch;
+}
+
+function transportFor(era: McpProtocolEra, target: McpTarget, dispatcher: Dispatcher): Transport {
+  const url = new URL(target.url);
+  const options = { requestInit: { headers: target.headers }, fetch: guardedFetch(dispatcher) };
+  return era === 'streamable_http' ? new StreamableHTTPClientTransport(url, options) : new SSEClientTransport(url, options);
+}
+
+function describe(err: unknown): string {
+  const e = err as { message?: string; cause?: { message?: string; code?: string } };
+  const cause = e?.cause?.code ?? e?.cause?.message;
+  return `${e?.message ?? String(err)}${cause ? ` (${cause})` : ''}`.slice(0, 500);
+}
+
+/**
+ * Opens an MCP client session (the official SDK's `Client`) to an upstream server: the
+ * streamable HTTP transport first, falling back to the older HTTP+SSE transport (spec 2.6
+ * `protocol_era` says which worked), or the era that worked last time first. Every request goes
+ * through `dispatcher` (the guarded one) with the target's headers; the handshake is bounded by
+ * `timeoutMs`. Callers close the session when done.
+ */
+export async function openMcpSession(target: McpTarget, deps: { dispatcher: Dispatcher }): Promise<McpSession> {
+  const eras: McpProtocolEra[] = target.protocolEra === 'http_sse' ? ['http_sse', 'streamable_http'] : ['streamable_http', 'http_sse'];
+  const attempts: { era: McpProtocolEra; error: string }[] = [];
+  for (const era of eras) {
+    const client = new Client(MCP_CLIENT_INFO, { capabilities: {} });
+    try {
+      await client.connect(transportFor(era, target, deps.dispatcher), { timeout: target.timeoutMs });
+      return { client, protocolEra: era, close: () => client.close().catch(() => undefined) };
+    } catch (err) {
+      attempts.push({ era, error: describe(err) });
+      await client.close().catch(() => undefined);
+    }
+  }
+  throw new McpConnectError(attempts);
+}
+
+/** At most this many pages of `tools/list` are read; a server that pages forever is cut off. */
+export const MCP_MAX_TOOL_PAGES = 50;
+
+/** Every tool the session's server lists, following `nextCursor`. */
+export async function listAllTools(session: McpSession, timeoutMs: number): Promise<Tool[]> {
+  const tools: Tool[] = [];
+  let cursor: string | undefined;
+  for (let page = 0; page < MCP_MAX_TOOL_PAGES; page++) {
+    const answer = await session.client.listTools(cursor ? { cursor } : {}, { timeout: timeoutMs });
+    tools.push(...answer.tools);
+    cursor = answer.nextCursor;
+    if (!cursor) break;
+  }
+  return tools;
+}
+
+/** A registered server as the session opener needs it (a `mcp_servers` row has these columns). */
+export type RegisteredMcpServer = {
+  id: string;
+  orgId: string;
+  url: string;
+  credentialSealed: string | null;
+  timeoutMs: number;
+  protocolEra: McpProtocolEra | null;
+};
+
+/**
+ * Opens a session to a registered server: its sealed credential headers opened, its `timeout_ms`,
+ * its last `protocol_era` first, through the guarded dispatcher. What the agent endpoint and the
+ * sync both use.
+ */
+export function openServerSession(server: RegisteredMcpServer, deps: { sealer: Sealer; dispatcher: Dispatcher }): Promise<McpSession> {
+  return openMcpSession({
+    url: server.url,
+    headers: openServerCredential(deps.sealer, server),
+    timeoutMs: server.timeoutMs,
+    protocolEra: server.protocolEra,
+  }, deps);
+}
+
+/** Lists a server's tools in one short session: the era that worked and the tools. */
+export async function discoverTools(target: McpTarget, deps: { dispatcher: Dispatcher }): Promise<{ protocolEra: McpProtocolEra; tools: Tool[] }> {
+  const session = await openMcpSession(target, deps);
+  try {
+    return { protocolEra: session.protocolEra, tools: await listAllTools(session, target.timeoutMs) };
+  } finally {
+    await session.close();
+  }
+}

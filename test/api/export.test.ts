@@ -58,6 +58,7 @@ describe('GET /manage/v1/export', () => {
     expect(doc.restore_order).toEqual([
       'org_settings', 'projects', 'provider_connections', 'model_prices', 'routes', 'member_budgets',
       'gateway_keys', 'webhook_endpoints', 'end_user_cap_rules', 'end_user_cap_overrides', 'guardrail_policies',
+      'mcp_servers', 'mcp_server_tools', 'mcp_key_grants',
     ]);
     expect(Object.keys(doc.resources)).toEqual(doc.restore_order);
     // No data operation rides along.

@@ -1,6 +1,8 @@
 import { createGuardedDispatcher } from '../../core/net/guarded-dispatcher';
 import { discoverTools } from '../../core/mcp/client';
 import { canonicalJson, definitionSha256, toolDefinition } from '../../core/mcp/canonical';
+import { grantAllows } from '../../core/mcp/grants';
+import { serverReachableBy } from '../../core/mcp/servers';
 import { exposedNameFor } from '../../core/mcp/tools';
 import { startTestMcpServer, type TestMcpServer } from '../helpers/mcp-servers';
 
@@ -52,5 +54,18 @@ describe('core/mcp client and hash', () => {
     expect(exposedNameFor('gh', 'search')).toBe('gh_search');
     expect(exposedNameFor('gh', 'repo.search/v2')).toBe('gh_repo_search_v2');
     expect(exposedNameFor('gh', 'x'.repeat(100))).toHaveLength(64);
+  });
+
+  it('decides a grant\'s tools by mode, and a key\'s reach by project and environment', () => {
+    const read = { upstreamName: 'search', accessClass: 'read' as const };
+    const write = { upstreamName: 'send', accessClass: 'write' as const };
+    expect([grantAllows({ mode: 'all', tools: [] }, write), grantAllows({ mode: 'read', tools: [] }, read), grantAllows({ mode: 'read', tools: [] }, write)]).toEqual([true, true, false]);
+    expect([grantAllows({ mode: 'selected', tools: ['send'] }, write), grantAllows({ mode: 'selected', tools: ['send'] }, read)]).toEqual([true, false]);
+    const open = { status: 'active' as const, projectIds: [], environments: [] };
+    expect(serverReachableBy(open, { projectId: 'p1', environment: null })).toBe(true);
+    expect(serverReachableBy({ ...open, status: 'disabled' }, { projectId: 'p1', environment: null })).toBe(false);
+    expect(serverReachableBy({ ...open, projectIds: ['p2'] }, { projectId: 'p1', environment: null })).toBe(false);
+    expect(serverReachableBy({ ...open, environments: ['production'] }, { projectId: 'p1', environment: null })).toBe(false);
+    expect(serverReachableBy({ ...open, environments: ['production'] }, { projectId: 'p1', environment: 'production' })).toBe(true);
   });
 });

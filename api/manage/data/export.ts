@@ -47,6 +47,10 @@ export const RESTORE_ORDER = [
   'end_user_cap_rules',
   'end_user_cap_overrides',
   'guardrail_policies',
+  // Tool gateway (issue 15): tools are re-made by discovery when a server is registered again.
+  'mcp_servers',
+  'mcp_server_tools',
+  'mcp_key_grants',
 ] as const;
 
 const OVERRIDES = 'end_user_cap_overrides';

@@ -1,4 +1,4 @@
-import { and, eq } from 'drizzle-orm';
+import { and, eq, inArray } from 'drizzle-orm';
 import type { Executor } from '../db/client';
 import { mcpKeyGrants, mcpServers, orgSettings, type McpAccessClass } from '../db/schema';
 
@@ -12,7 +12,7 @@ export type McpGrantRow = typeof mcpKeyGrants.$inferSelect;
 export const RISK_LABELS = ['reads_private_data', 'reads_untrusted_content', 'can_send_data_out'] as const;
 export type RiskLabel = (typeof RISK_LABELS)[number];
 
-export function riskLabelsOf(server: { readsPrivateData: boolean; readsUntrustedContent: boolean; canSendDataOut: boolean }): RiskLabel[] {
+export function riskLabelsOf(server: Labelled): RiskLabel[] {
   return [
     ...(server.readsPrivateData ? ['reads_private_data' as const] : []),
     ...(server.readsUntrustedContent ? ['reads_untrusted_content' as const] : []),
@@ -56,6 +56,30 @@ export async function lineageRiskLabels(db: Executor, orgId: string, keyLineageI
   granted.add(withServerId);
   for (const s of servers) if (granted.has(s.id)) for (const l of riskLabelsOf(s)) labels.add(l);
   return labels;
+}
+
+type Labelled = { readsPrivateData: boolean; readsUntrustedContent: boolean; canSendDataOut: boolean };
+
+/**
+ * Key lineages that a change of one server's risk labels would give all three labels for the
+ * first time: the lineages granted on that server whose servers, with the new labels, cover
+ * all three, where they did not before. A label turned on over existing grants then needs the
+ * same confirmation a new grant would.
+ */
+export async function lineagesCompletedByLabels(db: Executor, orgId: string, serverId: string, next: Labelled): Promise<string[]> {
+  const onServer = await db.select({ lineage: mcpKeyGrants.keyLineageId }).from(mcpKeyGrants).where(and(eq(mcpKeyGrants.orgId, orgId), eq(mcpKeyGrants.serverId, serverId)));
+  if (onServer.length === 0) return [];
+  const rows = await db.select({ lineage: mcpKeyGrants.keyLineageId, serverId: mcpServers.id, readsPrivateData: mcpServers.readsPrivateData, readsUntrustedContent: mcpServers.readsUntrustedContent, canSendDataOut: mcpServers.canSendDataOut })
+    .from(mcpKeyGrants).innerJoin(mcpServers, eq(mcpServers.id, mcpKeyGrants.serverId))
+    .where(and(eq(mcpKeyGrants.orgId, orgId), inArray(mcpKeyGrants.keyLineageId, [...new Set(onServer.map((r) => r.lineage))])));
+  const before = new Map<string, Set<RiskLabel>>();
+  const after = new Map<string, Set<RiskLabel>>();
+  for (const r of rows) {
+    for (const l of riskLabelsOf(r)) (before.get(r.lineage) ?? before.set(r.lineage, new Set()).get(r.lineage)!).add(l);
+    for (const l of riskLabelsOf(r.serverId === serverId ? next : r)) (after.get(r.lineage) ?? after.set(r.lineage, new Set()).get(r.lineage)!).add(l);
+  }
+  const complete = (set: Set<RiskLabel> | undefined) => RISK_LABELS.every((l) => set?.has(l));
+  return [...after.keys()].filter((lineage) => complete(after.get(lineage)) && !complete(before.get(lineage)));
 }
 
 /** Whether the organization allows assistant (tool-gateway) access: false answers `mcp_disabled`. */

@@ -322,6 +322,18 @@ describe('tool-gateway management', () => {
       expect(confirmed.body.trifecta_confirmed).toBe(true);
     });
 
+    it('needs confirm_trifecta to turn on a label that completes the three for a key already granted', async () => {
+      const key = await newKey('labels');
+      const plain = (await register(client, { slug: slug('pl'), name: 'plain', url: sse.url })).body;
+      expect((await client.post('/mcp_key_grants', { key_id: key.id, server_id: privateServer.id, mode: 'read' })).status).toBe(201);
+      expect((await client.post('/mcp_key_grants', { key_id: key.id, server_id: plain.id, mode: 'all' })).status).toBe(201);
+      const refused = await client.patch(`/mcp_servers/${plain.id}`, { can_send_data_out: true }, `"${plain.version}"`);
+      expect(refused.body.error!.code).toBe('mcp_trifecta_unconfirmed');
+      const confirmed = await client.patch<Server & { can_send_data_out: boolean }>(`/mcp_servers/${plain.id}`, { can_send_data_out: true, confirm_trifecta: true }, `"${plain.version}"`);
+      expect(confirmed.status).toBe(200);
+      expect(confirmed.body.can_send_data_out).toBe(true);
+    });
+
     it('keeps grants across key rotation (stored against the lineage)', async () => {
       const key = await newKey('rotating');
       const grant = await client.post<Grant>('/mcp_key_grants', { key_id: key.id, server_id: privateServer.id, mode: 'read' });

@@ -8,6 +8,7 @@ import {
 import { GatewayError } from '../../../core/errors';
 import { newId } from '../../../core/ids';
 import { discoverTools } from '../../../core/mcp/client';
+import { lineagesCompletedByLabels, RISK_LABELS } from '../../../core/mcp/grants';
 import { checkCredential, mcpCredentialSchema, openServerCredential, sealServerCredential, type CheckedCredential } from '../../../core/mcp/credential';
 import { syncErrorText, syncSucceeded, type McpServerRow } from '../../../core/mcp/sync';
 import { applyToolListing } from '../../../core/mcp/tools';
@@ -55,7 +56,11 @@ const createSchema = z.strictObject({
   max_result_bytes: settable.max_result_bytes.optional(),
   rate_limit_rpm: settable.rate_limit_rpm.optional(),
 });
-const patchSchema = z.strictObject({ ...settable, status: z.enum(MCP_SERVER_STATUSES) }).partial();
+const patchSchema = z.strictObject({
+  ...settable,
+  status: z.enum(MCP_SERVER_STATUSES),
+  confirm_trifecta: z.boolean().describe('Confirms a risk label that gives a key granted on this server all three labels across its servers.'),
+}).partial();
 const credentialActionSchema = z.strictObject({ credential: credentialField });
 
 const readSchema = z.object({
@@ -171,6 +176,14 @@ export const mcpServersResource: ResourceType<McpServerRow> = {
   async patch(call, row, input: z.infer<typeof patchSchema>) {
     const url = input.url !== undefined ? checkedUrl(input.url, call) : undefined;
     const environments = input.environments !== undefined ? await resolveEnvironments(call.db, row.orgId, { environments: input.environments }) : undefined;
+    const labels = {
+      readsPrivateData: input.reads_private_data ?? row.readsPrivateData,
+      readsUntrustedContent: input.reads_untrusted_content ?? row.readsUntrustedContent,
+      canSendDataOut: input.can_send_data_out ?? row.canSendDataOut,
+    };
+    if (input.confirm_trifecta !== true && (await lineagesCompletedByLabels(call.db, row.orgId, row.id, labels)).length > 0) {
+      throw new GatewayError('mcp_trifecta_unconfirmed', `With these labels a key granted on this server would reach servers labelled ${RISK_LABELS.join(', ')}. Send \`confirm_trifecta: true\` to change them anyway.`);
+    }
     return {
       ...(input.name !== undefined && { name: input.name }),
       // A new address is listed afresh by the next sync; which transport it speaks is not known yet.
@@ -199,7 +212,7 @@ export const mcpServersResource: ResourceType<McpServerRow> = {
       case 'remove': return 'team';
       case 'patch': {
         const input = write.input as z.infer<typeof patchSchema>;
-        const fields = Object.keys(input);
+        const fields = Object.keys(input).filter((f) => f !== 'confirm_trifecta');
         if (input.status === 'active') return 'business';
         // Disabling alone is never gated.
         if (input.status === 'disabled' && fields.length === 1) return null;

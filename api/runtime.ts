@@ -75,6 +75,7 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
     guardrails: createGuardrailPolicies(database.db),
     responseCache: createResponseCacheStore(redis.redis),
     spoolDir: spoolRoot(config.dataDir),
+    sealer: manage.sealer,
   };
   const unsubscribe = await subscribeConfigChanges(redis, ({ orgId, what }) => {
     if (orgId) {

@@ -18,6 +18,7 @@ import { mediaRoutes } from './media-routes';
 import { jobRoutes } from './jobs';
 import { requestLogRoutes } from './requests';
 import { usageRoutes } from './usage';
+import { mcpRoutes } from './mcp';
 import type { Database } from '../../core/db/client';
 import type { GatewayServices } from './services';
 
@@ -66,6 +67,7 @@ export function gatewayRouter(deps: GatewayRouterDeps): Router<GatewayState> {
   jobRoutes(router, { db: deps.db, clock: deps.clock, gateway: deps.gateway, jobs: deps.gateway.jobs });
   requestLogRoutes(router, { db: deps.db, clock: deps.clock });
   usageRoutes(router, { db: deps.db, clock: deps.clock });
+  mcpRoutes(router, { db: deps.db, gateway: deps.gateway });
 
   return router;
 }

@@ -12,6 +12,7 @@ import type { RedisHandle } from '../../core/redis';
 import type { GuardrailPolicies } from '../../core/guardrails/policy-cache';
 import type { ResponseCacheStore } from '../../core/response-cache/store';
 import type { JobServices } from './jobs';
+import type { Sealer } from '../../core/crypto/sealing';
 
 /** What the chat path needs besides the key: configuration, catalog, upstream pools, the log. */
 export type GatewayServices = {
@@ -39,6 +40,8 @@ export type GatewayServices = {
   responseCache: ResponseCacheStore;
   /** Where multipart uploads are spooled while a request lasts (`<GW_DATA_DIR>/spool`). */
   spoolDir: string;
+  /** Opens sealed tool-gateway server credentials for calls on `/v1/mcp/{server_slug}` (issue 15). */
+  sealer: Sealer;
 };
 
 /** Default upstream timeout: long answers from large models take minutes. */

@@ -3,10 +3,17 @@ import type { AddressInfo } from 'node:net';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { SSEServerTransport } from '@modelcontextprotocol/sdk/server/sse.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 
 /** One tool a test server lists; change `description` (or add/remove tools) between syncs. */
-export type TestTool = { name: string; description: string; readOnly?: boolean };
+export type TestTool = {
+  name: string;
+  description: string;
+  readOnly?: boolean;
+  /** What a call answers (default: one text `<name>:<query>`); slow or oversized answers for the agent-endpoint tests. */
+  answer?: (query: string) => CallToolResult | Promise<CallToolResult>;
+};
 
 export type TestMcpServer = {
   /** The URL to register (`/mcp` for streamable HTTP, `/sse` for the older HTTP+SSE transport). */
@@ -28,7 +35,7 @@ function buildServer(state: { tools: TestTool[] }): McpServer {
       description: tool.description,
       inputSchema: { query: z.string() },
       annotations: { readOnlyHint: tool.readOnly ?? false },
-    }, async ({ query }) => ({ content: [{ type: 'text', text: `${tool.name}:${query}` }] }));
+    }, async ({ query }) => (tool.answer ? tool.answer(query) : { content: [{ type: 'text', text: `${tool.name}:${query}` }] }));
   }
   return server;
 }

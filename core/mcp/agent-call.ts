@@ -1,0 +1,164 @@
+import { CallToolResultSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
+import type { JsonSchemaType, JsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
+import { LRUCache } from 'lru-cache';
+import type { McpToolDefinition } from '../db/schema';
+
+/**
+ * The pure parts of a tool call on the agent endpoint (`/v1/mcp/{server_slug}`, issue 15):
+ * refusal shapes, argument and result checks, and the texts guardrails read.
+ */
+
+/**
+ * Spec 7 "Tool gateway": the codes of a refused tool call, their error type, and the HTTP
+ * status the same refusal would have on a plain endpoint (what the request log records; the
+ * agent itself gets HTTP 200 with a tool result flagged `isError`).
+ */
+export const TOOL_REFUSALS = {
+  tool_not_allowed: { type: 'permission_denied', status: 403 },
+  tool_not_approved: { type: 'permission_denied', status: 403 },
+  tool_definition_changed: { type: 'permission_denied', status: 403 },
+  invalid_tool_arguments: { type: 'invalid_request_error', status: 400 },
+  tool_result_too_large: { type: 'upstream_error', status: 502 },
+  tool_result_invalid: { type: 'upstream_error', status: 502 },
+  upstream_unavailable: { type: 'upstream_error', status: 502 },
+  upstream_rejected: { type: 'upstream_error', status: 502 },
+  upstream_timeout: { type: 'request_timeout', status: 408 },
+  guardrail_blocked: { type: 'permission_denied', status: 403 },
+  guardrail_unavailable: { type: 'permission_denied', status: 403 },
+} as const satisfies Record<string, { type: string; status: number }>;
+
+export type ToolRefusalCode = keyof typeof TOOL_REFUSALS;
+
+/** A refused tool call: answered as a tool result, logged with its type and code. */
+export class ToolRefusal extends Error {
+  readonly type: string;
+  readonly status: number;
+  constructor(readonly code: ToolRefusalCode, message: string) {
+    super(message);
+    this.name = 'ToolRefusal';
+    this.type = TOOL_REFUSALS[code].type;
+    this.status = TOOL_REFUSALS[code].status;
+  }
+
+  /** Spec 7: a tool result flagged as an error whose structured content is `{type, code, message}`. */
+  toResult(): CallToolResult {
+    return {
+      content: [{ type: 'text', text: `${this.code}: ${this.message}` }],
+      structuredContent: { type: this.type, code: this.code, message: this.message },
+      isError: true,
+    };
+  }
+}
+
+/**
+ * Validators of approved input and output schemas (ajv 8 through the MCP SDK's own provider),
+ * compiled once per approved definition hash. Each entry has its own Ajv instance, so an
+ * evicted entry takes its compiled code with it.
+ */
+const validators = new LRUCache<string, JsonSchemaValidator<unknown>>({ max: 2000 });
+
+function validatorFor(cacheKey: string, schema: unknown): JsonSchemaValidator<unknown> {
+  let validator = validators.get(cacheKey);
+  if (!validator) {
+    // The `$schema` dialect marker is not needed to validate; an unknown one must not make ajv refuse to compile.
+    const { $schema: _dialect, ...body } = (schema ?? {}) as Record<string, unknown>;
+    validator = new AjvJsonSchemaValidator().getValidator<unknown>(body as JsonSchemaType);
+    validators.set(cacheKey, validator);
+  }
+  return validator;
+}
+
+/** The arguments checked against the approved `inputSchema`, or `invalid_tool_arguments`. */
+export function checkArguments(definition: McpToolDefinition, approvedSha256: string, args: Record<string, unknown>): void {
+  let validator: JsonSchemaValidator<unknown>;
+  try {
+    validator = validatorFor(`in:${approvedSha256}`, definition.inputSchema ?? { type: 'object' });
+  } catch (err) {
+    throw new ToolRefusal('invalid_tool_arguments', `The tool's approved input schema cannot be used to check arguments (${(err as Error).message}).`);
+  }
+  const verdict = validator(args);
+  if (!verdict.valid) throw new ToolRefusal('invalid_tool_arguments', `The arguments do not match the tool's input schema: ${verdict.errorMessage}.`);
+}
+
+/** The JSON size of a result in UTF-8 bytes: what `max_result_bytes` bounds. */
+export function resultBytes(result: unknown): number {
+  return Buffer.byteLength(JSON.stringify(result), 'utf8');
+}
+
+/**
+ * What an upstream answered, checked: larger than `max_result_bytes` is `tool_result_too_large`;
+ * not an MCP `CallToolResult`, or (for a tool whose approved definition has an `outputSchema`)
+ * a successful result without matching `structuredContent`, is `tool_result_invalid`.
+ */
+export function checkResult(raw: unknown, limits: { maxResultBytes: number }, definition: McpToolDefinition, approvedSha256: string): CallToolResult {
+  const bytes = resultBytes(raw);
+  if (bytes > limits.maxResultBytes) {
+    throw new ToolRefusal('tool_result_too_large', `The tool's result is ${bytes} bytes, more than this server's \`max_result_bytes\` (${limits.maxResultBytes}).`);
+  }
+  const parsed = CallToolResultSchema.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new ToolRefusal('tool_result_invalid', `The server's answer is not a valid tool result${issue ? ` (${issue.path.join('.') || 'result'}: ${issue.message})` : ''}.`);
+  }
+  const result = parsed.data as CallToolResult;
+  if (definition.outputSchema !== undefined && result.isError !== true) {
+    if (result.structuredContent === undefined) throw new ToolRefusal('tool_result_invalid', 'The tool has an output schema but its result carries no structured content.');
+    let validator: JsonSchemaValidator<unknown>;
+    try {
+      validator = validatorFor(`out:${approvedSha256}`, definition.outputSchema);
+    } catch (err) {
+      throw new ToolRefusal('tool_result_invalid', `The tool's approved output schema cannot be used (${(err as Error).message}).`);
+    }
+    const verdict = validator(result.structuredContent);
+    if (!verdict.valid) throw new ToolRefusal('tool_result_invalid', `The structured content does not match the tool's output schema: ${verdict.errorMessage}.`);
+  }
+  return result;
+}
+
+/**
+ * Every string leaf of a JSON value (object values and array items, depth first), and a way to
+ * rebuild the value with some of them replaced: what guardrails read and redact in tool
+ * arguments and structured results. Keys are left alone.
+ */
+export function stringLeaves(value: unknown): { texts: string[]; rebuild(texts: readonly string[]): unknown } {
+  const texts: string[] = [];
+  const collect = (v: unknown): void => {
+    if (typeof v === 'string') texts.push(v);
+    else if (Array.isArray(v)) v.forEach(collect);
+    else if (v !== null && typeof v === 'object') Object.values(v).forEach(collect);
+  };
+  collect(value);
+  return {
+    texts,
+    rebuild(replaced) {
+      let i = 0;
+      const put = (v: unknown): unknown => {
+        if (typeof v === 'string') return replaced[i++];
+        if (Array.isArray(v)) return v.map(put);
+        if (v !== null && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, put(x)]));
+        return v;
+      };
+      return put(value);
+    },
+  };
+}
+
+/** The texts of a result guardrails read: its text content items, then its structured content's strings. */
+export function resultTexts(result: CallToolResult): { texts: string[]; rebuild(texts: readonly string[]): CallToolResult } {
+  const textItems = result.content.flatMap((c, index) => (c.type === 'text' ? [index] : []));
+  const structured = stringLeaves(result.structuredContent ?? null);
+  const texts = [...textItems.map((index) => (result.content[index] as { text: string }).text), ...structured.texts];
+  return {
+    texts,
+    rebuild(replaced) {
+      const content = result.content.slice();
+      textItems.forEach((index, n) => {
+        content[index] = { ...(content[index] as { type: 'text'; text: string }), text: replaced[n]! };
+      });
+      const out: CallToolResult = { ...result, content };
+      if (result.structuredContent !== undefined) out.structuredContent = structured.rebuild(replaced.slice(textItems.length)) as Record<string, unknown>;
+      return out;
+    },
+  };
+}

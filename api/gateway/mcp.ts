@@ -11,7 +11,7 @@ import { GatewayError } from '../../core/errors';
 import { RequestGuard } from '../../core/guardrails/request-guard';
 import { newId } from '../../core/ids';
 import { checkArguments, checkResult, resultTexts, stringLeaves, ToolRefusal } from '../../core/mcp/agent-call';
-import { McpConnectError, openServerSession } from '../../core/mcp/client';
+import { McpConnectError, openServerSession, type McpSession, type ResponseLimit } from '../../core/mcp/client';
 import { grantAllows, grantFor, mcpAccessEnabled, type McpGrantRow } from '../../core/mcp/grants';
 import type { McpServerRow } from '../../core/mcp/sync';
 import type { McpToolRow } from '../../core/mcp/tools';
@@ -127,6 +127,9 @@ function upstreamRefusal(err: unknown, server: McpServerRow): ToolRefusal {
   return new ToolRefusal('upstream_unavailable', 'The server could not be reached.');
 }
 
+/** Room beyond `max_result_bytes` for what else a session's answers carry: the handshake, the JSON-RPC envelope, SSE framing. */
+const MCP_RESPONSE_SLACK_BYTES = 64 * 1024;
+
 /** What one call leaves for the request log. */
 type CallOutcome = { status: number; refusal?: ToolRefusal; resultBytes?: number; loggedArgs?: unknown; response?: unknown; guard?: RequestGuard };
 
@@ -226,11 +229,25 @@ async function callTool(x: Exchange, name: string, rawArgs: Record<string, unkno
       outcome.loggedArgs = guarded.logged;
     }
     let raw: unknown;
-    const session = await openServerSession(x.server, { sealer: x.services.sealer, dispatcher: x.services.agent });
+    // The session's answers are cut off past the result bound (plus room for the handshake and
+    // the envelope), so an oversized result is refused while it arrives, not after it is buffered.
+    let session: McpSession | null = null;
+    const cut = { hit: false };
+    const responseLimit: ResponseLimit = {
+      bytes: x.server.maxResultBytes + MCP_RESPONSE_SLACK_BYTES,
+      onExceeded: () => {
+        cut.hit = true;
+        void session?.close();
+      },
+    };
     try {
+      session = await openServerSession(x.server, { sealer: x.services.sealer, dispatcher: x.services.agent }, { responseLimit });
       raw = await session.client.request({ method: 'tools/call', params: { name: tool!.upstreamName, arguments: sent } }, ResultSchema, { timeout: x.server.timeoutMs });
+    } catch (err) {
+      if (cut.hit) throw new ToolRefusal('tool_result_too_large', `The tool's result is larger than this server's \`max_result_bytes\` (${x.server.maxResultBytes}).`);
+      throw err;
     } finally {
-      await session.close();
+      await (session as McpSession | null)?.close();
     }
     outcome.resultBytes = Buffer.byteLength(JSON.stringify(raw), 'utf8');
     let result = checkResult(raw, { maxResultBytes: x.server.maxResultBytes }, definition, tool!.approvedSha256!);

@@ -3,7 +3,7 @@ import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
-import { fetch as undiciFetch, type Dispatcher } from 'undici';
+import { fetch as undiciFetch, Response as UndiciResponse, type Dispatcher } from 'undici';
 import type { Sealer } from '../crypto/sealing';
 import type { McpProtocolEra } from '../db/schema';
 import { openServerCredential } from './credential';
@@ -20,7 +20,12 @@ export type McpTarget = {
   timeoutMs: number;
   /** The era that worked last time, tried first; null tries streamable HTTP first. */
   protocolEra?: McpProtocolEra | null;
+  /** A bound on the bytes of the session's response bodies together (agent calls); beyond it they fail. */
+  responseLimit?: ResponseLimit;
 };
+
+/** Response bodies are cut after `bytes` in all; `onExceeded` is told once when that happens. */
+export type ResponseLimit = { bytes: number; onExceeded(): void };
 
 /** An open session: the SDK client, the era that worked, and close. */
 export type McpSession = { client: Client; protocolEra: McpProtocolEra; close(): Promise<void> };
@@ -37,13 +42,31 @@ export class McpConnectError extends Error {
  * The SDK's transports take a fetch; ours is undici's, through the guarded dispatcher (DESIGN 6.8):
  * non-public addresses are refused at connect time, unless the deployment allows them.
  */
-function guardedFetch(dispatcher: Dispatcher) {
-  return ((url: string | URL, init?: RequestInit) => undiciFetch(url, { ...(init as object), dispatcher } as never)) as unknown as typeof fetch;
+function guardedFetch(dispatcher: Dispatcher, limit?: ResponseLimit) {
+  let seen = 0;
+  let exceeded = false;
+  const counted = (res: UndiciResponse): UndiciResponse => {
+    if (!limit || !res.body) return res;
+    const body = res.body.pipeThrough(new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, controller) {
+        seen += chunk.byteLength;
+        if (seen > limit.bytes) {
+          if (!exceeded) limit.onExceeded();
+          exceeded = true;
+          controller.error(new Error(`the server's answers exceed ${limit.bytes} bytes`));
+          return;
+        }
+        controller.enqueue(chunk);
+      },
+    }));
+    return new UndiciResponse(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+  };
+  return (async (url: string | URL, init?: RequestInit) => counted(await undiciFetch(url, { ...(init as object), dispatcher } as never))) as unknown as typeof fetch;
 }
 
 function transportFor(era: McpProtocolEra, target: McpTarget, dispatcher: Dispatcher): Transport {
   const url = new URL(target.url);
-  const options = { requestInit: { headers: target.headers }, fetch: guardedFetch(dispatcher) };
+  const options = { requestInit: { headers: target.headers }, fetch: guardedFetch(dispatcher, target.responseLimit) };
   return era === 'streamable_http' ? new StreamableHTTPClientTransport(url, options) : new SSEClientTransport(url, options);
 }
 
@@ -107,12 +130,13 @@ export type RegisteredMcpServer = {
  * its last `protocol_era` first, through the guarded dispatcher. What the agent endpoint and the
  * sync both use.
  */
-export function openServerSession(server: RegisteredMcpServer, deps: { sealer: Sealer; dispatcher: Dispatcher }): Promise<McpSession> {
+export function openServerSession(server: RegisteredMcpServer, deps: { sealer: Sealer; dispatcher: Dispatcher }, options: { responseLimit?: ResponseLimit } = {}): Promise<McpSession> {
   return openMcpSession({
     url: server.url,
     headers: openServerCredential(deps.sealer, server),
     timeoutMs: server.timeoutMs,
     protocolEra: server.protocolEra,
+    ...options,
   }, deps);
 }
 

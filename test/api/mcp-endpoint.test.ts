@@ -29,6 +29,7 @@ async function startRawMcpServer(): Promise<{ url: string; close(): Promise<void
     { name: 'garbled', description: 'Answers something that is not a tool result', inputSchema },
     { name: 'refuses', description: 'Answers a JSON-RPC error', inputSchema },
     { name: 'huge', description: 'Answers 1.1 million characters', inputSchema },
+    { name: 'flood', description: 'Answers 8 million characters', inputSchema },
   ];
   const server = http.createServer((req, res) => {
     let text = '';
@@ -46,7 +47,7 @@ async function startRawMcpServer(): Promise<{ url: string; close(): Promise<void
         case 'tools/call':
           if (message.params!.name === 'garbled') return void answer({ result: { content: 'not a list' } });
           if (message.params!.name === 'refuses') return void answer({ error: { code: -32602, message: 'no such record' } });
-          return void answer({ result: { content: [{ type: 'text', text: 'y'.repeat(1_100_000) }] } });
+          return void answer({ result: { content: [{ type: 'text', text: 'y'.repeat(message.params!.name === 'flood' ? 8_000_000 : 1_100_000) }] } });
         default:
           return void answer({ error: { code: -32601, message: 'method not found' } });
       }
@@ -268,7 +269,29 @@ describe('/v1/mcp/{server_slug}', () => {
     });
 
     it('refuses a result over the server\'s max_result_bytes: tool_result_too_large', async () => {
-      expect(refusalOf(await call(c, `${main.slug}_dump`, { query: 'x' }))).toMatchObject({ type: 'upstream_error', code: 'tool_result_too_large' });
+      expect(refusalOf(await call(c, `${main.slug}_dump`, { query: 'x' }))).toMatchObject({ type: 'upstream_error', code: 'tool_result_too_large', message: expect.stringMatching(/is \d+ bytes, more than/) });
+    });
+
+    it('cuts an oversized answer off while it arrives, over both transports: tool_result_too_large', async () => {
+      const server = await register(client, { url: raw.url, max_result_bytes: 1024 });
+      await approve(client, server.id, { flood: 'read' });
+      await grant(client, key, server.id, 'all');
+      const s = await agent(key, server.slug);
+      // Cut off in the stream (the message of the cut, not of the check on a whole result).
+      expect(refusalOf(await call(s, `${server.slug}_flood`, { query: 'x' }))).toMatchObject({ type: 'upstream_error', code: 'tool_result_too_large', message: expect.stringMatching(/is larger than/) });
+
+      const sse = await startTestMcpServer('http_sse', [{ name: 'pour', description: 'Pours', readOnly: true, answer: () => ({ content: [{ type: 'text', text: 'p'.repeat(300_000) }] }) }]);
+      try {
+        const old = await register(client, { url: sse.url, max_result_bytes: 1024, timeout_ms: 20_000 });
+        await approve(client, old.id, { pour: 'read' });
+        await grant(client, key, old.id, 'all');
+        const started = Date.now();
+        expect(refusalOf(await call(await agent(key, old.slug), `${old.slug}_pour`, { query: 'x' }))).toMatchObject({ code: 'tool_result_too_large', message: expect.stringMatching(/is larger than/) });
+        // Refused as the answer arrived, not after the 20 s timeout.
+        expect(Date.now() - started).toBeLessThan(5000);
+      } finally {
+        await sse.close();
+      }
     });
 
     it('refuses after timeout_ms: upstream_timeout', async () => {

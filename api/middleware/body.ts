@@ -61,8 +61,14 @@ export function lingerAfterRefusal(req: IncomingMessage): Promise<boolean> {
     req.off('data', onData);
     req.off('end', stop);
     socket.off('close', stop);
-    // Past the bounds nothing more is read; a body that ended leaves nothing unread.
-    if (!req.readableEnded) req.pause();
+    // Past the bounds nothing more is read; a body that ended leaves nothing unread. A client
+    // still sending past them gets the answer, then the socket is closed outright once it is
+    // written (nginx's lingering_time), rather than half-closed under a writer that would wait
+    // on it forever.
+    if (!req.readableEnded) {
+      req.pause();
+      socket.once('finish', () => socket.destroy());
+    }
     delete (socket as Partial<typeof socket>).destroySoon;
     if (answered && !socket.destroyed) socket.destroySoon();
     ended(req.readableEnded);

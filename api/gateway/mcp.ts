@@ -145,7 +145,13 @@ type LogScope = {
   calls: number;
 };
 
-type Exchange = LogScope & { server: McpServerRow; grant: McpGrantRow; db: Database };
+type Exchange = LogScope & {
+  server: McpServerRow;
+  grant: McpGrantRow;
+  db: Database;
+  /** Aborted when the agent hangs up before its answer: the upstream call is cancelled. */
+  clientGone: AbortSignal;
+};
 
 /** One request-log row per tool call (endpoint `mcp.tools/call`), answered or refused. */
 async function logCall(x: LogScope, name: string, tool: McpToolRow | null, started: number, outcome: CallOutcome & { error?: GatewayError }): Promise<void> {
@@ -242,7 +248,7 @@ async function callTool(x: Exchange, name: string, rawArgs: Record<string, unkno
     };
     try {
       session = await openServerSession(x.server, { sealer: x.services.sealer, dispatcher: x.services.agent }, { responseLimit });
-      raw = await session.client.request({ method: 'tools/call', params: { name: tool!.upstreamName, arguments: sent } }, ResultSchema, { timeout: x.server.timeoutMs });
+      raw = await session.client.request({ method: 'tools/call', params: { name: tool!.upstreamName, arguments: sent } }, ResultSchema, { timeout: x.server.timeoutMs, signal: x.clientGone });
     } catch (err) {
       if (cut.hit) throw new ToolRefusal('tool_result_too_large', `The tool's result is larger than this server's \`max_result_bytes\` (${x.server.maxResultBytes}).`);
       throw err;
@@ -256,9 +262,14 @@ async function callTool(x: Exchange, name: string, rawArgs: Record<string, unkno
     return result;
   } catch (err) {
     const refusal = upstreamRefusal(err, x.server);
-    if (!(err instanceof ToolRefusal)) x.ctx.state.log?.warn({ err: (err as Error)?.message, server_id: x.server.id }, 'tool call upstream failed');
+    if (!(err instanceof ToolRefusal) && !x.clientGone.aborted) x.ctx.state.log?.warn({ err: (err as Error)?.message, server_id: x.server.id }, 'tool call upstream failed');
     const logged = (err as { logged?: unknown }).logged;
     if (logged !== undefined) outcome.loggedArgs = logged;
+    // An agent gone before its answer is logged as such (499, no error of ours), as chat does.
+    if (x.clientGone.aborted) {
+      outcome.status = 499;
+      return refusal.toResult();
+    }
     outcome.refusal = refusal;
     outcome.status = refusal.status;
     outcome.response = refusal.toResult().structuredContent;
@@ -307,7 +318,11 @@ export function mcpRoutes(router: Router<GatewayState>, deps: McpRouteDeps): voi
       return;
     }
 
-    const exchange: Exchange = { ctx, key, slug, server, grant, services: deps.gateway, db: deps.db, calls: 0 };
+    const gone = new AbortController();
+    ctx.res.once('close', () => {
+      if (!ctx.res.writableFinished) gone.abort();
+    });
+    const exchange: Exchange = { ctx, key, slug, server, grant, services: deps.gateway, db: deps.db, calls: 0, clientGone: gone.signal };
     const mcp = agentServer(exchange);
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     await mcp.connect(transport);

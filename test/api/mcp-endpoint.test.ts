@@ -305,6 +305,28 @@ describe('/v1/mcp/{server_slug}', () => {
       expect(Date.now() - started).toBeLessThan(2400);
     });
 
+    it('cancels the upstream call when the agent hangs up, and logs it as 499', async () => {
+      const server = await register(client, { url: slow.url, timeout_ms: 10_000 });
+      await approve(client, server.id, { crawl: 'read' });
+      const gone = await newKey(client);
+      await grant(client, gone, server.id, 'all');
+      const abort = new AbortController();
+      const pending = fetch(endpoint(server.slug), {
+        method: 'POST',
+        signal: abort.signal,
+        headers: { authorization: `Bearer ${gone.secret}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'x-forwarded-for': randomClientAddress() },
+        body: JSON.stringify(callRequest(`${server.slug}_crawl`, { query: 'slow' })),
+      }).catch((err: unknown) => err);
+      await sleep(400);
+      abort.abort();
+      await pending;
+      await sleep(300);
+      await fixture.api.runtime.deps.gateway.requestLog.flush();
+      const [row] = await fixture.database.db.select().from(requestLogs).where(and(eq(requestLogs.keyId, gone.id), eq(requestLogs.endpoint, 'mcp.tools/call')));
+      expect(row).toMatchObject({ status: 499, errorCode: null, requestedModel: `${server.slug}_crawl` });
+      expect(row!.latencyMs).toBeLessThan(2000);
+    });
+
     it('refuses when the server cannot be reached: upstream_unavailable', async () => {
       upstream.down = true;
       try {

@@ -177,6 +177,24 @@ describe('tool-gateway management', () => {
         expect(logs).not.toContain(value);
       }
     });
+
+    it('moving a server to another URL clears its credential (never sent to the new host) and un-approves its tools', async () => {
+      const c = manageClient(api.url, tenant.token);
+      const s = await register(c, { slug: slug('move'), name: 'move', url: streamable.url, credential: { type: 'headers', headers: { 'x-api-key': SECRET_VALUE } } });
+      expect(s.status).toBe(201);
+      const [tool] = await toolsOf(s.body.id, c);
+      expect((await c.post(`/mcp_server_tools/${tool!.id}/approve`, { access_class: 'read', expected_sha256: tool!.definition_sha256 })).status).toBe(200);
+
+      const moved = await c.patch<Server>(`/mcp_servers/${s.body.id}`, { url: sse.url }, `"${(await c.get<Server>(`/mcp_servers/${s.body.id}`)).body.version}"`);
+      expect(moved.status).toBe(200);
+      expect(moved.body).toMatchObject({ url: sse.url, auth_type: 'none', header_names: [] });
+      expect((await toolsOf(s.body.id, c)).find((t) => t.id === tool!.id)).toMatchObject({ state: 'changed' });
+
+      const seenBefore = sse.seenHeaders.length;
+      await c.post(`/mcp_servers/${s.body.id}/sync`, {});
+      expect(sse.seenHeaders.length).toBeGreaterThan(seenBefore);
+      expect(sse.seenHeaders.slice(seenBefore).some((h) => h['x-api-key'] !== undefined)).toBe(false);
+    });
   });
 
   describe('tool states (spec 3.2)', () => {

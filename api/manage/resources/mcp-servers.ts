@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { Executor } from '../../../core/db/client';
 import {
   MCP_AUTH_TYPES, MCP_DEFAULT_MAX_RESULT_BYTES, MCP_DEFAULT_RATE_LIMIT_RPM, MCP_DEFAULT_TIMEOUT_MS, MCP_PROTOCOL_ERAS,
-  MCP_SERVER_HEALTH, MCP_SERVER_STATUSES, mcpServers, projects,
+  MCP_SERVER_HEALTH, MCP_SERVER_STATUSES, mcpServers, mcpServerTools, projects,
 } from '../../../core/db/schema';
 import { GatewayError } from '../../../core/errors';
 import { newId } from '../../../core/ids';
@@ -184,10 +184,21 @@ export const mcpServersResource: ResourceType<McpServerRow> = {
     if (input.confirm_trifecta !== true && (await lineagesCompletedByLabels(call.db, row.orgId, row.id, labels)).length > 0) {
       throw new GatewayError('mcp_trifecta_unconfirmed', `With these labels a key granted on this server would reach servers labelled ${RISK_LABELS.join(', ')}. Send \`confirm_trifecta: true\` to change them anyway.`);
     }
+    const moved = url !== undefined && url !== row.url;
+    if (moved) {
+      // Tools approved on the old address are not approved on a new one: until a sync there
+      // finds the same definitions, agents get `tool_definition_changed`.
+      await call.db.update(mcpServerTools).set({ state: 'changed' }).where(and(eq(mcpServerTools.serverId, row.id), eq(mcpServerTools.state, 'approved')));
+    }
     return {
       ...(input.name !== undefined && { name: input.name }),
-      // A new address is listed afresh by the next sync; which transport it speaks is not known yet.
-      ...(url !== undefined && url !== row.url && { url, protocolEra: null, health: 'unknown', consecutiveFailures: 0 }),
+      // A new address is listed afresh by the next sync; which transport it speaks is not known
+      // yet. The credential was given for the old host and is never sent to the new one: it is
+      // cleared, to be given again with POST /mcp_servers/{id}/credential.
+      ...(moved && {
+        url, protocolEra: null, health: 'unknown', consecutiveFailures: 0,
+        ...sealServerCredential(call.services.sealer, row, { authType: 'none', headers: {} }), credentialUpdatedAt: call.now,
+      }),
       ...(input.project_ids !== undefined && { projectIds: await checkProjects(call.db, row.orgId, input.project_ids) }),
       ...(environments !== undefined && { environments }),
       ...(input.reads_private_data !== undefined && { readsPrivateData: input.reads_private_data }),
@@ -213,7 +224,8 @@ export const mcpServersResource: ResourceType<McpServerRow> = {
       case 'patch': {
         const input = write.input as z.infer<typeof patchSchema>;
         const fields = Object.keys(input).filter((f) => f !== 'confirm_trifecta');
-        if (input.status === 'active') return 'business';
+        // Pointing a server at another host is enabling it anew, as registering is.
+        if (input.status === 'active' || input.url !== undefined) return 'business';
         // Disabling alone is never gated.
         if (input.status === 'disabled' && fields.length === 1) return null;
         return 'team';

@@ -23,12 +23,19 @@ export async function mcpToolSync(): Promise<McpToolSyncResult> {
   let afterId: string | null = null;
   for (let page = 0; page < MCP_TOOL_SYNC_MAX_PAGES; page++) {
     const ids: string[] = await listActiveMcpServers({ afterId, limit: MCP_TOOL_SYNC_PAGE_SIZE });
-    const summaries: McpServerSyncSummary[] = await Promise.all(ids.map((serverId) => syncMcpServer({ serverId })));
-    for (const s of summaries) {
+    // One server whose activity gives up (a listing slower than its timeout allows) is counted
+    // failed; it does not fail the run or keep the servers on later pages from being listed.
+    const settled = await Promise.allSettled(ids.map((serverId) => syncMcpServer({ serverId })));
+    for (const s of settled) {
       result.servers++;
-      result[s.outcome]++;
-      result.toolsChanged += s.toolsChanged;
-      result.alertsQueued += s.alertsQueued;
+      if (s.status === 'rejected') {
+        result.failed++;
+        continue;
+      }
+      const summary: McpServerSyncSummary = s.value;
+      result[summary.outcome]++;
+      result.toolsChanged += summary.toolsChanged;
+      result.alertsQueued += summary.alertsQueued;
     }
     if (ids.length < MCP_TOOL_SYNC_PAGE_SIZE) break;
     afterId = ids[ids.length - 1]!;

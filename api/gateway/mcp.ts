@@ -220,7 +220,9 @@ async function callTool(x: Exchange, name: string, rawArgs: Record<string, unkno
   const started = performance.now();
   const [tool] = await x.db.select().from(mcpServerTools).where(and(eq(mcpServerTools.serverId, x.server.id), eq(mcpServerTools.exposedName, name)));
   const args = rawArgs ?? {};
-  const outcome: CallOutcome = { status: 200, loggedArgs: args };
+  // Arguments are logged only once guardrails have seen them (redacted), or when none apply: a
+  // call refused before that step never stores what a rule might have matched.
+  const outcome: CallOutcome = { status: 200, loggedArgs: null };
   try {
     const refused = refusalFor(x.grant, tool ?? null, name);
     if (refused) throw refused;
@@ -233,6 +235,8 @@ async function callTool(x: Exchange, name: string, rawArgs: Record<string, unkno
       const guarded = guardArguments(outcome.guard, args);
       sent = guarded.args;
       outcome.loggedArgs = guarded.logged;
+    } else {
+      outcome.loggedArgs = args;
     }
     let raw: unknown;
     // The session's answers are cut off past the result bound (plus room for the handshake and
@@ -305,7 +309,7 @@ export function mcpRoutes(router: Router<GatewayState>, deps: McpRouteDeps): voi
       if (err instanceof GatewayError && calls.length > 0) {
         const scope: LogScope = { ctx, key, services: deps.gateway, slug, server: resolved?.server ?? null, calls: 0 };
         const started = performance.now();
-        for (const c of calls) await logCall(scope, c.name, null, started, { status: err.status, error: err, loggedArgs: c.arguments });
+        for (const c of calls) await logCall(scope, c.name, null, started, { status: err.status, error: err, loggedArgs: null });
       }
       throw err;
     }

@@ -20,9 +20,9 @@ import type { GatewayServices } from './services';
 export const TRANSCRIPTION_FILES = ['file'] as const;
 export const TRANSCRIPTION_FIELDS = [
   'model', 'language', 'prompt', 'response_format', 'temperature', 'timestamp_granularities[]', 'include[]', 'chunking_strategy',
-  'known_speaker_names[]', 'known_speaker_references[]', 'stream', 'fallbacks[]', 'metadata', 'logging',
+  'known_speaker_names[]', 'known_speaker_references[]', 'stream', 'fallbacks[]', 'metadata', 'logging', 'routing',
 ] as const;
-const TRANSCRIPTION_EXTENSION_FIELDS = ['fallbacks[]', 'metadata', 'logging'];
+const TRANSCRIPTION_EXTENSION_FIELDS = ['fallbacks[]', 'metadata', 'logging', 'routing'];
 
 const transcriptionSchema = z.object({
   model: z.string().min(1).max(256),
@@ -31,6 +31,7 @@ const transcriptionSchema = z.object({
   stream: z.enum(['false']).optional(),
   'fallbacks[]': z.array(z.string().min(1)).max(5).optional(),
   metadata: z.string().max(8192).optional(),
+  routing: z.string().max(8192).optional(),
   logging: z.enum(['true', 'false']).optional(),
 });
 
@@ -52,6 +53,7 @@ export function audioTranscriptions(services: GatewayServices) {
       model: request.model,
       fallbacks: request['fallbacks[]'],
       metadata: request.metadata === undefined ? undefined : parseJsonField('metadata', request.metadata),
+      routing: request.routing === undefined ? undefined : parseInput(MEDIA_EXTENSIONS.routing, parseJsonField('routing', request.routing)),
       logging: request.logging === undefined ? undefined : request.logging === 'true',
     };
     const loggedRequest = { ...fields, file: { filename: file.filename, bytes: file.size, seconds: measured.seconds } };

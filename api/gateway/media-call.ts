@@ -199,8 +199,11 @@ export async function serveMedia<T>(ctx: GatewayContext, services: GatewayServic
   const attribution = parseAttribution(routing.metadata);
   const config = await services.orgConfig.get(key.orgId);
   const call: MediaCall = { ctx, services, key, config, endpoint, routing, plan: null, attribution, logging: routing.logging !== false, started, createdAt: new Date(), hold: null };
-  const refuse = (err: unknown): never => {
-    if (err instanceof GatewayError) logMedia(call, handler.loggedRequest, { status: err.status, attempts: [], error: err });
+  // Every way out writes its one row: a defect as the 500 the error middleware will answer.
+  const asLogged = (err: unknown) => (err instanceof GatewayError ? err : new GatewayError('internal_error', 'The gateway hit an internal error.'));
+  const refuse = (err: unknown, attempts: RequestAttempt[] = []): never => {
+    const logged = asLogged(err);
+    logMedia(call, handler.loggedRequest, { status: logged.status, attempts, error: logged });
     throw err;
   };
 
@@ -226,7 +229,7 @@ export async function serveMedia<T>(ctx: GatewayContext, services: GatewayServic
     });
   } catch (err) {
     endSpend(call, null);
-    if (!clientGone.signal.aborted) throw err;
+    if (!clientGone.signal.aborted) refuse(err);
     // A client gone before an answer began is not an error of ours: log it (499) and stop.
     logMedia(call, handler.loggedRequest, { status: 499, attempts: [] });
     ctx.respond = false;
@@ -240,7 +243,15 @@ export async function serveMedia<T>(ctx: GatewayContext, services: GatewayServic
 
   const served: MediaServed<T> = { ...walked, adapter: mediaAdapterFor(walked.candidate.connection.kind, endpoint)! };
   // The provider was called and bills for it: the spend settles whatever happens to the answer.
-  const { estimate, usage } = handler.cost(served, config);
+  let priced: ReturnType<MediaEndpointHandler<T>['cost']>;
+  try {
+    priced = handler.cost(served, config);
+  } catch (err) {
+    // Not priced: the hold is given back, as for any answer without a cost.
+    endSpend(call, null);
+    refuse(err, served.attempts);
+  }
+  const { estimate, usage } = priced!;
   endSpend(call, estimate);
   setServedHeaders(call, served, estimate);
   const wire = mediaUsage(usage, estimate);

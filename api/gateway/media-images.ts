@@ -53,15 +53,16 @@ const editSchema = z.object({
   partial_images: z.enum(['0']).optional(),
   'fallbacks[]': z.array(z.string().min(1)).max(5).optional(),
   metadata: z.string().max(8192).optional(),
+  routing: z.string().max(8192).optional(),
   logging: z.enum(['true', 'false']).optional(),
 });
 
 /** The edit form's parts the gateway reads or forwards; others are dropped (spec 7 rule 6). */
 export const EDIT_FILES = ['image', 'image[]', 'mask'] as const;
-export const EDIT_FIELDS = ['model', 'prompt', 'n', 'size', 'quality', 'response_format', 'user', 'background', 'output_format', 'output_compression', 'input_fidelity', 'moderation', 'stream', 'partial_images', 'fallbacks[]', 'metadata', 'logging'] as const;
+export const EDIT_FIELDS = ['model', 'prompt', 'n', 'size', 'quality', 'response_format', 'user', 'background', 'output_format', 'output_compression', 'input_fidelity', 'moderation', 'stream', 'partial_images', 'fallbacks[]', 'metadata', 'logging', 'routing'] as const;
 
 /** The gateway's own multipart fields: read here, never forwarded. */
-const EDIT_EXTENSION_FIELDS = ['fallbacks[]', 'metadata', 'logging'];
+const EDIT_EXTENSION_FIELDS = ['fallbacks[]', 'metadata', 'logging', 'routing'];
 
 const EXTENSIONS: Record<string, string> = { 'image/png': 'png', 'image/jpeg': 'jpg', 'image/webp': 'webp' };
 
@@ -138,6 +139,7 @@ export function imageEdits(services: GatewayServices) {
       model: request.model,
       fallbacks: request['fallbacks[]'],
       metadata: request.metadata === undefined ? undefined : parseJsonField('metadata', request.metadata),
+      routing: request.routing === undefined ? undefined : parseInput(MEDIA_EXTENSIONS.routing, parseJsonField('routing', request.routing)),
       logging: request.logging === undefined ? undefined : request.logging === 'true',
     };
     const { response_format: _format, ...logged } = fields;

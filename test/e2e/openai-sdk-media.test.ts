@@ -163,6 +163,29 @@ describe('images and audio through the gateway with the openai SDK', () => {
     });
   });
 
+  describe('extension fields in multipart bodies', () => {
+    it('reads routing (JSON text) from the form and never forwards it', async () => {
+      const form = (routing: string) => {
+        const body = new FormData();
+        body.append('model', 'whisper-1');
+        body.append('routing', routing);
+        body.append('file', new Blob([audio(1)], { type: 'audio/wav' }), 'a.wav');
+        return body;
+      };
+      const post = (body: FormData) => fetch(`${f.api.url}/v1/audio/transcriptions`, { method: 'POST', headers: { authorization: `Bearer ${secret}` }, body });
+      const denied = await post(form(JSON.stringify({ providers: { deny: ['openai'] } })));
+      expect(denied.status).toBe(503);
+      expect(await denied.json()).toMatchObject({ error: { code: 'connection_out_of_scope' } });
+      const unreadable = await post(form('{not json'));
+      expect(unreadable.status).toBe(400);
+      expect(await unreadable.json()).toMatchObject({ error: { type: 'invalid_request_error', param: 'routing' } });
+      const allowed = await post(form(JSON.stringify({ providers: { allow: ['openai'] } })));
+      expect(allowed.status).toBe(200);
+      const sent = f.sandbox.received.at(-1)! as Loose;
+      expect(sent.multipart.fields).not.toContain('routing');
+    });
+  });
+
   describe('audio/speech', () => {
     const input = 'Hello from the gateway, spoken aloud.';
     // tts-1 lists at $15 per million characters.

@@ -299,6 +299,11 @@ export function mcpRoutes(router: Router<GatewayState>, deps: McpRouteDeps): voi
   router.all('/mcp/:slug', async (ctx) => {
     const key = ctx.state.key!;
     const slug = ctx.params.slug!;
+    // One message a request: a batch would put many tool calls under one count of the key's
+    // rate tier, and the protocol dropped batching in its 2025-06-18 revision.
+    if (ctx.method === 'POST' && Array.isArray(ctx.state.body)) {
+      throw new GatewayError('invalid_request', 'JSON-RPC batches are not accepted here: send one message per request.');
+    }
     const calls = ctx.method === 'POST' ? toolCallsIn(ctx.state.body) : [];
     let resolved: { server: McpServerRow; grant: McpGrantRow } | null = null;
     try {

@@ -465,6 +465,10 @@ describe('/v1/mcp/{server_slug}', () => {
       await grant(client, key, main.id, 'read');
       expect((await post(key, main.slug, undefined, 'GET')).status).toBe(405);
       expect((await post(key, main.slug, undefined, 'DELETE')).status).toBe(405);
+      // One message a request: a batch of calls would count once against the key's rate.
+      const batch = await post(key, main.slug, [listRequest, { ...listRequest, id: 3 }]);
+      expect(batch.status).toBe(400);
+      expect(batch.body.error).toMatchObject({ type: 'invalid_request_error' });
     });
 
     it('limits tool calls per server to rate_limit_rpm: 429 mcp_server_rate_limited with Retry-After', async () => {

@@ -31,7 +31,15 @@ describe('development launcher', () => {
 
   beforeAll(() => admin(`CREATE DATABASE ${database}`));
   afterAll(async () => {
-    if (child && child.exitCode === null) child.kill('SIGKILL');
+    // The launcher's whole process group (tsx, the launcher, Temporal, the API and workers): a
+    // test that timed out must not leave a development stack running on the machine.
+    if (child?.pid && child.exitCode === null) {
+      try {
+        process.kill(-child.pid, 'SIGKILL');
+      } catch {
+        child.kill('SIGKILL');
+      }
+    }
     fs.rmSync(dataDir, { recursive: true, force: true });
     await admin(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
   });
@@ -53,6 +61,8 @@ describe('development launcher', () => {
       cwd: ROOT,
       env: launcherEnv([port, temporalPort, uiPort]),
       stdio: ['ignore', 'pipe', 'pipe'],
+      // Its own process group, so afterAll can stop everything it started.
+      detached: true,
     });
     child.stdout!.on('data', (d) => (output += d));
     child.stderr!.on('data', (d) => (output += d));

@@ -7,7 +7,7 @@ import { TRANSCRIPTION_FORMATS, type TranscriptionFormat, type TranscriptionResu
 import type { UpstreamSuccess } from '../../core/providers/upstream';
 import type { GatewayContext } from '../context';
 import { parseInput } from '../validation';
-import { MEDIA_EXTENSIONS, parseJsonField } from './media-images';
+import { MEDIA_EXTENSIONS, multipartRouting } from './media-images';
 import { serveMedia, servedFields } from './media-call';
 import type { GatewayServices } from './services';
 
@@ -49,13 +49,7 @@ export function audioTranscriptions(services: GatewayServices) {
     const measured = await reservationSeconds(file.path);
     const fields = Object.fromEntries(Object.entries(form.fields).filter(([k]) => !TRANSCRIPTION_EXTENSION_FIELDS.includes(k)));
     const forwarded = { fields, files: [file] };
-    const routing = {
-      model: request.model,
-      fallbacks: request['fallbacks[]'],
-      metadata: request.metadata === undefined ? undefined : parseJsonField('metadata', request.metadata),
-      routing: request.routing === undefined ? undefined : parseInput(MEDIA_EXTENSIONS.routing, parseJsonField('routing', request.routing)),
-      logging: request.logging === undefined ? undefined : request.logging === 'true',
-    };
+    const routing = multipartRouting(request);
     const loggedRequest = { ...fields, file: { filename: file.filename, bytes: file.size, seconds: measured.seconds } };
 
     await serveMedia<TranscriptionResult>(ctx, services, 'audio.transcriptions', routing, {

@@ -7,7 +7,7 @@ import type { ImagesResult } from '../../core/providers/media/types';
 import type { GatewayContext } from '../context';
 import { parseInput } from '../validation';
 import { chatRequestSchema } from './chat-request';
-import { serveMedia, servedFields, type MediaEndpointHandler, type MediaServed, type SendUpstream } from './media-call';
+import { serveMedia, servedFields, type MediaEndpointHandler, type MediaRouting, type MediaServed, type SendUpstream } from './media-call';
 import type { GatewayServices } from './services';
 import type { Candidate } from '../../core/routing/candidates';
 import type { OrgConfig } from '../../core/routing/org-config';
@@ -135,13 +135,7 @@ export function imageEdits(services: GatewayServices) {
     if (images.length === 0) throw new GatewayError('invalid_request', '`image` is required: the image (or images) to edit.', { details: { param: 'image' } });
     const fields = Object.fromEntries(Object.entries(form.fields).filter(([k]) => !EDIT_EXTENSION_FIELDS.includes(k)));
     const forwarded = { fields, files: form.files };
-    const routing = {
-      model: request.model,
-      fallbacks: request['fallbacks[]'],
-      metadata: request.metadata === undefined ? undefined : parseJsonField('metadata', request.metadata),
-      routing: request.routing === undefined ? undefined : parseInput(MEDIA_EXTENSIONS.routing, parseJsonField('routing', request.routing)),
-      logging: request.logging === undefined ? undefined : request.logging === 'true',
-    };
+    const routing = multipartRouting(request);
     const { response_format: _format, ...logged } = fields;
     const loggedRequest = { ...logged, files: form.files.map((f) => ({ field: f.field, filename: f.filename, bytes: f.size })) };
     await serveMedia(ctx, services, 'images.edits', routing, imagesHandler(ctx, services, request, loggedRequest, images.length, async (candidate, send, adapter) => {
@@ -168,4 +162,15 @@ export function parseJsonField(name: string, text: string): unknown {
   } catch {
     throw new GatewayError('invalid_request', `Invalid \`${name}\`: it must be JSON text in a multipart request.`, { details: { param: name } });
   }
+}
+
+/** The gateway's own fields of a multipart request, read from their text form (see MEDIA_EXTENSIONS). */
+export function multipartRouting(request: { model: string; 'fallbacks[]'?: string[]; metadata?: string; routing?: string; logging?: string }): MediaRouting {
+  return {
+    model: request.model,
+    fallbacks: request['fallbacks[]'],
+    metadata: request.metadata === undefined ? undefined : parseJsonField('metadata', request.metadata),
+    routing: request.routing === undefined ? undefined : parseInput(MEDIA_EXTENSIONS.routing, parseJsonField('routing', request.routing)),
+    logging: request.logging === undefined ? undefined : request.logging === 'true',
+  };
 }

@@ -7,7 +7,7 @@ import { TRANSCRIPTION_FORMATS, type TranscriptionFormat, type TranscriptionResu
 import type { UpstreamSuccess } from '../../core/providers/upstream';
 import type { GatewayContext } from '../context';
 import { parseInput } from '../validation';
-import { MEDIA_EXTENSIONS, multipartRouting } from './media-images';
+import { MEDIA_EXTENSIONS, multipartRouting, promptField } from './media-images';
 import { serveMedia, servedFields } from './media-call';
 import type { GatewayServices } from './services';
 
@@ -54,6 +54,7 @@ export function audioTranscriptions(services: GatewayServices) {
 
     await serveMedia<TranscriptionResult>(ctx, services, 'audio.transcriptions', routing, {
       loggedRequest,
+      guardedText: promptField(fields, loggedRequest, 'prompt'),
       worstCase: (c, config) => transcriptionWorstCase({ kind: c.connection.kind, model: c.upstreamModel, modelId: c.modelId, prices: config.prices, seconds: measured.seconds }),
       async attempt(candidate, adapter, send) {
         const { overrides, ...call } = adapter.transcriptionRequest(fields, { model: candidate.upstreamModel, config: candidate.connection.config, modelId: candidate.modelId });
@@ -114,12 +115,15 @@ export function audioSpeech(services: GatewayServices) {
   return async (ctx: GatewayContext): Promise<void> => {
     const request = parseInput(speechSchema, ctx.state.body);
     const body = Object.fromEntries(Object.entries(request).filter(([k]) => !SPEECH_FIELDS.includes(k)));
-    const characters = request.input.length;
+    const loggedRequest = { ...body };
+    // What is spoken is what is priced: the input as sent, after any guardrail redaction.
+    const characters = () => String(body.input).length;
     const format = request.response_format ?? 'mp3';
 
     await serveMedia<UpstreamSuccess>(ctx, services, 'audio.speech', request, {
-      loggedRequest: body,
-      worstCase: (c, config) => speechWorstCase({ kind: c.connection.kind, model: c.upstreamModel, modelId: c.modelId, prices: config.prices, characters }),
+      loggedRequest,
+      guardedText: promptField(body, loggedRequest, 'input'),
+      worstCase: (c, config) => speechWorstCase({ kind: c.connection.kind, model: c.upstreamModel, modelId: c.modelId, prices: config.prices, characters: characters() }),
       // Served once the provider's answer has begun: nothing was sent to the client before that.
       async attempt(candidate, adapter, send) {
         const sent = await send(adapter.speechRequest({ ...body, model: candidate.upstreamModel }, { model: candidate.upstreamModel, config: candidate.connection.config, modelId: candidate.modelId }));
@@ -127,8 +131,8 @@ export function audioSpeech(services: GatewayServices) {
       },
       cost(served, config) {
         const c = served.candidate;
-        const estimate = speechCost({ kind: c.connection.kind, model: c.upstreamModel, modelId: c.modelId, prices: config.prices, characters });
-        return { estimate, usage: { characters } };
+        const estimate = speechCost({ kind: c.connection.kind, model: c.upstreamModel, modelId: c.modelId, prices: config.prices, characters: characters() });
+        return { estimate, usage: { characters: characters() } };
       },
       async answer(served, usage, call) {
         const upstream = served.value;

@@ -1,6 +1,7 @@
 import { upstreamTarget, walkPlan, type TryResult, type Walked } from '../../core/chat/execute';
 import type { RequestAttempt } from '../../core/db/schema';
 import { GatewayError } from '../../core/errors';
+import { RequestGuard } from '../../core/guardrails/request-guard';
 import { errorSummary } from '../../core/logger';
 import type { CostEstimate } from '../../core/pricing/cost';
 import { MEDIA_UNITS, mediaListRow, type MediaKind } from '../../core/pricing/media-cost';
@@ -43,6 +44,8 @@ export const MEDIA_KIND_OF: Record<MediaEndpoint, MediaKind> = {
 };
 
 export type MediaCall = SpendCall & {
+  /** The request's guardrails, when an enabled policy applies to its key (core/guardrails). */
+  guard?: RequestGuard;
   endpoint: MediaEndpoint;
   routing: MediaRouting;
   plan: Plan | null;
@@ -63,6 +66,12 @@ export type SendUpstream = (upstream: UpstreamRequest) => Promise<UpstreamSucces
 export type MediaEndpointHandler<T> = {
   /** What the request log keeps of the request when the organization logs prompts (never file bytes). */
   loggedRequest: Record<string, unknown>;
+  /**
+   * The request's text that guardrails check before anything is held or sent (a prompt, the
+   * text to speak): `read` answers it, `write` puts back what is sent (redacted where a rule
+   * redacts) and what the log keeps (never what a rule matched).
+   */
+  guardedText: { read(): string[]; write(sent: string[], logged: string[]): void };
   /** The most the request can cost on this candidate; null when nothing prices it. */
   worstCase(candidate: Candidate, config: OrgConfig): CostEstimate;
   /** One try on one candidate: what it answered, or how it failed (which drives failover). */
@@ -111,6 +120,7 @@ function logMedia(call: MediaCall, loggedRequest: Record<string, unknown>, outco
     usage: outcome.usage ?? null,
     cost: outcome.estimate?.cost ?? null,
     priceSource: outcome.estimate?.source ?? null,
+    guardrails: call.guard?.outcome() ?? null,
     requestBody: capture ? loggedRequest : null,
     // Spec 4.1 logging: image and audio answers are kept only as the links they gave.
     responseBody: capture ? (outcome.response ?? null) : null,
@@ -180,6 +190,24 @@ function worstCaseOver<T>(call: MediaCall, handler: MediaEndpointHandler<T>): nu
   return worst;
 }
 
+/**
+ * Guardrails' input stage (spec 2.6) on the request's text, before any hold or provider call, as
+ * chat's: what the rules redact is redacted in what is sent; a block (or a failed detector
+ * under `on_engine_error: block`) is a 403 that reached nothing.
+ */
+async function guardText<T>(call: MediaCall, handler: MediaEndpointHandler<T>): Promise<void> {
+  const rules = await call.services.guardrails.rulesFor(call.key);
+  if (!rules) return;
+  const guard = (call.guard = new RequestGuard(rules));
+  const texts = handler.guardedText.read();
+  const { messages, refusal } = guard.checkInput(texts.map((content) => ({ role: 'user' as const, content })));
+  const word = guard.header(false);
+  if (word) call.ctx.set('X-GW-Guardrails', word);
+  const textOf = (m: { content?: unknown }) => (typeof m.content === 'string' ? m.content : '');
+  handler.guardedText.write(messages.map(textOf), (guard.logMessages ?? messages).map(textOf));
+  if (refusal) throw refusal;
+}
+
 /** Headers every media answer carries (binary ones have no JSON body to say it in). */
 function setServedHeaders(call: MediaCall, served: Walked<unknown>, estimate: CostEstimate): void {
   const { ctx } = call;
@@ -209,6 +237,7 @@ export async function serveMedia<T>(ctx: GatewayContext, services: GatewayServic
 
   try {
     call.plan = planMedia(call);
+    await guardText(call, handler);
     await reserveSpend(call, () => worstCaseOver(call, handler));
   } catch (err) {
     refuse(err);

@@ -66,11 +66,24 @@ const EDIT_EXTENSION_FIELDS = ['fallbacks[]', 'metadata', 'logging', 'routing'];
 
 const EXTENSIONS: Record<string, string> = { 'image/png': 'png', 'image/jpeg': 'jpg', 'image/webp': 'webp' };
 
-function imagesHandler(ctx: GatewayContext, services: GatewayServices, request: ImagesRequest, loggedRequest: Record<string, unknown>, inputImages: number,
+/** Guardrails read the prompt where it is sent from, and put the redacted one back there and in the log. */
+export function promptField(sent: Record<string, unknown>, logged: Record<string, unknown>, field: string): MediaEndpointHandler<unknown>['guardedText'] {
+  return {
+    read: () => (typeof sent[field] === 'string' ? [sent[field] as string] : []),
+    write(texts, loggedTexts) {
+      if (texts.length === 0) return;
+      sent[field] = texts[0];
+      logged[field] = loggedTexts[0];
+    },
+  };
+}
+
+function imagesHandler(ctx: GatewayContext, services: GatewayServices, request: ImagesRequest, sent: Record<string, unknown>, loggedRequest: Record<string, unknown>, inputImages: number,
   attempt: (candidate: Candidate, send: SendUpstream, adapter: MediaServed<ImagesResult>['adapter']) => Promise<TryResult<ImagesResult>>): MediaEndpointHandler<ImagesResult> {
   const prices = (config: OrgConfig) => config.prices;
   return {
     loggedRequest,
+    guardedText: promptField(sent, loggedRequest, 'prompt'),
     worstCase: (c, config) => imageWorstCase({
       kind: c.connection.kind, model: c.upstreamModel, modelId: c.modelId, prices: prices(config),
       n: request.n ?? 1, size: request.size, quality: request.quality, promptCharacters: request.prompt.length, inputImages,
@@ -118,7 +131,7 @@ export function imageGenerations(services: GatewayServices) {
     const request = parseInput(generationSchema, ctx.state.body);
     const body = Object.fromEntries(Object.entries(request).filter(([k]) => !EXTENSION_NAMES.includes(k) && k !== 'response_format'));
     const loggedRequest = { ...body };
-    await serveMedia(ctx, services, 'images.generations', request, imagesHandler(ctx, services, request, loggedRequest, 0, async (candidate, send, adapter) => {
+    await serveMedia(ctx, services, 'images.generations', request, imagesHandler(ctx, services, request, body, loggedRequest, 0, async (candidate, send, adapter) => {
       const sent = await send(adapter.imagesRequest({ ...body, model: candidate.upstreamModel }, { model: candidate.upstreamModel, config: candidate.connection.config, modelId: candidate.modelId }));
       if (!sent.ok) return sent;
       return readImages(sent.body, adapter);
@@ -138,7 +151,7 @@ export function imageEdits(services: GatewayServices) {
     const routing = multipartRouting(request);
     const { response_format: _format, ...logged } = fields;
     const loggedRequest = { ...logged, files: form.files.map((f) => ({ field: f.field, filename: f.filename, bytes: f.size })) };
-    await serveMedia(ctx, services, 'images.edits', routing, imagesHandler(ctx, services, request, loggedRequest, images.length, async (candidate, send, adapter) => {
+    await serveMedia(ctx, services, 'images.edits', routing, imagesHandler(ctx, services, request, fields, loggedRequest, images.length, async (candidate, send, adapter) => {
       const { overrides, ...call } = adapter.editRequest(fields, { model: candidate.upstreamModel, config: candidate.connection.config, modelId: candidate.modelId });
       const sent = await send({ ...call, body: await multipartForward(forwarded, overrides) });
       if (!sent.ok) return sent;

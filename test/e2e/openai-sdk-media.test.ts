@@ -282,6 +282,50 @@ describe('images and audio through the gateway with the openai SDK', () => {
   });
 });
 
+describe('guardrails on image prompts and speech input', () => {
+  let f: ChatFixture;
+  let sdk: OpenAI;
+
+  beforeAll(async () => {
+    f = await startChatFixture();
+    await f.connect('openai');
+    const settings = await f.client.get('/org_settings');
+    expect((await f.client.patch('/org_settings', { prompt_logging_enabled: true }, settings.etag!)).status).toBe(200);
+    const policy = await f.client.post('/guardrail_policies', {
+      target: 'organization',
+      rules: [{ detector: 'keywords', stage: 'input', action: 'block', words: ['forbidden'] }, { detector: 'email', stage: 'input', action: 'redact' }],
+    });
+    expect([policy.status, policy.body.error]).toEqual([201, undefined]);
+    await f.settle();
+    sdk = new OpenAI({ apiKey: await f.key(), baseURL: `${f.api.url}/v1`, maxRetries: 0 });
+  });
+  afterAll(() => f.close());
+
+  it('blocks a prompt before anything is held or sent, and redacts what a redact rule finds in what is sent and logged', async () => {
+    const before = f.sandbox.received.length;
+    await expect(sdk.images.generate({ model: 'dall-e-2', prompt: 'a forbidden castle' })).rejects.toMatchObject({ status: 403, code: 'guardrail_blocked' });
+    expect(f.sandbox.received.length).toBe(before);
+
+    const { data, response } = await sdk.images.generate({ model: 'dall-e-2', prompt: 'a card for jane@example.com' }).withResponse();
+    expect(data.data).toHaveLength(1);
+    expect(response.headers.get('x-gw-guardrails')).toBe('redacted');
+    const sent = f.sandbox.received.at(-1)! as Loose;
+    expect(sent.body.prompt).not.toContain('jane@example.com');
+    await f.api.runtime.deps.gateway.requestLog.flush();
+    const [row] = await f.database.db.select().from(requestLogs).where(eq(requestLogs.id, response.headers.get('x-gw-request-id')!));
+    expect(JSON.stringify(row!.requestBody)).not.toContain('jane@example.com');
+    expect(row!.guardrails).toMatchObject({ action: 'redacted' });
+
+    const speech = await fetch(`${f.api.url}/v1/audio/speech`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${(sdk as unknown as { apiKey: string }).apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'tts-1', voice: 'alloy', input: 'say forbidden words' }),
+    });
+    expect(speech.status).toBe(403);
+    expect(await speech.json()).toMatchObject({ error: { code: 'guardrail_blocked' } });
+  });
+});
+
 describe('Imagen through the Gemini API', () => {
   let f: ChatFixture;
 

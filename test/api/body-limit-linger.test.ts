@@ -1,43 +1,9 @@
-import net from 'node:net';
 import OpenAI from 'openai';
 import { startTestApi, testDatabase, type TestApi } from '../helpers/harness';
 import { bearer, createTenant, type Tenant } from '../helpers/tenants';
 import type { DatabaseHandle } from '../../core/db/client';
 import { LINGER_MAX_BYTES } from '../../api/middleware/body';
-
-type Upload = { answer: string; sent: number; error: string | null };
-
-/**
- * A client that sends its whole declared body before it reads anything, as a plain socket:
- * the request head, then `total` bytes in 1 MB writes, paced and honouring backpressure,
- * whatever the server answers meanwhile; it stops at the first error. Resolves with what it
- * received once the connection is closed.
- */
-function upload(url: string, headers: Record<string, string>, total: number, paceMs: number): Promise<Upload> {
-  const { hostname, port, pathname } = new URL(url);
-  const chunk = Buffer.alloc(1_000_000, ' ');
-  return new Promise((resolve) => {
-    const outcome: Upload = { answer: '', sent: 0, error: null };
-    // Half-open: the server's FIN after its answer does not stop this client sending.
-    const socket = net.connect({ port: Number(port), host: hostname, allowHalfOpen: true });
-    socket.setEncoding('utf8');
-    socket.on('data', (c: string) => (outcome.answer += c));
-    socket.on('error', (err: NodeJS.ErrnoException) => (outcome.error ??= err.code ?? err.message));
-    socket.on('close', () => resolve(outcome));
-    const head = { ...headers, host: `${hostname}:${port}`, 'content-type': 'application/json', 'content-length': String(total) };
-    socket.write(`POST ${pathname} HTTP/1.1\r\n${Object.entries(head).map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n`);
-    const pump = () => {
-      if (socket.destroyed) return;
-      if (outcome.sent >= total) return void socket.end();
-      const size = Math.min(chunk.length, total - outcome.sent);
-      outcome.sent += size;
-      const more = socket.write(size === chunk.length ? chunk : chunk.subarray(0, size));
-      if (more) setTimeout(pump, paceMs);
-      else socket.once('drain', () => setTimeout(pump, paceMs));
-    };
-    pump();
-  });
-}
+import { socketUpload } from '../helpers/socket-upload';
 
 /**
  * An oversized body is refused with a 413 the client can read: the gateway answers with
@@ -88,7 +54,7 @@ describe('413 for an oversized body, readable by ordinary clients', () => {
   it('reads and discards the rest of a declared body while the client is still sending it', async () => {
     // The 413 is decided from the Content-Length before any byte is read; this client goes on
     // sending all 29 MB (paced, so most of it is still to come when the answer is out).
-    const outcome = await upload(`${api.url}/v1/chat/completions`, bearer(tenant.key.secret), 29_000_000, 5);
+    const outcome = await socketUpload(`${api.url}/v1/chat/completions`, { ...bearer(tenant.key.secret), 'content-type': 'application/json' }, 29_000_000, { paceMs: 5 });
     expect(outcome.error).toBeNull();
     expect(outcome.sent).toBe(29_000_000);
     const [head, body] = outcome.answer.split('\r\n\r\n');
@@ -98,7 +64,7 @@ describe('413 for an oversized body, readable by ordinary clients', () => {
   });
 
   it('lingers the same way after any refusal made before the body is read: a 401 for a body within the limit', async () => {
-    const outcome = await upload(`${api.url}/v1/chat/completions`, { authorization: 'Bearer gwk_not-a-real-key' }, 20_000_000, 5);
+    const outcome = await socketUpload(`${api.url}/v1/chat/completions`, { authorization: 'Bearer gwk_not-a-real-key', 'content-type': 'application/json' }, 20_000_000, { paceMs: 5 });
     expect(outcome.error).toBeNull();
     expect(outcome.sent).toBe(20_000_000);
     const [head, body] = outcome.answer.split('\r\n\r\n');
@@ -109,7 +75,7 @@ describe('413 for an oversized body, readable by ordinary clients', () => {
 
   it('stops discarding after LINGER_MAX_BYTES more: a longer upload is cut', async () => {
     const total = 4 * LINGER_MAX_BYTES;
-    const outcome = await upload(`${api.url}/v1/chat/completions`, bearer(tenant.key.secret), total, 0);
+    const outcome = await socketUpload(`${api.url}/v1/chat/completions`, { ...bearer(tenant.key.secret), 'content-type': 'application/json' }, total, { paceMs: 0 });
     expect(outcome.error).toMatch(/EPIPE|ECONNRESET/);
     expect(outcome.sent).toBeLessThan(total);
   });

@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
+import { socketUpload } from '../helpers/socket-upload';
 import { createReadStream, existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, rm, utimes, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import v8 from 'node:v8';
@@ -104,6 +104,8 @@ async function memoryPeak<T>(work: () => Promise<T>): Promise<{ result: T; rss: 
 }
 
 const BOUNDARY = '----gw-test-boundary-7d1f';
+/** The head of one file part, sent before the raw socket's filler bytes. */
+const FILE_PART_HEAD = Buffer.from(`--${BOUNDARY}\r\nContent-Disposition: form-data; name="image"; filename="a.png"\r\nContent-Type: image/png\r\n\r\n`);
 
 /** A streamed multipart body with one file of `size` bytes made of a reused chunk (no Content-Length: chunked). */
 function streamedUpload(field: string, size: number): ReadableStream<Uint8Array> {
@@ -130,38 +132,6 @@ function streamedUpload(field: string, size: number): ReadableStream<Uint8Array>
       // The same bytes each time (never changed): the client allocates nothing per chunk.
       controller.enqueue(n === chunk.length ? chunk : chunk.subarray(0, n));
     },
-  });
-}
-
-type Upload = { answer: string; sent: number; error: string | null };
-
-/** A plain-socket client that sends its whole declared body whatever the server answers (as in body-limit-linger). */
-function socketUpload(url: string, headers: Record<string, string>, total: number, paceMs: number, stopAfter = Infinity): Promise<Upload> {
-  const { hostname, port, pathname } = new URL(url);
-  const chunk = Buffer.alloc(MB, 'a');
-  return new Promise((resolve) => {
-    const outcome: Upload = { answer: '', sent: 0, error: null };
-    const socket = net.connect({ port: Number(port), host: hostname, allowHalfOpen: true });
-    socket.setEncoding('utf8');
-    socket.on('data', (c: string) => (outcome.answer += c));
-    socket.on('error', (err: NodeJS.ErrnoException) => (outcome.error ??= err.code ?? err.message));
-    socket.on('close', () => resolve(outcome));
-    const head = { host: `${hostname}:${port}`, 'content-length': String(total), ...headers };
-    socket.write(`POST ${pathname} HTTP/1.1\r\n${Object.entries(head).map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n`);
-    const preamble = Buffer.from(`--${BOUNDARY}\r\nContent-Disposition: form-data; name="image"; filename="a.png"\r\nContent-Type: image/png\r\n\r\n`);
-    outcome.sent += preamble.length;
-    socket.write(preamble);
-    const pump = () => {
-      if (socket.destroyed) return;
-      if (outcome.sent >= stopAfter) return void socket.destroy();
-      if (outcome.sent >= total) return void socket.end();
-      const size = Math.min(chunk.length, total - outcome.sent);
-      outcome.sent += size;
-      const more = socket.write(size === chunk.length ? chunk : chunk.subarray(0, size));
-      if (more) setTimeout(pump, paceMs);
-      else socket.once('drain', () => setTimeout(pump, paceMs));
-    };
-    pump();
   });
 }
 
@@ -287,7 +257,7 @@ describe('multipart intake: streamed, counted, spooled to disk, re-sendable', ()
     expect(res.headers.get('connection')).toBe('close');
     expect(await res.json()).toEqual({ error: { message: expect.any(String), type: 'request_too_large', code: null } });
 
-    const outcome = await socketUpload(`${base}/v1/images/edits`, { 'content-type': `multipart/form-data; boundary=${BOUNDARY}` }, 52 * MB, 2);
+    const outcome = await socketUpload(`${base}/v1/images/edits`, { 'content-type': `multipart/form-data; boundary=${BOUNDARY}` }, 52 * MB, { paceMs: 2, fill: 'a', preamble: FILE_PART_HEAD });
     expect(outcome.error).toBeNull();
     expect(outcome.sent).toBe(52 * MB);
     const [head, text] = outcome.answer.split('\r\n\r\n');
@@ -345,7 +315,7 @@ describe('multipart intake: streamed, counted, spooled to disk, re-sendable', ()
     await eventually(spoolIsEmpty);
 
     // A client that sends its whole body before reading gets the 400, not a reset.
-    const outcome = await socketUpload(`${base}/small`, { 'content-type': `multipart/form-data; boundary=${BOUNDARY}` }, 900_000, 2);
+    const outcome = await socketUpload(`${base}/small`, { 'content-type': `multipart/form-data; boundary=${BOUNDARY}` }, 900_000, { paceMs: 2, fill: 'a', preamble: FILE_PART_HEAD });
     expect(outcome.error).toBeNull();
     expect(outcome.sent).toBe(900_000);
     expect(outcome.answer).toMatch(/^HTTP\/1\.1 400 /);
@@ -369,7 +339,7 @@ describe('multipart intake: streamed, counted, spooled to disk, re-sendable', ()
   });
 
   it('removes the spool when the client goes away mid-upload', async () => {
-    const outcome = await socketUpload(`${base}/v1/images/edits`, { 'content-type': `multipart/form-data; boundary=${BOUNDARY}` }, 20 * MB, 1, 5 * MB);
+    const outcome = await socketUpload(`${base}/v1/images/edits`, { 'content-type': `multipart/form-data; boundary=${BOUNDARY}` }, 20 * MB, { paceMs: 1, fill: 'a', preamble: FILE_PART_HEAD, stopAfter: 5 * MB });
     expect(outcome.answer).toBe('');
     await eventually(spoolIsEmpty);
   });

@@ -88,7 +88,7 @@ async function runPlan<T>(
 ): Promise<Served<T> | NotServed> {
   const refusals = plan.candidates.map((c) => {
     const adapter = ADAPTERS[c.connection.kind];
-    return adapter.refusal(prepareBody(body, c.connection.kind, c.upstreamModel, adapter, deps.catalog, deps.learned, deps.forceOutputCeiling).body, c.upstreamModel);
+    return adapter.refusal(prepareBody(body, c.connection.kind, c.upstreamModel, adapter, deps.catalog, deps.learned.get(c.connection, c.upstreamModel), deps.forceOutputCeiling).body, c.upstreamModel);
   });
   const first = refusals[0];
   if (first && refusals.every(Boolean)) return { ok: false, error: new GatewayError('invalid_request', first.message, { details: { param: first.param } }), attempts: [] };
@@ -96,14 +96,14 @@ async function runPlan<T>(
   let dropped: string[] = [];
   const walked = await walkPlan(plan, (candidate) => {
     const adapter = ADAPTERS[candidate.connection.kind];
-    const prepared = prepareBody(body, candidate.connection.kind, candidate.upstreamModel, adapter, deps.catalog, deps.learned, deps.forceOutputCeiling);
+    const prepared = prepareBody(body, candidate.connection.kind, candidate.upstreamModel, adapter, deps.catalog, deps.learned.get(candidate.connection, candidate.upstreamModel), deps.forceOutputCeiling);
     dropped = prepared.dropped;
     return attempt(candidate, adapter, prepared);
   }, {
     skip: (_, index) => refusals[index] !== null,
     tryAgain(candidate, failure) {
       if (failure.kind !== 'unsupported_parameter' || !isDroppable(failure.param) || relearned.has(candidate)) return false;
-      deps.learned.learn(candidate.connection.kind, candidate.upstreamModel, failure.param);
+      deps.learned.learn(candidate.connection, candidate.upstreamModel, failure.param);
       relearned.add(candidate);
       return true;
     },

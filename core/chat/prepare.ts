@@ -11,18 +11,30 @@ export function isDroppable(param: string): boolean {
   return DROPPABLE.has(param);
 }
 
+/** What learned refusals are keyed by: one connection (its id and the host it calls), never a whole provider kind. */
+export type LearningConnection = { id: string; baseUrl: string };
+
 /**
  * Parameters a model refused without a known rule, learned from its 400 and remembered per
- * kind and model so later requests drop them without a wasted call.
+ * connection and model so later requests on that connection drop them without a wasted call.
+ * Per connection, not per kind: what one organization's server refuses (a self-hosted or
+ * proxied `openai` base URL, say) must never change another organization's requests. Bounded
+ * (least recently used entries go first).
  */
-export type LearnedParams = { get(kind: ProviderKind, model: string): ReadonlySet<string>; learn(kind: ProviderKind, model: string, param: string): void };
+export type LearnedParams = {
+  get(connection: LearningConnection, model: string): ReadonlySet<string>;
+  learn(connection: LearningConnection, model: string, param: string): void;
+};
+
+const NONE_LEARNED: ReadonlySet<string> = new Set();
 
 export function createLearnedParams(max = 10_000): LearnedParams {
   const store = new LRUCache<string, Set<string>>({ max });
+  const keyOf = (c: LearningConnection, model: string) => `${c.id}\n${c.baseUrl}\n${model}`;
   return {
-    get: (kind, model) => store.get(`${kind}:${model}`) ?? new Set(),
-    learn(kind, model, param) {
-      const key = `${kind}:${model}`;
+    get: (connection, model) => store.get(keyOf(connection, model)) ?? NONE_LEARNED,
+    learn(connection, model, param) {
+      const key = keyOf(connection, model);
       store.set(key, new Set([...(store.get(key) ?? []), param]));
     },
   };
@@ -35,11 +47,11 @@ export type PreparedBody = { body: ChatBody; dropped: string[]; defaultMaxTokens
  * `max_tokens` renamed for families that want `max_completion_tokens`, and the output cap a
  * kind requiring one gets when the client gave none. Under a blocking budget
  * (`forceOutputCeiling`) every kind is sent that cap (spec 4.1): it bounds the worst case
- * the reservation holds.
+ * the reservation holds. `learned` is what this candidate's connection refused before.
  */
-export function prepareBody(body: ChatBody, kind: ProviderKind, model: string, adapter: ProviderAdapter, catalog: ModelCatalog, learned: LearnedParams, forceOutputCeiling = false): PreparedBody {
+export function prepareBody(body: ChatBody, kind: ProviderKind, model: string, adapter: ProviderAdapter, catalog: ModelCatalog, learned: ReadonlySet<string>, forceOutputCeiling = false): PreparedBody {
   const rules = catalog.paramRules(kind, model);
-  const refused = new Set([...rules.drop, ...adapter.unsupportedSampling, ...learned.get(kind, model)]);
+  const refused = new Set([...rules.drop, ...adapter.unsupportedSampling, ...learned]);
   if (rules.exclusive && body[rules.exclusive[0]] !== undefined && body[rules.exclusive[1]] !== undefined) refused.add(rules.exclusive[1]);
   const dropped = Object.keys(body).filter((k) => refused.has(k) && isDroppable(k) && body[k] !== undefined);
   const out: ChatBody = { ...body };

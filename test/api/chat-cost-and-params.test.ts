@@ -1,6 +1,8 @@
 import { eq } from 'drizzle-orm';
 import { requestLogs } from '../../core/db/schema';
 import { sseData, startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
+import { manageClient } from '../helpers/manage-client';
+import { createTenant } from '../helpers/tenants';
 
 /**
  * Cost by source, checked against figures computed by hand from the sandbox's word-count
@@ -129,6 +131,40 @@ describe('chat cost, parameters, request log and models', () => {
       const refused = await f.chat(secret, { model: 'xai/grok-3', messages: hello, response_format: { type: 'json_object' } });
       expect([refused.status, refused.json.error?.type]).toEqual([400, 'invalid_request_error']);
       expect(refused.json.error.message).toMatch(/^Provider rejected the request: Unsupported parameter: 'response_format'/);
+    });
+
+    it('learns a refusal per connection: another organization\'s same model still gets the parameter', async () => {
+      // Its own API process, so nothing learned here reaches the other tests.
+      const f2 = await startChatFixture();
+      try {
+        // Organization 1's `openai` connection points at a server that refuses presence_penalty.
+        const refusing = await f2.connect('openai', { directives: 'refuse_param=presence_penalty' });
+        const refusingKey = await f2.key();
+        const body = { model: 'openai/gpt-4o-mini', messages: hello, presence_penalty: 0.5 };
+        const first = await f2.chat(refusingKey, body);
+        expect([first.status, first.json.connection, first.headers.get('x-gw-params-dropped')]).toEqual([200, refusing, 'presence_penalty']);
+
+        // Organization 2, same process, same kind and model, a server that takes it.
+        const other = await createTenant(f2.database.db);
+        const otherClient = manageClient(f2.api.url, other.token);
+        const conn = await otherClient.post<{ id: string }>('/provider_connections', {
+          kind: 'openai', name: 'plain', secret: 'sk-sandbox-other', config: { base_url: `${f2.sandbox.url}/openai/v1` },
+        });
+        expect(conn.status).toBe(201);
+        await f2.settle();
+        const before = f2.sandbox.received.length;
+        const res = await f2.chat(other.key.secret, body);
+        expect([res.status, res.json.connection, res.headers.get('x-gw-params-dropped')]).toEqual([200, conn.body.id, null]);
+        const sent = f2.sandbox.received.slice(before);
+        expect(sent).toHaveLength(1);
+        expect(sent[0]!.body).toMatchObject({ presence_penalty: 0.5 });
+        // Organization 1 keeps what it learned: no wasted call the second time.
+        const again = f2.sandbox.received.length;
+        expect((await f2.chat(refusingKey, body)).headers.get('x-gw-params-dropped')).toBe('presence_penalty');
+        expect(f2.sandbox.received.length - again).toBe(1);
+      } finally {
+        await f2.close();
+      }
     });
 
     it('sends Anthropic the required max_tokens (the model maximum when none is given) and its own shapes', async () => {

@@ -1,6 +1,6 @@
 import { CHAT_PARAMETERS } from '../../api/gateway/chat-params';
 import { loadModelCatalog, type ModelCatalog } from '../../core/catalog/model-catalog';
-import { createLearnedParams, DROPPABLE_PARAMS, prepareBody } from '../../core/chat/prepare';
+import { DROPPABLE_PARAMS, prepareBody } from '../../core/chat/prepare';
 import { ADAPTERS } from '../../core/providers/adapters';
 import type { ProviderKind } from '../../core/providers/kinds';
 import type { ChatBody, ParamRefusal, UpstreamRequest } from '../../core/providers/types';
@@ -28,7 +28,7 @@ beforeAll(async () => {
 
 function through(kind: ProviderKind, model: string, extra: Record<string, unknown>, stream = false): Outcome {
   const adapter = ADAPTERS[kind];
-  const prepared = prepareBody({ model: 'client-name', messages: hello, ...extra } as ChatBody, kind, model, adapter, catalog, createLearnedParams());
+  const prepared = prepareBody({ model: 'client-name', messages: hello, ...extra } as ChatBody, kind, model, adapter, catalog, new Set());
   const refused = adapter.refusal(prepared.body, model);
   if (refused) return { refused };
   return { dropped: prepared.dropped, req: adapter.buildRequest(prepared.body, { model, stream, defaultMaxTokens: 4096, config: {} }) };

@@ -141,7 +141,7 @@ export function jobRoutes(router: Router<GatewayState>, deps: { db: Database; cl
         await reserveJobSpend(deps.db, deps.gateway.spend, {
           orgId: key.orgId, lineageId: key.lineageId, projectId: key.projectId, memberId: key.createdByMemberId, jobId: job.id,
           estimate: priced.length > 0 ? Math.max(...priced.map((p) => p.cost)) : null, unpriced: priced.length < prices.length,
-          scopes: spendScopes(key, config, null, now), unpricedBudgetPolicy: config.unpricedBudgetPolicy, now,
+          scopes: spendScopes(key, config, [], now), unpricedBudgetPolicy: config.unpricedBudgetPolicy, now,
         });
       }
       // The workflow first, then the row: a started workflow records its own row if we die here.

@@ -49,7 +49,7 @@ export function gatewayRouter(deps: GatewayRouterDeps): Router<GatewayState> {
   router.get('/key', async (ctx) => {
     const key = ctx.state.key!;
     const config = await deps.gateway.orgConfig.get(key.orgId);
-    const scope = spendScopes(key, config, null, deps.clock.now())[0]!;
+    const scope = spendScopes(key, config, [], deps.clock.now())[0]!;
     const [usage] = await deps.gateway.spend.spent([scope]);
     const limit = key.creditLimit?.amount ?? null;
     ctx.body = {

@@ -59,7 +59,7 @@ export async function reserveSpend(call: SpendCall, worstCase: () => number): Pr
     ctx.state.rateCounted = true;
     ctx.set(rateLimitHeaders(key, w, Date.now()));
   };
-  const scopes = spendScopes(key, config, await endUserCapOf(call), call.createdAt);
+  const scopes = spendScopes(key, config, await endUserCapsOf(call), call.createdAt);
   const holdId = ctx.state.requestId;
   // Counted already (by the rate middleware, on a path that does not count itself): never twice.
   const alreadyCounted = ctx.state.rateCounted === true;
@@ -81,28 +81,31 @@ export async function reserveSpend(call: SpendCall, worstCase: () => number): Pr
   }
 }
 
-/** The end-customer counter a hold settles into, as the ledger records it. */
+/** The end-customer counter a hold settles into first (its governing rule's), as the ledger row records it. */
 function endUserScopeIn(hold: Hold): string | null {
   const scope = hold.scopes.find((s) => s.kind === 'end_user');
-  return scope?.ledger.value ?? null;
+  return scope ? scope.scope.slice('end_user:'.length) : null;
 }
 
 /**
- * The end customer's cap (spec 2.6 cap rules) for `metadata.user_id`: a rule with `missing_id:
- * refuse` makes the id required (400 `end_user_id_required`); without an id and with `serve`,
- * the request is not capped per customer.
+ * The end customer's caps (spec 2.6 cap rules) for `metadata.user_id`: the governing rule's
+ * (the project's, else the organization's) and, under a project rule, the organization's too.
+ * A rule with `missing_id: refuse` makes the id required (400 `end_user_id_required`); without
+ * an id and with `serve`, the request is not capped per customer.
  */
-async function endUserCapOf(call: SpendCall): Promise<EndUserCap | null> {
+async function endUserCapsOf(call: SpendCall): Promise<EndUserCap[]> {
   const cap = await call.services.endUserCap(call.config, { projectId: call.key.projectId, endUserId: call.attribution.userId });
-  if (!cap) return null;
-  if (!cap.endUserId) {
+  if (!cap) return [];
+  const endUserId = cap.endUserId;
+  if (!endUserId) {
     if (cap.missingId === 'refuse') throw new GatewayError('end_user_id_required', 'This project caps spend per end customer: name one in `metadata.user_id`.');
-    return null;
+    return [];
   }
-  return {
-    endUserId: cap.endUserId, ruleId: cap.ruleId, amount: cap.amount, period: cap.period, behavior: cap.behavior,
-    refusalDetails: { ...endUserBudgetFields(cap, cap.endUserId, call.createdAt, call.config.billingDayOfMonth) },
-  };
+  const { createdAt, config } = call;
+  return [cap, ...(cap.within ? [cap.within] : [])].map((rule) => ({
+    endUserId, ruleId: rule.ruleId, organizationWide: rule.scope === 'organization', amount: rule.amount, period: rule.period, behavior: rule.behavior,
+    refusalDetails: { ...endUserBudgetFields(rule, endUserId, createdAt, config.billingDayOfMonth) },
+  }));
 }
 
 /**

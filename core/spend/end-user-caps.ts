@@ -40,21 +40,31 @@ export type EndUserCapRuleConfig = {
 /** Which rule a cap came from, as the 402 names it: `organization` or `project:<id>`. */
 export type EndUserCapScope = 'organization' | `project:${string}`;
 
-/** The cap that applies to one request's end customer. */
-export type EndUserCap = {
-  /** The rule that applies; spend of one customer is counted per rule and period. */
+/** One rule's cap for one end customer. */
+export type EndUserRuleCap = {
+  /** The rule; spend of one customer is counted per rule and period. */
   ruleId: string;
   scope: EndUserCapScope;
-  /** Dollars per period for this customer (override, else the rule's default); null: no cap. */
+  /** Dollars per period for this customer (the rule's own override, else its default); null: no cap. */
   amount: number | null;
   /** The same amount in exact integer nano-dollars (amounts reach $1,000,000,000). */
   amountNanos: bigint | null;
   period: EndUserCapPeriod;
   behavior: EndUserCapBehavior;
+};
+
+/** The caps that apply to one request's end customer. */
+export type EndUserCap = EndUserRuleCap & {
   /** What to do when the request names no customer: serve it uncapped, or refuse it (400 end_user_id_required). */
   missingId: EndUserMissingId;
   /** The customer the amount is for; null when the request named none. */
   endUserId: string | null;
+  /**
+   * Under a project's rule, the organization's rule when it is enabled too: a project rule
+   * narrows, never widens, so the customer's spend counts against both and the smaller
+   * remaining room applies. Null under the organization rule itself.
+   */
+  within: EndUserRuleCap | null;
 };
 
 /** Largest amount a rule or an override may carry, in dollars (the spec's bound on credit amounts). */
@@ -82,13 +92,6 @@ export function normalizeDecimalDollars(text: string): string {
   const whole = (nanos / NANOS).toString();
   const fraction = (nanos % NANOS).toString().padStart(9, '0').replace(/0+$/, '');
   return fraction ? `${whole}.${fraction}` : whole;
-}
-
-/** The smaller of two caps, null meaning no cap. */
-function smallerCap(a: bigint | null, b: bigint | null): bigint | null {
-  if (a === null) return b;
-  if (b === null) return a;
-  return a < b ? a : b;
 }
 
 /** The rules of one organization, enabled or not. */
@@ -170,17 +173,17 @@ export type EndUserCapRequest = {
 };
 
 /**
- * The cap for one request, under the organization's config snapshot already in hand (the chat
+ * The caps for one request, under the organization's config snapshot already in hand (the chat
  * path has it); the snapshot is only the cache's identity, its fields are not read.
  *
  * - No enabled rule for the organization or the key's project: null.
- * - A project's enabled rule applies instead of the organization rule to that project's keys
- *   (its period, behavior, missing_id and overrides); the organization rule covers every other
- *   project. A project rule narrows, never widens: when the organization rule is enabled, blocks,
- *   and has the same period as a blocking project rule, the customer's amount is the smaller of
- *   the two rules' amounts for that customer. Amounts of different periods, or of an alert-only
- *   rule, are not comparable ceilings, and the project rule stands alone.
- * - An override replaces its rule's default amount for that one customer.
+ * - A project's enabled rule governs that project's keys (its period, behavior and overrides),
+ *   and the organization's enabled rule stays in force beside it (`within`): the customer's
+ *   spend counts against both, each in its own period, so the smaller remaining room of the two
+ *   applies and a project rule never widens the organization's. The organization rule alone
+ *   covers every other project.
+ * - An override replaces the default amount of its own rule only.
+ * - A request without a customer is refused when either rule says `missing_id: refuse`.
  */
 export async function resolveEndUserCapIn(
   db: Executor,
@@ -195,26 +198,16 @@ export async function resolveEndUserCapIn(
   if (!rule) return null;
   const endUserId = request.endUserId ? request.endUserId : null;
 
-  const amountFor = async (r: EndUserCapRuleConfig): Promise<bigint | null> => {
+  const capOf = async (r: EndUserCapRuleConfig): Promise<EndUserRuleCap> => {
     const own = endUserId === null ? null : await overrideAmount(db, config.orgId, snapshot, r.id, endUserId);
     const text = own ?? r.amount;
-    return text === null ? null : decimalDollarsToNanos(text);
+    const nanos = text === null ? null : decimalDollarsToNanos(text);
+    return { ruleId: r.id, scope: scopeOf(r), amount: nanos === null ? null : toDollars(nanos), amountNanos: nanos, period: r.period, behavior: r.behavior };
   };
 
-  let nanos = await amountFor(rule);
-  if (projectRule && orgRule && projectRule.behavior === 'block' && orgRule.behavior === 'block' && orgRule.period === projectRule.period) {
-    nanos = smallerCap(nanos, await amountFor(orgRule));
-  }
-  return {
-    ruleId: rule.id,
-    scope: scopeOf(rule),
-    amount: nanos === null ? null : toDollars(nanos),
-    amountNanos: nanos,
-    period: rule.period,
-    behavior: rule.behavior,
-    missingId: rule.missingId,
-    endUserId,
-  };
+  const within = projectRule && orgRule ? await capOf(orgRule) : null;
+  const refuses = rule.missingId === 'refuse' || (within !== null && orgRule!.missingId === 'refuse');
+  return { ...(await capOf(rule)), missingId: refuses ? 'refuse' : 'serve', endUserId, within };
 }
 
 /**

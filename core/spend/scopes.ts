@@ -19,7 +19,7 @@ export type SpendScope = ScopeWindow & {
   windowStart: Date;
   resetsAt: Date | null;
   /** The ledger column and value that rebuild this scope's counter. */
-  ledger: { column: 'lineage_id' | 'project_id' | 'member_id' | 'org_id' | 'end_user_scope'; value: string };
+  ledger: { column: 'lineage_id' | 'project_id' | 'member_id' | 'org_id' | 'end_user_scope' | 'end_user_id'; value: string };
   /** Fractions of the limit whose first crossing in a window is recorded (spec 2.6 `alert_at`). */
   alertAt: number[];
   behavior: 'block' | 'alert';
@@ -60,11 +60,13 @@ export function scopeAt(orgId: string, input: ScopeInput, now: Date, billingDay:
   };
 }
 
-/** An end customer's cap as the request meets it (null: none applies). */
+/** One end-customer cap rule as the request meets it. */
 export type EndUserCap = {
   endUserId: string;
   /** The rule the cap comes from: a customer's spend is counted per rule and period. */
   ruleId: string;
+  /** Whether the rule is the organization's (it counts the customer's spend in every project) or a project's. */
+  organizationWide: boolean;
   amount: number | null;
   period: Exclude<BudgetPeriod, 'never'>;
   behavior: 'block' | 'alert';
@@ -72,12 +74,24 @@ export type EndUserCap = {
 };
 
 /**
+ * An end customer's window under one cap rule (also read by `GET /manage/v1/budget_status`).
+ * The counter is per rule and customer; rebuilt from the ledger, a project rule's counter sums
+ * that rule's rows (`end_user_scope`), the organization rule's every row of the customer in the
+ * organization (`end_user_id`), since it caps their spend in every project.
+ */
+export function endUserCapScope(orgId: string, cap: Omit<EndUserCap, 'refusalDetails'>, now: Date, billingDay: number): SpendScope {
+  const scope = endUserScopeOf(cap);
+  const ledger: SpendScope['ledger'] = cap.organizationWide ? { column: 'end_user_id', value: cap.endUserId } : { column: 'end_user_scope', value: scope };
+  return scopeAt(orgId, { kind: 'end_user', id: scope, code: 'end_user_budget', limit: cap.amount, blocking: cap.behavior === 'block', period: cap.period, ledger }, now, billingDay);
+}
+
+/**
  * Every scope a request of this key counts against, now: the key lineage (always counted; its
  * `credit_limit` blocks), the project's `spend_limit`, the creating member's budget, the
- * organization's `hard_cap`, and the end customer under the cap rules. `behavior: alert`
- * scopes are counted and never refuse.
+ * organization's `hard_cap`, and the end customer under each cap rule that applies (the
+ * project's first, then the organization's). `behavior: alert` scopes are counted and never refuse.
  */
-export function spendScopes(key: KeyContext, config: Pick<OrgConfig, 'hardCap' | 'memberBudgets' | 'billingDayOfMonth'>, endUser: EndUserCap | null, now: Date): SpendScope[] {
+export function spendScopes(key: KeyContext, config: Pick<OrgConfig, 'hardCap' | 'memberBudgets' | 'billingDayOfMonth'>, endUserCaps: readonly EndUserCap[], now: Date): SpendScope[] {
   const day = config.billingDayOfMonth;
   const scopes: SpendScope[] = [];
   const credit = key.creditLimit;
@@ -96,12 +110,7 @@ export function spendScopes(key: KeyContext, config: Pick<OrgConfig, 'hardCap' |
   if (config.hardCap) {
     scopes.push(scopeAt(key.orgId, { kind: 'organization', id: key.orgId, code: 'organization_budget', limit: config.hardCap.monthly, blocking: config.hardCap.behavior === 'block', period: 'monthly', ledger: { column: 'org_id', value: key.orgId }, alertAt: config.hardCap.alert_at }, now, day));
   }
-  if (endUser) {
-    scopes.push({
-      ...scopeAt(key.orgId, { kind: 'end_user', id: `${endUser.ruleId}:${endUser.endUserId}`, code: 'end_user_budget', limit: endUser.amount, blocking: endUser.behavior === 'block', period: endUser.period, ledger: { column: 'end_user_scope', value: endUserScopeOf(endUser) } }, now, day),
-      refusalDetails: endUser.refusalDetails,
-    });
-  }
+  for (const cap of endUserCaps) scopes.push({ ...endUserCapScope(key.orgId, cap, now, day), refusalDetails: cap.refusalDetails });
   return scopes;
 }
 

@@ -97,7 +97,7 @@ describe('resolveEndUserCap', () => {
 
   it('applies the organization rule, with an override replacing the default amount for that customer', async () => {
     const { tenant, ids } = await tenantWithRules([{ amount: '5.25', period: 'weekly', missingId: 'refuse', overrides: { vip: '100', zero: '0' } }]);
-    const base: Omit<EndUserCap, 'amount' | 'amountNanos' | 'endUserId'> = { ruleId: ids[0]!, scope: 'organization', period: 'weekly', behavior: 'block', missingId: 'refuse' };
+    const base: Omit<EndUserCap, 'amount' | 'amountNanos' | 'endUserId'> = { ruleId: ids[0]!, scope: 'organization', period: 'weekly', behavior: 'block', missingId: 'refuse', within: null };
     expect(await resolve(tenant, 'alice')).toEqual({ ...base, amount: 5.25, amountNanos: 5_250_000_000n, endUserId: 'alice' });
     expect(await resolve(tenant, 'vip')).toEqual({ ...base, amount: 100, amountNanos: 100_000_000_000n, endUserId: 'vip' });
     expect(await resolve(tenant, 'zero')).toEqual({ ...base, amount: 0, amountNanos: 0n, endUserId: 'zero' });
@@ -115,32 +115,34 @@ describe('resolveEndUserCap', () => {
     expect(await resolve(tenant, 'capped')).toMatchObject({ amount: 3, amountNanos: 3_000_000_000n });
   });
 
-  it('a project rule applies instead of the organization rule for its project, never above a comparable organization cap', async () => {
-    // Same period, both blocking: the smaller amount for that customer.
+  it('a project rule governs its project and the organization rule stays in force beside it, each with its own overrides', async () => {
     const same = await tenantWithRules([
       { amount: '10', overrides: { vip: '50', low: '2' } },
       { project: true, amount: '20', missingId: 'refuse', overrides: { vip: '40' } },
     ]);
     const [orgRule, projectRule] = same.ids;
-    expect(await resolve(same.tenant, 'alice')).toMatchObject({ ruleId: projectRule, scope: `project:${same.tenant.projectId}`, amount: 10, missingId: 'refuse' });
-    expect(await resolve(same.tenant, 'vip')).toMatchObject({ ruleId: projectRule, amount: 40 });
-    expect(await resolve(same.tenant, 'low')).toMatchObject({ ruleId: projectRule, amount: 2 });
-    expect(await resolve(same.tenant, null)).toMatchObject({ ruleId: projectRule, amount: 10, endUserId: null });
-    // Another project's keys stay under the organization rule.
+    const orgCap = (amount: number) => ({ ruleId: orgRule, scope: 'organization', amount, period: 'daily', behavior: 'block' });
+    // Each rule's own amount for the customer: an override replaces its own rule's default only.
+    expect(await resolve(same.tenant, 'alice')).toMatchObject({ ruleId: projectRule, scope: `project:${same.tenant.projectId}`, amount: 20, missingId: 'refuse', within: orgCap(10) });
+    expect(await resolve(same.tenant, 'vip')).toMatchObject({ ruleId: projectRule, amount: 40, within: orgCap(50) });
+    expect(await resolve(same.tenant, 'low')).toMatchObject({ ruleId: projectRule, amount: 20, within: orgCap(2) });
+    expect(await resolve(same.tenant, null)).toMatchObject({ ruleId: projectRule, amount: 20, endUserId: null, within: orgCap(10) });
+    // Another project's keys stay under the organization rule alone.
     const other = await createProject(fixture.database.db, { orgId: same.tenant.orgId, name: 'other' });
-    expect(await resolve(same.tenant, 'vip', other)).toMatchObject({ ruleId: orgRule, scope: 'organization', amount: 50 });
+    expect(await resolve(same.tenant, 'vip', other)).toMatchObject({ ruleId: orgRule, scope: 'organization', amount: 50, within: null });
 
     // A project rule with no default cap still meets the organization's.
     const uncapped = await tenantWithRules([{ amount: '10' }, { project: true, amount: null }]);
-    expect(await resolve(uncapped.tenant, 'alice')).toMatchObject({ ruleId: uncapped.ids[1], amount: 10 });
+    expect(await resolve(uncapped.tenant, 'alice')).toMatchObject({ ruleId: uncapped.ids[1], amount: null, within: { ruleId: uncapped.ids[0], amount: 10 } });
 
-    // Different periods, or an alert-only rule on either side: the project rule alone.
+    // Different periods and alert-only rules: both stay in force, each with its own period and behavior.
     const periods = await tenantWithRules([{ amount: '1', period: 'daily' }, { project: true, amount: '20', period: 'monthly' }]);
-    expect(await resolve(periods.tenant, 'alice')).toMatchObject({ ruleId: periods.ids[1], amount: 20, period: 'monthly' });
-    const alertOrg = await tenantWithRules([{ amount: '1', behavior: 'alert' }, { project: true, amount: '20' }]);
-    expect(await resolve(alertOrg.tenant, 'alice')).toMatchObject({ ruleId: alertOrg.ids[1], amount: 20, behavior: 'block' });
+    expect(await resolve(periods.tenant, 'alice')).toMatchObject({ ruleId: periods.ids[1], amount: 20, period: 'monthly', within: { amount: 1, period: 'daily' } });
     const alertProject = await tenantWithRules([{ amount: '1' }, { project: true, amount: '20', behavior: 'alert' }]);
-    expect(await resolve(alertProject.tenant, 'alice')).toMatchObject({ ruleId: alertProject.ids[1], amount: 20, behavior: 'alert' });
+    expect(await resolve(alertProject.tenant, 'alice')).toMatchObject({ ruleId: alertProject.ids[1], behavior: 'alert', within: { amount: 1, behavior: 'block' } });
+    // Either rule refusing a request without a customer refuses it.
+    const strictOrg = await tenantWithRules([{ amount: '1', missingId: 'refuse' }, { project: true, amount: '20', missingId: 'serve' }]);
+    expect(await resolve(strictOrg.tenant, null)).toMatchObject({ missingId: 'refuse' });
 
     // A disabled project rule leaves the organization rule in force.
     const off = await tenantWithRules([{ amount: '3' }, { project: true, amount: '1', enabled: false }]);

@@ -53,6 +53,25 @@ describe('spend limits', () => {
       .where(and(eq(spendLedger.state, 'settled'), sql`${spendLedger.lineageId} = (select lineage_id from gateway_keys where id = ${id})`));
     return Number(row!.total);
   }
+  /** Redis loses the organization's spend counters matching `scope` (a glob after `spend:{org}:`). */
+  async function loseSpendCounters(scope: string): Promise<void> {
+    const redis = testRedis();
+    try {
+      const pattern = `${process.env.REDIS_KEY_PREFIX}spend:{${f.tenant.orgId}}:${scope}`;
+      const found: string[] = [];
+      let cursor = '0';
+      do {
+        const [next, keys] = await redis.redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+        cursor = next;
+        found.push(...keys);
+      } while (cursor !== '0');
+      expect(found.length).toBeGreaterThan(0);
+      // SCAN answers full names; the client adds its prefix again, so strip it.
+      await redis.redis.del(...found.map((k) => k.slice(redis.prefix.length)));
+    } finally {
+      await redis.close();
+    }
+  }
   function expectRefusal(res: { status: number; json: Loose; headers: Headers }, code: string) {
     expect([res.status, res.json.error?.type, res.json.error?.code]).toEqual([402, 'budget_exceeded', code]);
     expect(typeof res.json.error?.message).toBe('string');
@@ -189,6 +208,33 @@ describe('spend limits', () => {
     await f.settle();
   });
 
+  it('a project\'s end-customer rule narrows the organization\'s: the customer\'s spend in every project counts against the organization rule', async () => {
+    const orgRule = await f.client.post<{ id: string; version: number }>('/end_user_cap_rules', { project_id: null, amount: '0.4', period: 'daily', behavior: 'block', missing_id: 'serve' });
+    const projectRule = await f.client.post<{ id: string; version: number }>('/end_user_cap_rules', { project_id: f.tenant.projectId, amount: '5', period: 'daily', behavior: 'block', missing_id: 'serve' });
+    expect([orgRule.status, projectRule.status]).toEqual([201, 201]);
+    const elsewhere = await f.client.post<{ id: string }>('/projects', { name: 'elsewhere', slug: `elsewhere-${Date.now()}` });
+    expect(elsewhere.status).toBe(201);
+    await f.settle();
+    const inProject = await f.key();
+    const inOther = await f.key({ project_id: elsewhere.body.id });
+    const asCustomer = (secret: string, tokens: number) => ask(secret, tokens, { metadata: { user_id: 'cust-narrow' } });
+    // $0.30 in another project (organization rule only), then $0.30 more in the project with its own $5 rule.
+    expect((await asCustomer(inOther, 3)).status).toBe(200);
+    const refused = await asCustomer(inProject, 3);
+    expectRefusal(refused, 'end_user_budget');
+    expect(refused.json.error).toMatchObject({ scope: 'organization', end_user_id: 'cust-narrow', period: 'daily' });
+    // What is left under the organization's $0.40 is still served in the project.
+    expect((await asCustomer(inProject, 1)).status).toBe(200);
+    expectRefusal(await asCustomer(inProject, 1), 'end_user_budget');
+    // Rebuilt from the ledger, the organization rule's counter holds the customer's spend in every project.
+    await sleep(800);
+    await loseSpendCounters('end_user:*');
+    expectRefusal(await asCustomer(inProject, 1), 'end_user_budget');
+    expectRefusal(await asCustomer(inOther, 1), 'end_user_budget');
+    for (const rule of [projectRule.body, orgRule.body]) expect((await f.client.delete(`/end_user_cap_rules/${rule.id}`, `"${rule.version}"`)).status).toBe(200);
+    await f.settle();
+  });
+
   it('refuses an unpriced model anywhere the request may reach under a limit: a fallback counts', async () => {
     const conn = await f.client.post('/provider_connections', { kind: 'custom', name: `unpriced fallback ${Date.now()}`, secret: 'sk-sandbox-x', config: { base_url: `${f.sandbox.url}/openai/v1` }, model_map: { 'house-9': 'house-9' } });
     expect(conn.status).toBe(201);
@@ -259,22 +305,7 @@ describe('spend limits', () => {
     expect((await ask(secret, 3)).status).toBe(200);
     expect(await ledgerTotal(secret)).toBeCloseTo(0.6, 9);
     // Redis loses every spend counter of the organization.
-    const redis = testRedis();
-    try {
-      const pattern = `${process.env.REDIS_KEY_PREFIX}spend:{${f.tenant.orgId}}:*`;
-      const found: string[] = [];
-      let cursor = '0';
-      do {
-        const [next, keys] = await redis.redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
-        cursor = next;
-        found.push(...keys);
-      } while (cursor !== '0');
-      expect(found.length).toBeGreaterThan(0);
-      // SCAN answers full names; the client adds its prefix again, so strip it.
-      await redis.redis.del(...found.map((k) => k.slice(redis.prefix.length)));
-    } finally {
-      await redis.close();
-    }
+    await loseSpendCounters('*');
     expect((await keyInfo(secret)).usage).toBeCloseTo(0.6, 9);
     expect((await ask(secret, 3)).status).toBe(200);
     expectRefusal(await ask(secret, 3), 'key_lifetime_limit');

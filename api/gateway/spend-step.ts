@@ -3,7 +3,7 @@ import { GatewayError } from '../../core/errors';
 import { newId } from '../../core/ids';
 import type { CostEstimate } from '../../core/pricing/cost';
 import type { WindowCount } from '../../core/ratelimit/fixed-window';
-import { countKeyRequest, KEY_RATE_WINDOW_MS, keyRateWindowKey, rateLimitHeaders } from '../../core/ratelimit/key-rate';
+import { KEY_RATE_WINDOW_MS, keyRateWindowKey, rateLimitHeaders } from '../../core/ratelimit/key-rate';
 import { endUserBudgetFields } from '../../core/spend/end-user-caps';
 import { CHAT_HOLD_LEASE_MS, CHAT_HOLD_RENEW_MS, type Hold } from '../../core/spend/ledger';
 import { anyBlocking, spendScopes, type EndUserCap } from '../../core/spend/scopes';
@@ -47,9 +47,11 @@ export function requestLogIdentity(call: SpendCall & { attribution: Attribution 
  * Before anything is sent, `worstCase()` (the most the request can cost over every candidate
  * it may reach; it throws `unpriced_model_under_budget` where it must) is held in every
  * blocking scope at once, or the request is 402 with that scope's code. Without a blocking
- * scope nothing is held up front: the cost is only counted when it is known. When the rate
- * middleware has not counted the key's request yet (chat), the count rides in the same Redis
- * step (spec 8 headers on every answer).
+ * scope nothing is held (an amount of 0), but the same step still makes sure every scope's
+ * counter exists, rebuilt from the ledger if need be: the settle after the answer is then one
+ * Redis step ahead of any later read, so `GET /v1/key` reads its own writes for a key without
+ * a limit as for one with. When the rate middleware has not counted the key's request yet
+ * (chat), the count rides in the same Redis step (spec 8 headers on every answer).
  */
 export async function reserveSpend(call: SpendCall, worstCase: () => number): Promise<void> {
   const { key, config, services, ctx } = call;
@@ -60,25 +62,16 @@ export async function reserveSpend(call: SpendCall, worstCase: () => number): Pr
     ctx.set(rateLimitHeaders(key, w, Date.now()));
   };
   const scopes = spendScopes(key, config, await endUserCapsOf(call), call.createdAt);
-  const holdId = ctx.state.requestId;
+  const blocking = anyBlocking(scopes);
+  const input = { holdId: ctx.state.requestId, scopes, amount: blocking ? worstCase() : 0, leaseMs: CHAT_HOLD_LEASE_MS, now: call.createdAt };
+  const rate = { key: keyRateWindowKey(key), windowMs: KEY_RATE_WINDOW_MS, limit: key.rateLimitRpm };
   // Counted already (by the rate middleware, on a path that does not count itself): never twice.
-  const alreadyCounted = ctx.state.rateCounted === true;
-  if (anyBlocking(scopes)) {
-    const amount = worstCase();
-    const input = { holdId, scopes, amount, leaseMs: CHAT_HOLD_LEASE_MS, now: call.createdAt };
-    const rate = { key: keyRateWindowKey(key), windowMs: KEY_RATE_WINDOW_MS, limit: key.rateLimitRpm };
-    call.hold = alreadyCounted ? await services.spend.reserve(input) : await services.spend.reserveCounted({ ...input, rate, counted });
-    if (!call.hold) refuseOverRate(key, window!);
-    const hold = call.hold!;
-    call.holdRenewal = setInterval(() => void services.spend.renew(hold, CHAT_HOLD_LEASE_MS, new Date()).catch(() => undefined), CHAT_HOLD_RENEW_MS);
-    call.holdRenewal.unref();
-  } else {
-    if (!alreadyCounted) {
-      counted(await countKeyRequest(services.redis.redis, key));
-      refuseOverRate(key, window!);
-    }
-    call.hold = { id: holdId, scopes, amount: 0 };
-  }
+  call.hold = ctx.state.rateCounted === true ? await services.spend.reserve(input) : await services.spend.reserveCounted({ ...input, rate, counted });
+  if (!call.hold) refuseOverRate(key, window!);
+  if (!blocking) return;
+  const hold = call.hold!;
+  call.holdRenewal = setInterval(() => void services.spend.renew(hold, CHAT_HOLD_LEASE_MS, new Date()).catch(() => undefined), CHAT_HOLD_RENEW_MS);
+  call.holdRenewal.unref();
 }
 
 /** The end-customer counter a hold settles into first (its governing rule's), as the ledger row records it. */

@@ -299,6 +299,32 @@ describe('spend limits', () => {
     expect((await keyInfo(secret)).usage).toBeCloseTo(0.6, 9);
   });
 
+  it('GET /v1/key reads its own writes for a key without a limit too: the lifetime total right after each answer', async () => {
+    // A new key's first answer, read at once, on each of ten keys.
+    const fresh = await Promise.all(Array.from({ length: 10 }, () => f.key()));
+    const firstReads: number[] = [];
+    for (const key of fresh) {
+      expect((await ask(key, 3)).status).toBe(200);
+      firstReads.push((await keyInfo(key)).usage);
+    }
+    for (const usage of firstReads) expect(usage).toBeCloseTo(0.3, 9);
+    const secret = await f.key();
+    for (const [tokens, total] of [[3, 0.3], [2, 0.5], [1, 0.6]] as const) {
+      expect((await ask(secret, tokens)).status).toBe(200);
+      expect(await keyInfo(secret)).toMatchObject({ limit: null, limit_remaining: null, limit_period: null, limit_resets_at: null });
+      expect((await keyInfo(secret)).usage).toBeCloseTo(total, 9);
+    }
+    // Streamed answers too.
+    const streamed = await fetch(`${f.api.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress() },
+      body: JSON.stringify({ model: 'openai/gpt-4o', messages: hello, max_tokens: 2, stream: true, stream_options: { include_usage: true } }),
+    });
+    expect(streamed.status).toBe(200);
+    await streamed.text();
+    expect((await keyInfo(secret)).usage).toBeCloseTo(0.8, 9);
+  });
+
   it('rebuilds counters from the Postgres ledger when Redis loses them, and still never passes the limit', async () => {
     const secret = await f.key({ credit_limit: { amount: 1, period: 'never' }, rate_limit_rpm: 50000 });
     expect((await ask(secret, 3)).status).toBe(200);

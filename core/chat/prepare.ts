@@ -44,7 +44,7 @@ export type PreparedBody = { body: ChatBody; dropped: string[]; defaultMaxTokens
 
 /**
  * The body one candidate is sent: sampling parameters its model refuses dropped (and named),
- * `max_tokens` renamed for families that want `max_completion_tokens`, and the output cap a
+ * the output cap sent once, renamed for families that want `max_completion_tokens`, and the output cap a
  * kind requiring one gets when the client gave none. Under a blocking budget
  * (`forceOutputCeiling`) every kind is sent that cap (spec 4.1): it bounds the worst case
  * the reservation holds. `learned` is what this candidate's connection refused before.
@@ -56,13 +56,29 @@ export function prepareBody(body: ChatBody, kind: ProviderKind, model: string, a
   const dropped = Object.keys(body).filter((k) => refused.has(k) && isDroppable(k) && body[k] !== undefined);
   const out: ChatBody = { ...body };
   for (const k of dropped) delete out[k];
-  if (rules.maxTokensField === 'max_completion_tokens' && out.max_tokens !== undefined) {
-    out.max_completion_tokens ??= out.max_tokens;
+  // One output cap is sent, and it is the one the budget held: under the client's name when it
+  // gave one, `max_completion_tokens` for families that refuse `max_tokens`, and `max_tokens`
+  // (the name every compatible server knows) when the client gave both.
+  const requested = requestedMaxTokens(body);
+  if (requested !== undefined) {
+    const field = rules.maxTokensField === 'max_completion_tokens' || body.max_tokens === undefined ? 'max_completion_tokens' : 'max_tokens';
     delete out.max_tokens;
+    delete out.max_completion_tokens;
+    out[field] = requested;
   }
   const defaultMaxTokens = outputCeiling(catalog, kind, model);
   if (forceOutputCeiling && out.max_tokens === undefined && out.max_completion_tokens === undefined) out[rules.maxTokensField] = defaultMaxTokens;
   return { body: out, dropped, defaultMaxTokens };
+}
+
+/**
+ * The output cap the client asked for. `max_completion_tokens` is an alias of `max_tokens`
+ * (spec 4.1); given both, the larger stands: it is what the budget holds and the one value sent.
+ */
+export function requestedMaxTokens(body: Pick<ChatBody, 'max_tokens' | 'max_completion_tokens'>): number | undefined {
+  const { max_tokens: a, max_completion_tokens: b } = body;
+  if (typeof a !== 'number') return typeof b === 'number' ? b : undefined;
+  return typeof b === 'number' ? Math.max(a, b) : a;
 }
 
 /** The most a model may write: its catalogued maximum output, else 32,768 (spec 8). */

@@ -1,5 +1,5 @@
 import type { ModelCatalog } from '../catalog/model-catalog';
-import { outputCeiling } from '../chat/prepare';
+import { outputCeiling, requestedMaxTokens } from '../chat/prepare';
 import { GatewayError } from '../errors';
 import { estimateCost } from '../pricing/cost';
 import type { ChatBody } from '../providers/types';
@@ -24,8 +24,8 @@ export function estimatePromptTokens(body: Pick<ChatBody, 'messages' | 'tools'>)
 
 /**
  * The most a request can cost, over every candidate it may reach (failover and fallbacks):
- * the prompt estimate plus the output ceiling (the request's `max_tokens`, else the model's
- * maximum output), priced. A candidate nobody prices is refused under a blocking budget
+ * the prompt estimate plus the output ceiling (the request's `max_tokens` or its alias, the
+ * larger when both are given, as `prepareBody` sends it; else the model's maximum output), priced. A candidate nobody prices is refused under a blocking budget
  * (`unpriced_model_under_budget`) unless the organization allows unpriced traffic; then it
  * counts as 0.
  */
@@ -33,9 +33,10 @@ export function worstCaseCost(candidates: readonly Candidate[], body: ChatBody, 
   const promptTokens = estimatePromptTokens(body);
   // `n` choices each write up to the ceiling.
   const choices = typeof body.n === 'number' && body.n > 1 ? body.n : 1;
+  const requested = requestedMaxTokens(body);
   let worst = 0;
   for (const c of candidates) {
-    const output = choices * (body.max_completion_tokens ?? body.max_tokens ?? outputCeiling(catalog, c.connection.kind, c.upstreamModel));
+    const output = choices * (requested ?? outputCeiling(catalog, c.connection.kind, c.upstreamModel));
     const estimate = estimateCost({
       usage: { prompt_tokens: promptTokens, completion_tokens: output, total_tokens: promptTokens + output },
       kind: c.connection.kind, upstreamModel: c.upstreamModel, modelId: c.modelId, prices: config.prices, catalog,

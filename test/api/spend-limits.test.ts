@@ -299,6 +299,21 @@ describe('spend limits', () => {
     expect((await keyInfo(secret)).usage).toBeCloseTo(0.6, 9);
   });
 
+  it('max_tokens and max_completion_tokens together: the larger is held and is the one cap sent', async () => {
+    const secret = await f.key({ credit_limit: { amount: 1, period: 'daily' } });
+    const before = f.sandbox.received.length;
+    // $2.00 worst case under a $1 limit, whichever field carries the larger value.
+    expectRefusal(await ask(secret, 20, { max_completion_tokens: 3 }), 'key_budget');
+    expectRefusal(await ask(secret, 3, { max_completion_tokens: 20 }), 'key_budget');
+    expect(f.sandbox.received.length).toBe(before);
+    const served = await ask(secret, 2, { max_completion_tokens: 5 });
+    expect(served.status).toBe(200);
+    const sent = f.sandbox.received.at(-1)!.body as Loose;
+    expect([sent.max_tokens, sent.max_completion_tokens]).toEqual([5, undefined]);
+    expect(served.json.usage.cost).toBeCloseTo(0.5, 9);
+    expect((await keyInfo(secret)).usage).toBeCloseTo(0.5, 9);
+  });
+
   it('GET /v1/key reads its own writes for a key without a limit too: the lifetime total right after each answer', async () => {
     // A new key's first answer, read at once, on each of ten keys.
     const fresh = await Promise.all(Array.from({ length: 10 }, () => f.key()));

@@ -177,6 +177,22 @@ describe('every spec 4.1 chat parameter on every wire', () => {
 });
 
 describe('translations and refusals in detail', () => {
+  it('max_tokens and max_completion_tokens together: the larger is sent, once, on every wire (it is what the budget holds)', () => {
+    for (const [wire, kinds] of WIRES) {
+      for (const kind of kinds) {
+        for (const extra of [{ max_tokens: 30, max_completion_tokens: 90 }, { max_tokens: 90, max_completion_tokens: 30 }]) {
+          const sent = body((through(kind, MODELS[wire], extra) as { req: UpstreamRequest }).req);
+          if (wire === 'anthropic') expect(sent.max_tokens).toBe(90);
+          else if (wire === 'google') expect((sent.generationConfig as Record<string, unknown>).maxOutputTokens).toBe(90);
+          else expect([kind, sent.max_tokens, sent.max_completion_tokens]).toEqual([kind, 90, undefined]);
+        }
+      }
+    }
+    // A reasoning family takes only max_completion_tokens.
+    const reasoning = body((through('openai', 'o3-mini', { max_tokens: 30, max_completion_tokens: 90 }) as { req: UpstreamRequest }).req);
+    expect([reasoning.max_tokens, reasoning.max_completion_tokens]).toEqual([undefined, 90]);
+  });
+
   it('Anthropic: parallel_tool_calls rides on the tool choice; nothing to disable with none or without tools', () => {
     const send = (extra: Record<string, unknown>) => body((through('anthropic', MODELS.anthropic, extra) as { req: UpstreamRequest }).req);
     expect(send({ tools, tool_choice: 'required', parallel_tool_calls: false }).tool_choice).toEqual({ type: 'any', disable_parallel_tool_use: true });

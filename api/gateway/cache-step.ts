@@ -24,18 +24,23 @@ const HEADER: Record<CacheStatus, string> = { hit: 'HIT', miss: 'MISS', bypass: 
  * `bypass` neither reads nor writes; `read_only` never writes; `logging: false` never writes.
  * With Redis unreachable the request goes on uncached (`BYPASS`), unless it demanded
  * `read_only`: then 400 `response_cache_unavailable`.
+ *
+ * Entries are shared by the organization's keys, which differ in what they may reach
+ * (environments, allowed providers, `routing.providers`): a stored answer is a hit only when
+ * this request could have been served by the connection and model that produced it
+ * (`servable`); otherwise it is a miss, and the fresh answer takes its place.
  */
-export async function consultCache(ctx: GatewayContext, store: ResponseCacheStore, orgId: string, policy: CachePolicy, body: ChatBody, logging: boolean): Promise<CacheOutcome | null> {
+export async function consultCache(ctx: GatewayContext, store: ResponseCacheStore, orgId: string, policy: CachePolicy, body: ChatBody, logging: boolean, servable: (hit: CachedAnswer) => boolean): Promise<CacheOutcome | null> {
   if (policy.state === 'off') {
     ctx.set('X-GW-Cache', 'DISABLED');
     return null;
   }
-  const outcome = await decide(store, orgId, policy, body, logging);
+  const outcome = await decide(store, orgId, policy, body, logging, servable);
   ctx.set('X-GW-Cache', HEADER[outcome.status]);
   return outcome;
 }
 
-async function decide(store: ResponseCacheStore, orgId: string, policy: CachePolicy & { state: 'on' }, body: ChatBody, logging: boolean): Promise<CacheOutcome> {
+async function decide(store: ResponseCacheStore, orgId: string, policy: CachePolicy & { state: 'on' }, body: ChatBody, logging: boolean, servable: (hit: CachedAnswer) => boolean): Promise<CacheOutcome> {
   if (policy.mode === 'bypass') return { status: 'bypass', writeTo: null, hit: null };
   if (uncacheableReason(body)) return { status: 'uncacheable', writeTo: null, hit: null };
   const key = responseCacheKey(orgId, policy.namespace, body);
@@ -43,7 +48,7 @@ async function decide(store: ResponseCacheStore, orgId: string, policy: CachePol
   if (!policy.read) return { status: 'miss', writeTo, hit: null };
   try {
     const hit = await store.get(key);
-    return hit ? { status: 'hit', writeTo: null, hit } : { status: 'miss', writeTo, hit: null };
+    return hit && servable(hit) ? { status: 'hit', writeTo: null, hit } : { status: 'miss', writeTo, hit: null };
   } catch (err) {
     if (!(err instanceof ResponseCacheUnavailable)) throw err;
     if (policy.mode === 'read_only') throw new GatewayError('response_cache_unavailable', 'The response cache is unavailable and this request asked to be answered from it only (`read_only`).');

@@ -276,10 +276,16 @@ function keepAnswer(call: Call, served: Served<unknown>, model: string, choices:
     model,
     provider: served.candidate.connection.kind,
     connection: served.candidate.connection.id,
+    upstreamModel: served.candidate.upstreamModel,
     route: served.position,
     choices,
     usage,
   }, (err) => call.ctx.state.log?.warn({ err: errorSummary(err) }, 'response cache write failed'));
+}
+
+/** Whether a stored answer came from a connection and model this request's plan could have used. */
+function couldHaveServed(plan: Plan, hit: CachedAnswer): boolean {
+  return plan.candidates.some((c) => c.connection.id === hit.connection && (hit.upstreamModel === undefined || c.upstreamModel === hit.upstreamModel));
 }
 
 /**
@@ -377,7 +383,7 @@ export function chatCompletions(services: GatewayServices) {
     // Guardrails check the prompt first: a blocked one is never served, even from the cache.
     await guardInput(call);
     // The cache is asked before any budget is held: a hit takes no reservation (spec 8).
-    call.cache = await consultCache(ctx, services.responseCache, key.orgId, cachePolicy, body, call.logging).catch((err: unknown) => {
+    call.cache = await consultCache(ctx, services.responseCache, key.orgId, cachePolicy, body, call.logging, (hit) => couldHaveServed(plan, hit)).catch((err: unknown) => {
       if (err instanceof GatewayError) logRequest(call, { status: err.status, attempts: [], error: err });
       throw err;
     });

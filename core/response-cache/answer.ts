@@ -9,6 +9,8 @@ export type CachedAnswer = {
   model: string;
   provider: string;
   connection: string;
+  /** The model name the connection was sent (absent on entries stored before it was kept). */
+  upstreamModel?: string;
   route: string;
   choices: Choice[];
   usage: Usage | null;

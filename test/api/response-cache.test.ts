@@ -251,6 +251,42 @@ describe('response cache', () => {
     for (const h of await redisKeys('spend:*:h')) expect(Number((await redis().redis.get(h)) ?? 0)).toBe(0);
   });
 
+  it('a hit comes only from a connection the request could have used: environments and provider restrictions hold', async () => {
+    const g = await startChatFixture();
+    try {
+      const current = await g.client.get<Loose>('/org_settings');
+      expect((await g.client.patch('/org_settings', { response_cache: { enabled: true, default_ttl_seconds: 600 } }, current.etag!)).status).toBe(200);
+      const dev = await g.connect('openai', { name: 'openai dev', extra: { environments: ['development'] } });
+      const prod = await g.connect('openai', { name: 'openai prod', extra: { environments: ['production'] } });
+      const anthropic = await g.connect('anthropic', { name: 'anthropic prod', extra: { environments: ['production'] } });
+      const route = await g.client.post('/routes', { slug: 'two-vendors', targets: [{ connection_id: prod, model: 'gpt-4o-mini' }, { connection_id: anthropic, model: 'claude-3-5-haiku-latest' }] });
+      expect(route.status).toBe(201);
+      await g.settle();
+      const devKey = await g.key({ environment: 'development' });
+      const prodKey = await g.key({ environment: 'production' });
+      const noOpenAi = await g.key({ environment: 'production', allowed_providers: ['anthropic'] });
+      const messages = fresh();
+      const ask = async (key: string, model: string) => {
+        const res = await g.chat(key, { model, messages });
+        expect(res.status).toBe(200);
+        await g.settle();
+        return [res.headers.get('x-gw-cache'), res.json.connection];
+      };
+
+      // A development key's answer is not served to a production key, nor the other way round.
+      expect(await ask(devKey, 'openai/gpt-4o-mini')).toEqual(['MISS', dev]);
+      expect(await ask(prodKey, 'openai/gpt-4o-mini')).toEqual(['MISS', prod]);
+      expect(await ask(prodKey, 'openai/gpt-4o-mini')).toEqual(['HIT', prod]);
+      expect(await ask(devKey, 'openai/gpt-4o-mini')).toEqual(['MISS', dev]);
+      // A key denied OpenAI never gets an OpenAI-produced answer.
+      expect(await ask(prodKey, 'two-vendors')).toEqual(['MISS', prod]);
+      expect(await ask(noOpenAi, 'two-vendors')).toEqual(['MISS', anthropic]);
+      expect(await ask(noOpenAi, 'two-vendors')).toEqual(['HIT', anthropic]);
+    } finally {
+      await g.close();
+    }
+  });
+
   it('switched off for the organization: DISABLED and no cache object; a request cannot turn it on', async () => {
     await setCache({ enabled: false });
     try {

@@ -94,10 +94,10 @@ describe('response cache: Redis unreachable', () => {
   const on = { enabled: true, default_ttl_seconds: 3600 };
 
   it('serves uncached (BYPASS) unless the request demanded read_only: then 400 response_cache_unavailable', async () => {
-    const outcome = await consultCache(ctx, store, 'org_1', resolveCachePolicy(on, 'business', {}), body(), true);
+    const outcome = await consultCache(ctx, store, 'org_1', resolveCachePolicy(on, 'business', {}), body(), true, () => true);
     expect(outcome).toEqual({ status: 'bypass', writeTo: null, hit: null });
     expect(headers['X-GW-Cache']).toBe('BYPASS');
-    await expect(consultCache(ctx, store, 'org_1', resolveCachePolicy(on, 'business', { mode: 'read_only' }), body(), true))
+    await expect(consultCache(ctx, store, 'org_1', resolveCachePolicy(on, 'business', { mode: 'read_only' }), body(), true, () => true))
       .rejects.toMatchObject({ code: 'response_cache_unavailable', status: 400 });
   });
 });

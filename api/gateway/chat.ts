@@ -1,12 +1,13 @@
 import { PassThrough } from 'node:stream';
 import { completeChat, startChatStream, type LiveStream, type NotServed, type Served } from '../../core/chat/execute';
+import { requestedMaxTokens } from '../../core/chat/prepare';
 import type { RequestAttempt } from '../../core/db/schema';
 import { GatewayError } from '../../core/errors';
 import { RequestGuard } from '../../core/guardrails/request-guard';
 import { errorSummary } from '../../core/logger';
 import { estimateCost, type CostEstimate } from '../../core/pricing/cost';
 import { meterKey, refuseOverRate } from '../middleware/key-rate-limit';
-import { worstCaseCost } from '../../core/spend/worst-case';
+import { estimateOutputTokens, estimatePromptTokens, worstCaseCost } from '../../core/spend/worst-case';
 import type { ChatBody, ChatResult, Choice, ChunkChoice, Usage } from '../../core/providers/types';
 import { planCandidates, type Plan } from '../../core/routing/candidates';
 import type { GatewayContext } from '../context';
@@ -219,7 +220,7 @@ function answerStream(call: Call, served: Served<LiveStream>, includeUsage: bool
   ctx.body = out;
 
   // The answer's text is kept only when the request log will store it.
-  const tally: StreamTally = { model: served.candidate.upstreamModel, usage: null, finished: false, text: call.logging && call.config.promptLoggingEnabled ? [] : null };
+  const tally: StreamTally = { model: served.candidate.upstreamModel, usage: null, finished: false, outputBytes: 0, text: call.logging && call.config.promptLoggingEnabled ? [] : null };
   // Guardrails that check the answer keep each choice's text and hold its finish chunk to the end.
   if (call.guard?.checksOutput) tally.guarded = { texts: [], held: [] };
   // The answer is assembled for the cache only when this request may write it.
@@ -232,7 +233,9 @@ function answerStream(call: Call, served: Served<LiveStream>, includeUsage: bool
 
   const finish = async () => {
     const end = await relayStream(served.value, tally, out, clientGone, chunk);
-    const estimate = end.phase === 'complete' ? costOf(call, served, tally.usage) : null;
+    // The provider started answering, so it bills a broken or abandoned answer too.
+    const usage = end.phase === 'complete' ? tally.usage : unfinishedUsage(call.body, tally);
+    const estimate = costOf(call, served, usage);
     spendEnded = true;
     endSpend(call, estimate);
     const refusal = end.phase === 'complete' ? guardStreamEnd(call, tally, out, chunk) : null;
@@ -253,7 +256,7 @@ function answerStream(call: Call, served: Served<LiveStream>, includeUsage: bool
       served,
       servedModel: tally.model,
       attempts: served.attempts,
-      usage: tally.usage,
+      usage,
       estimate,
       error: refusal ?? (end.phase === 'broken' ? end.error : undefined),
       response: call.guard?.logAnswer?.join('') ?? tally.text?.join('') ?? null,
@@ -266,6 +269,23 @@ function answerStream(call: Call, served: Served<LiveStream>, includeUsage: bool
     if (!spendEnded) endSpend(call, null);
     if (!out.writableEnded) out.destroy();
   });
+}
+
+/**
+ * What a stream that did not complete (broken off, or the client gone after its first token) is
+ * settled and logged at: the usage the provider reported, else an estimate from the prompt (as
+ * the worst case estimates it) and the output relayed so far, never below what was reported or
+ * delivered. A limit is a ceiling only if an unfinished answer costs what it cost.
+ */
+function unfinishedUsage(body: ChatBody, tally: StreamTally): Usage {
+  const reported = tally.usage;
+  const prompt = reported?.prompt_tokens || estimatePromptTokens(body);
+  // The estimate leans high; it never passes the output cap the request set (per choice).
+  const cap = requestedMaxTokens(body);
+  const delivered = estimateOutputTokens(tally.outputBytes);
+  const estimated = cap === undefined ? delivered : Math.min(delivered, cap * (typeof body.n === 'number' && body.n > 1 ? body.n : 1));
+  const completion = Math.max(reported?.completion_tokens ?? 0, estimated);
+  return { ...reported, prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
 }
 
 /** Keeps a complete answer for reuse when this request may write the cache. */
@@ -348,6 +368,26 @@ async function reserveBudget(call: Call): Promise<void> {
   }
 }
 
+/** The signal of a call nothing aborts but its own timeout. */
+const NEVER_ABORTED = new AbortController().signal;
+
+/**
+ * A whole answer whose client left while it was being made: nobody reads it, but the provider
+ * served it, so its cost is settled and the request logged as 499 with its usage and cost.
+ */
+function settleAbandoned(call: Call, served: Served<ChatResult> | NotServed): void {
+  call.ctx.respond = false;
+  if (!served.ok) {
+    endSpend(call, null);
+    logRequest(call, { status: 499, attempts: served.attempts });
+    return;
+  }
+  const { usage } = served.value;
+  const estimate = costOf(call, served, usage);
+  endSpend(call, estimate);
+  logRequest(call, { status: 499, served, servedModel: served.value.model ?? served.candidate.upstreamModel, attempts: served.attempts, usage, estimate });
+}
+
 /** `POST /v1/chat/completions` (spec 4.1). */
 export function chatCompletions(services: GatewayServices) {
   return async (ctx: GatewayContext): Promise<void> => {
@@ -418,8 +458,11 @@ export function chatCompletions(services: GatewayServices) {
       answerStream(call, served, request.stream_options?.include_usage === true, clientGone.signal);
       return;
     }
-    const served = await unlessGone(completeChat(plan, body, deps, clientGone.signal));
+    // Once sent, a whole answer is awaited even when its client has left: the provider bills it
+    // whether or not anyone reads it, so its reported usage is settled rather than guessed.
+    const served = await unlessGone(completeChat(plan, body, deps, NEVER_ABORTED, clientGone.signal));
     if (!served) return;
+    if (clientGone.signal.aborted) return settleAbandoned(call, served);
     if (!served.ok) refused(call, served);
     if (served.dropped.length > 0) ctx.set('X-GW-Params-Dropped', served.dropped.join(','));
     answerWhole(call, served);

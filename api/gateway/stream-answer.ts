@@ -11,6 +11,8 @@ export type StreamTally = {
   model: string;
   usage: Usage | null;
   finished: boolean;
+  /** UTF-8 bytes of output relayed so far (text and tool-call arguments): what an unfinished answer is settled on. */
+  outputBytes: number;
   text: string[] | null;
   /**
    * Kept only when guardrails check the answer at its end: each choice's text, and the chunks
@@ -39,6 +41,8 @@ export function foldOutputs(tally: StreamTally, outputs: readonly StreamOutput[]
       case 'delta':
         for (const c of o.choices) {
           if (c.finish_reason) tally.finished = true;
+          if (c.delta.content) tally.outputBytes += Buffer.byteLength(c.delta.content);
+          for (const t of c.delta.tool_calls ?? []) tally.outputBytes += Buffer.byteLength(t.function?.arguments ?? '') + Buffer.byteLength(t.function?.name ?? '');
           if (c.delta.content) tally.text?.push(c.delta.content);
           if (c.delta.content && tally.guarded) tally.guarded.texts[c.index] = (tally.guarded.texts[c.index] ?? '') + c.delta.content;
         }

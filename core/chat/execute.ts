@@ -121,9 +121,13 @@ export function upstreamTarget(plan: Plan, candidate: Candidate, deps: Pick<Exec
   return { kind: c.kind, baseUrls: [c.baseUrl, ...c.alternateBaseUrls], secrets: c.secrets, timeoutMs: timeoutFor(plan, candidate, deps) };
 }
 
-/** A whole answer from the first candidate that gives one. */
-export function completeChat(plan: Plan, body: ChatBody, deps: ExecuteDeps, signal: AbortSignal): Promise<Served<ChatResult> | NotServed> {
+/**
+ * A whole answer from the first candidate that gives one. `signal` aborts a call in flight;
+ * `stopBefore` only stops the walk from sending another one (it throws its reason instead).
+ */
+export function completeChat(plan: Plan, body: ChatBody, deps: ExecuteDeps, signal: AbortSignal, stopBefore?: AbortSignal): Promise<Served<ChatResult> | NotServed> {
   return runPlan(plan, body, deps, async (candidate, adapter, prepared): Promise<TryResult<ChatResult>> => {
+    stopBefore?.throwIfAborted();
     const upstream = adapter.buildRequest(prepared.body, { model: candidate.upstreamModel, stream: false, defaultMaxTokens: prepared.defaultMaxTokens, config: candidate.connection.config });
     const sent = await sendUpstream(deps.agent, adapter, upstreamTarget(plan, candidate, deps), upstream, signal);
     if (!sent.ok) return sent;

@@ -17,6 +17,11 @@ const BYTES_PER_TOKEN_ESTIMATE = 3;
  */
 const NON_TEXT_PART_TOKENS = 8_000;
 
+/** Tokens of generated text estimated from its UTF-8 size, leaning high like the prompt's. */
+export function estimateOutputTokens(bytes: number): number {
+  return Math.ceil(bytes / BYTES_PER_TOKEN_ESTIMATE);
+}
+
 export function estimatePromptTokens(body: Pick<ChatBody, 'messages' | 'tools'>): number {
   const nonText = body.messages.reduce((n, m) => n + (Array.isArray(m.content) ? m.content.filter((p) => (p as { type?: string }).type !== 'text').length : 0), 0);
   return Math.ceil(Buffer.byteLength(JSON.stringify([body.messages, body.tools ?? null])) / BYTES_PER_TOKEN_ESTIMATE) + nonText * NON_TEXT_PART_TOKENS;

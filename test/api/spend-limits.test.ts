@@ -1,5 +1,5 @@
 import { and, eq, sql } from 'drizzle-orm';
-import { budgetCrossings, spendLedger } from '../../core/db/schema';
+import { budgetCrossings, requestLogs, spendLedger } from '../../core/db/schema';
 import { startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
 import { randomClientAddress, startTestApi, testRedis, type TestApi } from '../helpers/harness';
 
@@ -312,6 +312,77 @@ describe('spend limits', () => {
     expect([sent.max_tokens, sent.max_completion_tokens]).toEqual([5, undefined]);
     expect(served.json.usage.cost).toBeCloseTo(0.5, 9);
     expect((await keyInfo(secret)).usage).toBeCloseTo(0.5, 9);
+  });
+
+  describe('an answer the provider started is paid for, whole or not', () => {
+    /** The key's request-log rows once its batch landed. */
+    async function rowsOf(secret: string, count: number) {
+      const keyId = await keyIdOf(secret);
+      for (let i = 0; i < 60; i++) {
+        const rows = await f.database.db.select().from(requestLogs).where(eq(requestLogs.keyId, keyId));
+        if (rows.length >= count) return rows;
+        await sleep(100);
+      }
+      throw new Error('request log rows did not land');
+    }
+    const stream = (secret: string, text: string, signal?: AbortSignal) => fetch(`${f.api.url}/v1/chat/completions`, {
+      method: 'POST', signal,
+      headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress() },
+      body: JSON.stringify({ model: 'openai/gpt-4o', messages: [{ role: 'user', content: text }], stream: true }),
+    });
+    /** Delivered content of an SSE body as the client received it. */
+    const contentOf = (sse: string) => sse.split('\n\n').filter((e) => e.startsWith('data: {')).map((e) => JSON.parse(e.slice(6)) as Loose)
+      .map((e) => e.choices?.[0]?.delta?.content ?? '').join('');
+
+    it('a stream broken mid-answer settles the output delivered (a token per three bytes) and logs it', async () => {
+      const secret = await f.key({ credit_limit: { amount: 10_000, period: 'daily' } });
+      const res = await stream(secret, 'Say hello [sandbox words=40,cut_after=6]');
+      const delivered = contentOf(await res.text());
+      expect(delivered.length).toBeGreaterThan(0);
+      const tokens = Math.ceil(Buffer.byteLength(delivered) / 3);
+      const [row] = await rowsOf(secret, 1);
+      expect(row).toMatchObject({ status: 502, errorType: 'upstream_error', priceSource: 'custom_provider' });
+      expect(row!.usage).toMatchObject({ completion_tokens: tokens });
+      expect(row!.cost).toBeCloseTo(tokens * 0.1, 6);
+      expect((await keyInfo(secret)).usage).toBeCloseTo(tokens * 0.1, 6);
+      expect(await ledgerTotal(secret)).toBeCloseTo(tokens * 0.1, 6);
+    });
+
+    it('a stream whose client hangs up after the first token is settled at what was relayed, and logged 499', async () => {
+      const secret = await f.key({ credit_limit: { amount: 10_000, period: 'daily' } });
+      const gone = new AbortController();
+      const res = await stream(secret, 'Say hello [sandbox words=3000]', gone.signal);
+      const reader = res.body!.getReader();
+      let received = '';
+      while (!received.includes('"content"')) received += new TextDecoder().decode((await reader.read()).value);
+      gone.abort();
+      await reader.cancel().catch(() => undefined);
+      const [row] = await rowsOf(secret, 1);
+      expect(row).toMatchObject({ status: 499, priceSource: 'custom_provider' });
+      const completion = (row!.usage as Loose).completion_tokens as number;
+      expect(completion).toBeGreaterThan(0);
+      expect(row!.cost).toBeCloseTo(completion * 0.1, 6);
+      expect((await keyInfo(secret)).usage).toBeCloseTo(completion * 0.1, 6);
+    });
+
+    it('a whole answer whose client left after it was sent is settled at the provider\'s usage, and logged 499', async () => {
+      const secret = await f.key({ credit_limit: { amount: 10_000, period: 'daily' } });
+      const gone = new AbortController();
+      const sent = fetch(`${f.api.url}/v1/chat/completions`, {
+        method: 'POST', signal: gone.signal,
+        headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress() },
+        body: JSON.stringify({ model: 'openai/gpt-4o', messages: [{ role: 'user', content: 'Say hello [sandbox delay_ms=600]' }], max_tokens: 4 }),
+      });
+      // Gone once the provider has the request, before it answers.
+      const before = f.sandbox.received.length;
+      while (f.sandbox.received.length === before) await sleep(10);
+      gone.abort();
+      await expect(sent).rejects.toThrow();
+      const [row] = await rowsOf(secret, 1);
+      expect(row).toMatchObject({ status: 499, usage: expect.objectContaining({ completion_tokens: 4 }), priceSource: 'custom_provider' });
+      expect(row!.cost).toBeCloseTo(0.4, 9);
+      expect((await keyInfo(secret)).usage).toBeCloseTo(0.4, 9);
+    });
   });
 
   it('GET /v1/key reads its own writes for a key without a limit too: the lifetime total right after each answer', async () => {

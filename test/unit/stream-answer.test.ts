@@ -4,7 +4,7 @@ import type { ChunkChoice, StreamOutput } from '../../core/providers/types';
 import { foldOutputs, relayStream, type StreamTally } from '../../api/gateway/stream-answer';
 
 const delta = (content: string, finish: string | null = null): StreamOutput => ({ type: 'delta', choices: [{ index: 0, delta: { content }, finish_reason: finish } as ChunkChoice] });
-const tally = (keepText: boolean): StreamTally => ({ model: 'm', usage: null, finished: false, text: keepText ? [] : null });
+const tally = (keepText: boolean): StreamTally => ({ model: 'm', usage: null, finished: false, outputBytes: 0, text: keepText ? [] : null });
 const toChunk = (model: string, choices: ChunkChoice[]) => ({ model, content: choices[0]?.delta.content });
 
 /** A live stream over fixed batches that counts how many batches were pulled. */
@@ -30,6 +30,12 @@ describe('relaying a stream (api/gateway/stream-answer)', () => {
     expect(kept.text).toEqual(['Hello ', 'there']);
     expect(dropped.text).toBeNull();
     expect([kept.finished, dropped.finished]).toEqual([true, true]);
+  });
+
+  it('counts the output relayed, text and tool-call arguments, whether or not the text is kept', () => {
+    const t = tally(false);
+    foldOutputs(t, [delta('héllo'), { type: 'delta', choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { name: 'f', arguments: '{"a":1}' } }] }, finish_reason: null }] }]);
+    expect(t.outputBytes).toBe(6 + 1 + 7);
   });
 
   it('tracks the model and usage, and ends at done or an error event', () => {

@@ -15,7 +15,9 @@ export type McpServerSyncSummary = { serverId: string; outcome: 'synced' | 'fail
  * through the guarded dispatcher (core/mcp/sync.ts), marks approved tools whose definition
  * changed `changed`, records health, and raises `mcp.tool_changed` and `mcp.server_failing`
  * through the one alert dispatch point (core/webhooks/fan-out.ts `queueAlertEvent`), starting
- * the queued deliveries once the transaction that queued them has committed.
+ * the queued deliveries once the transaction that queued them has committed. A retry finds the
+ * tools already moved and queues nothing again: deliveries whose start failed are started by the
+ * delivery sweep (activities/webhook-sweep.ts).
  */
 export function createMcpToolSyncActivities(deps: McpToolSyncDeps) {
   return {

@@ -7,30 +7,43 @@ import { searchAttributeKeys, workflowIds, type WebhookDeliveryInput } from '../
 /** Starts the workflows of queued deliveries; what activities that queue events are given. */
 export type StartDeliveries = (deliveries: QueuedDelivery[]) => Promise<void>;
 
+/** Where delivery workflows run, and on which schedule of attempts. */
+export type DeliveryStartOptions = { taskQueue: string; attemptDelaysMs: number[] };
+
+/**
+ * Starts one delivery's `webhookDelivery` workflow: true when this call started it, false when
+ * its id was already used. The workflow id is the delivery id and a used id is never reused, so
+ * calling this again (a retried activity, the sweep) starts nothing twice, not even after the
+ * delivery has finished.
+ */
+export async function startDeliveryWorkflow(temporal: Client, options: DeliveryStartOptions, d: QueuedDelivery): Promise<boolean> {
+  const input: WebhookDeliveryInput = { deliveryId: d.id, orgId: d.orgId, endpointId: d.endpointId, attemptDelaysMs: options.attemptDelaysMs };
+  try {
+    await temporal.workflow.start('webhookDelivery', {
+      workflowId: workflowIds.webhookDelivery(d.id),
+      taskQueue: options.taskQueue,
+      args: [input],
+      workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
+      typedSearchAttributes: [
+        { key: searchAttributeKeys.orgId, value: d.orgId },
+        { key: searchAttributeKeys.endpointId, value: d.endpointId ?? PER_REQUEST_RECEIVER },
+        { key: searchAttributeKeys.deliveryStatus, value: 'pending' },
+      ],
+    });
+    return true;
+  } catch (err) {
+    if (err instanceof WorkflowExecutionAlreadyStartedError) return false;
+    throw err;
+  }
+}
+
 /**
  * Starts one `webhookDelivery` per queued event, after the transaction that queued it has
- * committed. The workflow id is the delivery id and a used id is never reused, so calling this
- * again (a retried activity) starts nothing twice, not even after the delivery has finished.
+ * committed. A start that fails here leaves its delivery pending and unattempted: the delivery
+ * sweep (activities/webhook-sweep.ts) starts it later.
  */
-export function createDeliveryStarter(temporal: Client, options: { taskQueue: string; attemptDelaysMs: number[] }): StartDeliveries {
+export function createDeliveryStarter(temporal: Client, options: DeliveryStartOptions): StartDeliveries {
   return async (deliveries) => {
-    await Promise.all(deliveries.map(async (d) => {
-      const input: WebhookDeliveryInput = { deliveryId: d.id, orgId: d.orgId, endpointId: d.endpointId, attemptDelaysMs: options.attemptDelaysMs };
-      try {
-        await temporal.workflow.start('webhookDelivery', {
-          workflowId: workflowIds.webhookDelivery(d.id),
-          taskQueue: options.taskQueue,
-          args: [input],
-          workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
-          typedSearchAttributes: [
-            { key: searchAttributeKeys.orgId, value: d.orgId },
-            { key: searchAttributeKeys.endpointId, value: d.endpointId ?? PER_REQUEST_RECEIVER },
-            { key: searchAttributeKeys.deliveryStatus, value: 'pending' },
-          ],
-        });
-      } catch (err) {
-        if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
-      }
-    }));
+    await Promise.all(deliveries.map((d) => startDeliveryWorkflow(temporal, options, d)));
   };
 }

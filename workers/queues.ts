@@ -10,6 +10,7 @@ import path from 'node:path';
 import { createVideoJobActivities, type VideoJobDeps } from '../activities/video-job';
 import { createWebhookDeliveryActivities } from '../activities/webhook-delivery';
 import { createDeliveryStarter } from '../activities/webhook-dispatch';
+import { createWebhookSweepActivities } from '../activities/webhook-sweep';
 import { webhookAttemptDelays } from '../core/webhooks/schedule';
 import { systemClock, type Clock } from '../core/clock';
 import { publicBaseUrl, requireSetting, type Config } from '../core/config';
@@ -80,11 +81,13 @@ function activitiesFor(name: TaskQueueName, queue: string, services: ActivitySer
     case 'webhooks':
       return { ...probe, ...createWebhookDeliveryActivities({ db: services.db, clock: services.clock, sealer: services.video.sealer, dispatcher: services.webhooks.dispatcher }) };
     case 'maintenance': {
-      // The MCP sync raises alerts; their deliveries run on the webhooks queue.
-      const startDeliveries = createDeliveryStarter(temporal, { taskQueue: taskQueue('webhooks', taskQueuePrefix), attemptDelaysMs: services.webhooks.attemptDelaysMs });
+      // The MCP sync raises alerts and the sweep starts deliveries left unstarted; both run them on the webhooks queue.
+      const deliveries = { taskQueue: taskQueue('webhooks', taskQueuePrefix), attemptDelaysMs: services.webhooks.attemptDelaysMs };
+      const startDeliveries = createDeliveryStarter(temporal, deliveries);
       return {
         ...probe, ...createKeyRotationActivities(services), ...createSecretRotationActivities(services), ...createRetentionActivities({ ...services, storage: services.video.storage }),
         ...createMcpToolSyncActivities({ db: services.db, clock: services.clock, sealer: services.video.sealer, dispatcher: services.webhooks.dispatcher, startDeliveries }),
+        ...createWebhookSweepActivities({ db: services.db, clock: services.clock, temporal, deliveries }),
       };
     }
     default:

@@ -1,6 +1,6 @@
 import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client, type ScheduleOptions } from '@temporalio/client';
 import { scaleDuration } from '../core/schedule';
-import { MCP_TOOL_SYNC_EVERY_MS, REQUEST_LOG_RETENTION_EVERY_MS, scheduleIds, taskQueue } from '../workflows/definitions';
+import { MCP_TOOL_SYNC_EVERY_MS, REQUEST_LOG_RETENTION_EVERY_MS, scheduleIds, taskQueue, WEBHOOK_SWEEP_EVERY_MS } from '../workflows/definitions';
 
 /**
  * The Temporal Schedules of the maintenance queue (DESIGN 6.10: periodic work is a schedule,
@@ -10,6 +10,7 @@ import { MCP_TOOL_SYNC_EVERY_MS, REQUEST_LOG_RETENTION_EVERY_MS, scheduleIds, ta
 export function maintenanceSchedules(taskQueuePrefix: string, scheduleScale: number): ScheduleOptions[] {
   const retentionId = scheduleIds.requestLogRetention(taskQueuePrefix);
   const mcpSyncId = scheduleIds.mcpToolSync(taskQueuePrefix);
+  const sweepId = scheduleIds.webhookDeliverySweep(taskQueuePrefix);
   return [
     {
       scheduleId: retentionId,
@@ -38,6 +39,19 @@ export function maintenanceSchedules(taskQueuePrefix: string, scheduleScale: num
       },
       policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1 minute' },
       memo: { purpose: 'tool gateway: re-list every active MCP server, mark changed tools, record health, raise mcp.* alerts' },
+    },
+    {
+      scheduleId: sweepId,
+      spec: { intervals: [{ every: scaleDuration(WEBHOOK_SWEEP_EVERY_MS, scheduleScale) }] },
+      action: {
+        type: 'startWorkflow',
+        workflowType: 'webhookDeliverySweep',
+        workflowId: sweepId,
+        taskQueue: taskQueue('maintenance', taskQueuePrefix),
+        args: [],
+      },
+      policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1 minute' },
+      memo: { purpose: 'webhooks: start the workflow of every delivery (job or alert event) left pending and never attempted after a failed start' },
     },
   ];
 }

@@ -59,6 +59,7 @@ export const workflowIds = {
 export const scheduleIds = {
   requestLogRetention: (prefix = '') => `${prefix}gw-request-log-retention`,
   mcpToolSync: (prefix = '') => `${prefix}gw-mcp-tool-sync`,
+  webhookDeliverySweep: (prefix = '') => `${prefix}gw-webhook-delivery-sweep`,
 };
 
 /** Every active tool-gateway server is re-listed this often (times GW_SCHEDULE_SCALE); issue 15. */
@@ -69,6 +70,15 @@ export const MCP_TOOL_SYNC_PAGE_SIZE = 20;
 export const MCP_TOOL_SYNC_MAX_PAGES = 500;
 
 export type McpToolSyncResult = { servers: number; synced: number; failed: number; skipped: number; toolsChanged: number; alertsQueued: number };
+
+/** The delivery sweep (deliveries whose workflow was never started) runs this often (times GW_SCHEDULE_SCALE); issue 20. */
+export const WEBHOOK_SWEEP_EVERY_MS = 300_000;
+/** Deliveries looked at per page of the sweep; each page's workflows are started side by side. */
+export const WEBHOOK_SWEEP_PAGE_SIZE = 100;
+/** Pages in one run; a larger backlog is finished by the next runs. */
+export const WEBHOOK_SWEEP_MAX_PAGES = 50;
+
+export type WebhookSweepResult = { checked: number; started: number; finished: boolean };
 
 /** The request log's retention runs this often (times GW_SCHEDULE_SCALE). */
 export const REQUEST_LOG_RETENTION_EVERY_MS = 3_600_000;

@@ -6,3 +6,4 @@ export { videoJob } from './video-job';
 export { webhookDelivery } from './webhook-delivery';
 export { requestLogRetention } from './request-log-retention';
 export { mcpToolSync } from './mcp-tool-sync';
+export { webhookDeliverySweep } from './webhook-delivery-sweep';

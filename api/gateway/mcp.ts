@@ -33,6 +33,12 @@ import type { GatewayServices } from './services';
 export const MCP_CALL_ENDPOINT = 'mcp.tools/call';
 /** Request-log `provider` of a tool call. */
 export const MCP_LOG_PROVIDER = 'mcp';
+/**
+ * Request-log `price_source` of a tool call, logged with cost 0: the gateway bills nothing for
+ * it and no provider does, so it is free rather than unpriced, and never counted as unpriced
+ * traffic in usage or the request log's totals (issue 20).
+ */
+export const MCP_PRICE_SOURCE = 'tool_call';
 /** Each server's `rate_limit_rpm` is counted in one-minute windows. */
 const MCP_RATE_WINDOW_MS = 60_000;
 
@@ -179,8 +185,8 @@ async function logCall(x: LogScope, name: string, tool: McpToolRow | null, start
       server_id: x.server?.id ?? null, server_slug: x.slug, tool: name, upstream_tool: tool?.upstreamName ?? null,
       outcome: failure?.code ?? (failure ? failure.type : 'ok'), result_bytes: outcome.resultBytes ?? null,
     },
-    cost: null,
-    priceSource: null,
+    cost: 0,
+    priceSource: MCP_PRICE_SOURCE,
     guardrails: outcome.guard?.outcome() ?? null,
     requestBody: capture ? { name, arguments: outcome.loggedArgs ?? null } : null,
     responseBody: capture ? (outcome.response ?? null) : null,

@@ -1,4 +1,4 @@
-import { CallToolResultSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { CallToolResultSchema, type CallToolResult, type ContentBlock } from '@modelcontextprotocol/sdk/types.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import type { JsonSchemaType, JsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
 import { LRUCache } from 'lru-cache';
@@ -144,20 +144,63 @@ export function stringLeaves(value: unknown): { texts: string[]; rebuild(texts: 
   };
 }
 
-/** The texts of a result guardrails read: its text content items, then its structured content's strings. */
+/**
+ * Fields of a content item that are not text a model reads, and whose values have fixed forms a
+ * redaction would break: the `type` discriminator, the media type, base64 payloads (`data` of an
+ * image or audio item, `blob` of an embedded resource), the client hints in `annotations`
+ * (audience enum, priority, timestamp) and `icons` (images).
+ */
+const UNSCANNED_ITEM_FIELDS = new Set(['type', 'mimeType', 'data', 'blob', 'annotations', 'icons']);
+
+/** One level of an object split into the fields guardrails read and the ones kept as they are. */
+function splitFields(value: Record<string, unknown>): { scanned: Record<string, unknown>; kept: Record<string, unknown> } {
+  const scanned: Record<string, unknown> = {};
+  const kept: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) (UNSCANNED_ITEM_FIELDS.has(k) ? kept : scanned)[k] = v;
+  return { scanned, kept };
+}
+
+/**
+ * The part of a content item guardrails read, and how to put it back: every string of the item
+ * (text, an embedded resource's `uri` and `text`, a resource link's `name`, `title`,
+ * `description` and `uri`, `_meta`, and whatever text field a later protocol revision adds)
+ * except the fields in UNSCANNED_ITEM_FIELDS, at the item's level and its embedded resource's.
+ */
+function scannableItem(item: ContentBlock): { fields: Record<string, unknown>; restore(fields: Record<string, unknown>): ContentBlock } {
+  const top = splitFields(item as unknown as Record<string, unknown>);
+  const resource = top.scanned.resource;
+  if (item.type !== 'resource' || resource === null || typeof resource !== 'object') {
+    return { fields: top.scanned, restore: (fields) => ({ ...top.kept, ...fields }) as unknown as ContentBlock };
+  }
+  const inner = splitFields(resource as Record<string, unknown>);
+  return {
+    fields: { ...top.scanned, resource: inner.scanned },
+    restore: (fields) => ({ ...top.kept, ...fields, resource: { ...inner.kept, ...(fields.resource as Record<string, unknown>) } }) as unknown as ContentBlock,
+  };
+}
+
+/**
+ * The texts of a result guardrails read, and a way to rebuild the result with them replaced:
+ * every content item's text-bearing fields (scannableItem), then the string values of
+ * `structuredContent`, then those of the result's other fields (`_meta` and any extension field
+ * the server added: they reach the agent too). `isError` and binary payloads are left alone.
+ */
 export function resultTexts(result: CallToolResult): { texts: string[]; rebuild(texts: readonly string[]): CallToolResult } {
-  const textItems = result.content.flatMap((c, index) => (c.type === 'text' ? [index] : []));
-  const structured = stringLeaves(result.structuredContent ?? null);
-  const texts = [...textItems.map((index) => (result.content[index] as { text: string }).text), ...structured.texts];
+  const { content, structuredContent, isError: _flag, ...extra } = result;
+  const items = content.map(scannableItem);
+  const itemLeaves = items.map((i) => stringLeaves(i.fields));
+  const structured = stringLeaves(structuredContent ?? null);
+  const extraLeaves = stringLeaves(extra);
+  const texts = [...itemLeaves.flatMap((l) => l.texts), ...structured.texts, ...extraLeaves.texts];
   return {
     texts,
     rebuild(replaced) {
-      const content = result.content.slice();
-      textItems.forEach((index, n) => {
-        content[index] = { ...(content[index] as { type: 'text'; text: string }), text: replaced[n]! };
-      });
-      const out: CallToolResult = { ...result, content };
-      if (result.structuredContent !== undefined) out.structuredContent = structured.rebuild(replaced.slice(textItems.length)) as Record<string, unknown>;
+      let at = 0;
+      const take = (n: number) => replaced.slice(at, (at += n));
+      const rebuiltContent = items.map((item, i) => item.restore(itemLeaves[i]!.rebuild(take(itemLeaves[i]!.texts.length)) as Record<string, unknown>));
+      const rebuiltStructured = structured.rebuild(take(structured.texts.length));
+      const out: CallToolResult = { ...result, ...(extraLeaves.rebuild(take(extraLeaves.texts.length)) as Record<string, unknown>), content: rebuiltContent };
+      if (structuredContent !== undefined) out.structuredContent = rebuiltStructured as Record<string, unknown>;
       return out;
     },
   };

@@ -99,20 +99,42 @@ export async function openMcpSession(target: McpTarget, deps: { dispatcher: Disp
   throw new McpConnectError(attempts);
 }
 
-/** At most this many pages of `tools/list` are read; a server that pages forever is cut off. */
+/**
+ * Bounds on what one server may list (issue 20): a listing is read into memory and stored as
+ * one row per tool, so a hostile or broken server must not be able to make either unbounded.
+ * The bytes count every answer of the listing session (the handshake and every `tools/list`
+ * page, SSE framing included), cut off as they arrive; a tool listing is not a tool result, so
+ * it has its own bound rather than the server's `max_result_bytes`.
+ */
+export const MCP_MAX_LISTING_BYTES = 4 * 1024 * 1024;
+/** At most this many pages of `tools/list` are read. */
 export const MCP_MAX_TOOL_PAGES = 50;
+/** At most this many tools are taken from one server (model APIs take far fewer tools per request). */
+export const MCP_MAX_LISTED_TOOLS = 1000;
 
-/** Every tool the session's server lists, following `nextCursor`. */
+/**
+ * A listing over one of the bounds above. Refused whole, never truncated: a partial listing
+ * would mark the tools it left out as removed.
+ */
+export class McpListingTooLarge extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'McpListingTooLarge';
+  }
+}
+
+/** Every tool the session's server lists, following `nextCursor`, within the page and tool bounds. */
 export async function listAllTools(session: McpSession, timeoutMs: number): Promise<Tool[]> {
   const tools: Tool[] = [];
   let cursor: string | undefined;
   for (let page = 0; page < MCP_MAX_TOOL_PAGES; page++) {
     const answer = await session.client.listTools(cursor ? { cursor } : {}, { timeout: timeoutMs });
     tools.push(...answer.tools);
+    if (tools.length > MCP_MAX_LISTED_TOOLS) throw new McpListingTooLarge(`the server lists more than ${MCP_MAX_LISTED_TOOLS} tools`);
     cursor = answer.nextCursor;
-    if (!cursor) break;
+    if (!cursor) return tools;
   }
-  return tools;
+  throw new McpListingTooLarge(`the server's tool listing runs past ${MCP_MAX_TOOL_PAGES} pages`);
 }
 
 /** A registered server as the session opener needs it (a `mcp_servers` row has these columns). */
@@ -140,12 +162,28 @@ export function openServerSession(server: RegisteredMcpServer, deps: { sealer: S
   }, deps);
 }
 
-/** Lists a server's tools in one short session: the era that worked and the tools. */
+/**
+ * Lists a server's tools in one short session: the era that worked and the tools. The session's
+ * answers are cut off past MCP_MAX_LISTING_BYTES (the session is closed at once, so a pending
+ * request fails instead of waiting for its timeout) and the listing is refused as too large.
+ */
 export async function discoverTools(target: McpTarget, deps: { dispatcher: Dispatcher }): Promise<{ protocolEra: McpProtocolEra; tools: Tool[] }> {
-  const session = await openMcpSession(target, deps);
+  let session: McpSession | null = null;
+  const cut = { hit: false };
+  const responseLimit: ResponseLimit = {
+    bytes: MCP_MAX_LISTING_BYTES,
+    onExceeded: () => {
+      cut.hit = true;
+      void session?.close();
+    },
+  };
   try {
+    session = await openMcpSession({ ...target, responseLimit }, deps);
     return { protocolEra: session.protocolEra, tools: await listAllTools(session, target.timeoutMs) };
+  } catch (err) {
+    if (cut.hit) throw new McpListingTooLarge(`the server's tool listing is larger than ${MCP_MAX_LISTING_BYTES} bytes`);
+    throw err;
   } finally {
-    await session.close();
+    await (session as McpSession | null)?.close();
   }
 }

@@ -1,4 +1,4 @@
-import { and, eq, gt, inArray, isNull, or, sql } from 'drizzle-orm';
+import { and, asc, eq, gt, inArray, isNull, lt, or, sql } from 'drizzle-orm';
 import { unixSeconds } from '../clock';
 import type { Executor } from '../db/client';
 import {
@@ -56,6 +56,25 @@ export async function queueEvents(db: Executor, event: { orgId: string; type: st
 export async function pendingJobDeliveries(db: Executor, jobId: string): Promise<QueuedDelivery[]> {
   return db.select({ id: webhookDeliveries.id, orgId: webhookDeliveries.orgId, eventId: webhookDeliveries.eventId, endpointId: webhookDeliveries.endpointId })
     .from(webhookDeliveries).where(and(eq(webhookDeliveries.jobId, jobId), eq(webhookDeliveries.status, 'pending')));
+}
+
+/**
+ * Deliveries of any event (job or alert) queued before `queuedBefore` and never attempted, in id
+ * order after `afterId`: what the sweep (re)starts. A started workflow makes its first attempt at
+ * once, so a delivery this old without one almost surely never had its workflow started (the
+ * start after the commit failed); starting it again is harmless, the delivery id being the
+ * workflow's business id.
+ */
+export async function unattemptedDeliveries(db: Executor, page: { queuedBefore: Date; afterId: string | null; limit: number }): Promise<QueuedDelivery[]> {
+  return db.select({ id: webhookDeliveries.id, orgId: webhookDeliveries.orgId, eventId: webhookDeliveries.eventId, endpointId: webhookDeliveries.endpointId })
+    .from(webhookDeliveries)
+    .where(and(
+      eq(webhookDeliveries.status, 'pending'),
+      eq(webhookDeliveries.attempts, 0),
+      lt(webhookDeliveries.createdAt, page.queuedBefore),
+      page.afterId ? gt(webhookDeliveries.id, page.afterId) : undefined,
+    ))
+    .orderBy(asc(webhookDeliveries.id)).limit(page.limit);
 }
 
 export type AlertEvent = { orgId: string; type: AlertEventType; severity: AlertSeverity; alert: Record<string, unknown>; now: Date };

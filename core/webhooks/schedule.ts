@@ -24,3 +24,10 @@ export const WEBHOOK_ANSWER_TIMEOUT_MS = 10_000;
 export function webhookAttemptDelays(scale: number): number[] {
   return WEBHOOK_ATTEMPT_DELAYS_MS.map((ms) => Math.round(ms * scale));
 }
+
+/**
+ * A delivery queued this long ago and never attempted is started by the sweep (issue 20). Well
+ * past the normal start right after the commit and a retried job step's own restart, so the
+ * sweep does not race them; not scaled, since it waits for those real-time paths.
+ */
+export const WEBHOOK_SWEEP_GRACE_MS = 10 * 60_000;

@@ -3,10 +3,12 @@ import { and, eq } from 'drizzle-orm';
 import type { DatabaseHandle } from '../../core/db/client';
 import { auditEvents, mcpServers, organizations } from '../../core/db/schema';
 import { createLogger } from '../../core/logger';
+import { MCP_MAX_LISTED_TOOLS, MCP_MAX_LISTING_BYTES, MCP_MAX_TOOL_PAGES } from '../../core/mcp/client';
 import { issueManagementToken } from '../../core/tenancy/management-tokens';
 import { addMember, bootstrapOrganization } from '../../core/tenancy/organizations';
 import { startTestApi, type TestApi } from '../helpers/harness';
 import { manageClient, startManagementFixture, type ManagementFixture } from '../helpers/manage-client';
+import { startListingMcpServer, type ListingMcpServer, type ListingMode } from '../helpers/mcp-listings';
 import { startTestMcpServer, type TestMcpServer } from '../helpers/mcp-servers';
 import { expectShape } from '../helpers/resource-shapes';
 import type { Tenant } from '../helpers/tenants';
@@ -147,6 +149,43 @@ describe('tool-gateway management', () => {
       const ok = await client.patch<Server>(`/mcp_servers/${s.body.id}`, { timeout_ms: 300000, max_result_bytes: 1024, rate_limit_rpm: 50000 }, `"${s.body.version}"`);
       expect(ok.status).toBe(200);
       expect(ok.body).toMatchObject({ timeout_ms: 300000, max_result_bytes: 1024, rate_limit_rpm: 50000, slug: s.body.slug });
+    });
+  });
+
+  describe('listing bounds', () => {
+    let listing: ListingMcpServer;
+    beforeAll(async () => {
+      listing = await startListingMcpServer();
+    });
+    afterAll(async () => {
+      await listing.close();
+    });
+    const overBounds: Array<[ListingMode, RegExp]> = [
+      ['huge', new RegExp(`larger than ${MCP_MAX_LISTING_BYTES} bytes`)],
+      ['crowded', new RegExp(`more than ${MCP_MAX_LISTED_TOOLS} tools`)],
+      ['endless', new RegExp(`past ${MCP_MAX_TOOL_PAGES} pages`)],
+    ];
+
+    it('refuses a listing over the byte, tool or page bound with mcp_discovery_failed when registering', async () => {
+      for (const [mode, reason] of overBounds) {
+        listing.mode = mode;
+        const res = await register(client, { slug: slug('big'), name: 'Big', url: listing.url });
+        expect([mode, res.status, res.body.error?.type, res.body.error?.code]).toEqual([mode, 400, 'invalid_request_error', 'mcp_discovery_failed']);
+        expect(res.body.error!.message).toMatch(reason);
+      }
+    });
+
+    it('refuses it on POST /sync too, keeping the tools of the last good listing', async () => {
+      listing.mode = 'small';
+      const created = await register(client, { slug: slug('grow'), name: 'Grows', url: listing.url });
+      expect([created.status, created.body.error]).toEqual([201, undefined]);
+      for (const [mode, reason] of overBounds) {
+        listing.mode = mode;
+        const res = await client.post(`/mcp_servers/${created.body.id}/sync`, {});
+        expect([mode, res.status, res.body.error?.code]).toEqual([mode, 400, 'mcp_discovery_failed']);
+        expect(res.body.error!.message).toMatch(reason);
+      }
+      expect((await toolsOf(created.body.id)).map((t) => [t.upstream_name, t.listed])).toEqual([['lookup', true]]);
     });
   });
 

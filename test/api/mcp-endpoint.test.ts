@@ -241,6 +241,35 @@ describe('/v1/mcp/{server_slug}', () => {
       expect(refused.usage).toMatchObject({ outcome: 'tool_not_approved' });
     });
 
+    it('counts tool calls as free in usage, never as unpriced: cost 0 and price_source tool_call', async () => {
+      const created = await client.post<Key>('/gateway_keys', { label: `usage ${seq++}`, project_id: fixture.tenant.projectId, observability_access: 'scoped' });
+      expect(created.status).toBe(201);
+      const counted = { id: created.body.id, secret: created.body.secret };
+      await grant(client, counted, main.id, 'all');
+      const a = await agent(counted, main.slug);
+      expect((await call(a, `${main.slug}_search`, { query: 'priced?' })).isError).toBeFalsy();
+      expect(refusalOf(await call(a, `${main.slug}_draft`, { query: 'x' }))).toMatchObject({ code: 'tool_not_approved' });
+      await fixture.api.runtime.deps.gateway.requestLog.flush();
+
+      const read = async (path: string) => {
+        const res = await fetch(`${fixture.api.url}${path}`, { headers: { authorization: `Bearer ${counted.secret}`, 'x-forwarded-for': randomClientAddress() } });
+        expect(res.status).toBe(200);
+        return (await res.json()) as { totals: Record<string, number>; data: Array<Record<string, unknown>> };
+      };
+      const usage = await read('/v1/usage?bucket=day');
+      expect(usage.totals).toMatchObject({ requests: 2, cost: 0, unpriced_requests: 0 });
+      const manage = await client.get<{ data: Array<{ group: Record<string, string | null>; requests: number; unpriced_requests: number; cost: number }> }>('/usage?bucket=day&group_by=key');
+      expect(manage.status).toBe(200);
+      const mine = manage.body.data.filter((b) => b.group.key === counted.id);
+      expect(mine.reduce((n, b) => n + b.requests, 0)).toBe(2);
+      expect(mine.reduce((n, b) => n + b.unpriced_requests, 0)).toBe(0);
+      // The request log says why: each call's row is free by its own price source.
+      const requests = await read('/v1/requests?limit=10');
+      const calls = requests.data.filter((r) => r.endpoint === 'mcp.tools/call');
+      expect(calls).toHaveLength(2);
+      for (const r of calls) expect(r).toMatchObject({ endpoint: 'mcp.tools/call', estimated_cost: 0, price_source: 'tool_call' });
+    });
+
     it('refuses pending and blocked tools with tool_not_approved, unknown ones with tool_not_allowed', async () => {
       expect(refusalOf(await call(c, `${main.slug}_draft`, { query: 'x' }))).toMatchObject({ type: 'permission_denied', code: 'tool_not_approved' });
       expect(refusalOf(await call(c, `${main.slug}_wipe`, { query: 'x' }))).toMatchObject({ type: 'permission_denied', code: 'tool_not_approved' });
@@ -396,6 +425,80 @@ describe('/v1/mcp/{server_slug}', () => {
       await grant(client, key, server.id, 'all');
       const s = await agent(key, server.slug);
       expect(refusalOf(await call(s, `${server.slug}_huge`, { query: 'x' }))).toMatchObject({ type: 'permission_denied', code: 'guardrail_unavailable' });
+    });
+  });
+
+  describe('guardrails on every text a result carries', () => {
+    const phone = '+1 (213) 373-4253';
+    /** What the `fetch` tool answers for each query: texts carried outside plain text items. */
+    const answers: Record<string, CallToolResult> = {
+      embedded: { content: [{ type: 'resource', resource: { uri: 'file:///notes.txt', mimeType: 'text/plain', text: 'Ask jane.doe@example.com' } }] },
+      link: { content: [{ type: 'resource_link', uri: 'https://files.example.com/contacts', name: 'contacts', description: 'Write to jane.doe@example.com' }] },
+      mailto: { content: [{ type: 'resource_link', uri: 'mailto:jane.doe@example.com', name: 'contact' }] },
+      meta: { content: [{ type: 'text', text: 'nothing here', _meta: { source: 'jane.doe@example.com' } }] },
+      structured: { content: [{ type: 'text', text: 'see the rows' }], structuredContent: { rows: [{ owner: 'jane.doe@example.com' }] } },
+      phones: {
+        content: [
+          { type: 'resource', resource: { uri: 'file:///desk.txt', mimeType: 'text/plain', text: `Call ${phone} today` } },
+          { type: 'resource_link', uri: 'https://files.example.com/desk', name: 'desk', title: `Desk ${phone}`, description: `Reach the desk at ${phone}` },
+          { type: 'image', data: Buffer.from(`image bytes ${phone}`).toString('base64'), mimeType: 'image/png' },
+          { type: 'resource', resource: { uri: 'file:///logo.png', mimeType: 'image/png', blob: Buffer.from('png').toString('base64') } },
+        ],
+      },
+    };
+    let docs: TestMcpServer;
+    let server: Server;
+    let key: Key;
+    let c: Client;
+    beforeAll(async () => {
+      docs = await startTestMcpServer('streamable_http', [
+        { name: 'fetch', description: 'Fetch a document', readOnly: true, answer: (q) => answers[q] ?? { content: [{ type: 'text', text: `doc ${q}` }] } },
+      ]);
+      server = await register(client, { url: docs.url });
+      await approve(client, server.id, { fetch: 'read' });
+      key = await newKey(client);
+      await grant(client, key, server.id, 'all');
+      const res = await client.post('/guardrail_policies', {
+        target: `key:${key.id}`, enabled: true, on_engine_error: 'block',
+        rules: [
+          { detector: 'email', stage: 'output', action: 'block' },
+          { detector: 'phone', stage: 'output', action: 'redact' },
+        ],
+      });
+      expect([res.status, res.body.error]).toEqual([201, undefined]);
+      await sleep(150);
+      c = await agent(key, server.slug);
+    });
+    afterAll(async () => {
+      await docs.close();
+    });
+
+    it('blocks an email carried in an embedded resource, a resource link, an item\'s _meta or structured content', async () => {
+      expect((await call(c, `${server.slug}_fetch`, { query: 'plain' })).content).toEqual([{ type: 'text', text: 'doc plain' }]);
+      for (const query of ['embedded', 'link', 'mailto', 'meta', 'structured']) {
+        expect([query, refusalOf(await call(c, `${server.slug}_fetch`, { query }))]).toEqual([query, expect.objectContaining({ type: 'permission_denied', code: 'guardrail_blocked' })]);
+      }
+      await fixture.api.runtime.deps.gateway.requestLog.flush();
+      const rows = await fixture.database.db.select().from(requestLogs).where(and(eq(requestLogs.keyId, key.id), eq(requestLogs.errorCode, 'guardrail_blocked')));
+      expect(rows).toHaveLength(5);
+      for (const row of rows) expect(row.guardrails).toMatchObject({ action: 'blocked', findings: [expect.objectContaining({ detector: 'email', stage: 'output', action: 'block' })] });
+    });
+
+    it('redacts in embedded resource texts and resource link fields, and leaves binary payloads alone', async () => {
+      const result = await call(c, `${server.slug}_fetch`, { query: 'phones' });
+      expect(result.isError).toBeFalsy();
+      const original = answers.phones!.content;
+      expect(result.content).toEqual([
+        { type: 'resource', resource: { uri: 'file:///desk.txt', mimeType: 'text/plain', text: 'Call [REDACTED:PHONE] today' } },
+        { type: 'resource_link', uri: 'https://files.example.com/desk', name: 'desk', title: 'Desk [REDACTED:PHONE]', description: 'Reach the desk at [REDACTED:PHONE]' },
+        original[2],
+        original[3],
+      ]);
+      await fixture.api.runtime.deps.gateway.requestLog.flush();
+      const redacted = (await fixture.database.db.select().from(requestLogs).where(and(eq(requestLogs.keyId, key.id), eq(requestLogs.status, 200))))
+        .filter((r) => (r.guardrails as { action?: string } | null)?.action === 'redacted');
+      expect(redacted).toHaveLength(1);
+      expect(redacted[0]!.guardrails).toMatchObject({ findings: [expect.objectContaining({ detector: 'phone', stage: 'output', action: 'redact', count: 3 })] });
     });
   });
 

@@ -5,6 +5,7 @@ import { systemClock } from '../../core/clock';
 import { createSealer } from '../../core/crypto/sealing';
 import { mcpServers, mcpServerTools, notificationChannels, notificationRules, webhookDeliveries, webhookEndpoints } from '../../core/db/schema';
 import { newId } from '../../core/ids';
+import { MCP_MAX_LISTED_TOOLS, MCP_MAX_LISTING_BYTES, MCP_MAX_TOOL_PAGES } from '../../core/mcp/client';
 import { MCP_FAILING_AFTER_FAILURES } from '../../core/mcp/sync';
 import { createGuardedDispatcher } from '../../core/net/guarded-dispatcher';
 import type { QueuedDelivery } from '../../core/webhooks/fan-out';
@@ -12,6 +13,7 @@ import { bootstrapOrganization } from '../../core/tenancy/organizations';
 import { taskQueue, type McpToolSyncResult } from '../../workflows/definitions';
 import { startTestWorkers, uniquePrefix } from '../helpers/harness';
 import { manageClient, startManagementFixture, type ManagementFixture } from '../helpers/manage-client';
+import { startListingMcpServer, type ListingMode } from '../helpers/mcp-listings';
 import { startTestMcpServer, type TestMcpServer } from '../helpers/mcp-servers';
 
 type Tool = { id: string; server_id: string; upstream_name: string; state: string; definition_sha256: string; approved_sha256: string | null };
@@ -118,6 +120,32 @@ describe('MCP tool sync', () => {
     }
     await activities.syncMcpServer({ serverId });
     expect(await serverRow()).toMatchObject({ health: 'healthy', consecutiveFailures: 0, lastSyncError: null });
+  });
+
+  it('records a listing over the byte, tool or page bound as a failed sync, keeping the tools of the last good one', async () => {
+    const listing = await startListingMcpServer();
+    try {
+      const org = await bootstrapOrganization(fixture.database.db, { name: 'bounds', plan: 'business' });
+      const c = manageClient(fixture.api.url, org.management_token);
+      const s = await c.post<{ id: string }>('/mcp_servers', { slug: slug('big'), name: 'big', url: listing.url });
+      expect(s.status).toBe(201);
+      const cases: Array<[ListingMode, string]> = [
+        ['huge', `larger than ${MCP_MAX_LISTING_BYTES} bytes`],
+        ['crowded', `more than ${MCP_MAX_LISTED_TOOLS} tools`],
+        ['endless', `past ${MCP_MAX_TOOL_PAGES} pages`],
+      ];
+      for (const [n, [mode, reason]] of cases.entries()) {
+        listing.mode = mode;
+        expect([mode, await activities.syncMcpServer({ serverId: s.body.id })]).toEqual([mode, expect.objectContaining({ outcome: 'failed' })]);
+        const [row] = await fixture.database.db.select().from(mcpServers).where(eq(mcpServers.id, s.body.id));
+        expect(row).toMatchObject({ consecutiveFailures: n + 1, health: n === 0 ? 'degraded' : 'failing' });
+        expect(row!.lastSyncError).toContain(reason);
+      }
+      const tools = await fixture.database.db.select().from(mcpServerTools).where(eq(mcpServerTools.serverId, s.body.id));
+      expect(tools.map((t) => [t.upstreamName, t.listed])).toEqual([['lookup', true]]);
+    } finally {
+      await listing.close();
+    }
   });
 
   it('skips a disabled server', async () => {

@@ -1,0 +1,201 @@
+import { ScheduleOverlapPolicy, type Client } from '@temporalio/client';
+import { eq, inArray } from 'drizzle-orm';
+import { createMcpToolSyncActivities } from '../../activities/mcp-tool-sync';
+import { createDeliveryStarter, startDeliveryWorkflow } from '../../activities/webhook-dispatch';
+import { createWebhookSweepActivities, type SweepPage } from '../../activities/webhook-sweep';
+import { systemClock } from '../../core/clock';
+import { createSealer } from '../../core/crypto/sealing';
+import { jobs, notificationChannels, notificationRules, webhookDeliveries } from '../../core/db/schema';
+import { newId } from '../../core/ids';
+import { createGuardedDispatcher } from '../../core/net/guarded-dispatcher';
+import { queueEvents } from '../../core/webhooks/fan-out';
+import { WEBHOOK_SWEEP_GRACE_MS, webhookAttemptDelays } from '../../core/webhooks/schedule';
+import { verifyWebhook } from '../../core/webhooks/signature';
+import { scheduleIds, taskQueue, WEBHOOK_SWEEP_EVERY_MS, type WebhookSweepResult } from '../../workflows/definitions';
+import { startTestWorkers, uniquePrefix } from '../helpers/harness';
+import { createLocalCa, type LocalCa } from '../helpers/local-ca';
+import { startManagementFixture, type ManagementFixture } from '../helpers/manage-client';
+import { startTestMcpServer, type TestMcpServer } from '../helpers/mcp-servers';
+import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver';
+import { startWorkerProcess, type WorkerProcess } from '../helpers/worker-process';
+
+const SCALE = 0.0002;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+type Tool = { id: string; server_id: string; definition_sha256: string };
+
+/**
+ * The delivery sweep (issue 20): a delivery whose workflow could not be started after its
+ * transaction committed stays pending and unattempted; the `webhookDeliverySweep` workflow (the
+ * `gw-webhook-delivery-sweep` schedule on the maintenance queue) starts it, for alert and job
+ * events alike, once it is older than the grace period. Deliveries reach a real HTTPS receiver
+ * through a webhooks worker in its own process, as in production.
+ */
+describe('webhook delivery sweep', () => {
+  const prefix = uniquePrefix('sweep');
+  const env = { GW_TASK_QUEUE_PREFIX: prefix, GW_SCHEDULE_SCALE: String(SCALE), GW_ALLOW_PRIVATE_NETWORK: 'true' };
+  let fixture: ManagementFixture;
+  let ca: LocalCa;
+  let receiver: WebhookReceiver;
+  let maintenance: Awaited<ReturnType<typeof startTestWorkers>>;
+  let webhooksWorker: WorkerProcess;
+  let temporal: Client;
+  let mcp: TestMcpServer;
+  const dispatcher = createGuardedDispatcher({ allowPrivateNetwork: true });
+  const deliveryOptions = () => ({ taskQueue: taskQueue('webhooks', prefix), attemptDelaysMs: webhookAttemptDelays(SCALE) });
+  let seq = 0;
+
+  beforeAll(async () => {
+    ca = createLocalCa();
+    receiver = await startWebhookReceiver(ca);
+    fixture = await startManagementFixture({ env });
+    maintenance = await startTestWorkers(['maintenance'], prefix, env);
+    webhooksWorker = await startWorkerProcess('webhooks', prefix, { ...env, NODE_EXTRA_CA_CERTS: ca.caFile });
+    temporal = fixture.api.runtime.temporal;
+    mcp = await startTestMcpServer('streamable_http', [{ name: 'lookup', description: 'Look up a record', readOnly: true }]);
+  });
+  afterAll(async () => {
+    await webhooksWorker?.stop();
+    await maintenance?.shutdown();
+    await mcp?.close();
+    await dispatcher.close();
+    await fixture?.close();
+    await receiver?.close();
+  });
+
+  async function endpoint(path: string): Promise<{ id: string; secret: string; url: string }> {
+    const res = await fixture.client.post<{ id: string; secret: string }>('/webhook_endpoints', { url: receiver.url(path) });
+    expect([res.status, res.body.error]).toEqual([201, undefined]);
+    return { ...res.body, url: receiver.url(path) };
+  }
+  /** A job that ended, and its `job.succeeded` event queued to one endpoint, its workflow never started. */
+  async function unstartedJobEvent(to: { id: string; url: string }): Promise<string> {
+    const db = fixture.database.db;
+    const jobId = newId('job');
+    await db.insert(jobs).values({
+      id: jobId, orgId: fixture.tenant.orgId, keyId: 'key_sweep', lineageId: 'key_sweep', projectId: fixture.tenant.projectId,
+      type: 'video', status: 'succeeded', model: 'openai/sora-2', request: {},
+    });
+    const [queued] = await queueEvents(db, { orgId: fixture.tenant.orgId, type: 'job.succeeded', data: { id: jobId, object: 'job', status: 'succeeded' }, jobId, now: new Date() },
+      [{ receiver: to.id, endpointId: to.id, url: to.url }]);
+    return queued!.id;
+  }
+  /** Deliveries queued a minute more than the grace period ago. */
+  async function queuedLongAgo(ids: string[]): Promise<void> {
+    const then = new Date(Date.now() - WEBHOOK_SWEEP_GRACE_MS - 60_000);
+    await fixture.database.db.update(webhookDeliveries).set({ createdAt: then, nextAttemptAt: then, updatedAt: then }).where(inArray(webhookDeliveries.id, ids));
+  }
+  const rowOf = async (id: string) => (await fixture.database.db.select().from(webhookDeliveries).where(eq(webhookDeliveries.id, id)))[0]!;
+  async function until<T>(probe: () => Promise<T | null | undefined | false>, what: string, timeoutMs = 40_000): Promise<T> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const value = await probe();
+      if (value) return value;
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      await sleep(50);
+    }
+  }
+  const delivered = (id: string) => until(async () => {
+    const row = await rowOf(id);
+    return row.status === 'succeeded' ? row : null;
+  }, `delivery ${id} to succeed`);
+  /** The sweep activity, run to its last page as the workflow would. */
+  async function sweep(): Promise<{ checked: number; started: number }> {
+    const activities = createWebhookSweepActivities({ db: fixture.database.db, clock: systemClock, temporal, deliveries: deliveryOptions() });
+    const total = { checked: 0, started: 0 };
+    let afterId: string | null = null;
+    for (;;) {
+      const page: SweepPage = await activities.sweepUnstartedDeliveries({ afterId, limit: 2 });
+      total.checked += page.checked;
+      total.started += page.started;
+      afterId = page.afterId;
+      if (page.done) return total;
+    }
+  }
+
+  it('starts an alert delivery whose start failed after the MCP sync committed, and a job event\'s; none younger than the grace period', async () => {
+    const db = fixture.database.db;
+    const alerts = await endpoint(`/alerts-${seq++}`);
+    const channel = newId('nch');
+    await db.insert(notificationChannels).values({ id: channel, orgId: fixture.tenant.orgId, kind: 'webhook', label: 'ops', webhookEndpointId: alerts.id });
+    await db.insert(notificationRules).values({ id: newId('nrule'), orgId: fixture.tenant.orgId, eventType: 'mcp.tool_changed', channelId: channel, minSeverity: 'info' });
+    const server = await fixture.client.post<{ id: string }>('/mcp_servers', { slug: `sw${Date.now() % 100000}`, name: 'sweep', url: mcp.url });
+    expect([server.status, server.body.error]).toEqual([201, undefined]);
+    const tool = (await fixture.client.get<{ data: Tool[] }>('/mcp_server_tools?limit=100')).body.data.find((t) => t.server_id === server.body.id)!;
+    expect((await fixture.client.post(`/mcp_server_tools/${tool.id}/approve`, { access_class: 'read', expected_sha256: tool.definition_sha256 })).status).toBe(200);
+
+    // The sync commits the tool's move and its alert, then cannot start the delivery (Temporal unreachable).
+    const sealer = createSealer(fixture.api.config.GW_SEALING_KEYS!);
+    const failingStart = createMcpToolSyncActivities({
+      db, clock: systemClock, sealer, dispatcher, startDeliveries: async () => {
+        throw new Error('14 UNAVAILABLE: connection refused');
+      },
+    });
+    mcp.tools = [{ name: 'lookup', description: 'Look up a record and send it elsewhere', readOnly: true }];
+    await expect(failingStart.syncMcpServer({ serverId: server.body.id })).rejects.toThrow(/UNAVAILABLE/);
+    const [alert] = await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.endpointId, alerts.id));
+    expect(alert).toMatchObject({ eventType: 'mcp.tool_changed', status: 'pending', attempts: 0 });
+    // The retried activity finds the tool already `changed`: it queues nothing, so nothing else would start the alert.
+    const retried = createMcpToolSyncActivities({ db, clock: systemClock, sealer, dispatcher, startDeliveries: createDeliveryStarter(temporal, deliveryOptions()) });
+    expect(await retried.syncMcpServer({ serverId: server.body.id })).toMatchObject({ outcome: 'synced', alertsQueued: 0 });
+
+    const jobsEndpoint = await endpoint(`/jobs-${seq++}`);
+    const jobDelivery = await unstartedJobEvent(jobsEndpoint);
+    const freshEndpoint = await endpoint(`/fresh-${seq++}`);
+    const fresh = await unstartedJobEvent(freshEndpoint);
+    await queuedLongAgo([alert!.id, jobDelivery]);
+
+    await sweep();
+    for (const id of [alert!.id, jobDelivery]) expect(await delivered(id)).toMatchObject({ attempts: 1, lastResponseStatus: 200 });
+    const [gotAlert] = receiver.received(new URL(alerts.url).pathname);
+    expect(verifyWebhook<{ id: string; type: string }>(gotAlert!.body, gotAlert!.headers['gw-signature'] as string, alerts.secret)).toMatchObject({ id: alert!.eventId, type: 'mcp.tool_changed' });
+    expect(receiver.received(new URL(jobsEndpoint.url).pathname)).toHaveLength(1);
+    // Within the grace period the normal start may still be on its way: the sweep leaves it alone.
+    expect(await rowOf(fresh)).toMatchObject({ status: 'pending', attempts: 0 });
+    expect(receiver.received(new URL(freshEndpoint.url).pathname)).toHaveLength(0);
+  });
+
+  it('takes a delivery whose workflow was started meanwhile as done: "already started", never a second workflow', async () => {
+    const target = await endpoint(`/parked-${seq++}`);
+    const parked = await unstartedJobEvent(target);
+    // Its workflow runs, but on a queue no worker serves: pending and unattempted, like one not started.
+    const [row] = await fixture.database.db.select().from(webhookDeliveries).where(eq(webhookDeliveries.id, parked));
+    const nowhere = { ...deliveryOptions(), taskQueue: `${prefix}nowhere` };
+    expect(await startDeliveryWorkflow(temporal, nowhere, row!)).toBe(true);
+    await queuedLongAgo([parked]);
+    try {
+      const swept = await sweep();
+      expect(swept.checked).toBeGreaterThanOrEqual(1);
+      expect(swept.started).toBe(0);
+      expect(await startDeliveryWorkflow(temporal, deliveryOptions(), row!)).toBe(false);
+      const described = await temporal.workflow.getHandle(parked).describe();
+      expect([described.status.name, described.taskQueue]).toEqual(['RUNNING', `${prefix}nowhere`]);
+    } finally {
+      await temporal.workflow.getHandle(parked).terminate('test over');
+    }
+    expect(receiver.received(new URL(target.url).pathname)).toHaveLength(0);
+  });
+
+  it('runs as the webhookDeliverySweep workflow of a schedule on the maintenance queue that skips overlapping runs', async () => {
+    const handle = temporal.schedule.getHandle(scheduleIds.webhookDeliverySweep(prefix));
+    const described = await handle.describe();
+    expect(described.spec.intervals).toEqual([expect.objectContaining({ every: WEBHOOK_SWEEP_EVERY_MS })]);
+    expect(described.policies.overlap).toBe(ScheduleOverlapPolicy.SKIP);
+    expect(described.action).toMatchObject({ type: 'startWorkflow', workflowType: 'webhookDeliverySweep', taskQueue: taskQueue('maintenance', prefix) });
+
+    const target = await endpoint(`/scheduled-${seq++}`);
+    const lost = await unstartedJobEvent(target);
+    await queuedLongAgo([lost]);
+    await handle.trigger();
+    let workflowId: string | undefined;
+    for (let i = 0; i < 50 && !workflowId; i++) {
+      workflowId = (await handle.describe()).info.recentActions[0]?.action.workflow.workflowId;
+      if (!workflowId) await sleep(200);
+    }
+    expect(workflowId).toMatch(new RegExp(`^${scheduleIds.webhookDeliverySweep(prefix)}-`));
+    const result = (await temporal.workflow.getHandle(workflowId!).result()) as WebhookSweepResult;
+    expect(result).toMatchObject({ finished: true });
+    expect(result.checked).toBeGreaterThanOrEqual(1);
+    expect(await delivered(lost)).toMatchObject({ attempts: 1, lastResponseStatus: 200 });
+    expect(receiver.received(new URL(target.url).pathname)).toHaveLength(1);
+  });
+});

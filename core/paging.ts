@@ -17,6 +17,13 @@ export function encodeCursor(cursor: Cursor): string {
   return Buffer.from(JSON.stringify([cursor.at, cursor.id])).toString('base64url');
 }
 
+/**
+ * `next_cursor` on a page with nothing after it (spec 2.1 types the field `string`): the empty
+ * string, never null. `has_more` is the signal to stop; a client that passes the empty string
+ * back anyway gets the first page (`readCursor`), not a 400.
+ */
+export const NO_NEXT_CURSOR = '';
+
 /** The cursor a client sent back as `after`; anything else is 400 naming the parameter. */
 export function decodeCursor(value: string, param = 'after'): Cursor {
   try {
@@ -28,11 +35,24 @@ export function decodeCursor(value: string, param = 'after'): Cursor {
   throw new GatewayError('invalid_request', `Invalid \`${param}\`: pass the \`next_cursor\` of the previous page.`);
 }
 
+/**
+ * A cursor parameter as sent (`after`, the audit log's `cursor`): absent or empty means the
+ * first page, anything else must be a `next_cursor` this module made (400 naming `param`).
+ */
+export function readCursor(value: string | undefined, param = 'after'): Cursor | null {
+  return value === undefined || value === NO_NEXT_CURSOR ? null : decodeCursor(value, param);
+}
+
+/** A cursor query parameter's schema: empty is allowed and means the first page. */
+export function cursorParam() {
+  return z.string().max(512).optional();
+}
+
 /** `limit` (1 to `max`, default `fallback`) and `after` from a query string. */
 export function pageQuery(fallback = DEFAULT_PAGE_SIZE, max = MAX_PAGE_SIZE) {
   return z.object({
     limit: z.coerce.number().int().min(1).max(max).default(fallback),
-    after: z.string().min(1).max(512).optional(),
+    after: cursorParam(),
   });
 }
 
@@ -42,20 +62,25 @@ export function listEnvelope<T extends z.ZodType>(item: T) {
     object: z.literal('list'),
     data: z.array(item),
     has_more: z.boolean(),
-    next_cursor: z.string().nullable().meta({ description: 'Pass it back for the next page; null on the last.' }),
+    next_cursor: z.string().meta({ description: 'Pass it back as `after` for the next page. Always a string: empty when `has_more` is false (and passing the empty string back reads the first page).' }),
   });
 }
 
-export type Page<T> = { object: 'list'; data: T[]; has_more: boolean; next_cursor: string | null };
+export type Page<T> = { object: 'list'; data: T[]; has_more: boolean; next_cursor: string };
+
+/** The list envelope of an answer that is never paged (every entry on one page). */
+export function singlePage<T>(data: T[]): Page<T> {
+  return { object: 'list', data, has_more: false, next_cursor: NO_NEXT_CURSOR };
+}
 
 /**
  * The list envelope from `limit + 1` rows fetched in page order: `has_more` is exact, and
- * `next_cursor` is a string on every page that has more.
+ * `next_cursor` is a cursor on every page that has more, the empty string on the last.
  */
 export function pageOf<Row, T>(rows: Row[], limit: number, cursorOf: (row: Row) => Cursor, present: (row: Row) => T): Page<T> {
   const page = rows.slice(0, limit);
   const hasMore = rows.length > limit;
-  return { object: 'list', data: page.map(present), has_more: hasMore, next_cursor: hasMore ? encodeCursor(cursorOf(page.at(-1)!)) : null };
+  return { object: 'list', data: page.map(present), has_more: hasMore, next_cursor: hasMore ? encodeCursor(cursorOf(page.at(-1)!)) : NO_NEXT_CURSOR };
 }
 
 /** What a list endpoint was asked for: `limit` rows after `after` (null: the first page). */
@@ -73,7 +98,7 @@ export function readPage(query: Record<string, unknown>, fallback = DEFAULT_PAGE
     const rule = param === 'limit' ? `it must be a whole number from 1 to ${max}` : 'pass the `next_cursor` of the previous page';
     throw new GatewayError('invalid_request', `Invalid \`${param}\`: ${rule}.`);
   }
-  return { limit: result.data.limit, after: result.data.after === undefined ? null : decodeCursor(result.data.after) };
+  return { limit: result.data.limit, after: readCursor(result.data.after) };
 }
 
 /**

@@ -10,7 +10,7 @@ import { unixOrNull, type Clock } from '../../core/clock';
 import type { Database, Executor } from '../../core/db/client';
 import { endUserCapOverrides } from '../../core/db/schema';
 import { GatewayError } from '../../core/errors';
-import { afterCursor, decodeCursor, type Keyset, keysetOrder, listEnvelope, pageOf, pageQuery } from '../../core/paging';
+import { afterCursor, type Keyset, keysetOrder, listEnvelope, pageOf, pageQuery, readCursor } from '../../core/paging';
 import type { RedisHandle } from '../../core/redis';
 import { MAX_END_USER_ID_LENGTH, normalizeDecimalDollars } from '../../core/spend/end-user-caps';
 import type { GatewayContext, GatewayState } from '../context';
@@ -49,8 +49,9 @@ const putSchema = z.strictObject({ amount: decimalDollarsField });
 const endUserIdSchema = z.string().min(1).max(MAX_END_USER_ID_LENGTH);
 /** Spec 4.4 names `limit` and `starting_after` here; `after` (the list envelope's `next_cursor`) works too. */
 const listQuery = pageQuery(20).extend({
-  after: pageQuery().shape.after.meta({ description: 'The `next_cursor` of the previous page.' }),
-  starting_after: endUserIdSchema.optional().meta({ description: 'Or: the `end_user_id` of the last override of the previous page.' }),
+  after: pageQuery().shape.after.meta({ description: 'The `next_cursor` of the previous page; absent or empty reads the first page.' }),
+  // Empty, like an empty `after`, reads the first page: a client passing back what it was given never gets a 400.
+  starting_after: z.string().max(MAX_END_USER_ID_LENGTH).optional().meta({ description: 'Or: the `end_user_id` of the last override of the previous page.' }),
 });
 /** Natural order: by the customer's own id, the key an override is addressed by. */
 const OVERRIDE_ORDER: Keyset = { key: endUserCapOverrides.endUserId, id: endUserCapOverrides.endUserId, order: 'asc', type: 'text' };
@@ -106,13 +107,16 @@ export function endUserCapOverrideRoutes(router: Router<GatewayState>, deps: Ove
     await publishConfigChange(deps.redis, { orgId, what: `${AUDIT_TYPE}:${ruleId}` }).catch(() => undefined);
   }
 
-  function audit(tx: Executor, principal: ManagementPrincipal, verb: string, ruleId: string, endUserId: string, versions: [number | null, number | null], amount?: string) {
+  /** An override belongs to its rule's project (none under the organization rule). */
+  function audit(tx: Executor, principal: ManagementPrincipal, verb: string, rule: { id: string; projectId: string | null }, endUserId: string, versions: [number | null, number | null], amount?: string) {
+    const ruleId = rule.id;
     return appendAudit(tx, {
       orgId: principal.orgId,
       actor: { tokenId: principal.tokenId, memberId: principal.memberId },
       action: `${AUDIT_TYPE}.${verb}`,
       resourceType: AUDIT_TYPE,
       resourceId: `${ruleId}/${endUserId}`,
+      projectId: rule.projectId,
       beforeVersion: versions[0],
       afterVersion: versions[1],
       detail: { rule_id: ruleId, end_user_id: endUserId, ...(amount !== undefined && { amount }) },
@@ -126,8 +130,9 @@ export function endUserCapOverrideRoutes(router: Router<GatewayState>, deps: Ove
     const principal = readPrincipal(ctx);
     const rule = await ruleFor(ctx, deps.db, principal, false);
     const query = parseInput(listQuery, ctx.query, 'query');
-    if (query.after !== undefined && query.starting_after !== undefined) throw new GatewayError('invalid_request', 'Invalid `after`: pass either `after` or `starting_after`, not both.');
-    const start = query.after !== undefined ? decodeCursor(query.after) : query.starting_after !== undefined ? { at: query.starting_after, id: query.starting_after } : null;
+    const startingAfter = query.starting_after || undefined;
+    if (query.after && startingAfter !== undefined) throw new GatewayError('invalid_request', 'Invalid `after`: pass either `after` or `starting_after`, not both.');
+    const start = readCursor(query.after) ?? (startingAfter !== undefined ? { at: startingAfter, id: startingAfter } : null);
     // `starting_after` and the cursor compare in the list's own order, so pages neither skip nor repeat.
     const rows = await deps.db.select().from(endUserCapOverrides)
       .where(and(eq(endUserCapOverrides.ruleId, rule.id), afterCursor(OVERRIDE_ORDER, start)))
@@ -172,7 +177,7 @@ export function endUserCapOverrideRoutes(router: Router<GatewayState>, deps: Ove
             .onConflictDoNothing()
             .returning();
           if (!created) continue;
-          await audit(tx, principal, 'create', rule.id, endUserId, [null, created.version], amount);
+          await audit(tx, principal, 'create', rule, endUserId, [null, created.version], amount);
           return { status: 201, row: created, changed: true };
         }
         if (expected !== null && current.version !== expected) throw versionConflict(current.version);
@@ -181,7 +186,7 @@ export function endUserCapOverrideRoutes(router: Router<GatewayState>, deps: Ove
           .set({ amount, version: current.version + 1, updatedAt: now })
           .where(and(eq(endUserCapOverrides.ruleId, rule.id), eq(endUserCapOverrides.endUserId, endUserId)))
           .returning();
-        await audit(tx, principal, 'update', rule.id, endUserId, [current.version, next!.version], amount);
+        await audit(tx, principal, 'update', rule, endUserId, [current.version, next!.version], amount);
         return { status: 200, row: next!, changed: true };
       }
     });
@@ -202,7 +207,7 @@ export function endUserCapOverrideRoutes(router: Router<GatewayState>, deps: Ove
       if (!current) throw missing(rule.id, endUserId);
       if (expected !== null && current.version !== expected) throw versionConflict(current.version);
       await tx.delete(endUserCapOverrides).where(and(eq(endUserCapOverrides.ruleId, rule.id), eq(endUserCapOverrides.endUserId, endUserId)));
-      await audit(tx, principal, 'delete', rule.id, endUserId, [current.version, null]);
+      await audit(tx, principal, 'delete', rule, endUserId, [current.version, null]);
       return rule.id;
     });
     await changed(principal.orgId, ruleId);

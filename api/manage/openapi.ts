@@ -37,7 +37,7 @@ const idempotencyKey = z.object({
 /** `limit` and `after` on every paged list (core/paging.ts). */
 const listParams = pageQuery().extend({
   limit: pageQuery().shape.limit.meta({ description: `Entries per page, 1 to ${MAX_PAGE_SIZE} (default ${DEFAULT_PAGE_SIZE}).` }),
-  after: pageQuery().shape.after.meta({ description: 'The `next_cursor` of the previous page.' }),
+  after: pageQuery().shape.after.meta({ description: 'The `next_cursor` of the previous page; absent or empty reads the first page.' }),
 });
 
 function pascal(text: string): string {

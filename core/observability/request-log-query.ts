@@ -117,7 +117,8 @@ export function parseRequestLogQuery(query: QueryParams, options: { defaultLimit
   if (!/^\d+$/.test(limitText ?? '1') || !Number.isInteger(limit) || limit < 1 || limit > REQUEST_LOG_PAGE_MAX) {
     throw invalid(`Invalid \`limit\`: a whole number from 1 to ${REQUEST_LOG_PAGE_MAX}.`);
   }
-  const afterText = bounded('after', single(query, 'after'), 512);
+  // An empty `after` (the last page's `next_cursor` passed back) reads the first page.
+  const afterText = query.after === '' ? undefined : bounded('after', single(query, 'after'), 512);
   const after = afterText === undefined ? null : checkedCursor(afterText);
 
   return {

@@ -36,6 +36,8 @@ export type UsageReport = {
   data: UsageRow[];
   totals: UsageCounters;
   has_more: false;
+  /** The list envelope's field: never more pages, so always empty. */
+  next_cursor: '';
 };
 
 /** More rows than this in one answer is refused: narrow the span or the grouping. */
@@ -114,7 +116,7 @@ export async function usageReport(db: Database, scope: UsageScope, params: Usage
   const bucketMs = params.bucket === 'hour' ? HOUR_MS : 24 * HOUR_MS;
   const report: UsageReport = {
     object: 'list', bucket: params.bucket, from: Math.floor(span.from.getTime() / 1000), to: Math.floor(span.to.getTime() / 1000),
-    group_by: params.groupBy, data: [], totals: { requests: 0, prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, cost: 0, unpriced_requests: 0 }, has_more: false,
+    group_by: params.groupBy, data: [], totals: { requests: 0, prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, cost: 0, unpriced_requests: 0 }, has_more: false, next_cursor: '',
   };
   if (span.from >= span.to) return report;
 

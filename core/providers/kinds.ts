@@ -1,3 +1,5 @@
+import { singlePage } from '../paging';
+
 /**
  * Provider kinds a connection can be of, and so the ids `allowed_providers` and
  * `routing.providers` may name. Data only: how each kind is reached and what a connection of
@@ -59,9 +61,9 @@ export function credentialHeaders(kind: ProviderKind, secret: string): Record<st
 
 /** The wire form served at `GET /manage/v1/provider_kinds` and `/console/providers/kinds`. */
 export function presentProviderKinds() {
-  return {
-    object: 'list',
-    data: PROVIDER_KINDS.map((id) => {
+  // The list envelope (spec 4.4): every kind on one page, so never a next one.
+  return singlePage(
+    PROVIDER_KINDS.map((id) => {
       const spec = kindSpec(id);
       return {
         id,
@@ -73,8 +75,5 @@ export function presentProviderKinds() {
         takes_model_map: spec.takesModelMap,
       };
     }),
-    // The list envelope (spec 4.4): every kind on one page, so never a next one.
-    has_more: false,
-    next_cursor: null,
-  };
+  );
 }

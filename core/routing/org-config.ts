@@ -87,7 +87,8 @@ export async function loadOrgConfig(db: Database, sealer: Sealer, orgId: string)
       baseUrl: opened.baseUrl,
       alternateBaseUrls: c.alternateBaseUrls,
       poolRole: c.poolRole,
-      enabled: c.status === 'enabled',
+      // A connection without a credential (cleared when it moved host) serves nothing until given one.
+      enabled: c.status === 'enabled' && opened.secrets.length > 0,
       secrets: opened.secrets,
     };
   });

@@ -8,9 +8,9 @@ import { createTenant } from '../helpers/tenants';
 
 type Event = {
   id: string; object: string; action: string; actor_token_id: string | null; actor_member_id: string | null;
-  resource_type: string; resource_id: string; before_version: number | null; after_version: number | null; detail: Loose | null; created_at: number;
+  resource_type: string; resource_id: string; project_id: string | null; before_version: number | null; after_version: number | null; detail: Loose | null; created_at: number;
 };
-type Page = { object: string; data: Event[]; has_more: boolean; next_cursor: string | null };
+type Page = { object: string; data: Event[]; has_more: boolean; next_cursor: string };
 
 const CONNECTION_SECRET = 'sk-audit-connection-secret-0001';
 const REPLACED_SECRET = 'sk-audit-connection-secret-0002';
@@ -38,7 +38,7 @@ describe('GET /manage/v1/audit_events', () => {
       if (cursor) params.set('cursor', cursor);
       const page: Page = await list(`?${params}`, client);
       seen.push(...page.data);
-      expect(page.next_cursor === null).toBe(!page.has_more);
+      expect(page.next_cursor === '').toBe(!page.has_more);
       cursor = page.next_cursor;
     } while (cursor);
     return seen;
@@ -85,7 +85,7 @@ describe('GET /manage/v1/audit_events', () => {
     const patched = events.find((e) => e.action === 'projects.update')!;
     expect(patched).toEqual({
       id: expect.any(String), object: 'audit_event', action: 'projects.update', actor_token_id: tokenId, actor_member_id: f.tenant.memberId,
-      resource_type: 'projects', resource_id: projectIds[1], before_version: 1, after_version: 2, detail: expect.any(Object), created_at: expect.any(Number),
+      resource_type: 'projects', resource_id: projectIds[1], project_id: projectIds[1], before_version: 1, after_version: 2, detail: expect.any(Object), created_at: expect.any(Number),
     });
     expect(Math.abs(patched.created_at - Date.now() / 1000)).toBeLessThan(120);
     expect(events.map((e) => e.action)).toEqual(expect.arrayContaining(['gateway_keys.create', 'gateway_keys.rotate', 'provider_connections.create', 'provider_connections.credential', 'webhook_endpoints.create']));

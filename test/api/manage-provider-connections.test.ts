@@ -52,10 +52,10 @@ describe('provider_connections', () => {
     expect(row!.secretSealed).not.toContain(SECRET);
     expect(row!.secretSealed).toMatch(/^v\d+\./);
     const sealer = createSealer(process.env.GW_SEALING_KEYS!);
-    expect(sealer.open(row!.secretSealed, { orgId: tenant.orgId, recordId: res.body.id, field: 'secret' })).toBe(SECRET);
+    expect(sealer.open(row!.secretSealed!, { orgId: tenant.orgId, recordId: res.body.id, field: 'secret' })).toBe(SECRET);
     expect(JSON.parse(sealer.open(row!.fallbackSecretsSealed!, { orgId: tenant.orgId, recordId: res.body.id, field: 'fallback_secrets' }))).toEqual(['sk-live-fallback-1', 'sk-live-fallback-2']);
     // Bound to its record: the same ciphertext does not open as another connection's.
-    expect(() => sealer.open(row!.secretSealed, { orgId: tenant.orgId, recordId: 'conn_other', field: 'secret' })).toThrow();
+    expect(() => sealer.open(row!.secretSealed!, { orgId: tenant.orgId, recordId: 'conn_other', field: 'secret' })).toThrow();
     const audit = await database.db.select().from(auditEvents).where(eq(auditEvents.resourceId, res.body.id));
     expect(JSON.stringify(audit)).not.toContain(SECRET);
   });
@@ -143,7 +143,8 @@ describe('provider_connections', () => {
       expect([url, res.status]).toEqual([url, 400]);
       expect(res.body.error?.message).toContain('config.base_url');
     }
-    expect((await withBase(strict, 'https://gateway.example.com/openai/v1')).body.base_url).toBe('https://gateway.example.com/openai/v1');
+    // A host the provider owns (issue 20: a fixed-host kind's credential goes nowhere else; see manage-isolation.test.ts).
+    expect((await withBase(strict, 'https://eu.api.openai.com/v1')).body.base_url).toBe('https://eu.api.openai.com/v1');
     expect((await withBase(client, `${sandbox.url}/openai/v1`)).status).toBe(201);
     const required = await client.post('/provider_connections', { kind: 'azure_openai', name: name(), secret: SECRET });
     expect(required.status).toBe(400);
@@ -179,7 +180,7 @@ describe('provider_connections', () => {
     expect(JSON.stringify(replaced.body)).not.toContain('sk-sandbox-new');
     expectShape('provider_connections', replaced.body);
     const [row] = await database.db.select().from(providerConnections).where(eq(providerConnections.id, c.body.id));
-    expect(createSealer(process.env.GW_SEALING_KEYS!).open(row!.secretSealed, { orgId: tenant.orgId, recordId: c.body.id, field: 'secret' })).toBe('sk-sandbox-new');
+    expect(createSealer(process.env.GW_SEALING_KEYS!).open(row!.secretSealed!, { orgId: tenant.orgId, recordId: c.body.id, field: 'secret' })).toBe('sk-sandbox-new');
     const audit = await database.db.select().from(auditEvents).where(eq(auditEvents.resourceId, c.body.id));
     expect(audit.map((a) => a.action)).toContain('provider_connections.credential');
     expect(JSON.stringify(audit)).not.toContain('sk-sandbox');
@@ -198,7 +199,7 @@ describe('provider_connections', () => {
     expect([replaced.status, replaced.body.error?.code, replaced.etag]).toEqual([409, 'version_conflict', '"2"']);
     expect(order).toEqual(['patch', 'credential']);
     const [row] = await database.db.select().from(providerConnections).where(eq(providerConnections.id, c.body.id));
-    expect(createSealer(process.env.GW_SEALING_KEYS!).open(row!.secretSealed, { orgId: tenant.orgId, recordId: c.body.id, field: 'secret' })).toBe('sk-sandbox-old');
+    expect(createSealer(process.env.GW_SEALING_KEYS!).open(row!.secretSealed!, { orgId: tenant.orgId, recordId: c.body.id, field: 'secret' })).toBe('sk-sandbox-old');
   });
 
   it('never accepts a secret on patch; status toggles enabled/disabled', async () => {

@@ -7,7 +7,7 @@ import { randomClientAddress } from '../helpers/harness';
 import { manageClient, startManagementFixture, type ManagementFixture } from '../helpers/manage-client';
 import { createTenant, type Tenant } from '../helpers/tenants';
 
-type Page = { object: string; data: { id: string }[]; has_more: boolean; next_cursor: string | null };
+type Page = { object: string; data: { id: string }[]; has_more: boolean; next_cursor: string };
 type Get = (path: string) => Promise<{ status: number; body: Page & { error?: { type: string; code: string | null; message: string } } }>;
 
 /**
@@ -34,7 +34,7 @@ describe('paging of management lists and the job list', () => {
   /** Walks every page of `path` with `limit` (none: the default), checking each envelope; answers the ids in order. */
   async function walk(get: Get, path: string, limit: number | undefined, onPage?: (pageNo: number) => Promise<void>, defaultLimit = 50): Promise<string[]> {
     const seen: string[] = [];
-    let after: string | null = null;
+    let after = '';
     for (let pageNo = 0; ; pageNo++) {
       const params = [limit === undefined ? null : `limit=${limit}`, after ? `after=${encodeURIComponent(after)}` : null].filter(Boolean).join('&');
       const res = await get(`${path}${params ? `${path.includes('?') ? '&' : '?'}${params}` : ''}`);
@@ -47,7 +47,8 @@ describe('paging of management lists and the job list', () => {
         expect(res.body.data).toHaveLength(limit ?? defaultLimit);
         expect(typeof res.body.next_cursor).toBe('string');
       } else {
-        expect(res.body.next_cursor).toBeNull();
+        // Spec 2.1 types next_cursor as a string: empty on the last page (issue 20).
+        expect(res.body.next_cursor).toBe('');
         expect(res.body.data.length).toBeLessThanOrEqual(limit ?? defaultLimit);
         return seen;
       }
@@ -94,22 +95,22 @@ describe('paging of management lists and the job list', () => {
       expect([first.body.data.length, first.body.has_more, typeof first.body.next_cursor]).toEqual([100, true, 'string']);
       const rest = await manage(`/projects?limit=100&after=${first.body.next_cursor}`);
       expect(rest.body.data.map((p) => p.id)).toEqual(expected.slice(100));
-      expect(rest.body).toMatchObject({ has_more: false, next_cursor: null });
+      expect(rest.body).toMatchObject({ has_more: false, next_cursor: '' });
       // A page that ends exactly on the last row has no more.
       const cut = await manage(`/projects?limit=${expected.length - 100}&after=${first.body.next_cursor}`);
-      expect(cut.body).toMatchObject({ has_more: false, next_cursor: null });
+      expect(cut.body).toMatchObject({ has_more: false, next_cursor: '' });
       expect(cut.body.data).toHaveLength(expected.length - 100);
       const short = await manage(`/projects?limit=${expected.length - 101}&after=${first.body.next_cursor}`);
       expect(short.body).toMatchObject({ has_more: true, next_cursor: expect.any(String) });
       const last = await manage(`/projects?after=${short.body.next_cursor}`);
       expect(last.body.data.map((p) => p.id)).toEqual([expected.at(-1)]);
-      expect(last.body).toMatchObject({ has_more: false, next_cursor: null });
+      expect(last.body).toMatchObject({ has_more: false, next_cursor: '' });
     });
 
     it('refuses a bad limit or cursor with 400 invalid_request_error', async () => {
       const bad = [
         ['limit=0', 'limit'], ['limit=101', 'limit'], ['limit=ten', 'limit'], ['limit=2.5', 'limit'], ['limit=', 'limit'],
-        ['after=nonsense', 'after'], ['after=', 'after'],
+        ['after=nonsense', 'after'],
         [`after=${encodeCursor({ at: 'yesterday', id: 'proj_x' })}`, 'after'],
         [`after=${encodeCursor({ at: '2024-13-45T00:00:00.000000Z', id: 'proj_x' })}`, 'after'],
         [`after=${Buffer.from('{"at":1}').toString('base64url')}`, 'after'],
@@ -119,6 +120,9 @@ describe('paging of management lists and the job list', () => {
         const res = await manage(`/projects?${query}`);
         expect([query, res.status, res.body.error?.type, res.body.error?.message]).toEqual([query, 400, 'invalid_request_error', expect.stringContaining(`\`${param}\``)]);
       }
+      // The empty next_cursor of a last page passed back reads the first page (issue 20), not a 400.
+      const fromStart = await manage('/projects?limit=3&after=');
+      expect([fromStart.status, fromStart.body.data.map((p) => p.id)]).toEqual([200, (await manage('/projects?limit=3')).body.data.map((p) => p.id)]);
     });
 
     it('goes on after a cursor whose row was deleted since', async () => {
@@ -181,14 +185,14 @@ describe('paging of management lists and the job list', () => {
     for (const path of lists) {
       const res = await manage(`${path}?limit=1`);
       expect([path, res.status, Object.keys(res.body).sort()]).toEqual([path, 200, ['data', 'has_more', 'next_cursor', 'object']]);
-      expect([path, res.body.data.length <= 1, res.body.has_more ? typeof res.body.next_cursor : res.body.next_cursor]).toEqual([path, true, res.body.has_more ? 'string' : null]);
+      expect([path, res.body.data.length <= 1, typeof res.body.next_cursor, res.body.has_more || res.body.next_cursor === '']).toEqual([path, true, 'string', true]);
       for (const bad of ['limit=0', 'limit=101', 'after=nonsense']) {
         const refused = await manage(`${path}?${bad}`);
         expect([path, bad, refused.status, refused.body.error?.type]).toEqual([path, bad, 400, 'invalid_request_error']);
       }
     }
     // The fixed list of provider kinds is one page in the same envelope.
-    expect((await manage('/provider_kinds')).body).toMatchObject({ object: 'list', has_more: false, next_cursor: null });
+    expect((await manage('/provider_kinds')).body).toMatchObject({ object: 'list', has_more: false, next_cursor: '' });
   });
 
   it('is documented in the OpenAPI document: limit and after on each list, next_cursor in its envelope', async () => {
@@ -231,10 +235,10 @@ describe('paging of management lists and the job list', () => {
       for (let i = 0; i < 6; i++) await insertJobs(25);
     });
 
-    it('is an empty page with next_cursor null when there are no jobs', async () => {
+    it('is an empty page with an empty next_cursor when there are no jobs', async () => {
       const empty = await createTenant(f.database.db);
       const res = await fetch(`${f.api.url}/v1/jobs`, { headers: { authorization: `Bearer ${empty.key.secret}`, 'x-forwarded-for': randomClientAddress() } });
-      expect(await res.json()).toEqual({ object: 'list', data: [], has_more: false, next_cursor: null });
+      expect(await res.json()).toEqual({ object: 'list', data: [], has_more: false, next_cursor: '' });
     });
 
     it.each([[1], [20], [100], [undefined]])('walks every job once, newest first, with limit %s', async (limit) => {

@@ -94,7 +94,7 @@ describe('request log reads', () => {
     it('scoped sees its own lineage (rotations included), not the rest of the organization', async () => {
       const res = await v1(scoped.secret, '/requests');
       expect(res.status).toBe(200);
-      expect(res.body).toMatchObject({ object: 'list', has_more: false, next_cursor: null });
+      expect(res.body).toMatchObject({ object: 'list', has_more: false, next_cursor: '' });
       expect(ids(res.body)).toEqual([...rotated, ...mine]);
       expect((await v1(scoped.secret, `/requests/${rotated[0]}`)).status).toBe(200);
       const outside = await v1(scoped.secret, `/requests/${other[0]}`);
@@ -226,11 +226,11 @@ describe('request log reads', () => {
       expect(first.body.data).toHaveLength(20);
       expect(first.body.has_more).toBe(true);
       const second = await v1(reader, `/requests?after=${first.body.next_cursor}`);
-      expect([second.body.data.length, second.body.has_more, second.body.next_cursor]).toEqual([5, false, null]);
+      expect([second.body.data.length, second.body.has_more, second.body.next_cursor]).toEqual([5, false, '']);
       expect([...ids(first.body), ...ids(second.body)]).toEqual(made);
       // Exactly a page's worth: no more, and no cursor.
       const exact = await v1(reader, '/requests?limit=25');
-      expect([exact.body.data.length, exact.body.has_more, exact.body.next_cursor]).toEqual([25, false, null]);
+      expect([exact.body.data.length, exact.body.has_more, exact.body.next_cursor]).toEqual([25, false, '']);
     });
 
     it('every row present before paging began is listed exactly once while rows are inserted concurrently', async () => {
@@ -250,8 +250,8 @@ describe('request log reads', () => {
         const page: { status: number; body: Loose } = await v1(reader, `/requests?limit=7${cursor ? `&after=${cursor}` : ''}`);
         expect(page.status).toBe(200);
         listed.push(...ids(page.body));
-        cursor = page.body.next_cursor as string | null;
-        expect(page.body.has_more).toBe(cursor !== null);
+        cursor = page.body.next_cursor as string;
+        expect(page.body.has_more).toBe(cursor !== '');
       } while (cursor && ++pages < 50);
 
       for (const id of before) expect(listed.filter((x) => x === id)).toHaveLength(1);
@@ -329,7 +329,7 @@ describe('request log reads', () => {
       expect(res.body).toMatchObject({
         id: 'agent-run', object: 'trace', request_count: 4, unpriced_request_count: 1,
         usage: { prompt_tokens: 305, completion_tokens: 55, total_tokens: 360 },
-        requests: { object: 'list', has_more: false, next_cursor: null },
+        requests: { object: 'list', has_more: false, next_cursor: '' },
       });
       expect(res.body.estimated_cost).toBeCloseTo(0.004, 10);
       expect(ids(res.body.requests)).toEqual(session);

@@ -1,12 +1,12 @@
 import type Router from '@koa/router';
-import { and, eq, gte, ilike, lt, or, type SQL } from 'drizzle-orm';
+import { and, eq, gte, ilike, inArray, lt, or, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
 import type { ZodOpenApiPathsObject } from 'zod-openapi';
 import type { Clock } from '../../../core/clock';
 import type { Database } from '../../../core/db/client';
 import { auditEvents } from '../../../core/db/schema';
 import { historyStart } from '../../../core/observability/history';
-import { afterCursor, type Cursor, decodeCursor, DEFAULT_PAGE_SIZE, type Keyset, keysetOrder, listEnvelope, MAX_PAGE_SIZE, pageOf, timestampKey } from '../../../core/paging';
+import { afterCursor, type Cursor, cursorParam, DEFAULT_PAGE_SIZE, type Keyset, keysetOrder, listEnvelope, MAX_PAGE_SIZE, pageOf, readCursor, timestampKey } from '../../../core/paging';
 import { GatewayError } from '../../../core/errors';
 import type { GatewayState } from '../../context';
 import { authorize } from '../../middleware/management-auth';
@@ -18,7 +18,9 @@ import { instantParam, unixSeconds } from './query';
  * paged by the one keyset module (core/paging.ts) with the cursor in `cursor`. History reaches
  * back only the plan's window (core/observability/history.ts), whatever `from` says. Audit
  * rows never hold sealed values (core/audit.ts); `detail` is still passed through a filter that
- * drops any key naming a secret, so a careless writer cannot leak one here.
+ * drops any key naming a secret, so a careless writer cannot leak one here. A project-restricted
+ * token reads only rows of its projects (`project_id`, set on every write that concerns one);
+ * organization-level rows are not its to read.
  */
 
 export const auditQuery = z.object({
@@ -28,7 +30,7 @@ export const auditQuery = z.object({
   from: instantParam.optional().meta({ description: 'Earliest time (inclusive): ISO 8601 or Unix seconds. Never earlier than the plan\'s history window.' }),
   to: instantParam.optional().meta({ description: 'Latest time (exclusive): ISO 8601 or Unix seconds.' }),
   limit: z.coerce.number().int().min(1).max(MAX_PAGE_SIZE).default(DEFAULT_PAGE_SIZE),
-  cursor: z.string().min(1).max(512).optional().meta({ description: 'The previous page\'s `next_cursor`.' }),
+  cursor: cursorParam().meta({ description: 'The previous page\'s `next_cursor`; absent or empty reads the first page.' }),
 });
 
 export const auditEventSchema = z.object({
@@ -39,6 +41,7 @@ export const auditEventSchema = z.object({
   actor_member_id: z.string().nullable(),
   resource_type: z.string(),
   resource_id: z.string(),
+  project_id: z.string().nullable().meta({ description: 'The project the write concerns; null for an organization-level write.' }),
   before_version: z.number().int().nullable(),
   after_version: z.number().int().nullable(),
   detail: z.record(z.string(), z.unknown()).nullable().meta({ description: 'Non-secret facts of the write (changed field names, a kind); never a sealed value.' }),
@@ -74,6 +77,7 @@ function present(row: AuditRow): z.infer<typeof auditEventSchema> {
     actor_member_id: row.actorMemberId,
     resource_type: row.resourceType,
     resource_id: row.resourceId,
+    project_id: row.projectId,
     before_version: row.beforeVersion,
     after_version: row.afterVersion,
     detail: row.detail ? (withoutSecrets(row.detail) as Record<string, unknown>) : null,
@@ -97,11 +101,13 @@ export function auditEventRoutes(router: Router<GatewayState>, deps: { db: Datab
   router.get('/audit_events', async (ctx) => {
     const principal = authorize(ctx, 'audit:read');
     const query = parseInput(auditQuery, ctx.query, 'query');
-    const cursor = query.cursor === undefined ? null : decodeCursor(query.cursor, 'cursor');
+    const cursor = readCursor(query.cursor, 'cursor');
     const earliest = historyStart(principal.plan, deps.clock.now());
     const from = query.from && query.from > earliest ? query.from : earliest;
 
     const where: SQL[] = [eq(auditEvents.orgId, principal.orgId), gte(auditEvents.createdAt, from)];
+    // In the query, so a restricted token's pages are full; rows without a project never match.
+    if (principal.projectIds) where.push(inArray(auditEvents.projectId, principal.projectIds));
     if (query.to) where.push(lt(auditEvents.createdAt, query.to));
     if (query.action) where.push(eq(auditEvents.action, query.action));
     if (query.actor) where.push(or(eq(auditEvents.actorTokenId, query.actor), eq(auditEvents.actorMemberId, query.actor))!);
@@ -124,8 +130,8 @@ export function auditEventRoutes(router: Router<GatewayState>, deps: { db: Datab
 }
 
 function getColumns() {
-  const { id, orgId, actorTokenId, actorMemberId, action, resourceType, resourceId, beforeVersion, afterVersion, detail, createdAt } = auditEvents;
-  return { id, orgId, actorTokenId, actorMemberId, action, resourceType, resourceId, beforeVersion, afterVersion, detail, createdAt };
+  const { id, orgId, actorTokenId, actorMemberId, action, resourceType, resourceId, projectId, beforeVersion, afterVersion, detail, createdAt } = auditEvents;
+  return { id, orgId, actorTokenId, actorMemberId, action, resourceType, resourceId, projectId, beforeVersion, afterVersion, detail, createdAt };
 }
 
 export function auditEventPaths(errors: Record<string, unknown>): ZodOpenApiPathsObject {
@@ -134,7 +140,7 @@ export function auditEventPaths(errors: Record<string, unknown>): ZodOpenApiPath
       get: {
         tags: ['audit'],
         operationId: 'listAuditEvents',
-        summary: 'The audit log of management writes, newest first, within the plan\'s history window (trial 7 days, team 30, business 90). A data operation: no version, not exported. Scope `audit:read`.',
+        summary: 'The audit log of management writes, newest first, within the plan\'s history window (trial 7 days, team 30, business 90). A project-restricted token reads only writes that concern its projects. A data operation: no version, not exported. Scope `audit:read`.',
         requestParams: { query: auditQuery },
         responses: { '200': { description: 'One page of events.', content: { 'application/json': { schema: auditEventListSchema } } }, ...errors },
       },

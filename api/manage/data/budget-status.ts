@@ -1,5 +1,5 @@
 import type Router from '@koa/router';
-import { listEnvelope } from '../../../core/paging';
+import { listEnvelope, singlePage } from '../../../core/paging';
 import { and, eq, gte, inArray, isNotNull, isNull, sql } from 'drizzle-orm';
 import { z } from 'zod';
 import type { ZodOpenApiPathsObject } from 'zod-openapi';
@@ -93,8 +93,14 @@ async function readWindows(redis: RedisHandle['redis'], scopes: SpendScope[], no
   return figures;
 }
 
-/** The limits in force for the organization, each as the scope its requests count against now. */
-async function enforcedLimits(db: Database, orgId: string, now: Date): Promise<Entry[]> {
+/**
+ * The limits in force for the organization, each as the scope its requests count against now.
+ * `projectIds` (a project-restricted reader) narrows the end customers listed under the
+ * organization-wide cap rule to those who spent in one of those projects this period: the rule
+ * counts a customer across every project, and the customer ids of other projects are not the
+ * reader's to see (issue 20). Other entries are filtered by `visibleTo`.
+ */
+async function enforcedLimits(db: Database, orgId: string, now: Date, projectIds: string[] | null): Promise<Entry[]> {
   const [settingsRows, projectRows, keyRows, budgetRows, ruleRows] = await Promise.all([
     db.select({ billingDay: orgSettings.billingDayOfMonth, hardCap: orgSettings.hardCap }).from(orgSettings).where(eq(orgSettings.id, orgId)),
     db.select({ id: projects.id, spendLimit: projects.spendLimit }).from(projects)
@@ -149,15 +155,19 @@ async function enforcedLimits(db: Database, orgId: string, now: Date): Promise<E
     for (const rule of ruleRows) {
       const probe = at({ kind: 'end_user', id: rule.id, code: 'end_user_budget', limit: null, blocking: false, period: rule.period, ledger: { column: 'end_user_scope', value: '' } });
       const prefix = `${rule.id}:`;
+      // Under the organization rule a restricted reader sees only its projects' customers: those
+      // with spend there this period (an override alone names no project).
+      const narrowed = projectIds !== null && rule.projectId === null;
       const spenders = await db.selectDistinct({ scope: spendLedger.endUserScope }).from(spendLedger).where(and(
         eq(spendLedger.orgId, orgId),
         sql`starts_with(${spendLedger.endUserScope}, ${prefix})`,
         inArray(spendLedger.state, ['settled', 'reserved']),
         gte(spendLedger.createdAt, probe.windowStart),
+        narrowed ? inArray(spendLedger.projectId, projectIds!) : undefined,
       ));
       const customers = new Set([
         ...spenders.map((s) => s.scope!.slice(prefix.length)),
-        ...overrideRows.filter((o) => o.ruleId === rule.id).map((o) => o.endUserId),
+        ...(narrowed ? [] : overrideRows.filter((o) => o.ruleId === rule.id).map((o) => o.endUserId)),
       ]);
       for (const endUserId of [...customers].sort()) {
         // The same narrowing the request path applies (core/spend/end-user-caps.ts): a blocking
@@ -185,7 +195,7 @@ function visibleTo(principal: ManagementPrincipal, entry: Entry): boolean {
 }
 
 export async function budgetStatus(deps: { db: Database; redis: RedisHandle }, principal: ManagementPrincipal, now: Date) {
-  const entries = (await enforcedLimits(deps.db, principal.orgId, now)).filter((e) => visibleTo(principal, e));
+  const entries = (await enforcedLimits(deps.db, principal.orgId, now, principal.projectIds)).filter((e) => visibleTo(principal, e));
   const scopes = entries.map((e) => e.scope);
   let figures = await readWindows(deps.redis.redis, scopes, now);
   const missing = scopes.filter((_, i) => figures[i]!.settled === null);
@@ -225,7 +235,7 @@ export async function budgetStatus(deps: { db: Database; redis: RedisHandle }, p
     };
   });
   rows.sort((a, b) => rank(a.entry) - rank(b.entry) || (a.entry.id < b.entry.id ? -1 : a.entry.id > b.entry.id ? 1 : 0));
-  return { object: 'list' as const, data: rows.map((r) => r.body), has_more: false, next_cursor: null };
+  return singlePage(rows.map((r) => r.body));
 }
 
 export function budgetStatusRoutes(router: Router<GatewayState>, deps: { db: Database; redis: RedisHandle; clock: Clock }): void {

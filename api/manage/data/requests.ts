@@ -68,7 +68,7 @@ export const requestLogFilterQuery = z.object({
   provider: z.string().optional().meta({ description: 'Provider id.' }),
   key_id: z.string().optional().meta({ description: 'Gateway key id.' }),
   limit: z.number().int().min(1).max(REQUEST_LOG_PAGE_MAX).optional().meta({ description: `Default ${REQUEST_LOG_PAGE_DEFAULT}.` }),
-  after: z.string().optional().meta({ description: 'The `next_cursor` of the previous page.' }),
+  after: z.string().optional().meta({ description: 'The `next_cursor` of the previous page; absent or empty reads the first page.' }),
 });
 
 /** The three operations for the OpenAPI document. */

@@ -48,6 +48,7 @@ export const usageReportSchema = z.object({
   data: z.array(usageBucketSchema).meta({ description: 'Buckets with requests only, oldest first.' }),
   totals: z.object(counters),
   has_more: z.literal(false),
+  next_cursor: z.literal('').meta({ description: 'The list envelope\'s field: one page only, so always empty.' }),
 }).meta({ id: 'UsageReport' });
 
 const windows = Object.entries(HISTORY_WINDOW_DAYS).map(([plan, days]) => `${plan} ${days}`).join(', ');

@@ -1,11 +1,14 @@
 import { and, eq, isNull } from 'drizzle-orm';
 import { z } from 'zod';
 import { canonicalCidr } from '../../../core/auth/ip-allowlist';
+import type { ManagementPrincipal } from '../../../core/auth/management-token-auth';
+import { roleAtLeast } from '../../../core/auth/scopes';
 import type { Executor } from '../../../core/db/client';
 import { CREDIT_PERIODS, environments, gatewayKeys, OBSERVABILITY_ACCESS, projects, RATE_LIMIT_TIERS } from '../../../core/db/schema';
 import { GatewayError } from '../../../core/errors';
 import { isProviderKind } from '../../../core/providers/kinds';
 import { issueGatewayKey } from '../../../core/tenancy/gateway-keys';
+import { withErrorCode } from '../../validation';
 import { unixTime } from './fields';
 import { inProjects, newestFirst, selectOne, type ResourceCall, type ResourceType } from './resource-type';
 import { unix } from './router';
@@ -36,7 +39,7 @@ const settable = {
   rate_limit_rpm: rateLimitRpm,
   model_allowlist: z.array(z.string().min(1)).max(500),
   allowed_routes: z.array(z.string().min(1).max(64)).max(500),
-  allowed_providers: z.array(z.string().min(1)).max(50),
+  allowed_providers: z.array(withErrorCode(z.string().min(1), 'unknown_provider')).max(50),
   environment: z.string().min(1).max(64).nullable(),
   expires_at: z.iso.datetime({ offset: true }).nullable(),
   observability_access: z.enum(OBSERVABILITY_ACCESS),
@@ -96,6 +99,25 @@ async function checkReferences(db: Executor, orgId: string, input: Settable): Pr
   }
 }
 
+type Reach = { observabilityAccess: KeyRow['observabilityAccess']; payloadAccess: boolean };
+
+/**
+ * A project-restricted token gives a key at most its own reach (issue 20): `organization`
+ * observability reads every project's requests, usage and jobs, so such a token sets `none` or
+ * `scoped` only; stored prompts and answers (`payload_access`) only when the token's creator is
+ * an owner or admin. `current` is what the key already has (a patch): keeping it is no widening,
+ * so a client re-sending a key's whole configuration is not refused for fields it did not change.
+ */
+function refuseWiderReach(principal: ManagementPrincipal, wanted: Partial<Reach>, current?: Reach): void {
+  if (!principal.projectIds) return;
+  if (wanted.observabilityAccess === 'organization' && current?.observabilityAccess !== 'organization') {
+    throw new GatewayError('project_restricted', 'This token is restricted to projects: it cannot give a key `observability_access: organization` (at most `scoped`).');
+  }
+  if (wanted.payloadAccess === true && current?.payloadAccess !== true && !roleAtLeast(principal.role, 'admin')) {
+    throw new GatewayError('project_restricted', 'This token is restricted to projects and its creator is not an owner or admin: it cannot give a key `payload_access`.');
+  }
+}
+
 function columns(input: Settable): Partial<typeof gatewayKeys.$inferInsert> {
   return {
     ...(input.label !== undefined && { label: input.label }),
@@ -143,6 +165,9 @@ type RotationPlan = { overlapSeconds: number; end: Date | null };
  * finds no successor and revokes nothing.
  */
 async function planRotation(call: ResourceCall, old: KeyRow, input: z.infer<typeof rotateSchema>): Promise<RotationPlan> {
+  // Rotating answers a new secret with the old key's reach: a restricted token may only be
+  // handed one it could have given itself.
+  refuseWiderReach(call.principal, old);
   await refuseUnrotatable(call.db, old, call.now);
   const overlapSeconds = input.overlap_seconds ?? DEFAULT_ROTATION_OVERLAP_SECONDS;
   if (overlapSeconds === 0) return { overlapSeconds, end: null };
@@ -159,6 +184,7 @@ async function planRotation(call: ResourceCall, old: KeyRow, input: z.infer<type
  * refuses it on time even before the workflow runs.
  */
 async function rotateKey(call: ResourceCall, old: KeyRow, plan: RotationPlan) {
+  refuseWiderReach(call.principal, old);
   await refuseUnrotatable(call.db, old, call.now);
 
   // Everything but identity, secret and history carries over, `disabled` included: rotating
@@ -205,6 +231,7 @@ export const gatewayKeysResource: ResourceType<KeyRow> = {
       .where(and(eq(projects.orgId, orgId), eq(projects.id, input.project_id)));
     if (!project) throw new GatewayError('invalid_request', `Invalid \`project_id\`: no project \`${input.project_id}\`.`);
     if (project.archivedAt) throw new GatewayError('project_archived', 'Keys cannot be created in an archived project.');
+    refuseWiderReach(call.principal, { observabilityAccess: input.observability_access, payloadAccess: input.payload_access });
     await checkReferences(call.db, orgId, input);
     const issued = await issueGatewayKey(call.db, {
       ...columns(input),
@@ -217,7 +244,8 @@ export const gatewayKeysResource: ResourceType<KeyRow> = {
     return { row, reveal: { secret: issued.secret } };
   },
 
-  async patch(call, _row, input: z.infer<typeof patchSchema>) {
+  async patch(call, row, input: z.infer<typeof patchSchema>) {
+    refuseWiderReach(call.principal, { observabilityAccess: input.observability_access, payloadAccess: input.payload_access }, row);
     await checkReferences(call.db, call.principal.orgId, input);
     return { ...columns(input), ...(input.disabled !== undefined && { disabled: input.disabled }) };
   },

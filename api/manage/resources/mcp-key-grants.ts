@@ -54,11 +54,13 @@ async function checkTools(db: Executor, serverId: string, mode: McpGrantRow['mod
     return [];
   }
   if (names.length === 0) throw new GatewayError('invalid_request', 'Invalid `tools`: a `selected` grant names at least one tool.');
-  const known = await db.select({ name: mcpServerTools.upstreamName, state: mcpServerTools.state }).from(mcpServerTools)
+  const known = await db.select({ name: mcpServerTools.upstreamName, state: mcpServerTools.state, listed: mcpServerTools.listed }).from(mcpServerTools)
     .where(and(eq(mcpServerTools.serverId, serverId), inArray(mcpServerTools.upstreamName, names)));
   for (const name of names) {
     const tool = known.find((k) => k.name === name);
     if (!tool) throw new GatewayError('invalid_request', `Invalid \`tools\`: the server lists no tool \`${name}\`.`);
+    // A tool the server stopped listing cannot be granted, as it cannot be approved (spec 7).
+    if (!tool.listed) throw new GatewayError('mcp_tool_removed', `The server no longer lists \`${name}\`; it cannot be granted.`);
     if (tool.state !== 'approved') throw new GatewayError('mcp_tool_not_approved', `Tool \`${name}\` is ${tool.state}, not approved; approve it before granting it.`);
   }
   return names.sort();

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { MCP_ACCESS_CLASSES, MCP_TOOL_STATES, mcpServerTools } from '../../../core/db/schema';
 import { GatewayError } from '../../../core/errors';
 import type { McpToolRow } from '../../../core/mcp/tools';
+import { withErrorCode } from '../../validation';
 import { unixTime } from './fields';
 import { mcpGate } from './mcp-gates';
 import { newestFirst, selectOne, type ResourceType } from './resource-type';
@@ -10,7 +11,8 @@ import { unix } from './router';
 
 const approveSchema = z.strictObject({
   access_class: z.enum(MCP_ACCESS_CLASSES),
-  expected_sha256: z.string().regex(/^[0-9a-f]{64}$/, 'the lowercase hex `definition_sha256` you reviewed'),
+  // Spec 3.2: approve needs the current hash; anything else given (malformed too) is a stale one.
+  expected_sha256: withErrorCode(z.string().regex(/^[0-9a-f]{64}$/, 'the lowercase hex `definition_sha256` you reviewed'), 'mcp_tool_definition_stale'),
 });
 
 const readSchema = z.object({

@@ -13,6 +13,7 @@ import { checkCredential, mcpCredentialSchema, openServerCredential, sealServerC
 import { syncErrorText, syncSucceeded, type McpServerRow } from '../../../core/mcp/sync';
 import { applyToolListing } from '../../../core/mcp/tools';
 import { checkServiceUrl } from '../../../core/net/service-url';
+import { withErrorCode } from '../../validation';
 import { nameField, resolveEnvironments, unixTime } from './fields';
 import { mcpGate } from './mcp-gates';
 import { newestFirst, selectOne, type ResourceCall, type ResourceType } from './resource-type';
@@ -22,17 +23,17 @@ import { unix } from './router';
 export const MCP_SLUG = /^[a-z0-9]{1,12}$/;
 
 /**
- * Loosely shaped here so a wrong credential answers `invalid_mcp_credential` (checked in full by
- * core/mcp/credential.ts), not a generic validation error.
+ * Loosely shaped here and checked in full by core/mcp/credential.ts; any problem with it, here
+ * or there, answers `invalid_mcp_credential` (the field's code, api/validation.ts).
  */
-const credentialField = z.looseObject({
+const credentialField = withErrorCode(z.looseObject({
   type: z.enum(['none', 'headers']),
   headers: z.record(z.string(), z.string()).optional().describe('Up to 8 `{<name>: <value>}` sent on every request to the server.'),
-}).describe('Write-only: `{type: "none"}` or `{type: "headers", headers}`. Sealed; reads show only `auth_type` and `header_names`.');
+}).describe('Write-only: `{type: "none"}` or `{type: "headers", headers}`. Sealed; reads show only `auth_type` and `header_names`.'), 'invalid_mcp_credential');
 
 const settable = {
   name: nameField,
-  url: z.string().min(1).max(2048).describe('The server\'s public HTTPS URL (its MCP endpoint).'),
+  url: withErrorCode(z.string().min(1).max(2048).describe('The server\'s public HTTPS URL (its MCP endpoint).'), 'invalid_mcp_server_url'),
   project_ids: z.array(z.string().min(1).max(64)).max(100).describe('Projects whose keys may reach it; empty means all.'),
   environments: z.array(z.string().min(1).max(64)).max(20).describe('Environments whose keys may reach it; empty means all.'),
   reads_private_data: z.boolean(),

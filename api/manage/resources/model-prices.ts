@@ -5,6 +5,7 @@ import { GatewayError } from '../../../core/errors';
 import { newId } from '../../../core/ids';
 import { afterCursor, keysetOrder, type Keyset } from '../../../core/paging';
 import { isProviderKind } from '../../../core/providers/kinds';
+import { withErrorCode } from '../../validation';
 import { unixTime } from './fields';
 import { selectOne, type ResourceType } from './resource-type';
 import { unix } from './router';
@@ -22,7 +23,7 @@ const rates = {
 };
 
 const createSchema = z
-  .strictObject({ model: z.string().trim().min(1).max(200), provider: z.string().min(1).max(64).nullable(), ...rates })
+  .strictObject({ model: z.string().trim().min(1).max(200), provider: withErrorCode(z.string().min(1).max(64), 'unknown_provider').nullable(), ...rates })
   .partial()
   .required({ model: true });
 const patchSchema = z.strictObject(rates).partial();

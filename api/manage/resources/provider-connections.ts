@@ -4,9 +4,10 @@ import type { Sealer } from '../../../core/crypto/sealing';
 import { CONNECTION_STATUSES, POOL_ROLES, providerConnections } from '../../../core/db/schema';
 import { GatewayError } from '../../../core/errors';
 import { newId } from '../../../core/ids';
-import { checkServiceUrl, hostOnDomain } from '../../../core/net/service-url';
+import { checkServiceUrl, hostOnDomain, isPrivateHost } from '../../../core/net/service-url';
 import { isProviderKind, kindSpec, type ProviderKind } from '../../../core/providers/kinds';
 import { connectionBaseUrl } from '../../../core/providers/open-connection';
+import { withErrorCode } from '../../validation';
 import { environmentFields, environmentsRead, nameField, presentEnvironments, resolveEnvironments, timeoutMsField, unixTime } from './fields';
 import { newestFirst, selectOne, type ResourceCall, type ResourceType } from './resource-type';
 import { unix } from './router';
@@ -33,7 +34,7 @@ const settable = {
 };
 
 const createSchema = z.strictObject({
-  kind: z.string().min(1).max(64),
+  kind: withErrorCode(z.string().min(1).max(64), 'unknown_provider'),
   name: settable.name,
   secret: secretField,
   fallback_secrets: z.array(secretField).max(MAX_FALLBACK_SECRETS).optional(),
@@ -65,6 +66,7 @@ const readSchema = z.object({
   status: z.enum(CONNECTION_STATUSES),
   base_url: z.string().describe('Where requests go: `config.base_url` or the kind\'s own.'),
   fallback_secret_count: z.number().int().describe('How many pooled fallback credentials are sealed on the connection.'),
+  has_credential: z.boolean().describe('False after the connection moved to a host its credential was not given for: it serves nothing until `POST /provider_connections/{id}/credential`.'),
   credential_updated_at: unixTime,
   created_at: unixTime,
   updated_at: unixTime,
@@ -80,12 +82,37 @@ function kindOf(kind: string): ProviderKind {
   return kind;
 }
 
-/** The base URL requests go to; `config.base_url` must be https to a public host (spec 2.6). */
+/**
+ * A kind with a fixed provider host sends its credential only to hosts the provider owns: its own
+ * default host, or one on the domains listed for the kind (the alternate-host rule, spec 2.6, and
+ * its codes), so a member cannot point the organization's key at a host of their own (issue 20).
+ * A deployment that allows private networks (development, tests) may also name a private host:
+ * the local stand-in for the provider.
+ */
+function checkProviderHost(kind: ProviderKind, url: URL, services: ResourceCall['services']): void {
+  const allowed = kindSpec(kind).alternateHosts;
+  if (allowed === 'any') return;
+  const own = kindSpec(kind).defaultBaseUrl;
+  if (own && new URL(own).hostname === url.hostname.toLowerCase()) return;
+  if (services.allowPrivateNetwork && isPrivateHost(url.hostname)) return;
+  if (allowed.length === 0) {
+    throw new GatewayError('alternate_host_not_allowed', `Invalid \`config.base_url\`: kind \`${kind}\` is reached only at ${own ? new URL(own).hostname : 'its own host'}.`);
+  }
+  if (!allowed.some((d) => hostOnDomain(url.hostname, d))) {
+    throw new GatewayError('alternate_host_off_domain', `Invalid \`config.base_url\`: \`${url.hostname}\` is not on a domain ${kindSpec(kind).name} owns (${allowed.join(', ')}).`);
+  }
+}
+
+/**
+ * The base URL requests go to; `config.base_url` must be https to a public host (spec 2.6), and
+ * for a kind with a fixed provider host, one the provider owns (`checkProviderHost`).
+ */
 function baseUrlFor(kind: ProviderKind, config: Record<string, unknown>, services: ResourceCall['services']): string {
   const given = config.base_url;
   if (typeof given === 'string') {
     const verdict = checkServiceUrl(given, { allowPrivateNetwork: services.allowPrivateNetwork });
     if (!verdict.ok) throw new GatewayError('invalid_request', `Invalid \`config.base_url\`: it ${verdict.reason}.`);
+    checkProviderHost(kind, verdict.url, services);
     return given.replace(/\/+$/, '');
   }
   const fallback = kindSpec(kind).defaultBaseUrl;
@@ -108,6 +135,26 @@ function checkAlternates(kind: ProviderKind, urls: string[], services: ResourceC
     return raw.replace(/\/+$/, '');
   });
 }
+
+/** Every host a connection's credential is sent to: its base URL's and its alternates'. */
+function credentialHosts(baseUrl: string, alternates: readonly string[]): Set<string> {
+  return new Set([baseUrl, ...alternates].map((u) => new URL(u).host.toLowerCase()));
+}
+
+/**
+ * Whether a patch sends the credential somewhere it was not given for: a kind whose URL the
+ * customer types (`alternateHosts: 'any'`) whose new base URL or alternates name a host the
+ * connection did not have. Fixed-host kinds stay on the provider's own hosts (`checkProviderHost`).
+ */
+function credentialMoves(kind: ProviderKind, row: ConnectionRow, next: { config?: Record<string, unknown>; alternates?: string[] }): boolean {
+  if (kindSpec(kind).alternateHosts !== 'any') return false;
+  const before = credentialHosts(connectionBaseUrl(kind, row.config), row.alternateBaseUrls);
+  const after = credentialHosts(connectionBaseUrl(kind, next.config ?? row.config), next.alternates ?? row.alternateBaseUrls);
+  return [...after].some((host) => !before.has(host));
+}
+
+/** No credential: what a connection keeps after it moved to a host its credential was not given for. */
+const CLEARED_CREDENTIALS = { secretSealed: null, fallbackSecretsSealed: null, fallbackSecretCount: 0 } as const;
 
 function sealCredentials(sealer: Sealer, orgId: string, id: string, secret: string, fallbacks: string[] | undefined) {
   return {
@@ -187,14 +234,20 @@ export const providerConnectionsResource: ResourceType<ConnectionRow> = {
   async patch(call, row, input: z.infer<typeof patchSchema>) {
     const kind = kindOf(row.kind);
     if (input.config !== undefined) baseUrlFor(kind, input.config, call.services);
+    const alternates = input.alternate_base_urls !== undefined ? checkAlternates(kind, input.alternate_base_urls, call.services) : undefined;
     const environments = await resolveEnvironments(call.db, row.orgId, input);
+    // The credential (and its pooled fallbacks) was given for the old hosts and is never sent to a
+    // new one, as for a tool-gateway server that moves: it is cleared, to be given again with
+    // POST /provider_connections/{id}/credential (which can check it with the new host first).
+    const moved = credentialMoves(kind, row, { config: input.config, alternates });
     return {
       ...(input.name !== undefined && { name: input.name, nameKey: connectionNameKey(input.name) }),
       ...(environments !== undefined && { environments }),
       ...(input.config !== undefined && { config: input.config }),
       ...(input.model_map !== undefined && { modelMap: input.model_map }),
       ...(input.timeout_ms !== undefined && { timeoutMs: input.timeout_ms }),
-      ...(input.alternate_base_urls !== undefined && { alternateBaseUrls: checkAlternates(kind, input.alternate_base_urls, call.services) }),
+      ...(alternates !== undefined && { alternateBaseUrls: alternates }),
+      ...(moved && { ...CLEARED_CREDENTIALS, credentialUpdatedAt: call.now }),
       ...(input.pool_role !== undefined && { poolRole: input.pool_role }),
       ...(input.status !== undefined && { status: input.status }),
     };
@@ -240,6 +293,7 @@ export const providerConnectionsResource: ResourceType<ConnectionRow> = {
     status: row.status,
     base_url: connectionBaseUrl(row.kind as ProviderKind, row.config),
     fallback_secret_count: row.fallbackSecretCount,
+    has_credential: row.secretSealed !== null,
     credential_updated_at: unix(row.credentialUpdatedAt),
     created_at: unix(row.createdAt),
     updated_at: unix(row.updatedAt),

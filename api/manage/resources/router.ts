@@ -40,12 +40,18 @@ async function writeNextVersion(tx: Transaction, resource: ResourceType, row: Ve
   return (await resource.find(tx, row.orgId, row.id, { forUpdate: false, includeHidden: true })) ?? next;
 }
 
+/**
+ * The audit row of a write, in its transaction. `row` is the row written (as it was before a
+ * delete); its project (`projectOf`) goes on the audit row so a project-restricted token reads
+ * its projects' history. A type without projects, or a collection action, writes an
+ * organization-level row (no project).
+ */
 function auditWrite(
   tx: Transaction,
   principal: ManagementPrincipal,
   resource: ResourceType,
   verb: string,
-  resourceId: string,
+  row: VersionedRow | null,
   versions: [before: number | null, after: number | null],
   detail?: Record<string, unknown>,
 ): Promise<void> {
@@ -54,7 +60,8 @@ function auditWrite(
     actor: { tokenId: principal.tokenId, memberId: principal.memberId },
     action: `${resource.type}.${verb}`,
     resourceType: resource.type,
-    resourceId,
+    resourceId: row?.id ?? principal.orgId,
+    projectId: row && resource.projectOf ? resource.projectOf(row) : null,
     beforeVersion: versions[0],
     afterVersion: versions[1],
     detail,
@@ -189,7 +196,7 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
       if (row.version !== expected) throw versionConflict(row.version);
       const changes = await resource.patch!(callFor(ctx, tx, principal, now), row, input as never);
       const next = await writeNextVersion(tx, resource, row, changes, now);
-      await auditWrite(tx, principal, resource, 'update', row.id, [row.version, next.version], { fields: Object.keys(input as object) });
+      await auditWrite(tx, principal, resource, 'update', row, [row.version, next.version], { fields: Object.keys(input as object) });
       return next;
     }));
     await changed(ctx, resource, updated.id);
@@ -230,7 +237,7 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
       const prepared = await resource.precheckCreate?.({ principal, now, query: ctx.query as ResourceCall['query'], services: deps.manage }, input as never);
       const result = await mappingConflicts(resource, () => deps.db.transaction(async (tx) => {
         const { row, reveal, auditDetail } = await resource.create!(callFor(ctx, tx, principal, now), input as never, prepared as never);
-        await auditWrite(tx, principal, resource, 'create', row.id, [null, row.version], auditDetail);
+        await auditWrite(tx, principal, resource, 'create', row, [null, row.version], auditDetail);
         return { status: 201, body: envelope(resource, row), reveal };
       }));
       await changed(ctx, resource, result.body.id as string);
@@ -264,7 +271,7 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
         if (prepared && row.version !== prepared.version) throw versionConflict(row.version);
         const outcome = await action.run(callFor(ctx, tx, principal, now), row, input as never, prepared?.value as never);
         const current = outcome.changes ? await writeNextVersion(tx, resource, row, outcome.changes, now) : row;
-        await auditWrite(tx, principal, resource, ctx.params.action!, row.id, [row.version, current.version], outcome.auditDetail);
+        await auditWrite(tx, principal, resource, ctx.params.action!, row, [row.version, current.version], outcome.auditDetail);
         const answered = outcome.answer ?? current;
         return { status: 200, body: envelope(resource, answered), reveal: outcome.reveal, ids: [row.id, answered.id] };
       }));
@@ -285,7 +292,7 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
     await once(ctx, principal, `manage:${resource.type}/${ctx.params.action}`, now, async () => {
       const result = await deps.db.transaction(async (tx) => {
         const outcome = await action.run(callFor(ctx, tx, principal, now), input as never);
-        await auditWrite(tx, principal, resource, ctx.params.action!, principal.orgId, [null, null], outcome.auditDetail);
+        await auditWrite(tx, principal, resource, ctx.params.action!, null, [null, null], outcome.auditDetail);
         return outcome;
       });
       await changed(ctx, resource, ...(result.changedIds ?? []));
@@ -321,16 +328,16 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
       if (outcome === 'delete') {
         // Attached resources (storedIn) hide; only a resource with rows of its own deletes one.
         await tx.delete(resource.table!).where(eq(resource.table!.id, row.id));
-        await auditWrite(tx, principal, resource, 'delete', row.id, [row.version, null]);
+        await auditWrite(tx, principal, resource, 'delete', row, [row.version, null]);
         return { id: row.id, object: resource.object, deleted: true };
       }
       if ('hide' in outcome) {
         const gone = await writeNextVersion(tx, resource, row, outcome.hide as Record<string, unknown>, now);
-        await auditWrite(tx, principal, resource, 'delete', row.id, [row.version, gone.version]);
+        await auditWrite(tx, principal, resource, 'delete', row, [row.version, gone.version]);
         return { id: row.id, object: resource.object, deleted: true };
       }
       const next = await writeNextVersion(tx, resource, row, outcome, now);
-      await auditWrite(tx, principal, resource, 'delete', row.id, [row.version, next.version]);
+      await auditWrite(tx, principal, resource, 'delete', row, [row.version, next.version]);
       ctx.set('ETag', etag(next.version));
       return envelope(resource, next);
     });

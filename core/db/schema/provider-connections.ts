@@ -19,7 +19,12 @@ export const providerConnections = pgTable(
     name: text('name').notNull(),
     /** The name folded for uniqueness: lower case, runs of spaces collapsed, trimmed. */
     nameKey: text('name_key').notNull(),
-    secretSealed: text('secret_sealed').notNull(),
+    /**
+     * Null once the connection was pointed at another host the customer typed: a credential is
+     * never sent to a host it was not given for (issue 20). The connection serves nothing until
+     * `POST /provider_connections/{id}/credential` gives one again.
+     */
+    secretSealed: text('secret_sealed'),
     /** A sealed JSON array of further credentials, or null when there are none. */
     fallbackSecretsSealed: text('fallback_secrets_sealed'),
     fallbackSecretCount: integer('fallback_secret_count').notNull().default(0),

@@ -193,4 +193,27 @@ describe('GET /manage/v1/budget_status', () => {
     expect(seen.data.some((s) => s.scope === 'organization')).toBe(true);
     expect(seen.data.some((s) => s.scope === 'project' && s.id === secondProject)).toBe(true);
   });
+
+  it('under a project rule lists both counters of a customer: the organization rule\'s holds their spend in every project', async () => {
+    const projectRule = await f.client.post<{ id: string; version: number }>('/end_user_cap_rules', { project_id: secondProject, amount: '5', period: 'daily', behavior: 'block' });
+    expect(projectRule.status).toBe(201);
+    await f.settle();
+    const inSecond = await f.client.post<{ secret: string }>('/gateway_keys', { label: 'second erin', project_id: secondProject });
+    expect(inSecond.status).toBe(201);
+    const inFirst = await f.key();
+    expect((await ask(inSecond.body.secret, 4, 'erin')).status).toBe(200);
+    expect((await ask(inFirst, 3, 'erin')).status).toBe(200);
+    await sleep(1000);
+    const erin = (await status()).data.filter((s) => s.end_user_id === 'erin');
+    expect(erin.map((e) => [e.rule_id, e.limit, e.spent]).sort()).toEqual([
+      [rule.id, 20, expect.closeTo(0.7, 9)],
+      [projectRule.body.id, 5, expect.closeTo(0.4, 9)],
+    ].sort());
+    // A lost organization-rule counter is rebuilt from every project's rows of that customer.
+    const orgEntry = erin.find((e) => e.rule_id === rule.id)!;
+    const window = scopeAt(f.tenant.orgId, { kind: 'end_user', id: orgEntry.id, code: 'end_user_budget', limit: 20, blocking: true, period: 'daily', ledger: { column: 'end_user_id', value: 'erin' } }, new Date(), 1);
+    await redis.redis.del(windowKeys(window)[0]);
+    expect((await status()).data.find((s) => s.id === orgEntry.id)!.spent).toBeCloseTo(0.7, 9);
+    expect((await f.client.delete(`/end_user_cap_rules/${projectRule.body.id}`, `"${projectRule.body.version}"`)).status).toBe(200);
+  });
 });

@@ -13,7 +13,7 @@ import { decimalDollarsToNanos } from '../../../core/spend/end-user-caps';
 import { seedWindow, windowKeys } from '../../../core/spend/holds';
 import { ledgerWindowTotal } from '../../../core/spend/ledger';
 import { sumNanos, toDollars, toNanos } from '../../../core/spend/money';
-import { scopeAt, type ScopeInput, type SpendScope } from '../../../core/spend/scopes';
+import { endUserCapScope, scopeAt, type ScopeInput, type SpendScope } from '../../../core/spend/scopes';
 import type { GatewayState } from '../../context';
 import { authorize } from '../../middleware/management-auth';
 import { unixSeconds } from './query';
@@ -147,41 +147,40 @@ async function enforcedLimits(db: Database, orgId: string, now: Date, projectIds
     const overrideRows = await db.select({ ruleId: endUserCapOverrides.ruleId, endUserId: endUserCapOverrides.endUserId, amount: endUserCapOverrides.amount })
       .from(endUserCapOverrides).where(inArray(endUserCapOverrides.ruleId, ruleRows.map((r) => r.id)));
     const overrides = new Map(overrideRows.map((o) => [`${o.ruleId}:${o.endUserId}`, o.amount]));
-    const orgRule = ruleRows.find((r) => r.projectId === null);
     const amountUnder = (rule: (typeof ruleRows)[number], endUserId: string): bigint | null => {
       const text = overrides.get(`${rule.id}:${endUserId}`) ?? rule.amount;
       return text === null ? null : decimalDollarsToNanos(text);
     };
     for (const rule of ruleRows) {
-      const probe = at({ kind: 'end_user', id: rule.id, code: 'end_user_budget', limit: null, blocking: false, period: rule.period, ledger: { column: 'end_user_scope', value: '' } });
-      const prefix = `${rule.id}:`;
+      const organizationWide = rule.projectId === null;
+      const windowStart = at({ kind: 'end_user', id: rule.id, code: 'end_user_budget', limit: null, blocking: false, period: rule.period, ledger: { column: 'end_user_scope', value: '' } }).windowStart;
       // Under the organization rule a restricted reader sees only its projects' customers: those
       // with spend there this period (an override alone names no project).
-      const narrowed = projectIds !== null && rule.projectId === null;
-      const spenders = await db.selectDistinct({ scope: spendLedger.endUserScope }).from(spendLedger).where(and(
-        eq(spendLedger.orgId, orgId),
-        sql`starts_with(${spendLedger.endUserScope}, ${prefix})`,
-        inArray(spendLedger.state, ['settled', 'reserved']),
-        gte(spendLedger.createdAt, probe.windowStart),
-        narrowed ? inArray(spendLedger.projectId, projectIds!) : undefined,
-      ));
+      const narrowed = projectIds !== null && organizationWide;
+      const inWindow = and(eq(spendLedger.orgId, orgId), inArray(spendLedger.state, ['settled', 'reserved']), gte(spendLedger.createdAt, windowStart));
+      // The customers counted under the rule this period, as the request path counts them
+      // (core/spend/end-user-caps.ts): the organization rule caps a customer's spend in every
+      // project, a project rule the spend under it.
+      const spenders = organizationWide
+        ? (await db.selectDistinct({ endUserId: spendLedger.endUserId }).from(spendLedger).where(and(
+          inWindow, isNotNull(spendLedger.endUserId), narrowed ? inArray(spendLedger.projectId, projectIds!) : undefined,
+        ))).map((s) => s.endUserId!)
+        : (await db.selectDistinct({ scope: spendLedger.endUserScope }).from(spendLedger).where(and(
+          inWindow, sql`starts_with(${spendLedger.endUserScope}, ${`${rule.id}:`})`,
+        ))).map((s) => s.scope!.slice(rule.id.length + 1));
       const customers = new Set([
-        ...spenders.map((s) => s.scope!.slice(prefix.length)),
+        ...spenders,
         ...(narrowed ? [] : overrideRows.filter((o) => o.ruleId === rule.id).map((o) => o.endUserId)),
       ]);
       for (const endUserId of [...customers].sort()) {
-        // The same narrowing the request path applies (core/spend/end-user-caps.ts): a blocking
-        // project rule never allows more than a blocking organization rule of the same period.
-        let nanos = amountUnder(rule, endUserId);
-        if (rule.projectId !== null && orgRule && rule.behavior === 'block' && orgRule.behavior === 'block' && orgRule.period === rule.period) {
-          const ceiling = amountUnder(orgRule, endUserId);
-          if (ceiling !== null && (nanos === null || ceiling < nanos)) nanos = ceiling;
-        }
+        // Each rule's own amount for the customer: under a project rule both rules are in force,
+        // each listed with its own counter.
+        const nanos = amountUnder(rule, endUserId);
         if (nanos === null) continue;
-        const scope = `${rule.id}:${endUserId}`;
+        const cap = { endUserId, ruleId: rule.id, organizationWide, amount: toDollars(nanos), period: rule.period, behavior: rule.behavior };
         entries.push({
-          id: scope, fields: { rule_id: rule.id, end_user_id: endUserId, ...(rule.projectId && { project_id: rule.projectId }) },
-          scope: at({ kind: 'end_user', id: scope, code: 'end_user_budget', limit: toDollars(nanos), blocking: rule.behavior === 'block', period: rule.period, ledger: { column: 'end_user_scope', value: scope } }),
+          id: `${rule.id}:${endUserId}`, fields: { rule_id: rule.id, end_user_id: endUserId, ...(rule.projectId && { project_id: rule.projectId }) },
+          scope: endUserCapScope(orgId, cap, now, billingDay),
         });
       }
     }

@@ -5,11 +5,12 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Clock } from '../core/clock';
 import type { Sealer } from '../core/crypto/sealing';
 import type { Database } from '../core/db/client';
-import { endJobHold, videoPrice } from '../core/spend/job-spend';
+import { endJobHold } from '../core/spend/job-spend';
 import type { RedisHandle } from '../core/redis';
 import { jobs, providerConnections, type JobError } from '../core/db/schema';
 import { finalError } from '../core/chat/outcome';
 import { finishJob, jobRowOf, type JobLinks, type NewJobRecord } from '../core/jobs/job-store';
+import { plannedSeconds, videoJobPrice } from '../core/jobs/video-cost';
 import { pendingJobDeliveries } from '../core/webhooks/fan-out';
 import type { StartDeliveries } from './webhook-dispatch';
 import type { Candidate } from '../core/routing/candidates';
@@ -119,6 +120,9 @@ function adapterFor(kind: ProviderKind) {
   return adapter;
 }
 
+/** A job's request as the API recorded it (`extra`: the wires' parameters the client set). */
+type VideoRequest = { prompt: string; duration_seconds?: number; seed?: number; extra?: Record<string, unknown> };
+
 /** A candidate that refused the submit, and how. */
 export type SubmitRefusal = { candidate: VideoCandidate; failure: ProviderFailure };
 
@@ -151,8 +155,9 @@ export function createVideoJobActivities(deps: VideoJobDeps) {
       if (job.status !== 'queued') return { ok: true };
       const connection = await loadConnection(deps, job.orgId, input.candidate.connectionId);
       const adapter = adapterFor(connection.kind);
-      const request = job.request as { prompt: string; duration_seconds?: number; seed?: number; extra?: Record<string, unknown> };
-      const call = adapter.submit({ model: input.candidate.upstreamModel, prompt: request.prompt, durationSeconds: request.duration_seconds, seed: request.seed, extra: request.extra ?? {} });
+      const request = job.request as VideoRequest;
+      // The length is always asked, so what renders is what was held (core/jobs/video-cost.ts).
+      const call = adapter.submit({ model: input.candidate.upstreamModel, prompt: request.prompt, durationSeconds: plannedSeconds(adapter, request.duration_seconds), seed: request.seed, extra: request.extra ?? {} });
       const accepted = await heartbeating(VIDEO_CALL_TIMEOUT_MS * 2, async (signal) => {
         const sent = await sendUpstream(deps.agent, adapter, connection.target, { ...call, headers: { 'idempotency-key': `${input.jobId}-${input.candidateIndex}` } }, signal);
         return sent.ok ? { ok: true as const, ...adapter.parseSubmit(await sent.body.json()) } : sent;
@@ -201,8 +206,12 @@ export function createVideoJobActivities(deps: VideoJobDeps) {
       return status;
     },
 
-    /** Copies the output to storage, then marks the job succeeded with usage and its event. */
-    async completeVideo(input: { jobId: string; modelId: string; retentionMs: number; durationSeconds: number | null; resolution: string | null; aspectRatio: string | null; mimeType: string; download: string }): Promise<{ status: string; expiresAt: string | null }> {
+    /**
+     * Copies the output to storage, then marks the job succeeded with usage and its event. The
+     * cost is what was rendered: the seconds and variant held at submit (never the answer's
+     * figure, which Veo does not give), priced by the names the hold priced.
+     */
+    async completeVideo(input: { jobId: string; modelId: string; upstreamModel?: string; retentionMs: number; durationSeconds: number | null; resolution: string | null; aspectRatio: string | null; mimeType: string; download: string }): Promise<{ status: string; expiresAt: string | null }> {
       const job = await loadJob(deps, input.jobId);
       if (job.status !== 'running') {
         // A retry after the move committed: its events may still need their deliveries started.
@@ -222,14 +231,19 @@ export function createVideoJobActivities(deps: VideoJobDeps) {
         if (!sent.ok) throw new Error(`downloading the output failed: ${sent.failure.kind}`);
         return deps.storage.put(storageKey, sent.body);
       });
-      const request = job.request as { duration_seconds?: number };
-      const seconds = input.durationSeconds ?? request.duration_seconds ?? 0;
+      const request = job.request as VideoRequest;
+      const extra = request.extra ?? {};
+      const models = [job.model, input.modelId, ...(input.upstreamModel ? [input.upstreamModel] : [])];
+      const { seconds, price } = await videoJobPrice(deps.db, { orgId: job.orgId, kind: connection.kind, adapter, models, durationSeconds: request.duration_seconds, extra });
+      const asked = adapter.requestedLook(extra);
       const now = deps.clock.now();
       const expiresAt = new Date(now.getTime() + input.retentionMs);
-      const price = await videoPrice(deps.db, job.orgId, connection.kind, [job.model, input.modelId], seconds);
       const { row, deliveries } = await finishJob(deps.db, job.id, 'succeeded', {
         progress: 1,
-        output: { storage_key: storageKey, duration_seconds: seconds, resolution: input.resolution ?? 'unknown', aspect_ratio: input.aspectRatio ?? 'unknown', mime_type: input.mimeType, bytes },
+        output: {
+          storage_key: storageKey, duration_seconds: input.durationSeconds ?? seconds, resolution: input.resolution ?? asked.resolution ?? 'unknown',
+          aspect_ratio: input.aspectRatio ?? asked.aspectRatio ?? 'unknown', mime_type: input.mimeType, bytes,
+        },
         usage: { seconds, ...(price ? { cost: price.cost, price_source: price.source } : { cost: null }) },
         completedAt: now,
         expiresAt,

@@ -154,13 +154,18 @@ export const SPEECH_CONTENT_TYPES: Record<string, string> = {
 const MP3_BITRATES_V1_L3 = [0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320];
 const MP3_RATES_V1 = [44100, 48000, 32000];
 
-/** An MP3's duration in seconds: an Info/Xing frame count if present, else the frames walked (MPEG-1 Layer III only), or null. */
+/**
+ * An MP3's duration in seconds as a decoder hears it: the audio frames walked (MPEG-1 Layer
+ * III only), or null. A leading Info/Xing frame is skipped, not believed: its frame count is
+ * the file's claim, and a transcription decodes every frame whatever the header says.
+ */
 function mp3Seconds(bytes: Buffer): number | null {
   let at = 0;
   if (bytes.toString('latin1', 0, 3) === 'ID3' && bytes.length >= 10) {
     at = 10 + ((bytes[6]! & 0x7f) << 21 | (bytes[7]! & 0x7f) << 14 | (bytes[8]! & 0x7f) << 7 | (bytes[9]! & 0x7f));
   }
   let frames = 0;
+  let skippedHeader = false;
   let rate = 0;
   while (at + 4 <= bytes.length) {
     if (bytes[at] !== 0xff || (bytes[at + 1]! & 0xfe) !== 0xfa) break;
@@ -170,10 +175,9 @@ function mp3Seconds(bytes: Buffer): number | null {
     rate = sampleRate;
     const mono = (bytes[at + 3]! >> 6) === 3;
     const tag = at + 4 + (mono ? 17 : 32);
-    if (frames === 0 && ['Xing', 'Info'].includes(bytes.toString('latin1', tag, tag + 4)) && (bytes.readUInt32BE(tag + 4) & 1)) {
-      return (bytes.readUInt32BE(tag + 8) * MP3_FRAME_SAMPLES) / sampleRate;
-    }
-    frames += 1;
+    const header = frames === 0 && !skippedHeader && ['Xing', 'Info'].includes(bytes.toString('latin1', tag, tag + 4));
+    if (header) skippedHeader = true;
+    else frames += 1;
     at += Math.floor((144 * bitrate * 1000) / sampleRate) + ((bytes[at + 2]! >> 1) & 1);
   }
   return frames > 0 ? (frames * MP3_FRAME_SAMPLES) / rate : null;
@@ -193,7 +197,7 @@ function wavSeconds(bytes: Buffer): number | null {
   return null;
 }
 
-/** An uploaded audio file's duration in seconds: exact for WAV and MP3, else estimated at 16 kB a second (128 kbit/s). */
+/** An uploaded audio file's duration in seconds as decoded: exact for WAV and MP3, else estimated at 16 kB a second (128 kbit/s). */
 export function audioSeconds(bytes: Buffer): number {
   return wavSeconds(bytes) ?? mp3Seconds(bytes) ?? bytes.length / 16000;
 }

@@ -75,6 +75,8 @@ export type Sandbox = {
   videoSubmits(): number;
   /** Slow video submits (`submit_delay_ms`) whose client hung up before the answer. */
   abandonedVideoSubmits(): number;
+  /** Seconds of video rendered (each sample counted): what the providers would bill. */
+  videoRenderedSeconds(): number;
   close(): Promise<void>;
 };
 
@@ -232,6 +234,7 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
     framesSent: () => frames,
     videoSubmits: () => video.submits,
     abandonedVideoSubmits: () => video.abandonedSubmits,
+    videoRenderedSeconds: () => video.renderedSeconds,
     close: () => new Promise<void>((resolve) => {
       server.closeAllConnections();
       server.close(() => resolve());

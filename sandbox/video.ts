@@ -10,17 +10,29 @@ import { directivesInText, parseDirectives, type Directives } from './directives
  * be answered late (`submit_delay_ms`; a caller that gives up first starts no render), status
  * checks can be refused (`check_status=404`), and Veo can point the download elsewhere
  * (`download_uri`).
+ *
+ * What is asked is what is rendered, as the providers bill it: OpenAI's `seconds` (4 when
+ * unsaid) and `size` (1280x720 here); Veo's `durationSeconds` (8 when unsaid), `sampleCount`
+ * videos (1 to 4) and `resolution`. Veo's parameters are checked as the Gemini API checks them
+ * (an unknown one, or a value the model does not take, is a 400 INVALID_ARGUMENT), and its
+ * finished operation says only where each sample is: no duration, resolution or aspect ratio.
  */
-type Render = { id: string; model: string; seconds: number; startedAt: number; directives: Directives; checksRefused: number };
+type Render = { id: string; model: string; seconds: number; samples: number; size: string; startedAt: number; directives: Directives; checksRefused: number };
 
 const DEFAULT_RENDER_MS = 1500;
 
-/** `abandonedSubmits`: slow submits whose caller hung up before the answer (no render made). */
-export type VideoState = { renders: Map<string, Render>; byIdempotencyKey: Map<string, string>; submits: number; abandonedSubmits: number };
+/**
+ * `abandonedSubmits`: slow submits whose caller hung up before the answer (no render made);
+ * `renderedSeconds`: seconds of video rendered (each sample counted), what the provider bills.
+ */
+export type VideoState = { renders: Map<string, Render>; byIdempotencyKey: Map<string, string>; submits: number; abandonedSubmits: number; renderedSeconds: number };
 
 export function createVideoState(): VideoState {
-  return { renders: new Map(), byIdempotencyKey: new Map(), submits: 0, abandonedSubmits: 0 };
+  return { renders: new Map(), byIdempotencyKey: new Map(), submits: 0, abandonedSubmits: 0, renderedSeconds: 0 };
 }
+
+/** What one submit asks to render. */
+type Asked = { model: string; prompt: string; seconds: number; samples: number; size: string };
 
 /** A small deterministic stand-in for an MP4 file. */
 export function videoBytes(id: string): Buffer {
@@ -35,23 +47,24 @@ function phase(r: Render): { done: boolean; failed: boolean; progress: number } 
   return { done: true, failed: r.directives.videoFail === true, progress: 1 };
 }
 
-function create(state: VideoState, req: http.IncomingMessage, model: string, prompt: string, seconds: number, directives: Directives): Render {
+function create(state: VideoState, req: http.IncomingMessage, asked: Asked, directives: Directives): Render {
   const key = req.headers['idempotency-key'] as string | undefined;
   const known = key ? state.byIdempotencyKey.get(key) : undefined;
   if (known) return state.renders.get(known)!;
-  const render: Render = { id: randomBytes(10).toString('hex'), model, seconds, startedAt: Date.now(), directives, checksRefused: 0 };
+  const render: Render = { id: randomBytes(10).toString('hex'), model: asked.model, seconds: asked.seconds, samples: asked.samples, size: asked.size, startedAt: Date.now(), directives, checksRefused: 0 };
   state.renders.set(render.id, render);
   if (key) state.byIdempotencyKey.set(key, render.id);
   state.submits += 1;
+  state.renderedSeconds += asked.seconds * asked.samples;
   return render;
 }
 
 type Send = (status: number, payload: unknown, headers?: Record<string, string>) => void;
 
 /** Accepts a submit, `submit_delay_ms` late; a caller that hung up meanwhile starts no render. */
-function accept(state: VideoState, req: http.IncomingMessage, res: http.ServerResponse, model: string, prompt: string, seconds: number, pathDirectives: string, answer: (r: Render) => void): void {
-  const directives = parseDirectives(`${pathDirectives},${directivesInText(prompt)}`);
-  const go = () => answer(create(state, req, model, prompt, seconds, directives));
+function accept(state: VideoState, req: http.IncomingMessage, res: http.ServerResponse, asked: Asked, pathDirectives: string, answer: (r: Render) => void): void {
+  const directives = parseDirectives(`${pathDirectives},${directivesInText(asked.prompt)}`);
+  const go = () => answer(create(state, req, asked, directives));
   if (!directives.submitDelayMs) return go();
   const timer = setTimeout(go, directives.submitDelayMs);
   res.once('close', () => {
@@ -77,7 +90,8 @@ export function handleVideo(state: VideoState, req: http.IncomingMessage, res: h
 
   // OpenAI
   if (method === 'POST' && path === '/openai/v1/videos') {
-    accept(state, req, res, String(body?.model ?? 'sora-2'), String(body?.prompt ?? ''), Number(body?.seconds ?? 4), pathDirectives, (r) => send(200, openAiVideo(r)));
+    const asked = { model: String(body?.model ?? 'sora-2'), prompt: String(body?.prompt ?? ''), seconds: Number(body?.seconds ?? 4), samples: 1, size: String(body?.size ?? '1280x720') };
+    accept(state, req, res, asked, pathDirectives, (r) => send(200, openAiVideo(r)));
     return true;
   }
   if (method === 'GET' && (m = /^\/openai\/v1\/videos\/([^/]+)$/.exec(path))) {
@@ -98,8 +112,14 @@ export function handleVideo(state: VideoState, req: http.IncomingMessage, res: h
   // Gemini Veo
   if (method === 'POST' && (m = /^\/google\/v1beta\/models\/([^/:]+):predictLongRunning$/.exec(path))) {
     const instances = (body?.instances as Array<{ prompt?: string }> | undefined) ?? [];
-    const parameters = (body?.parameters as { durationSeconds?: number } | undefined) ?? {};
-    accept(state, req, res, m[1]!, instances[0]?.prompt ?? '', Number(parameters.durationSeconds ?? 8), pathDirectives, (r) => send(200, { name: `models/${r.model}/operations/${r.id}` }));
+    const parameters = (body?.parameters as Record<string, unknown> | undefined) ?? {};
+    const refused = veoRefusal(m[1]!, parameters);
+    if (refused) {
+      send(400, { error: { code: 400, message: refused, status: 'INVALID_ARGUMENT' } });
+      return true;
+    }
+    const asked = { model: m[1]!, prompt: instances[0]?.prompt ?? '', seconds: Number(parameters.durationSeconds ?? VEO_DEFAULT_SECONDS), samples: Number(parameters.sampleCount ?? 1), size: String(parameters.resolution ?? '720p') };
+    accept(state, req, res, asked, pathDirectives, (r) => send(200, { name: `models/${r.model}/operations/${r.id}` }));
     return true;
   }
   if (method === 'GET' && (m = /^\/google\/v1beta\/models\/([^/]+)\/operations\/([^/]+)$/.exec(path))) {
@@ -117,16 +137,41 @@ export function handleVideo(state: VideoState, req: http.IncomingMessage, res: h
     const name = `models/${r.model}/operations/${r.id}`;
     if (!p.done) send(200, { name, done: false, ...(!r.directives.noProgress && { metadata: { progressPercent: Math.round(p.progress * 100) } }) });
     else if (p.failed) send(200, { name, done: true, error: { code: 13, message: 'sandbox: the render failed' } });
-    else send(200, { name, done: true, response: { '@type': 'type.googleapis.com/google.ai.generativelanguage.v1beta.PredictLongRunningResponse', durationSeconds: r.seconds, resolution: '720p', aspectRatio: '16:9', generateVideoResponse: { generatedSamples: [{ video: { uri: r.directives.downloadUri ?? `${origin}/google/v1beta/files/${r.id}:download?alt=media` } }] } } });
+    else {
+      // Veo's answer: where each sample is, and nothing about its length or look.
+      const generatedSamples = Array.from({ length: r.samples }, (_, i) => ({ video: { uri: r.directives.downloadUri ?? `${origin}/google/v1beta/files/${r.id}${i > 0 ? `-${i}` : ''}:download?alt=media` } }));
+      send(200, { name, done: true, response: { '@type': 'type.googleapis.com/google.ai.generativelanguage.v1beta.PredictLongRunningResponse', generateVideoResponse: { generatedSamples } } });
+    }
     return true;
   }
-  if (method === 'GET' && (m = /^\/google\/v1beta\/files\/([^/:]+):download$/.exec(path))) {
+  if (method === 'GET' && (m = /^\/google\/v1beta\/files\/([^/:-]+)(?:-\d+)?:download$/.exec(path))) {
     const r = state.renders.get(m[1]!);
     if (!r || !phase(r).done || phase(r).failed) send(404, { error: { code: 404, message: 'File not found', status: 'NOT_FOUND' } });
     else sendVideo(res, r);
     return true;
   }
   return false;
+}
+
+/** What Veo renders when `durationSeconds` is not given. */
+const VEO_DEFAULT_SECONDS = 8;
+/** The parameters the Gemini API takes for Veo; any other is refused. */
+const VEO_PARAMETERS = ['aspectRatio', 'negativePrompt', 'personGeneration', 'durationSeconds', 'resolution', 'sampleCount', 'seed'];
+
+/** Why the Gemini API would refuse these Veo parameters, or null (Veo 2: 5 to 8 s at 720p; Veo 3: 4, 6 or 8 s, 720p or 1080p). */
+function veoRefusal(model: string, parameters: Record<string, unknown>): string | null {
+  const unknown = Object.keys(parameters).find((k) => !VEO_PARAMETERS.includes(k));
+  if (unknown) return `\`${unknown}\` isn't supported by this model. Please remove it or refer to the Gemini API documentation for supported usage.`;
+  const veo2 = model.startsWith('veo-2');
+  const seconds = parameters.durationSeconds;
+  if (seconds !== undefined && !(veo2 ? [5, 6, 7, 8] : [4, 6, 8]).includes(Number(seconds))) return `The requested duration ${String(seconds)} is not supported by ${model}.`;
+  const samples = parameters.sampleCount;
+  if (samples !== undefined && !(Number.isInteger(samples) && Number(samples) >= 1 && Number(samples) <= 4)) return 'sampleCount must be between 1 and 4.';
+  const resolution = parameters.resolution;
+  if (resolution !== undefined && !(veo2 ? ['720p'] : ['720p', '1080p']).includes(String(resolution))) return `The requested resolution ${String(resolution)} is not supported by ${model}.`;
+  const aspect = parameters.aspectRatio;
+  if (aspect !== undefined && !['16:9', '9:16'].includes(String(aspect))) return `The requested aspect ratio ${String(aspect)} is not supported.`;
+  return null;
 }
 
 function sendVideo(res: http.ServerResponse, r: Render): void {
@@ -146,7 +191,7 @@ function openAiVideo(r: Render) {
     status: !p.done ? (p.progress < 0.05 ? 'queued' : 'in_progress') : p.failed ? 'failed' : 'completed',
     progress: r.directives.noProgress && !p.done ? 0 : Math.round(p.progress * 100),
     seconds: String(r.seconds),
-    size: '1280x720',
+    size: r.size,
     error: p.done && p.failed ? { code: 'video_generation_failed', message: 'sandbox: the render failed' } : null,
   };
 }

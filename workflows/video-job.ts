@@ -118,7 +118,7 @@ export async function videoJob(input: VideoJobInput): Promise<{ status: Status }
       }
       if (check.state === 'succeeded') {
         const { state: _state, ...video } = check;
-        const done = await completeVideo({ jobId: input.jobId, modelId: accepted.modelId, retentionMs: input.retentionMs, ...video });
+        const done = await completeVideo({ jobId: input.jobId, modelId: accepted.modelId, upstreamModel: accepted.upstreamModel, retentionMs: input.retentionMs, ...video });
         setStatus(done.status as Status);
         if (done.expiresAt) {
           // Retention: the output link works for its hours, then the file goes.

@@ -3,7 +3,8 @@ import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Clien
 import { and, eq, inArray, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
 import type { KeyContext } from '../../core/auth/gateway-key-auth';
-import { closeJobSpend, endJobHold, reserveJobSpend, videoPrice } from '../../core/spend/job-spend';
+import { keyReach } from '../../core/auth/key-reach';
+import { closeJobSpend, endJobHold, reserveJobSpend } from '../../core/spend/job-spend';
 import { spendScopes } from '../../core/spend/scopes';
 import type { Clock } from '../../core/clock';
 import type { Database } from '../../core/db/client';
@@ -14,6 +15,8 @@ import { afterCursor, keysetOrder, pageOf, readPage, type Keyset } from '../../c
 import { withIdempotency, type Checkpoint, type IdempotencyClaim } from '../../core/idempotency';
 import { isTerminal, jobRowOf, type JobLinks, type JobRow, type NewJobRecord } from '../../core/jobs/job-store';
 import { presentJob } from '../../core/jobs/present';
+import { videoJobPrice } from '../../core/jobs/video-cost';
+import { videoParameters } from '../../core/jobs/video-request';
 import { OUTPUT_RETENTION_MS, statusCheckSchedule } from '../../core/jobs/schedule';
 import { VIDEO_ADAPTERS } from '../../core/providers/video';
 import { chainPosition, planCandidates } from '../../core/routing/candidates';
@@ -26,8 +29,6 @@ import type { GatewayServices } from './services';
 export type JobServices = { temporal: Client; links: Omit<JobLinks, 'baseUrl'> & { baseUrl: string | null }; scheduleScale: number; taskQueuePrefix: string };
 
 export const VIDEO_JOB_TYPE = 'video.generation';
-/** Providers render 4 to 8 seconds by default; the estimate takes the longer when none is asked. */
-const ESTIMATE_SECONDS_WHEN_UNSAID = 8;
 
 const videoRequestSchema = z.looseObject({
   model: z.string().min(1).max(256),
@@ -39,9 +40,6 @@ const videoRequestSchema = z.looseObject({
     events: z.array(z.enum(JOB_EVENT_TYPES)).min(1).max(3).optional(),
   }).optional(),
 });
-
-/** The fields the gateway reads; the rest goes to the provider as sent. */
-const VIDEO_FIELDS = ['model', 'prompt', 'duration_seconds', 'seed', 'webhook'];
 
 function checkWebhookUrl(raw: string): string {
   let url: URL;
@@ -55,16 +53,13 @@ function checkWebhookUrl(raw: string): string {
   return raw;
 }
 
-/** Spec 4.2 rule 1: a key reads its own lineage's jobs, or its project's or organization's when its access says so. */
+/**
+ * Spec 4.2 rule 1: a key reads the jobs within its reach, as its request log (core/auth/key-reach.ts):
+ * its own lineage's, or the organization's with `observability_access: organization`.
+ */
 function visibility(key: KeyContext): SQL {
-  switch (key.observabilityAccess) {
-    case 'organization':
-      return eq(jobs.orgId, key.orgId);
-    case 'scoped':
-      return and(eq(jobs.orgId, key.orgId), eq(jobs.projectId, key.projectId))!;
-    default:
-      return and(eq(jobs.orgId, key.orgId), eq(jobs.lineageId, key.lineageId))!;
-  }
+  const reach = keyReach(key);
+  return and(eq(jobs.orgId, reach.orgId), reach.lineageId === null ? undefined : eq(jobs.lineageId, reach.lineageId))!;
 }
 
 /** Whether Temporal says the workflow does not exist (any other answer, or none, is not proof). */
@@ -96,6 +91,8 @@ export function jobRoutes(router: Router<GatewayState>, deps: { db: Database; cl
   router.post('/videos', async (ctx) => {
     const key = ctx.state.key!;
     const input = parseInput(videoRequestSchema, ctx.state.body);
+    // Refuses a field that would change the bill behind the hold's back; keeps the wires' own.
+    const extra = videoParameters(input);
     const webhook = input.webhook ? { url: checkWebhookUrl(input.webhook.url), events: input.webhook.events ?? [...JOB_EVENT_TYPES] } : null;
     const config = await deps.gateway.orgConfig.get(key.orgId);
     const plan = planCandidates({ model: input.model, fallbacks: [], key, config, catalog: deps.gateway.catalog });
@@ -105,7 +102,6 @@ export function jobRoutes(router: Router<GatewayState>, deps: { db: Database; cl
 
     /** `resumed`: the input a first request with this Idempotency-Key checkpointed (its job id). */
     const perform = async (claim?: IdempotencyClaim, resumed?: VideoJobInput) => {
-      const extra = Object.fromEntries(Object.entries(input).filter(([k]) => !VIDEO_FIELDS.includes(k)));
       const job: NewJobRecord = resumed?.job ?? {
         id: newId('job'),
         orgId: key.orgId,
@@ -130,9 +126,12 @@ export function jobRoutes(router: Router<GatewayState>, deps: { db: Database; cl
         retentionMs: Math.round(OUTPUT_RETENTION_MS * deps.jobs.scheduleScale),
       };
       // The estimated cost is held against the key's limit before anything starts: the dearest
-      // candidate submit may fail over to, and unpriced if any of them is.
-      const seconds = input.duration_seconds ?? ESTIMATE_SECONDS_WHEN_UNSAID;
-      const prices = await Promise.all(candidates.map((c) => videoPrice(deps.db, key.orgId, c.connection.kind, [input.model, c.modelId, c.upstreamModel], seconds)));
+      // candidate submit may fail over to, and unpriced if any of them is. Each is priced as
+      // its completion will be (core/jobs/video-cost.ts): the same seconds, the same variant.
+      const prices = await Promise.all(candidates.map(async (c) => (await videoJobPrice(deps.db, {
+        orgId: key.orgId, kind: c.connection.kind, adapter: VIDEO_ADAPTERS[c.connection.kind]!, models: [input.model, c.modelId, c.upstreamModel],
+        durationSeconds: job.request.duration_seconds as number | undefined, extra: (job.request.extra ?? {}) as Record<string, unknown>,
+      })).price));
       const priced = prices.filter((p) => p !== null);
       // A resumed job keeps the reservation it holds; one given back when its start failed is taken again.
       const [ledger] = resumed ? await deps.db.select({ state: spendLedger.state }).from(spendLedger).where(eq(spendLedger.jobId, job.id)) : [];

@@ -3,6 +3,7 @@ import { GatewayError } from '../../core/errors';
 import { multipartForward, type SpooledMultipart } from '../../core/http/multipart';
 import { reservationSeconds } from '../../core/pricing/audio-duration';
 import { speechCost, speechWorstCase, transcriptionCost, transcriptionWorstCase } from '../../core/pricing/media-cost';
+import { transcriptAs } from '../../core/providers/media/transcript-formats';
 import { TRANSCRIPTION_FORMATS, type TranscriptionFormat, type TranscriptionResult } from '../../core/providers/media/types';
 import type { UpstreamSuccess } from '../../core/providers/upstream';
 import type { GatewayContext } from '../context';
@@ -38,7 +39,12 @@ const transcriptionSchema = z.object({
 /** What OpenAI answers text formats with. */
 const TEXT_TYPES: Record<string, string> = { text: 'text/plain; charset=utf-8', srt: 'text/plain; charset=utf-8', vtt: 'text/plain; charset=utf-8' };
 
-/** `POST /v1/audio/transcriptions`: the file's duration (from its header) is what the hold and the cost are measured by. */
+/**
+ * `POST /v1/audio/transcriptions` (issue 20): held at the larger of the file header's duration
+ * and the most its size can hold (core/pricing/audio-duration.ts); settled at the duration the
+ * provider reports, asked for in a format that states it whatever the client asked (the
+ * client's format is rendered from that answer), else at what was held.
+ */
 export function audioTranscriptions(services: GatewayServices) {
   return async (ctx: GatewayContext): Promise<void> => {
     const form = ctx.state.multipart as SpooledMultipart;
@@ -46,11 +52,13 @@ export function audioTranscriptions(services: GatewayServices) {
     const file = form.files.find((f) => f.field === 'file');
     if (!file) throw new GatewayError('invalid_request', '`file` is required: the audio to transcribe.', { details: { param: 'file' } });
     const format: TranscriptionFormat = request.response_format ?? 'json';
-    const measured = await reservationSeconds(file.path);
+    const measured = await reservationSeconds(file.path, file.filename);
     const fields = Object.fromEntries(Object.entries(form.fields).filter(([k]) => !TRANSCRIPTION_EXTENSION_FIELDS.includes(k)));
     const forwarded = { fields, files: [file] };
     const routing = multipartRouting(request);
-    const loggedRequest = { ...fields, file: { filename: file.filename, bytes: file.size, seconds: measured.seconds } };
+    const loggedRequest = { ...fields, file: { filename: file.filename, bytes: file.size, header_seconds: measured.header, held_seconds: measured.seconds } };
+    /** The provider's length of the audio (its `duration` or duration usage), else what was held. */
+    const settledSeconds = (usage: TranscriptionResult['usage']) => (usage && 'type' in usage && usage.type === 'duration' ? usage.seconds : measured.seconds);
 
     await serveMedia<TranscriptionResult>(ctx, services, 'audio.transcriptions', routing, {
       loggedRequest,
@@ -58,10 +66,13 @@ export function audioTranscriptions(services: GatewayServices) {
       worstCase: (c, config) => transcriptionWorstCase({ kind: c.connection.kind, model: c.upstreamModel, modelId: c.modelId, prices: config.prices, seconds: measured.seconds }),
       async attempt(candidate, adapter, send) {
         const { overrides, ...call } = adapter.transcriptionRequest(fields, { model: candidate.upstreamModel, config: candidate.connection.config, modelId: candidate.modelId });
+        // The format the answer comes in: the one asked upstream, which states the audio's length.
+        const upstream = (overrides.response_format as TranscriptionFormat | undefined) ?? format;
         const sent = await send({ ...call, body: await multipartForward(forwarded, overrides) });
         if (!sent.ok) return sent;
         try {
-          return { ok: true, value: adapter.parseTranscription(format, await sent.body.text()) };
+          const parsed = adapter.parseTranscription(upstream, await sent.body.text());
+          return { ok: true, value: { ...parsed, body: transcriptAs(format, upstream, parsed.body, settledSeconds(parsed.usage)) } };
         } catch (err) {
           return { ok: false, failure: { kind: 'server_error', message: `unreadable answer: ${(err as Error).message}` } };
         }
@@ -69,8 +80,9 @@ export function audioTranscriptions(services: GatewayServices) {
       cost(served, config) {
         const c = served.candidate;
         const { usage } = served.value;
-        const estimate = transcriptionCost({ kind: c.connection.kind, model: c.upstreamModel, modelId: c.modelId, prices: config.prices, seconds: measured.seconds, usage });
-        return { estimate, usage: { ...usage, seconds: measured.seconds } };
+        const seconds = settledSeconds(usage);
+        const estimate = transcriptionCost({ kind: c.connection.kind, model: c.upstreamModel, modelId: c.modelId, prices: config.prices, seconds, usage });
+        return { estimate, usage: { ...usage, seconds } };
       },
       async answer(served, usage, call) {
         const { body } = served.value;
@@ -80,7 +92,7 @@ export function audioTranscriptions(services: GatewayServices) {
           return null;
         }
         // The provider's own usage (tokens or duration) with the cost beside it.
-        const own = body.usage && typeof body.usage === 'object' ? body.usage as Record<string, unknown> : { type: 'duration', seconds: Math.ceil(measured.seconds) };
+        const own = body.usage && typeof body.usage === 'object' ? body.usage as Record<string, unknown> : { type: 'duration', seconds: Math.ceil(settledSeconds(served.value.usage)) };
         ctx.body = { ...body, ...servedFields(call, served), usage: { ...own, cost: usage.cost, ...(usage.price_source !== undefined && { price_source: usage.price_source }) } };
         // A transcript is an audio answer's body: never logged (spec 4.1 logging).
         return null;

@@ -1,6 +1,7 @@
 import type Router from '@koa/router';
 import { eq } from 'drizzle-orm';
 import type { KeyContext } from '../../core/auth/gateway-key-auth';
+import { keyReach } from '../../core/auth/key-reach';
 import type { Clock } from '../../core/clock';
 import type { Database } from '../../core/db/client';
 import { gatewayKeys, organizations, orgSettings, type Plan } from '../../core/db/schema';
@@ -37,7 +38,8 @@ export function requestLogRoutes(router: Router<GatewayState>, deps: { db: Datab
       .leftJoin(orgSettings, eq(orgSettings.id, gatewayKeys.orgId))
       .where(eq(gatewayKeys.id, key.keyId));
     const plan: Plan = found?.plan ?? 'trial';
-    const keyIds = key.observabilityAccess === 'scoped' ? await lineageKeyIds(deps.db, key.orgId, key.lineageId) : undefined;
+    const reach = keyReach(key);
+    const keyIds = reach.lineageId === null ? undefined : await lineageKeyIds(deps.db, reach.orgId, reach.lineageId);
     return {
       scope: { orgId: key.orgId, plan, now: deps.clock.now(), keyIds },
       payloadAccess: found?.payloadAccess ?? false,

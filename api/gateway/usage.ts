@@ -1,5 +1,6 @@
 import type Router from '@koa/router';
 import { eq } from 'drizzle-orm';
+import { keyReach } from '../../core/auth/key-reach';
 import type { Clock } from '../../core/clock';
 import type { Database } from '../../core/db/client';
 import { organizations } from '../../core/db/schema';
@@ -21,7 +22,8 @@ export function usageRoutes(router: Router<GatewayState>, deps: { db: Database; 
     const params = parseUsageParams(ctx.query);
     // The plan is read fresh (not from the cached org config) so a plan change moves the window at once.
     const [org] = await deps.db.select({ plan: organizations.plan }).from(organizations).where(eq(organizations.id, key.orgId));
-    const scope: UsageScope = key.observabilityAccess === 'organization' ? { orgId: key.orgId } : { orgId: key.orgId, lineageId: key.lineageId };
+    const reach = keyReach(key);
+    const scope: UsageScope = reach.lineageId === null ? { orgId: reach.orgId } : { orgId: reach.orgId, lineageId: reach.lineageId };
     const report = await usageReport(deps.db, scope, params, org?.plan ?? 'trial', deps.clock.now());
     if (params.format === 'csv') {
       ctx.type = 'text/csv; charset=utf-8';

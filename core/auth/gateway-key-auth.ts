@@ -24,7 +24,7 @@ export type KeyContext = {
   createdByMemberId: string | null;
   /** The owning project's spend limit. */
   projectSpendLimit: SpendLimit | null;
-  /** Which jobs and request history the key may read: its own lineage, its project, or the organization. */
+  /** Which jobs and request history the key may read: its own lineage, or the organization (key-reach.ts). */
   observabilityAccess: 'none' | 'scoped' | 'organization';
   disabled: boolean;
   revoked: boolean;

@@ -22,25 +22,32 @@ export async function audioDurationSeconds(path: string): Promise<number | null>
 }
 
 /**
- * The bitrate the size fallback assumes: 16 kbit/s (2,000 bytes a second), below what speech
- * is normally sent at (MP3 and M4A voice run 32 to 128 kbit/s, Opus voice 16 to 32), so a file
- * whose header cannot be read is held as longer than it can plausibly be. A 26 MB upload is
- * held as 13,000 seconds (3.6 hours: $1.30 at whisper-1's $0.006 a minute).
+ * The fewest bytes a second of audio takes in each upload format, so a file of `n` bytes lasts
+ * at most `n / floor` seconds whatever its header claims (issue 20: a header is the client's
+ * word, and an MP3 whose Xing frame says 1 s can carry 20 minutes). MPEG audio (mp3, mpeg,
+ * mpga) cannot go below 8 kbit/s, MPEG-2.5 Layer III's lowest bitrate: 1,000 bytes a second.
+ * The others can carry a 6 kbit/s codec (Opus in Ogg or WebM, HE-AAC v2 in MP4/M4A, low-rate
+ * codecs in WAV): 750. FLAC and a few WAV codecs can pack silence tighter still; what the
+ * provider reports settles those (the hold is an estimate, the settled cost the provider's).
  */
-export const FALLBACK_BYTES_PER_SECOND = 2_000;
+export const MIN_AUDIO_BYTES_PER_SECOND: Readonly<Record<string, number>> = { mp3: 1_000, mpeg: 1_000, mpga: 1_000 };
+/** The floor of every other format (see MIN_AUDIO_BYTES_PER_SECOND). */
+export const MIN_AUDIO_BYTES_PER_SECOND_OTHER = 750;
 
-/** The seconds to reserve for a file whose header gives no duration: its size at the fallback bitrate. */
-export function fallbackDurationSeconds(bytes: number): number {
-  return Math.ceil(bytes / FALLBACK_BYTES_PER_SECOND);
+/** The longest a file of this size and name can last: its size at the format's floor. */
+export function sizeBoundSeconds(bytes: number, filename: string): number {
+  const extension = filename.includes('.') ? filename.slice(filename.lastIndexOf('.') + 1).toLowerCase() : '';
+  return Math.ceil(bytes / (MIN_AUDIO_BYTES_PER_SECOND[extension] ?? MIN_AUDIO_BYTES_PER_SECOND_OTHER));
 }
 
 /**
- * The seconds a transcription reserves: the header's duration, else the size fallback. `source`
- * says which, for the request log.
+ * The seconds a transcription holds: the larger of the header's duration and the size bound,
+ * never the header alone. `header` is what the header claimed (null when unreadable), for the
+ * request log.
  */
-export async function reservationSeconds(path: string): Promise<{ seconds: number; source: 'header' | 'size' }> {
-  const seconds = await audioDurationSeconds(path);
-  if (seconds !== null) return { seconds, source: 'header' };
+export async function reservationSeconds(path: string, filename: string): Promise<{ seconds: number; header: number | null; bound: number }> {
+  const header = await audioDurationSeconds(path);
   const { size } = await stat(path);
-  return { seconds: fallbackDurationSeconds(size), source: 'size' };
+  const bound = sizeBoundSeconds(size, filename);
+  return { seconds: Math.max(header ?? 0, bound), header, bound };
 }

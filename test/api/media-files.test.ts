@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream';
 import { eq } from 'drizzle-orm';
 import { fixedClock, systemClock } from '../../core/clock';
-import { mediaFiles } from '../../core/db/schema';
+import { jobs, mediaFiles } from '../../core/db/schema';
 import { newId } from '../../core/ids';
 import { OUTPUT_LINK_PATH } from '../../core/jobs/output-links';
 import { OUTPUT_RETENTION_MS } from '../../core/jobs/schedule';
@@ -71,6 +71,40 @@ describe('media file links', () => {
     const res = await fetch(`${kept.url}&download=1`);
     expect([res.status, res.headers.get('content-type'), res.headers.get('content-disposition')]).toEqual([200, 'audio/mpeg', 'attachment; filename="req_speech.mp3"']);
     expect(Buffer.from(await res.arrayBuffer())).toEqual(audio);
+  });
+
+  it('serves only media types as themselves, every file inert: nosniff and a sandboxing CSP (issue 20)', async () => {
+    const files = made();
+    const served = async (mimeType: string) => {
+      const kept = await keep(files, { mimeType });
+      const res = await fetch(kept.url);
+      await res.arrayBuffer();
+      return [res.status, res.headers.get('content-type'), res.headers.get('x-content-type-options'), res.headers.get('content-security-policy')];
+    };
+    expect(await served('image/png')).toEqual([200, 'image/png', 'nosniff', 'sandbox']);
+    expect(await served('audio/mpeg')).toEqual([200, 'audio/mpeg', 'nosniff', 'sandbox']);
+    expect(await served('Image/WEBP; charset=binary')).toEqual([200, 'image/webp', 'nosniff', 'sandbox']);
+    for (const provided of ['text/html', 'text/html; charset=utf-8', 'image/svg+xml', 'application/javascript', 'application/xhtml+xml', 'text/xml', 'video/mp4', 'multipart/x-mixed-replace']) {
+      expect(await served(provided)).toEqual([200, 'application/octet-stream', 'nosniff', 'sandbox']);
+    }
+
+    // Job outputs (the same route) also keep video types, and nothing else beyond media.
+    const signer = f.api.runtime.deps.gateway.jobs.links.signer;
+    const storage = f.api.runtime.deps.gateway.storage;
+    const job = async (mimeType: string) => {
+      const id = newId('job');
+      const expiresAt = new Date(Date.now() + HOUR);
+      await storage.put(`jobs/${id}/output.mp4`, Readable.from([PNG]));
+      await f.database.db.insert(jobs).values({
+        id, orgId: f.tenant.orgId, keyId: 'key_x', lineageId: 'lin_x', projectId: f.tenant.projectId, type: 'video.generation', status: 'succeeded', model: 'openai/sora-2', request: {},
+        output: { storage_key: `jobs/${id}/output.mp4`, duration_seconds: 4, resolution: '1280x720', aspect_ratio: '16:9', mime_type: mimeType, bytes: PNG.length }, expiresAt,
+      });
+      const res = await fetch(signer.url(f.api.url, id, expiresAt));
+      await res.arrayBuffer();
+      return [res.status, res.headers.get('content-type'), res.headers.get('x-content-type-options'), res.headers.get('content-security-policy')];
+    };
+    expect(await job('video/mp4')).toEqual([200, 'video/mp4', 'nosniff', 'sandbox']);
+    expect(await job('text/html')).toEqual([200, 'application/octet-stream', 'nosniff', 'sandbox']);
   });
 
   it('answers 404 not_found to a tampered, missing or misplaced signature, and to an unknown id', async () => {

@@ -2,7 +2,7 @@ import { eq } from 'drizzle-orm';
 import OpenAI, { toFile } from 'openai';
 import { parseBuffer } from 'music-metadata';
 import { requestLogs, spendLedger } from '../../core/db/schema';
-import { png, pngInfo, speechSamples, wav } from '../../sandbox/files';
+import { mp3, png, pngInfo, speechSamples, wav } from '../../sandbox/files';
 import { startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
 import { randomClientAddress } from '../helpers/harness';
 
@@ -160,6 +160,48 @@ describe('images and audio through the gateway with the openai SDK', () => {
       const row = await logRow(response.headers.get('x-gw-request-id')!);
       expect(row).toMatchObject({ endpoint: 'audio.transcriptions', status: 200, priceSource: 'list' });
       expect(row.cost).toBeCloseTo(cost, 9);
+    });
+  });
+
+  describe('audio/transcriptions held by what the file can hold, settled by what the provider heard (issue 20)', () => {
+    /** 20 minutes of MP3 (50,000 frames of 96 bytes, 4.8 MB) whose Info frame claims 42 frames, about 1 s. */
+    const lying = () => {
+      const file = mp3(50_000);
+      file.writeUInt32BE(42, 4 + 17 + 8);
+      file.writeUInt32BE(43 * 96, 4 + 17 + 12);
+      return file;
+    };
+    // whisper-1 lists at $0.0001 a second: 1,200 s heard is $0.12; the hold is the size's most, 4,801 s ($0.4801).
+    const heard = 0.12;
+
+    it('refuses a key whose room is below what the size can hold, whatever the header claims', async () => {
+      const limited = await f.key({ credit_limit: { amount: 0.1, period: 'monthly' } });
+      const client = new OpenAI({ apiKey: limited, baseURL: `${f.api.url}/v1`, maxRetries: 0 });
+      await expect(client.audio.transcriptions.create({ model: 'whisper-1', file: await toFile(lying(), 'claims-one-second.mp3', { type: 'audio/mpeg' }), response_format: 'text' }))
+        .rejects.toMatchObject({ status: 402, type: 'budget_exceeded', code: 'key_budget' });
+    });
+
+    it.each(['text', 'srt', 'vtt', 'json'] as const)('settles %s at the duration the provider reports, asked for in verbose_json', async (format) => {
+      const limited = await f.key({ credit_limit: { amount: 1, period: 'monthly' } });
+      const client = new OpenAI({ apiKey: limited, baseURL: `${f.api.url}/v1`, maxRetries: 0 });
+      const { data, response } = await client.audio.transcriptions.create({ model: 'whisper-1', file: await toFile(lying(), 'claims-one-second.mp3', { type: 'audio/mpeg' }), response_format: format }).withResponse();
+      const requestId = response.headers.get('x-gw-request-id')!;
+      expect(Number(response.headers.get('x-gw-cost'))).toBeCloseTo(heard, 9);
+      const text = typeof data === 'string' ? data : (data as unknown as Loose).text;
+      expect(text).toContain('The audio lasts 1200 seconds.');
+      if (format === 'text') expect(data).toBe('This is the sandbox transcript. The audio lasts 1200 seconds.\n');
+      if (format === 'srt') expect(data).toMatch(/^1\n00:00:00,000 --> 00:10:00,000\nThis is the sandbox transcript\.\n\n2\n/);
+      if (format === 'vtt') expect(data).toMatch(/^WEBVTT\n\n00:00:00\.000 --> /);
+      if (format === 'json') expect(data as unknown as Loose).toMatchObject({ usage: { type: 'duration', seconds: 1200, cost: expect.closeTo(heard, 9) } });
+      // The provider was asked for the format that reports the duration.
+      const sent = f.sandbox.received.filter((r) => r.path === '/openai/v1/audio/transcriptions').at(-1)!;
+      expect(sent.body?.response_format).toBe('verbose_json');
+      const row = await logRow(requestId);
+      expect(row.cost).toBeCloseTo(heard, 9);
+      await f.settle();
+      await f.api.runtime.deps.gateway.spendRows.flush();
+      const rows = await f.database.db.select().from(spendLedger).where(eq(spendLedger.requestId, requestId));
+      expect(rows.map((r) => Number(r.amount))).toEqual([heard]);
     });
   });
 

@@ -7,7 +7,8 @@ import { credentialHeaders, PROVIDER_KINDS, type ProviderKind } from '../../core
 import { googleMediaAdapter, imagenAspectRatio } from '../../core/providers/media/google';
 import { COMPATIBLE_MEDIA_ENDPOINTS, MEDIA_ADAPTERS, mediaAdapterFor } from '../../core/providers/media/index';
 import { azureOpenAiMediaAdapter, openAiCompatibleMediaAdapter, openAiMediaAdapter } from '../../core/providers/media/openai';
-import { MEDIA_ENDPOINTS, type MediaEndpoint, type MultipartUpstream } from '../../core/providers/media/types';
+import { formatOverride, measuringFormat, transcriptAs } from '../../core/providers/media/transcript-formats';
+import { MEDIA_ENDPOINTS, type MediaEndpoint, type MultipartUpstream, type TranscriptionFormat } from '../../core/providers/media/types';
 import type { UpstreamRequest } from '../../core/providers/types';
 import { png, wav } from '../../sandbox/files';
 import { startSandbox, type Sandbox } from '../../sandbox/server';
@@ -70,8 +71,42 @@ describe('OpenAI media adapter', () => {
     expect(openai.editRequest(fields, build('gpt-image-1'))).toEqual({ path: '/images/edits', overrides: { model: 'gpt-image-1', response_format: null } });
   });
 
-  it('transcriptions: overrides name the model only', () => {
-    expect(openai.transcriptionRequest({ model: 'openai/whisper-1', response_format: 'srt' }, build('whisper-1'))).toEqual({ path: '/audio/transcriptions', overrides: { model: 'whisper-1' } });
+  it('transcriptions: overrides name the model and ask a format that states the audio\'s length (issue 20)', () => {
+    const asked = (fields: Record<string, string | string[]>, model: string, modelId?: string) => openai.transcriptionRequest(fields, { ...build(model), modelId }).overrides;
+    // whisper: verbose_json (its `duration`) whatever was asked; the gateway renders the client's format.
+    for (const format of ['json', 'text', 'srt', 'vtt']) expect(asked({ model: 'openai/whisper-1', response_format: format }, 'whisper-1')).toEqual({ model: 'whisper-1', response_format: 'verbose_json' });
+    expect(asked({ model: 'openai/whisper-1' }, 'whisper-1')).toEqual({ model: 'whisper-1', response_format: 'verbose_json' });
+    expect(asked({ response_format: 'verbose_json' }, 'whisper-1')).toEqual({ model: 'whisper-1' });
+    // timestamp_granularities[] is valid only with verbose_json: sent as asked, for the provider to judge.
+    expect(asked({ response_format: 'text', 'timestamp_granularities[]': ['word'] }, 'whisper-1')).toEqual({ model: 'whisper-1' });
+    // gpt-4o transcribe models take only json and text; their json reports token usage.
+    expect(asked({ response_format: 'text' }, 'gpt-4o-transcribe')).toEqual({ model: 'gpt-4o-transcribe', response_format: 'json' });
+    expect(asked({ response_format: 'json' }, 'gpt-4o-mini-transcribe')).toEqual({ model: 'gpt-4o-mini-transcribe' });
+    expect(asked({ response_format: 'text' }, 'stt-prod', 'azure_openai/gpt-4o-transcribe')).toEqual({ model: 'stt-prod', response_format: 'json' });
+  });
+
+  describe('transcripts rendered from the answer asked upstream (transcript-formats.ts)', () => {
+    const verbose = {
+      task: 'transcribe', language: 'english', duration: 3.5, text: 'Hello there. General Kenobi.',
+      segments: [{ id: 0, start: 0, end: 1.25, text: ' Hello there.' }, { id: 1, start: 1.25, end: 3.5, text: ' General Kenobi.' }],
+      usage: { type: 'duration', seconds: 4 },
+    };
+    it('json, text, srt and vtt as OpenAI writes them; the same format unchanged', () => {
+      expect(transcriptAs('json', 'verbose_json', verbose, 4)).toEqual({ text: 'Hello there. General Kenobi.', usage: { type: 'duration', seconds: 4 } });
+      expect(transcriptAs('text', 'verbose_json', verbose, 4)).toBe('Hello there. General Kenobi.\n');
+      expect(transcriptAs('srt', 'verbose_json', verbose, 4)).toBe('1\n00:00:00,000 --> 00:00:01,250\nHello there.\n\n2\n00:00:01,250 --> 00:00:03,500\nGeneral Kenobi.\n\n');
+      expect(transcriptAs('vtt', 'verbose_json', verbose, 4)).toBe('WEBVTT\n\n00:00:00.000 --> 00:00:01.250\nHello there.\n\n00:00:01.250 --> 00:00:03.500\nGeneral Kenobi.\n\n');
+      expect(transcriptAs('verbose_json', 'verbose_json', verbose, 4)).toBe(verbose);
+      expect(transcriptAs('text', 'json', { text: 'Hi', usage: { type: 'tokens', input_tokens: 1, output_tokens: 1 } }, null)).toBe('Hi\n');
+    });
+    it('one cue over the whole audio when the answer has no segments', () => {
+      expect(transcriptAs('srt', 'verbose_json', { text: 'Hi', duration: 3661.5 }, 3661.5)).toBe('1\n00:00:00,000 --> 01:01:01,500\nHi\n\n');
+    });
+    it('measuringFormat and formatOverride', () => {
+      expect(measuringFormat('srt', {}, 'whisper-large-v3')).toBe('verbose_json');
+      expect(formatOverride('json', 'json')).toEqual({});
+      expect(formatOverride('text', 'verbose_json')).toEqual({ response_format: 'verbose_json' });
+    });
   });
 
   it('speech: the body passes through with the upstream model, without the gateway\'s `delivery`', () => {
@@ -162,7 +197,7 @@ describe('Azure OpenAI media adapter', () => {
     });
     const config = { api_version: '2025-04-01-preview' };
     expect(azure.editRequest({}, build('gpt-image-1', config))).toEqual({ path: '/deployments/gpt-image-1/images/edits', query: { 'api-version': '2025-04-01-preview' }, overrides: { model: 'gpt-image-1', response_format: null } });
-    expect(azure.transcriptionRequest({}, build('whisper', config))).toEqual({ path: '/deployments/whisper/audio/transcriptions', query: { 'api-version': '2025-04-01-preview' }, overrides: { model: 'whisper' } });
+    expect(azure.transcriptionRequest({}, build('whisper', config))).toEqual({ path: '/deployments/whisper/audio/transcriptions', query: { 'api-version': '2025-04-01-preview' }, overrides: { model: 'whisper', response_format: 'verbose_json' } });
     const speech = azure.speechRequest({ model: 'x', input: 'hi', voice: 'alloy', delivery: 'stored' }, build('tts'));
     expect(speech).toMatchObject({ path: '/deployments/tts/audio/speech', query: { 'api-version': '2024-10-21' }, body: { model: 'tts', input: 'hi', voice: 'alloy' } });
     expect(speech.body).not.toHaveProperty('delivery');
@@ -248,7 +283,7 @@ describe('which kinds serve which endpoints', () => {
 
   it('compatible kinds use the plain OpenAI paths; a builder for an endpoint the kind lacks throws', () => {
     const groq = mediaAdapterFor('groq', 'audio.transcriptions')!;
-    expect(groq.transcriptionRequest({}, build('whisper-large-v3'))).toEqual({ path: '/audio/transcriptions', overrides: { model: 'whisper-large-v3' } });
+    expect(groq.transcriptionRequest({}, build('whisper-large-v3'))).toEqual({ path: '/audio/transcriptions', overrides: { model: 'whisper-large-v3', response_format: 'verbose_json' } });
     expect(() => groq.imagesRequest({ model: 'x', prompt: 'p' }, build('x'))).toThrow(/no images.generations/);
     expect(mediaAdapterFor('xai', 'images.generations')!.imagesRequest({ model: 'x', prompt: 'p', n: 2 }, build('grok-2-image')).body).toEqual({ model: 'grok-2-image', prompt: 'p', n: 2, response_format: 'b64_json' });
     expect(openAiCompatibleMediaAdapter([]).endpoints).toEqual([]);
@@ -339,28 +374,35 @@ describe('against the sandbox', () => {
     expect(onAzure.status).toBe(200);
   });
 
-  it('transcriptions in each format, parsed; token usage for gpt-4o-transcribe; an Azure deployment', async () => {
+  it('transcriptions in each format, asked upstream in one that states the length, parsed, rendered as asked; token usage for gpt-4o-transcribe; an Azure deployment', async () => {
     const audio = { field: 'file', filename: 'speech.wav', contentType: 'audio/wav', bytes: wav(60000) };
+    const measured = { type: 'duration', seconds: 3 };
+    const tokens = { input_tokens: 25, input_token_details: { text_tokens: 0, audio_tokens: 25 }, output_tokens: 10, total_tokens: 35 };
     const cases = [
-      ['whisper-1', 'json', { type: 'duration', seconds: 3 }],
-      ['whisper-1', 'verbose_json', { type: 'duration', seconds: 3 }],
-      ['whisper-1', 'text', null],
-      ['whisper-1', 'srt', null],
-      ['whisper-1', 'vtt', null],
-      ['gpt-4o-transcribe', 'json', { input_tokens: 25, input_token_details: { text_tokens: 0, audio_tokens: 25 }, output_tokens: 10, total_tokens: 35 }],
+      ['whisper-1', 'json', measured],
+      ['whisper-1', 'verbose_json', measured],
+      ['whisper-1', 'text', measured],
+      ['whisper-1', 'srt', measured],
+      ['whisper-1', 'vtt', measured],
+      ['gpt-4o-transcribe', 'json', tokens],
+      ['gpt-4o-transcribe', 'text', tokens],
     ] as const;
     for (const [model, format, usage] of cases) {
-      const req = openai.transcriptionRequest({}, build(model));
-      const { status, res } = await sendMultipart('openai', req, await spooled({ model: `openai/${model}`, response_format: format }, [audio]));
+      const fields = { model: `openai/${model}`, response_format: format };
+      const req = openai.transcriptionRequest(fields, build(model));
+      const upstream = (req.overrides.response_format as TranscriptionFormat | undefined) ?? format;
+      const { status, res } = await sendMultipart('openai', req, await spooled(fields, [audio]));
       expect(status).toBe(200);
-      const result = openai.parseTranscription(format, await res.text());
+      const result = openai.parseTranscription(upstream, await res.text());
       expect(result.usage).toEqual(usage);
-      if (typeof result.body === 'string') expect(result.body).toContain('2.5 seconds');
-      else expect(result.body.text).toContain('2.5 seconds');
+      const body = transcriptAs(format, upstream, result.body, null);
+      if (typeof body === 'string') expect(body).toContain('2.5 seconds');
+      else expect(body.text).toContain('2.5 seconds');
+      if (format === 'srt') expect(body).toMatch(/^1\n00:00:00,000 --> /);
     }
-    const onAzure = await sendMultipart('azure_openai', azure.transcriptionRequest({}, build('whisper-1')), await spooled({ response_format: 'text' }, [audio]));
+    const onAzure = await sendMultipart('azure_openai', azure.transcriptionRequest({ response_format: 'text' }, build('whisper-1')), await spooled({ response_format: 'text' }, [audio]));
     expect(onAzure.status).toBe(200);
-    expect(azure.parseTranscription('text', await onAzure.res.text()).body).toContain('2.5 seconds');
+    expect(azure.parseTranscription('verbose_json', await onAzure.res.text()).usage).toEqual(measured);
   });
 
   it('speech: accepted, without the gateway\'s `delivery`', async () => {

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { calcPrice } from '@pydantic/genai-prices';
-import { audioDurationSeconds, fallbackDurationSeconds, reservationSeconds } from '../../core/pricing/audio-duration';
+import { audioDurationSeconds, reservationSeconds, sizeBoundSeconds } from '../../core/pricing/audio-duration';
 import {
   imageCost, imageWorstCase, mediaListRow, mediaPrice, speechCost, speechWorstCase, transcriptionCost, transcriptionWorstCase,
   type MediaPriceEntry,
@@ -212,7 +212,8 @@ describe('audio duration from the file header', () => {
     const stereo = join(dir, 'stereo.wav');
     writeFileSync(stereo, wav(2.25, 16000, 2));
     expect(await audioDurationSeconds(stereo)).toBeCloseTo(2.25, 6);
-    expect(await reservationSeconds(stereo)).toEqual({ seconds: 2.25, source: 'header' });
+    // Held at the larger of the header and the size bound: 144,044 bytes at 750 a second.
+    expect(await reservationSeconds(stereo, 'stereo.wav')).toEqual({ seconds: 193, header: 2.25, bound: 193 });
   });
 
   test('an MP3 of 100 frames lasts 100 x 1152 / 44100 seconds', async () => {
@@ -221,14 +222,32 @@ describe('audio duration from the file header', () => {
     expect(await audioDurationSeconds(path)).toBeCloseTo((100 * 1152) / 44100, 2); // 2.612 s
   });
 
-  test('an unreadable file gives null, and the reservation falls back to its size at 16 kbit/s', async () => {
+  test('an unreadable file gives null, and the reservation is its size at the format\'s floor', async () => {
     const path = join(dir, 'notes.txt');
     writeFileSync(path, 'not audio at all '.repeat(600)); // 10,200 bytes
     expect(await audioDurationSeconds(path)).toBeNull();
-    expect(await reservationSeconds(path)).toEqual({ seconds: 6, source: 'size' }); // ceil(10200 / 2000)
+    expect(await reservationSeconds(path, 'notes.txt')).toEqual({ seconds: 14, header: null, bound: 14 }); // ceil(10200 / 750)
     expect(await audioDurationSeconds(join(dir, 'missing.wav'))).toBeNull();
-    expect(fallbackDurationSeconds(26 * 1024 * 1024)).toBe(13_632);
-    // A 10-minute upload of unknown format on whisper-1 is held at its size: 1.2 MB -> 600 s -> $0.06.
-    expect(transcriptionWorstCase({ kind: 'openai', model: 'whisper-1', prices: none, seconds: fallbackDurationSeconds(1_200_000) })).toEqual({ cost: 0.06, source: 'list' });
+    // MPEG audio takes at least 1,000 bytes a second, every other format at least 750.
+    expect(sizeBoundSeconds(26 * 1024 * 1024, 'talk.MP3')).toBe(27_263);
+    expect(sizeBoundSeconds(26 * 1024 * 1024, 'talk.ogg')).toBe(36_351);
+    expect(sizeBoundSeconds(26 * 1024 * 1024, 'talk')).toBe(36_351);
+    // A 1.2 MB MP3 on whisper-1 is held at its size: at most 1,200 s -> $0.12.
+    expect(transcriptionWorstCase({ kind: 'openai', model: 'whisper-1', prices: none, seconds: sizeBoundSeconds(1_200_000, 'a.mp3') })).toEqual({ cost: 0.12, source: 'list' });
+  });
+
+  test('a header that claims less than the file holds is not what is held (issue 20)', async () => {
+    // 1,000 frames of 417 bytes (26 s at 128 kbit/s) behind an Info (CBR Xing) frame claiming 10 frames.
+    const frames = mp3(1001);
+    const tag = 4 + 32;
+    frames.write('Info', tag, 'ascii');
+    frames.writeUInt32BE(3, tag + 4); // frames and bytes fields present
+    frames.writeUInt32BE(10, tag + 8);
+    frames.writeUInt32BE(11 * 417, tag + 12);
+    const path = join(dir, 'lying.mp3');
+    writeFileSync(path, frames);
+    const header = await audioDurationSeconds(path);
+    expect(header).toBeLessThan(1);
+    expect(await reservationSeconds(path, 'lying.mp3')).toEqual({ seconds: 418, header, bound: 418 }); // ceil(417,417 / 1,000)
   });
 });

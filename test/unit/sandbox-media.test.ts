@@ -1,6 +1,6 @@
 import { crc32, inflateSync } from 'node:zlib';
 import OpenAI, { toFile } from 'openai';
-import { mp3Frames, png, speechSamples, wav } from '../../sandbox/files';
+import { mp3, mp3Frames, png, speechSamples, wav } from '../../sandbox/files';
 import { startSandbox, type Sandbox } from '../../sandbox/server';
 
 /**
@@ -266,6 +266,14 @@ describe('sandbox media wires', () => {
       expect((err as InstanceType<typeof OpenAI.RateLimitError>).headers.get('retry-after')).toBe('7');
     });
 
+    it('hears every MP3 frame, whatever its Info frame claims, and reports that duration on verbose_json (issue 20)', async () => {
+      // 2,500 frames (60 s at 48 kHz) behind an Info frame claiming 42 (about 1 s).
+      const lying = mp3(2500);
+      lying.writeUInt32BE(42, 4 + 17 + 8);
+      const t = await sdk.audio.transcriptions.create({ model: 'whisper-1', file: await toFile(lying, 'a.mp3', { type: 'audio/mpeg' }), response_format: 'verbose_json' });
+      expect(t).toMatchObject({ duration: 60, usage: { type: 'duration', seconds: 60 } });
+    });
+
     it('plain fetch with FormData; Azure deployment path', async () => {
       const f = new FormData();
       f.append('file', new Blob([audio], { type: 'audio/wav' }), 'a.wav');
@@ -342,6 +350,50 @@ describe('sandbox media wires', () => {
       const limited = await predict('imagen-3.0-generate-002', { instances: [{ prompt: 'x [sandbox status=429]' }] });
       expect(limited.status).toBe(429);
       expect(((await limited.json()) as { error: { status: string } }).error.status).toBe('RESOURCE_EXHAUSTED');
+    });
+  });
+
+  describe('Gemini Veo long-running operations', () => {
+    const veo = (path: string, init: RequestInit = {}) => fetch(`${sandbox.url}/google/v1beta/${path}`, { ...init, headers: { 'x-goog-api-key': KEY, 'content-type': 'application/json', ...init.headers } });
+    const submit = (model: string, parameters: Record<string, unknown>) => veo(`models/${model}:predictLongRunning`, { method: 'POST', body: JSON.stringify({ instances: [{ prompt: 'waves [sandbox render_ms=20]' }], parameters }) });
+
+    it('answers the finished operation as the Gemini API does: each sample\'s URI, no duration, resolution or aspect ratio', async () => {
+      const before = sandbox.videoRenderedSeconds();
+      const started = await submit('veo-3.0-generate-001', { sampleCount: 2, durationSeconds: 6 });
+      expect(started.status).toBe(200);
+      const { name } = (await started.json()) as { name: string };
+      expect(name).toMatch(/^models\/veo-3\.0-generate-001\/operations\/[0-9a-f]+$/);
+      await new Promise((r) => setTimeout(r, 60));
+      const done = (await (await veo(name)).json()) as Record<string, unknown>;
+      expect(done).toEqual({
+        name,
+        done: true,
+        response: {
+          '@type': 'type.googleapis.com/google.ai.generativelanguage.v1beta.PredictLongRunningResponse',
+          generateVideoResponse: { generatedSamples: [{ video: { uri: expect.stringMatching(/:download\?alt=media$/) } }, { video: { uri: expect.stringMatching(/-1:download\?alt=media$/) } }] },
+        },
+      });
+      // Two samples of 6 s rendered: what Google bills.
+      expect(sandbox.videoRenderedSeconds() - before).toBe(12);
+      const uri = ((done.response as { generateVideoResponse: { generatedSamples: Array<{ video: { uri: string } }> } }).generateVideoResponse.generatedSamples[1]!.video.uri);
+      expect((await fetch(uri, { headers: { 'x-goog-api-key': KEY } })).status).toBe(200);
+      // Unsaid, the length is 8 s.
+      const plain = await submit('veo-3.0-generate-001', {});
+      expect(plain.status).toBe(200);
+      expect(sandbox.videoRenderedSeconds() - before).toBe(20);
+    });
+
+    it('refuses parameters the Gemini API refuses: an unknown one, a length or resolution the model does not take', async () => {
+      for (const [model, parameters] of [
+        ['veo-3.0-generate-001', { numberOfVideos: 2 }],
+        ['veo-3.0-generate-001', { durationSeconds: 12 }],
+        ['veo-2.0-generate-001', { resolution: '1080p' }],
+        ['veo-3.0-generate-001', { sampleCount: 5 }],
+      ] as const) {
+        const res = await submit(model, parameters);
+        expect(res.status).toBe(400);
+        expect(((await res.json()) as { error: { status: string } }).error.status).toBe('INVALID_ARGUMENT');
+      }
     });
   });
 });

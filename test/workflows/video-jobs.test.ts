@@ -368,10 +368,32 @@ describe('video jobs', () => {
     expect((await read(mine, stranger)).status).toBe(400);
     expect((await call('POST', `/v1/jobs/${mine}/cancel`, undefined, {}, stranger)).json.error?.type).toBe('invalid_request_error');
     expect((await read('job_doesnotexist000000000000000')).status).toBe(400);
-    const project = await f.key({ observability_access: 'scoped', rate_limit_rpm: 50000 });
-    expect((await read(mine, project)).status).toBe(200);
     const listed = await call('GET', '/v1/jobs?limit=100', undefined, {}, stranger);
     expect(listed.json.data.some((j: Loose) => j.id === mine)).toBe(false);
+    const organization = await f.key({ observability_access: 'organization', rate_limit_rpm: 50000 });
+    expect((await read(mine, organization)).status).toBe(200);
+  });
+
+  it('gives a `scoped` key the reach its request log has: its own lineage, not its project (issue 20)', async () => {
+    const created = await f.client.post<{ id: string; secret: string }>('/gateway_keys', { label: `scoped ${seq++}`, project_id: f.tenant.projectId, observability_access: 'scoped', rate_limit_rpm: 50000 });
+    expect(created.status).toBe(201);
+    const scoped = created.body.secret;
+    // Another key's job in the same project is outside a scoped key's reach, on read, list and cancel.
+    const others = (await submit({ prompt: `others [sandbox never_finish] ${seq++}` })).json.id;
+    expect((await read(others, scoped)).json.error).toMatchObject({ type: 'invalid_request_error' });
+    const cancel = await call('POST', `/v1/jobs/${others}/cancel`, undefined, {}, scoped);
+    expect([cancel.status, cancel.json.error?.type]).toEqual([400, 'invalid_request_error']);
+    expect((await read(others)).json.status).not.toBe('canceled');
+    const listed = await call('GET', '/v1/jobs?limit=100', undefined, {}, scoped);
+    expect(listed.json.data.some((j: Loose) => j.id === others)).toBe(false);
+    // Its own job stays within the reach of the key rotated from it, as its request log does.
+    const own = (await submit({ prompt: `own [sandbox render_ms=20] ${seq++}` }, {}, scoped)).json.id;
+    const rotated = await f.client.post<{ secret: string }>(`/gateway_keys/${created.body.id}/rotate`, { overlap_seconds: 60 });
+    expect(rotated.status).toBe(200);
+    expect((await read(own, rotated.body.secret)).json.id).toBe(own);
+    const rotatedList = await call('GET', '/v1/jobs?limit=100', undefined, {}, rotated.body.secret);
+    expect(rotatedList.json.data.map((j: Loose) => j.id)).toEqual([own]);
+    await call('POST', `/v1/jobs/${others}/cancel`);
   });
 
   it('holds the estimated cost against the key\'s limit: reserved, settled on success, released on failure', async () => {

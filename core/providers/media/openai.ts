@@ -1,6 +1,7 @@
 import type { MediaTokenUsage } from '../../pricing/media-cost';
 import type { UpstreamRequest } from '../types';
-import { MEDIA_ENDPOINTS, type ImageOut, type ImagesResult, type MediaAdapter, type MediaEndpoint, type TranscriptionResult } from './types';
+import { formatOverride, measuringFormat } from './transcript-formats';
+import { MEDIA_ENDPOINTS, TRANSCRIPTION_FORMATS, type ImageOut, type ImagesResult, type MediaAdapter, type MediaEndpoint, type TranscriptionFormat, type TranscriptionResult } from './types';
 
 /** Where each endpoint lives under an OpenAI-wire base URL (or under an Azure deployment). */
 export const OPENAI_MEDIA_PATHS: Record<MediaEndpoint, string> = {
@@ -167,9 +168,11 @@ export function openAiMediaAdapter(options: OpenAiMediaOptions = {}): MediaAdapt
       return { ...call, overrides: { model, response_format: gptImage(model, modelId) ? null : 'b64_json' } };
     },
 
-    transcriptionRequest(_fields, { model, config }) {
+    transcriptionRequest(fields, { model, config, modelId }) {
       const { method: _post, ...call } = target('audio.transcriptions', model, config);
-      return { ...call, overrides: { model } };
+      // Asked in a format that states the audio's length (transcript-formats.ts), whatever the client asked.
+      const asked = (TRANSCRIPTION_FORMATS as readonly unknown[]).includes(fields.response_format) ? fields.response_format as TranscriptionFormat : 'json';
+      return { ...call, overrides: { model, ...formatOverride(asked, measuringFormat(asked, fields, model, modelId)) } };
     },
 
     parseTranscription: parseOpenAiTranscription,

@@ -62,9 +62,13 @@ export interface MediaAdapter {
   parseImages(json: unknown): ImagesResult;
   /** `images.edits`: the path and field overrides (the model name; base64 asked for). */
   editRequest(fields: Record<string, string | string[]>, options: MediaBuildOptions): MultipartUpstream;
-  /** `audio.transcriptions`: the path and field overrides (the model name). */
+  /**
+   * `audio.transcriptions`: the path and field overrides: the model name, and `response_format`
+   * when the answer is asked in another format than the client's, one that states the audio's
+   * length (transcript-formats.ts); the gateway renders the client's format from it.
+   */
   transcriptionRequest(fields: Record<string, string | string[]>, options: MediaBuildOptions): MultipartUpstream;
-  /** A transcription answer in the format asked, read from its text. */
+  /** A transcription answer in the format it was asked upstream in, read from its text. */
   parseTranscription(format: TranscriptionFormat, text: string): TranscriptionResult;
   /** `audio.speech`: the upstream call; its answer is the audio bytes, passed on as they stream. */
   speechRequest(body: MediaJsonBody, options: MediaBuildOptions): UpstreamRequest;

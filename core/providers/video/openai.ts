@@ -1,7 +1,10 @@
 import { classifyByStatus } from '../errors';
-import type { VideoAdapter, VideoStatus } from './types';
+import { pickParameters, type VideoAdapter, type VideoStatus } from './types';
 
 type OpenAiVideo = { id: string; status?: string; progress?: number; seconds?: string | number; size?: string; error?: { code?: string; message?: string } | null };
+
+/** What OpenAI renders when no `size` is asked. */
+const DEFAULT_SIZE = '720x1280';
 
 function aspect(size: string | undefined): string | null {
   const m = /^(\d+)x(\d+)$/.exec(size ?? '');
@@ -12,11 +15,22 @@ function aspect(size: string | undefined): string | null {
   return `${w / g}:${h / g}`;
 }
 
-/** OpenAI videos API: `POST /videos`, `GET /videos/{id}`, `GET /videos/{id}/content`. */
+/**
+ * OpenAI videos API: `POST /videos`, `GET /videos/{id}`, `GET /videos/{id}/content`. The length
+ * is `seconds` (a string; 4 when unsaid), always sent; `size` picks the price (sora-2-pro's
+ * larger sizes cost more) and is the one client field passed on.
+ */
 export const openAiVideoAdapter: VideoAdapter = {
+  defaultSeconds: 4,
+  parameters: ['size'],
+  priceVariant: 'size',
+  requestedLook(extra) {
+    const size = typeof extra.size === 'string' ? extra.size : DEFAULT_SIZE;
+    return { resolution: size, aspectRatio: aspect(size) };
+  },
   submit: (r) => ({
     path: '/videos',
-    body: { ...r.extra, model: r.model, prompt: r.prompt, ...(r.durationSeconds !== undefined && { seconds: String(r.durationSeconds) }), ...(r.seed !== undefined && { seed: r.seed }) },
+    body: { ...pickParameters(r.extra, openAiVideoAdapter.parameters), model: r.model, prompt: r.prompt, seconds: String(r.durationSeconds), ...(r.seed !== undefined && { seed: r.seed }) },
   }),
   parseSubmit: (json) => ({ providerJobId: (json as OpenAiVideo).id }),
   status: (id) => ({ method: 'GET', path: `/videos/${encodeURIComponent(id)}` }),

@@ -1,5 +1,5 @@
 import { PassThrough } from 'node:stream';
-import { completeChat, startChatStream, type LiveStream, type NotServed, type Served } from '../../core/chat/execute';
+import { completeChat, NEVER_ABORTED, startChatStream, type LiveStream, type NotServed, type Served } from '../../core/chat/execute';
 import { requestedMaxTokens } from '../../core/chat/prepare';
 import type { RequestAttempt } from '../../core/db/schema';
 import { GatewayError } from '../../core/errors';
@@ -368,9 +368,6 @@ async function reserveBudget(call: Call): Promise<void> {
   }
 }
 
-/** The signal of a call nothing aborts but its own timeout. */
-const NEVER_ABORTED = new AbortController().signal;
-
 /**
  * A whole answer whose client left while it was being made: nobody reads it, but the provider
  * served it, so its cost is settled and the request logged as 499 with its usage and cost.
@@ -458,8 +455,7 @@ export function chatCompletions(services: GatewayServices) {
       answerStream(call, served, request.stream_options?.include_usage === true, clientGone.signal);
       return;
     }
-    // Once sent, a whole answer is awaited even when its client has left: the provider bills it
-    // whether or not anyone reads it, so its reported usage is settled rather than guessed.
+    // Once sent, a whole answer is awaited even when its client has left (NEVER_ABORTED).
     const served = await unlessGone(completeChat(plan, body, deps, NEVER_ABORTED, clientGone.signal));
     if (!served) return;
     if (clientGone.signal.aborted) return settleAbandoned(call, served);

@@ -141,6 +141,7 @@ export function audioSpeech(services: GatewayServices) {
         const sent = await send(adapter.speechRequest({ ...body, model: candidate.upstreamModel }, { model: candidate.upstreamModel, config: candidate.connection.config, modelId: candidate.modelId }));
         return sent.ok ? { ok: true, value: sent } : sent;
       },
+      discard: (served) => served.value.body.destroy(),
       cost(served, config) {
         const c = served.candidate;
         const estimate = speechCost({ kind: c.connection.kind, model: c.upstreamModel, modelId: c.modelId, prices: config.prices, characters: characters() });

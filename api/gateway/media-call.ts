@@ -1,4 +1,4 @@
-import { upstreamTarget, walkPlan, type TryResult, type Walked } from '../../core/chat/execute';
+import { NEVER_ABORTED, upstreamTarget, walkPlan, type TryResult, type Walked } from '../../core/chat/execute';
 import type { RequestAttempt } from '../../core/db/schema';
 import { GatewayError } from '../../core/errors';
 import { RequestGuard } from '../../core/guardrails/request-guard';
@@ -80,6 +80,8 @@ export type MediaEndpointHandler<T> = {
   cost(served: MediaServed<T>, config: OrgConfig): { estimate: CostEstimate; usage: Record<string, unknown> | null };
   /** Writes the answer (the spend is already settled); answers what the log keeps of it. */
   answer(served: MediaServed<T>, usage: Record<string, unknown>, call: MediaCall): Promise<unknown>;
+  /** Lets go of an answer nobody will read (its client left): an unread upstream body, say. */
+  discard?(served: MediaServed<T>): void;
 };
 
 /** The usage object of a media answer: the counts, then `cost` and `price_source` as chat's. */
@@ -220,6 +222,29 @@ function setServedHeaders(call: MediaCall, served: Walked<unknown>, estimate: Co
   }
 }
 
+/**
+ * An answer whose client left while the provider was making it: nobody reads it, but it was
+ * served and is billed, so its cost is settled and the request logged 499 with usage and cost.
+ */
+function settleAbandoned<T>(call: MediaCall, handler: MediaEndpointHandler<T>, walked: Awaited<ReturnType<typeof walkPlan<T>>>): void {
+  call.ctx.respond = false;
+  if (!walked.ok) {
+    endSpend(call, null);
+    logMedia(call, handler.loggedRequest, { status: 499, attempts: walked.attempts });
+    return;
+  }
+  const served: MediaServed<T> = { ...walked, adapter: mediaAdapterFor(walked.candidate.connection.kind, call.endpoint)! };
+  handler.discard?.(served);
+  let priced: ReturnType<MediaEndpointHandler<T>['cost']> = { estimate: null, usage: null };
+  try {
+    priced = handler.cost(served, call.config);
+  } catch {
+    // Not priced: the hold is given back below, as for any answer without a cost.
+  }
+  endSpend(call, priced.estimate);
+  logMedia(call, handler.loggedRequest, { status: 499, served, attempts: served.attempts, usage: priced.usage, estimate: priced.estimate });
+}
+
 /** Serves one media request through `handler` (see the module comment). */
 export async function serveMedia<T>(ctx: GatewayContext, services: GatewayServices, endpoint: MediaEndpoint, routing: MediaRouting, handler: MediaEndpointHandler<T>): Promise<void> {
   const started = performance.now();
@@ -244,7 +269,8 @@ export async function serveMedia<T>(ctx: GatewayContext, services: GatewayServic
   }
   const plan = call.plan!;
 
-  // A client that hangs up stops the upstream work it asked for.
+  // A client that hangs up stops further attempts; a call already sent runs to its answer, which
+  // the provider bills whether or not anyone reads it (as chat's whole answers).
   const clientGone = new AbortController();
   ctx.res.once('close', () => {
     if (!ctx.res.writableFinished) clientGone.abort();
@@ -252,18 +278,20 @@ export async function serveMedia<T>(ctx: GatewayContext, services: GatewayServic
   let walked: Awaited<ReturnType<typeof walkPlan<T>>>;
   try {
     walked = await walkPlan(plan, (candidate) => {
+      clientGone.signal.throwIfAborted();
       const adapter = mediaAdapterFor(candidate.connection.kind, endpoint)!;
       const target = upstreamTarget(plan, candidate, services);
-      return handler.attempt(candidate, adapter, (upstream) => sendUpstream(services.agent, ADAPTERS[candidate.connection.kind], target, upstream, clientGone.signal));
+      return handler.attempt(candidate, adapter, (upstream) => sendUpstream(services.agent, ADAPTERS[candidate.connection.kind], target, upstream, NEVER_ABORTED));
     });
   } catch (err) {
     endSpend(call, null);
     if (!clientGone.signal.aborted) refuse(err);
-    // A client gone before an answer began is not an error of ours: log it (499) and stop.
+    // A client gone before any call was sent is not an error of ours: log it (499) and stop.
     logMedia(call, handler.loggedRequest, { status: 499, attempts: [] });
     ctx.respond = false;
     return;
   }
+  if (clientGone.signal.aborted) return settleAbandoned(call, handler, walked);
   if (!walked.ok) {
     endSpend(call, null);
     logMedia(call, handler.loggedRequest, { status: walked.error.status, attempts: walked.attempts, error: walked.error });

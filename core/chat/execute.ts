@@ -10,6 +10,13 @@ import { attemptRecord, finalError, type FailedAttempt } from './outcome';
 import { isDroppable, prepareBody, type LearnedParams } from './prepare';
 import { readSse } from './sse';
 
+/**
+ * The signal of a call that nothing aborts but its own timeout: a whole answer once sent is
+ * awaited even when its client has left, since the provider bills it whether or not anyone
+ * reads it (its reported usage is then settled rather than guessed).
+ */
+export const NEVER_ABORTED: AbortSignal = new AbortController().signal;
+
 export type ExecuteDeps = { agent: Agent; catalog: ModelCatalog; learned: LearnedParams; defaultTimeoutMs: number; /** A blocking budget applies: cap every candidate's output. */ forceOutputCeiling?: boolean };
 
 export type Served<T> = { ok: true; candidate: Candidate; position: string; dropped: string[]; attempts: RequestAttempt[]; value: T };

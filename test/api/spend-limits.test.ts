@@ -383,6 +383,24 @@ describe('spend limits', () => {
       expect(row!.cost).toBeCloseTo(0.4, 9);
       expect((await keyInfo(secret)).usage).toBeCloseTo(0.4, 9);
     });
+
+    it('an image whose client left after the call was sent is settled at its price too, and logged 499', async () => {
+      const secret = await f.key({ credit_limit: { amount: 10_000, period: 'daily' } });
+      const gone = new AbortController();
+      const sent = fetch(`${f.api.url}/v1/images/generations`, {
+        method: 'POST', signal: gone.signal,
+        headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress() },
+        body: JSON.stringify({ model: 'dall-e-3', prompt: 'a red fox [sandbox delay_ms=600]' }),
+      });
+      const before = f.sandbox.received.length;
+      while (!f.sandbox.received.slice(before).some((r) => r.path.endsWith('/images/generations'))) await sleep(10);
+      gone.abort();
+      await expect(sent).rejects.toThrow();
+      const [row] = await rowsOf(secret, 1);
+      expect(row).toMatchObject({ status: 499, endpoint: 'images.generations', priceSource: 'list' });
+      expect(row!.cost).toBeGreaterThan(0);
+      expect((await keyInfo(secret)).usage).toBeCloseTo(row!.cost!, 9);
+    });
   });
 
   it('GET /v1/key reads its own writes for a key without a limit too: the lifetime total right after each answer', async () => {

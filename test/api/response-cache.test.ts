@@ -248,7 +248,8 @@ describe('response cache', () => {
     // Nothing held or spent against the key.
     const info = await fetch(`${f.api.url}/v1/key`, { headers: { authorization: `Bearer ${broke}` } }).then((r) => r.json() as Promise<Loose>);
     expect(info.usage).toBe(0);
-    for (const h of await redisKeys('spend:*:h')) expect(Number((await redis().redis.get(h)) ?? 0)).toBe(0);
+    // This organization's holds only: other test files share the run's Redis prefix.
+    for (const h of await redisKeys(`spend:{${f.tenant.orgId}}:*:h`)) expect(Number((await redis().redis.get(h)) ?? 0)).toBe(0);
   });
 
   it('a hit comes only from a connection the request could have used: environments and provider restrictions hold', async () => {

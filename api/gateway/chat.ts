@@ -1,5 +1,5 @@
 import { PassThrough } from 'node:stream';
-import { completeChat, NEVER_ABORTED, startChatStream, type LiveStream, type NotServed, type Served } from '../../core/chat/execute';
+import { completeChat, neverAborted, startChatStream, type LiveStream, type NotServed, type Served } from '../../core/chat/execute';
 import { requestedMaxTokens } from '../../core/chat/prepare';
 import type { RequestAttempt } from '../../core/db/schema';
 import { GatewayError } from '../../core/errors';
@@ -455,8 +455,8 @@ export function chatCompletions(services: GatewayServices) {
       answerStream(call, served, request.stream_options?.include_usage === true, clientGone.signal);
       return;
     }
-    // Once sent, a whole answer is awaited even when its client has left (NEVER_ABORTED).
-    const served = await unlessGone(completeChat(plan, body, deps, NEVER_ABORTED, clientGone.signal));
+    // Once sent, a whole answer is awaited even when its client has left (neverAborted).
+    const served = await unlessGone(completeChat(plan, body, deps, neverAborted(), clientGone.signal));
     if (!served) return;
     if (clientGone.signal.aborted) return settleAbandoned(call, served);
     if (!served.ok) refused(call, served);

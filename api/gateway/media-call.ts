@@ -1,4 +1,4 @@
-import { NEVER_ABORTED, upstreamTarget, walkPlan, type TryResult, type Walked } from '../../core/chat/execute';
+import { neverAborted, upstreamTarget, walkPlan, type TryResult, type Walked } from '../../core/chat/execute';
 import type { RequestAttempt } from '../../core/db/schema';
 import { GatewayError } from '../../core/errors';
 import { RequestGuard } from '../../core/guardrails/request-guard';
@@ -275,13 +275,14 @@ export async function serveMedia<T>(ctx: GatewayContext, services: GatewayServic
   ctx.res.once('close', () => {
     if (!ctx.res.writableFinished) clientGone.abort();
   });
+  const inFlight = neverAborted();
   let walked: Awaited<ReturnType<typeof walkPlan<T>>>;
   try {
     walked = await walkPlan(plan, (candidate) => {
       clientGone.signal.throwIfAborted();
       const adapter = mediaAdapterFor(candidate.connection.kind, endpoint)!;
       const target = upstreamTarget(plan, candidate, services);
-      return handler.attempt(candidate, adapter, (upstream) => sendUpstream(services.agent, ADAPTERS[candidate.connection.kind], target, upstream, NEVER_ABORTED));
+      return handler.attempt(candidate, adapter, (upstream) => sendUpstream(services.agent, ADAPTERS[candidate.connection.kind], target, upstream, inFlight));
     });
   } catch (err) {
     endSpend(call, null);

@@ -11,11 +11,15 @@ import { isDroppable, prepareBody, type LearnedParams } from './prepare';
 import { readSse } from './sse';
 
 /**
- * The signal of a call that nothing aborts but its own timeout: a whole answer once sent is
+ * A signal for a call that nothing aborts but its own timeout: a whole answer once sent is
  * awaited even when its client has left, since the provider bills it whether or not anyone
- * reads it (its reported usage is then settled rather than guessed).
+ * reads it (its reported usage is then settled rather than guessed). A fresh one per request,
+ * never one shared: `AbortSignal.any` (core/providers/upstream.ts) keeps every signal combined
+ * with a source for as long as the source lives, so a process-wide source grows without end.
  */
-export const NEVER_ABORTED: AbortSignal = new AbortController().signal;
+export function neverAborted(): AbortSignal {
+  return new AbortController().signal;
+}
 
 export type ExecuteDeps = { agent: Agent; catalog: ModelCatalog; learned: LearnedParams; defaultTimeoutMs: number; /** A blocking budget applies: cap every candidate's output. */ forceOutputCeiling?: boolean };
 

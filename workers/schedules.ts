@@ -8,51 +8,25 @@ import { MCP_TOOL_SYNC_EVERY_MS, REQUEST_LOG_RETENTION_EVERY_MS, scheduleIds, ta
  * maintenance worker as it starts, so a deploy that changes a schedule's spec applies it.
  */
 export function maintenanceSchedules(taskQueuePrefix: string, scheduleScale: number): ScheduleOptions[] {
-  const retentionId = scheduleIds.requestLogRetention(taskQueuePrefix);
-  const mcpSyncId = scheduleIds.mcpToolSync(taskQueuePrefix);
-  const sweepId = scheduleIds.webhookDeliverySweep(taskQueuePrefix);
+  /**
+   * One schedule on the maintenance queue: a workflow with no arguments every `everyMs` (times
+   * the scale). A run still going is not joined by the next one; a missed run is not replayed.
+   * Temporal appends the scheduled time to the workflow id (`gw-request-log-retention-2026-...`).
+   */
+  const every = (scheduleId: string, everyMs: number, workflowType: string, purpose: string): ScheduleOptions => ({
+    scheduleId,
+    spec: { intervals: [{ every: scaleDuration(everyMs, scheduleScale) }] },
+    action: { type: 'startWorkflow', workflowType, workflowId: scheduleId, taskQueue: taskQueue('maintenance', taskQueuePrefix), args: [] },
+    policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1 minute' },
+    memo: { purpose },
+  });
   return [
-    {
-      scheduleId: retentionId,
-      spec: { intervals: [{ every: scaleDuration(REQUEST_LOG_RETENTION_EVERY_MS, scheduleScale) }] },
-      action: {
-        type: 'startWorkflow',
-        workflowType: 'requestLogRetention',
-        // Temporal appends the scheduled time: `gw-request-log-retention-2026-11-22T10:00:00Z`.
-        workflowId: retentionId,
-        taskQueue: taskQueue('maintenance', taskQueuePrefix),
-        args: [],
-      },
-      // A run still clearing a backlog is not joined by the next one; a missed hour is not replayed.
-      policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1 minute' },
-      memo: { purpose: 'request log: expired prompt and answer bodies, day partitions; expired media files' },
-    },
-    {
-      scheduleId: mcpSyncId,
-      spec: { intervals: [{ every: scaleDuration(MCP_TOOL_SYNC_EVERY_MS, scheduleScale) }] },
-      action: {
-        type: 'startWorkflow',
-        workflowType: 'mcpToolSync',
-        workflowId: mcpSyncId,
-        taskQueue: taskQueue('maintenance', taskQueuePrefix),
-        args: [],
-      },
-      policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1 minute' },
-      memo: { purpose: 'tool gateway: re-list every active MCP server, mark changed tools, record health, raise mcp.* alerts' },
-    },
-    {
-      scheduleId: sweepId,
-      spec: { intervals: [{ every: scaleDuration(WEBHOOK_SWEEP_EVERY_MS, scheduleScale) }] },
-      action: {
-        type: 'startWorkflow',
-        workflowType: 'webhookDeliverySweep',
-        workflowId: sweepId,
-        taskQueue: taskQueue('maintenance', taskQueuePrefix),
-        args: [],
-      },
-      policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1 minute' },
-      memo: { purpose: 'webhooks: start the workflow of every delivery (job or alert event) left pending and never attempted after a failed start' },
-    },
+    every(scheduleIds.requestLogRetention(taskQueuePrefix), REQUEST_LOG_RETENTION_EVERY_MS, 'requestLogRetention',
+      'request log: expired prompt and answer bodies, day partitions; expired media files'),
+    every(scheduleIds.mcpToolSync(taskQueuePrefix), MCP_TOOL_SYNC_EVERY_MS, 'mcpToolSync',
+      'tool gateway: re-list every active MCP server, mark changed tools, record health, raise mcp.* alerts'),
+    every(scheduleIds.webhookDeliverySweep(taskQueuePrefix), WEBHOOK_SWEEP_EVERY_MS, 'webhookDeliverySweep',
+      'webhooks: start the workflow of every delivery (job or alert event) left pending and never attempted after a failed start'),
   ];
 }
 

@@ -330,6 +330,22 @@ describe('spend limits', () => {
       headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress() },
       body: JSON.stringify({ model: 'openai/gpt-4o', messages: [{ role: 'user', content: text }], stream: true }),
     });
+    /**
+     * Sends a request and hangs up once the provider has it, before it answers (a failing
+     * connection another test added may be tried first: it waits for a working one's).
+     */
+    async function leaveOnceSent(secret: string, path: string, body: Record<string, unknown>): Promise<void> {
+      const gone = new AbortController();
+      const sent = fetch(`${f.api.url}${path}`, {
+        method: 'POST', signal: gone.signal,
+        headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress() },
+        body: JSON.stringify(body),
+      });
+      const before = f.sandbox.received.length;
+      while (!f.sandbox.received.slice(before).some((r) => r.path.endsWith(path.slice('/v1'.length)) && !r.path.includes('/x/'))) await sleep(10);
+      gone.abort();
+      await expect(sent).rejects.toThrow();
+    }
     /** Delivered content of an SSE body as the client received it. */
     const contentOf = (sse: string) => sse.split('\n\n').filter((e) => e.startsWith('data: {')).map((e) => JSON.parse(e.slice(6)) as Loose)
       .map((e) => e.choices?.[0]?.delta?.content ?? '').join('');
@@ -367,18 +383,7 @@ describe('spend limits', () => {
 
     it('a whole answer whose client left after it was sent is settled at the provider\'s usage, and logged 499', async () => {
       const secret = await f.key({ credit_limit: { amount: 10_000, period: 'daily' } });
-      const gone = new AbortController();
-      const sent = fetch(`${f.api.url}/v1/chat/completions`, {
-        method: 'POST', signal: gone.signal,
-        headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress() },
-        body: JSON.stringify({ model: 'openai/gpt-4o', messages: [{ role: 'user', content: 'Say hello [sandbox delay_ms=600]' }], max_tokens: 4 }),
-      });
-      // Gone once the provider has the request, before it answers (a failing connection another
-      // test added may be tried first: wait for a working one's).
-      const before = f.sandbox.received.length;
-      while (!f.sandbox.received.slice(before).some((r) => r.path.endsWith('/chat/completions') && !r.path.includes('/x/'))) await sleep(10);
-      gone.abort();
-      await expect(sent).rejects.toThrow();
+      await leaveOnceSent(secret, '/v1/chat/completions', { model: 'openai/gpt-4o', messages: [{ role: 'user', content: 'Say hello [sandbox delay_ms=600]' }], max_tokens: 4 });
       const [row] = await rowsOf(secret, 1);
       expect(row).toMatchObject({ status: 499, usage: expect.objectContaining({ completion_tokens: 4 }), priceSource: 'custom_provider' });
       expect(row!.cost).toBeCloseTo(0.4, 9);
@@ -387,16 +392,7 @@ describe('spend limits', () => {
 
     it('an image whose client left after the call was sent is settled at its price too, and logged 499', async () => {
       const secret = await f.key({ credit_limit: { amount: 10_000, period: 'daily' } });
-      const gone = new AbortController();
-      const sent = fetch(`${f.api.url}/v1/images/generations`, {
-        method: 'POST', signal: gone.signal,
-        headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress() },
-        body: JSON.stringify({ model: 'dall-e-3', prompt: 'a red fox [sandbox delay_ms=600]' }),
-      });
-      const before = f.sandbox.received.length;
-      while (!f.sandbox.received.slice(before).some((r) => r.path.endsWith('/images/generations') && !r.path.includes('/x/'))) await sleep(10);
-      gone.abort();
-      await expect(sent).rejects.toThrow();
+      await leaveOnceSent(secret, '/v1/images/generations', { model: 'dall-e-3', prompt: 'a red fox [sandbox delay_ms=600]' });
       const [row] = await rowsOf(secret, 1);
       expect(row).toMatchObject({ status: 499, endpoint: 'images.generations', priceSource: 'list' });
       expect(row!.cost).toBeGreaterThan(0);

@@ -15,6 +15,8 @@
  *   report_cost=<usd>   put a provider-reported cost in the usage (OpenRouter style)
  *   cached=<n>          report n of the prompt tokens as cached
  *   reasoning=<n>       report n reasoning tokens within the completion
+ *   no_usage            report no usage at all (OpenAI wire: no `usage` field, no usage chunk),
+ *                       as some compatible servers do
  *   moderation          refuse the request as flagged content
  *   reply=<text>        answer with this text (URL-encoded)
  *   parallel_tools      with several tools offered, call them all in one turn (unless the
@@ -43,6 +45,7 @@ export type Directives = {
   reportCost?: number;
   cached?: number;
   reasoning?: number;
+  noUsage?: boolean;
   moderation?: boolean;
   reply?: string;
   parallelTools?: boolean;
@@ -74,6 +77,7 @@ export function parseDirectives(text: string): Directives {
       case 'report_cost': d.reportCost = Number(value); break;
       case 'cached': d.cached = Number(value); break;
       case 'reasoning': d.reasoning = Number(value); break;
+      case 'no_usage': d.noUsage = true; break;
       case 'moderation': d.moderation = true; break;
       case 'reply': d.reply = value; break;
       case 'parallel_tools': d.parallelTools = true; break;

@@ -1,13 +1,13 @@
 import { PassThrough } from 'node:stream';
 import { completeChat, neverAborted, startChatStream, type LiveStream, type NotServed, type Served } from '../../core/chat/execute';
-import { requestedMaxTokens } from '../../core/chat/prepare';
 import type { RequestAttempt } from '../../core/db/schema';
 import { GatewayError } from '../../core/errors';
 import { RequestGuard } from '../../core/guardrails/request-guard';
 import { errorSummary } from '../../core/logger';
 import { estimateCost, type CostEstimate } from '../../core/pricing/cost';
 import { meterKey, refuseOverRate } from '../middleware/key-rate-limit';
-import { estimateOutputTokens, estimatePromptTokens, worstCaseCost } from '../../core/spend/worst-case';
+import { worstCaseCost } from '../../core/spend/worst-case';
+import { billedUsage, outputBytesOf } from './billed-usage';
 import type { ChatBody, ChatResult, Choice, ChunkChoice, Usage } from '../../core/providers/types';
 import { planCandidates, type Plan } from '../../core/routing/candidates';
 import type { GatewayContext } from '../context';
@@ -191,7 +191,8 @@ function identity(call: Call, served: Served<unknown>, model: string) {
 
 function answerWhole(call: Call, served: Served<ChatResult>): void {
   const result = served.value;
-  const estimate = costOf(call, served, result.usage);
+  const usage = billedUsage(call.body, result.usage, outputBytesOf(result.choices), true);
+  const estimate = costOf(call, served, usage);
   const model = result.model ?? served.candidate.upstreamModel;
   const guardrails = call.guard && guardAnswer(call, served, model, estimate);
   call.ctx.body = {
@@ -199,7 +200,7 @@ function answerWhole(call: Call, served: Served<ChatResult>): void {
     ...(guardrails && { guardrails }),
     ...(call.cache && { cache: cacheField(call.cache, Date.now()) }),
   };
-  logRequest(call, { status: 200, served, servedModel: model, attempts: served.attempts, usage: result.usage, estimate, response: call.guard?.logChoices(result.choices) ?? result.choices });
+  logRequest(call, { status: 200, served, servedModel: model, attempts: served.attempts, usage, estimate, response: call.guard?.logChoices(result.choices) ?? result.choices });
   keepAnswer(call, served, model, result.choices, result.usage);
   endSpend(call, estimate);
 }
@@ -233,8 +234,9 @@ function answerStream(call: Call, served: Served<LiveStream>, includeUsage: bool
 
   const finish = async () => {
     const end = await relayStream(served.value, tally, out, clientGone, chunk);
-    // The provider started answering, so it bills a broken or abandoned answer too.
-    const usage = end.phase === 'complete' ? tally.usage : unfinishedUsage(call.body, tally);
+    // The provider started answering, so it bills a broken or abandoned answer too. Its usage
+    // is final once the answer completed, or finished before the stream broke off.
+    const usage = billedUsage(call.body, tally.usage, tally.outputBytes, end.phase === 'complete' || tally.finished);
     const estimate = costOf(call, served, usage);
     spendEnded = true;
     endSpend(call, estimate);
@@ -269,23 +271,6 @@ function answerStream(call: Call, served: Served<LiveStream>, includeUsage: bool
     if (!spendEnded) endSpend(call, null);
     if (!out.writableEnded) out.destroy();
   });
-}
-
-/**
- * What a stream that did not complete (broken off, or the client gone after its first token) is
- * settled and logged at: the usage the provider reported, else an estimate from the prompt (as
- * the worst case estimates it) and the output relayed so far, never below what was reported or
- * delivered. A limit is a ceiling only if an unfinished answer costs what it cost.
- */
-function unfinishedUsage(body: ChatBody, tally: StreamTally): Usage {
-  const reported = tally.usage;
-  const prompt = reported?.prompt_tokens || estimatePromptTokens(body);
-  // The estimate leans high; it never passes the output cap the request set (per choice).
-  const cap = requestedMaxTokens(body);
-  const delivered = estimateOutputTokens(tally.outputBytes);
-  const estimated = cap === undefined ? delivered : Math.min(delivered, cap * (typeof body.n === 'number' && body.n > 1 ? body.n : 1));
-  const completion = Math.max(reported?.completion_tokens ?? 0, estimated);
-  return { ...reported, prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
 }
 
 /** Keeps a complete answer for reuse when this request may write the cache. */
@@ -379,7 +364,7 @@ function settleAbandoned(call: Call, served: Served<ChatResult> | NotServed): vo
     logRequest(call, { status: 499, attempts: served.attempts });
     return;
   }
-  const { usage } = served.value;
+  const usage = billedUsage(call.body, served.value.usage, outputBytesOf(served.value.choices), true);
   const estimate = costOf(call, served, usage);
   endSpend(call, estimate);
   logRequest(call, { status: 499, served, servedModel: served.value.model ?? served.candidate.upstreamModel, attempts: served.attempts, usage, estimate });

@@ -101,7 +101,7 @@ export const openaiWire: Wire = {
       created: ctx.created,
       model: ctx.model,
       choices: Array.from({ length: ctx.choices }, (_, index) => ({ index, message, logprobs, finish_reason: finishReason(ctx) })),
-      usage: usage(ctx),
+      ...(!ctx.directives.noUsage && { usage: usage(ctx) }),
       system_fingerprint: 'fp_sandbox',
     };
   },
@@ -127,7 +127,7 @@ export const openaiWire: Wire = {
       }
       frames.push({ data: chunk(index, {}, finishReason(ctx)) });
     }
-    if (ctx.includeUsage) frames.push({ data: JSON.stringify({ id: `chatcmpl-${ctx.id}`, object: 'chat.completion.chunk', created: ctx.created, model: ctx.model, choices: [], usage: usage(ctx) }) });
+    if (ctx.includeUsage && !ctx.directives.noUsage) frames.push({ data: JSON.stringify({ id: `chatcmpl-${ctx.id}`, object: 'chat.completion.chunk', created: ctx.created, model: ctx.model, choices: [], usage: usage(ctx) }) });
     frames.push({ data: '[DONE]' });
     return frames;
   },

@@ -364,6 +364,23 @@ describe('spend limits', () => {
       expect(await ledgerTotal(secret)).toBeCloseTo(tokens * 0.1, 6);
     });
 
+    it('an answer from a provider that reports no usage is settled at an estimate, whole or streamed', async () => {
+      const secret = await f.key({ credit_limit: { amount: 10_000, period: 'daily' } });
+      const whole = await ask(secret, 500, { messages: [{ role: 'user', content: 'Say hello [sandbox no_usage,words=12]' }] });
+      expect(whole.status).toBe(200);
+      const text = whole.json.choices[0].message.content as string;
+      const tokens = Math.ceil(Buffer.byteLength(text) / 3);
+      expect(whole.json.usage).toMatchObject({ cost: expect.closeTo(tokens * 0.1, 6), price_source: 'custom_provider' });
+      const res = await stream(secret, 'Say hello [sandbox no_usage,words=9]');
+      const streamed = Math.ceil(Buffer.byteLength(contentOf(await res.text())) / 3);
+      const rows = await rowsOf(secret, 2);
+      expect(rows.map((r) => r.status)).toEqual([200, 200]);
+      const costs = rows.map((r) => r.cost!).sort((a, b) => a - b);
+      const expected = [tokens * 0.1, streamed * 0.1].sort((a, b) => a - b);
+      costs.forEach((cost, i) => expect(cost).toBeCloseTo(expected[i]!, 6));
+      expect((await keyInfo(secret)).usage).toBeCloseTo((tokens + streamed) * 0.1, 6);
+    });
+
     it('a stream whose client hangs up after the first token is settled at what was relayed, and logged 499', async () => {
       const secret = await f.key({ credit_limit: { amount: 10_000, period: 'daily' } });
       const gone = new AbortController();

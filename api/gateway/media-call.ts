@@ -279,15 +279,14 @@ export async function serveMedia<T>(ctx: GatewayContext, services: GatewayServic
   let walked: Awaited<ReturnType<typeof walkPlan<T>>>;
   try {
     walked = await walkPlan(plan, (candidate) => {
-      clientGone.signal.throwIfAborted();
       const adapter = mediaAdapterFor(candidate.connection.kind, endpoint)!;
       const target = upstreamTarget(plan, candidate, services);
       return handler.attempt(candidate, adapter, (upstream) => sendUpstream(services.agent, ADAPTERS[candidate.connection.kind], target, upstream, inFlight));
-    });
+    }, { stop: clientGone.signal });
   } catch (err) {
     endSpend(call, null);
     if (!clientGone.signal.aborted) refuse(err);
-    // A client gone before any call was sent is not an error of ours: log it (499) and stop.
+    // A client gone while a call failed is not an error of ours: log it (499) and stop.
     logMedia(call, handler.loggedRequest, { status: 499, attempts: [] });
     ctx.respond = false;
     return;

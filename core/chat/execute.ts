@@ -39,6 +39,8 @@ export type WalkOptions = {
   skip?: (candidate: Candidate, index: number) => boolean;
   /** Whether a failure is worth the same candidate once more outside the route's retries (a dropped parameter). */
   tryAgain?: (candidate: Candidate, failure: ProviderFailure) => boolean;
+  /** Once aborted (the client left), no further attempt is sent: the walk ends not served, with the attempts made. */
+  stop?: AbortSignal;
 };
 
 /**
@@ -59,6 +61,7 @@ export async function walkPlan<T>(
     const position = chainPosition(index);
     let retries = 0;
     for (;;) {
+      if (options.stop?.aborted) return { ok: false, error: finalError(failures), attempts };
       const started = performance.now();
       const result = await attempt(candidate);
       if (result.ok) {
@@ -96,6 +99,7 @@ async function runPlan<T>(
   body: ChatBody,
   deps: ExecuteDeps,
   attempt: (candidate: Candidate, adapter: ProviderAdapter, prepared: ReturnType<typeof prepareBody>) => Promise<TryResult<T>>,
+  stop?: AbortSignal,
 ): Promise<Served<T> | NotServed> {
   const refusals = plan.candidates.map((c) => {
     const adapter = ADAPTERS[c.connection.kind];
@@ -111,6 +115,7 @@ async function runPlan<T>(
     dropped = prepared.dropped;
     return attempt(candidate, adapter, prepared);
   }, {
+    stop,
     skip: (_, index) => refusals[index] !== null,
     tryAgain(candidate, failure) {
       if (failure.kind !== 'unsupported_parameter' || !isDroppable(failure.param) || relearned.has(candidate)) return false;
@@ -134,11 +139,10 @@ export function upstreamTarget(plan: Plan, candidate: Candidate, deps: Pick<Exec
 
 /**
  * A whole answer from the first candidate that gives one. `signal` aborts a call in flight;
- * `stopBefore` only stops the walk from sending another one (it throws its reason instead).
+ * `stop` only keeps the walk from sending another one (WalkOptions).
  */
-export function completeChat(plan: Plan, body: ChatBody, deps: ExecuteDeps, signal: AbortSignal, stopBefore?: AbortSignal): Promise<Served<ChatResult> | NotServed> {
+export function completeChat(plan: Plan, body: ChatBody, deps: ExecuteDeps, signal: AbortSignal, stop?: AbortSignal): Promise<Served<ChatResult> | NotServed> {
   return runPlan(plan, body, deps, async (candidate, adapter, prepared): Promise<TryResult<ChatResult>> => {
-    stopBefore?.throwIfAborted();
     const upstream = adapter.buildRequest(prepared.body, { model: candidate.upstreamModel, stream: false, defaultMaxTokens: prepared.defaultMaxTokens, config: candidate.connection.config });
     const sent = await sendUpstream(deps.agent, adapter, upstreamTarget(plan, candidate, deps), upstream, signal);
     if (!sent.ok) return sent;
@@ -148,7 +152,7 @@ export function completeChat(plan: Plan, body: ChatBody, deps: ExecuteDeps, sign
       if (signal.aborted) throw err;
       return { ok: false, failure: { kind: 'server_error', message: `unreadable answer: ${(err as Error).message}` } };
     }
-  });
+  }, stop);
 }
 
 const startsAnswer = (o: StreamOutput) => o.type === 'delta' && o.choices.some((c) => c.delta.content || c.delta.tool_calls?.length || c.finish_reason);

@@ -407,6 +407,37 @@ describe('spend limits', () => {
       expect((await keyInfo(secret)).usage).toBeCloseTo(0.4, 9);
     });
 
+    it('a client gone during failover stops it: no further attempt, the attempts made are logged with the 499', async () => {
+      const secret = await f.key({ credit_limit: { amount: 10_000, period: 'daily' } });
+      const slowFail = await f.connect('openai', { directives: 'delay_ms=500,status=500', name: `slow fail ${Date.now()}` });
+      const good = await f.connect('openai', { directives: 'cached=0', name: `good ${Date.now()}` });
+      const slug = `leave-in-failover-${Date.now()}`;
+      expect((await f.client.post('/routes', { slug, targets: [{ connection_id: slowFail, model: 'gpt-4o' }, { connection_id: good, model: 'gpt-4o' }], max_retries: 0 })).status).toBe(201);
+      await f.settle();
+      const gone = new AbortController();
+      const sent = fetch(`${f.api.url}/v1/chat/completions`, {
+        method: 'POST', signal: gone.signal,
+        headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress() },
+        body: JSON.stringify({ model: slug, messages: hello, max_tokens: 2 }),
+      });
+      const before = f.sandbox.received.length;
+      while (!f.sandbox.received.slice(before).some((r) => r.path.includes('status=500'))) await sleep(10);
+      gone.abort();
+      await expect(sent).rejects.toThrow();
+      const [row] = await rowsOf(secret, 1);
+      expect(row).toMatchObject({ status: 499, cost: null });
+      expect((row!.attempts as Loose[]).map((a) => [a.connection_id ?? a.connectionId, a.status])).toEqual([[slowFail, 500]]);
+      await sleep(200);
+      expect(f.sandbox.received.slice(before).filter((r) => r.path.includes('cached=0'))).toEqual([]);
+      expect((await keyInfo(secret)).usage).toBe(0);
+      // Out of the openai pool the other tests use.
+      for (const id of [slowFail, good]) {
+        const current = await f.client.get(`/provider_connections/${id}`);
+        expect((await f.client.patch(`/provider_connections/${id}`, { status: 'disabled' }, current.etag!)).status).toBe(200);
+      }
+      await f.settle();
+    });
+
     it('an image whose client left after the call was sent is settled at its price too, and logged 499', async () => {
       const secret = await f.key({ credit_limit: { amount: 10_000, period: 'daily' } });
       await leaveOnceSent(secret, '/v1/images/generations', { model: 'dall-e-3', prompt: 'a red fox [sandbox delay_ms=600]' });

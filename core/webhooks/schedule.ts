@@ -31,3 +31,11 @@ export function webhookAttemptDelays(scale: number): number[] {
  * sweep does not race them; not scaled, since it waits for those real-time paths.
  */
 export const WEBHOOK_SWEEP_GRACE_MS = 10 * 60_000;
+
+/**
+ * The sweep looks no further back than this: a delivery left pending and unattempted for longer
+ * (one whose workflow an operator terminated, say) is left as it is, so such rows cannot pile
+ * up at the front of every run and crowd out new ones. Three days is far past the 16 hours of a
+ * delivery's own schedule and any outage the sweep should bridge.
+ */
+export const WEBHOOK_SWEEP_MAX_AGE_MS = 3 * 86_400_000;

@@ -9,7 +9,7 @@ import { jobs, notificationChannels, notificationRules, webhookDeliveries } from
 import { newId } from '../../core/ids';
 import { createGuardedDispatcher } from '../../core/net/guarded-dispatcher';
 import { queueEvents } from '../../core/webhooks/fan-out';
-import { WEBHOOK_SWEEP_GRACE_MS, webhookAttemptDelays } from '../../core/webhooks/schedule';
+import { WEBHOOK_SWEEP_GRACE_MS, WEBHOOK_SWEEP_MAX_AGE_MS, webhookAttemptDelays } from '../../core/webhooks/schedule';
 import { verifyWebhook } from '../../core/webhooks/signature';
 import { scheduleIds, taskQueue, WEBHOOK_SWEEP_EVERY_MS, type WebhookSweepResult } from '../../workflows/definitions';
 import { startTestWorkers, uniquePrefix } from '../helpers/harness';
@@ -79,9 +79,9 @@ describe('webhook delivery sweep', () => {
       [{ receiver: to.id, endpointId: to.id, url: to.url }]);
     return queued!.id;
   }
-  /** Deliveries queued a minute more than the grace period ago. */
-  async function queuedLongAgo(ids: string[]): Promise<void> {
-    const then = new Date(Date.now() - WEBHOOK_SWEEP_GRACE_MS - 60_000);
+  /** Deliveries queued a minute more than the grace period ago (or `agoMs`). */
+  async function queuedLongAgo(ids: string[], agoMs = WEBHOOK_SWEEP_GRACE_MS + 60_000): Promise<void> {
+    const then = new Date(Date.now() - agoMs);
     await fixture.database.db.update(webhookDeliveries).set({ createdAt: then, nextAttemptAt: then, updatedAt: then }).where(inArray(webhookDeliveries.id, ids));
   }
   const rowOf = async (id: string) => (await fixture.database.db.select().from(webhookDeliveries).where(eq(webhookDeliveries.id, id)))[0]!;
@@ -142,7 +142,10 @@ describe('webhook delivery sweep', () => {
     const jobDelivery = await unstartedJobEvent(jobsEndpoint);
     const freshEndpoint = await endpoint(`/fresh-${seq++}`);
     const fresh = await unstartedJobEvent(freshEndpoint);
+    const staleEndpoint = await endpoint(`/stale-${seq++}`);
+    const stale = await unstartedJobEvent(staleEndpoint);
     await queuedLongAgo([alert!.id, jobDelivery]);
+    await queuedLongAgo([stale], WEBHOOK_SWEEP_MAX_AGE_MS + 60_000);
 
     await sweep();
     for (const id of [alert!.id, jobDelivery]) expect(await delivered(id)).toMatchObject({ attempts: 1, lastResponseStatus: 200 });
@@ -152,6 +155,9 @@ describe('webhook delivery sweep', () => {
     // Within the grace period the normal start may still be on its way: the sweep leaves it alone.
     expect(await rowOf(fresh)).toMatchObject({ status: 'pending', attempts: 0 });
     expect(receiver.received(new URL(freshEndpoint.url).pathname)).toHaveLength(0);
+    // Past the sweep's reach: left as it is, so such rows never crowd out new ones.
+    expect(await rowOf(stale)).toMatchObject({ status: 'pending', attempts: 0 });
+    expect(receiver.received(new URL(staleEndpoint.url).pathname)).toHaveLength(0);
   });
 
   it('takes a delivery whose workflow was started meanwhile as done: "already started", never a second workflow', async () => {

@@ -52,7 +52,7 @@ export function audioTranscriptions(services: GatewayServices) {
     const file = form.files.find((f) => f.field === 'file');
     if (!file) throw new GatewayError('invalid_request', '`file` is required: the audio to transcribe.', { details: { param: 'file' } });
     const format: TranscriptionFormat = request.response_format ?? 'json';
-    const measured = await reservationSeconds(file.path, file.filename);
+    const measured = await reservationSeconds(file.path);
     const fields = Object.fromEntries(Object.entries(form.fields).filter(([k]) => !TRANSCRIPTION_EXTENSION_FIELDS.includes(k)));
     const forwarded = { fields, files: [file] };
     const routing = multipartRouting(request);

@@ -22,22 +22,19 @@ export async function audioDurationSeconds(path: string): Promise<number | null>
 }
 
 /**
- * The fewest bytes a second of audio takes in each upload format, so a file of `n` bytes lasts
- * at most `n / floor` seconds whatever its header claims (issue 20: a header is the client's
- * word, and an MP3 whose Xing frame says 1 s can carry 20 minutes). MPEG audio (mp3, mpeg,
- * mpga) cannot go below 8 kbit/s, MPEG-2.5 Layer III's lowest bitrate: 1,000 bytes a second.
- * The others can carry a 6 kbit/s codec (Opus in Ogg or WebM, HE-AAC v2 in MP4/M4A, low-rate
- * codecs in WAV): 750. FLAC and a few WAV codecs can pack silence tighter still; what the
- * provider reports settles those (the hold is an estimate, the settled cost the provider's).
+ * The fewest bytes a second of audio can take, so a file of `n` bytes lasts at most `n / floor`
+ * seconds whatever its header claims (issue 20: a header is the client's word, and an MP3 whose
+ * Xing frame says 1 s can carry 20 minutes). 750 bytes is 6 kbit/s, what Opus (in Ogg or WebM)
+ * and HE-AAC v2 (in MP4/M4A) can go down to; MPEG audio cannot go below 8 kbit/s, but the file's
+ * name is the client's word too, and `music-metadata` picks its parser by that name, so one
+ * floor holds for every upload. FLAC and a few WAV codecs can pack silence tighter still; what
+ * the provider reports settles those (the hold is an estimate, the settled cost the provider's).
  */
-export const MIN_AUDIO_BYTES_PER_SECOND: Readonly<Record<string, number>> = { mp3: 1_000, mpeg: 1_000, mpga: 1_000 };
-/** The floor of every other format (see MIN_AUDIO_BYTES_PER_SECOND). */
-export const MIN_AUDIO_BYTES_PER_SECOND_OTHER = 750;
+export const MIN_AUDIO_BYTES_PER_SECOND = 750;
 
-/** The longest a file of this size and name can last: its size at the format's floor. */
-export function sizeBoundSeconds(bytes: number, filename: string): number {
-  const extension = filename.includes('.') ? filename.slice(filename.lastIndexOf('.') + 1).toLowerCase() : '';
-  return Math.ceil(bytes / (MIN_AUDIO_BYTES_PER_SECOND[extension] ?? MIN_AUDIO_BYTES_PER_SECOND_OTHER));
+/** The longest a file of this size can last: its size at the floor. */
+export function sizeBoundSeconds(bytes: number): number {
+  return Math.ceil(bytes / MIN_AUDIO_BYTES_PER_SECOND);
 }
 
 /**
@@ -45,9 +42,9 @@ export function sizeBoundSeconds(bytes: number, filename: string): number {
  * never the header alone. `header` is what the header claimed (null when unreadable), for the
  * request log.
  */
-export async function reservationSeconds(path: string, filename: string): Promise<{ seconds: number; header: number | null; bound: number }> {
+export async function reservationSeconds(path: string): Promise<{ seconds: number; header: number | null; bound: number }> {
   const header = await audioDurationSeconds(path);
   const { size } = await stat(path);
-  const bound = sizeBoundSeconds(size, filename);
+  const bound = sizeBoundSeconds(size);
   return { seconds: Math.max(header ?? 0, bound), header, bound };
 }

@@ -307,5 +307,8 @@ describe('response cache', () => {
     expect(settings.body.response_cache).toEqual({ enabled: true, default_ttl_seconds: 600 });
     const bad = await f.client.patch('/org_settings', { response_cache: { default_ttl_seconds: 10 } }, settings.etag!);
     expect(bad.status).toBe(400);
+    // Over any plan's maximum is the spec's code too, not a bare 400.
+    const long = await f.client.patch<Loose>('/org_settings', { response_cache: { default_ttl_seconds: 9_999_999 } }, settings.etag!);
+    expect([long.status, long.body.error?.code]).toEqual([400, 'cache_ttl_too_long']);
   });
 });

@@ -19,7 +19,12 @@ const settable = {
   model_allowlist: z.array(z.string().min(1).max(200)).max(500),
   billing_day_of_month: z.number().int().min(1).max(28),
   /** The response cache (issue 12): off by default; a request can only narrow it. */
-  response_cache: z.strictObject({ enabled: z.boolean(), default_ttl_seconds: z.number().int().min(MIN_CACHE_TTL_SECONDS).max(MAX_CACHE_TTL_SECONDS) }),
+  response_cache: z.strictObject({
+    enabled: z.boolean(),
+    // The upper bound is the plan's (at most MAX_CACHE_TTL_SECONDS), checked in `patch` so that any
+    // value over it is `cache_ttl_too_long`, as the spec names it.
+    default_ttl_seconds: z.number().int().min(MIN_CACHE_TTL_SECONDS).meta({ description: `At most the plan's maximum TTL (${MAX_CACHE_TTL_SECONDS} seconds on the business plan); more is 400 cache_ttl_too_long.` }),
+  }),
   /** Assistant (tool-gateway) access (issue 15); false refuses it with `mcp_disabled`. Owners and admins only. */
   mcp_enabled: z.boolean(),
 };

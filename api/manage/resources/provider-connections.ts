@@ -6,6 +6,7 @@ import { GatewayError } from '../../../core/errors';
 import { newId } from '../../../core/ids';
 import { checkServiceUrl, hostOnDomain, isPrivateHost } from '../../../core/net/service-url';
 import { isProviderKind, kindSpec, type ProviderKind } from '../../../core/providers/kinds';
+import { providerHostVerdict } from '../../../core/providers/provider-hosts';
 import { connectionBaseUrl } from '../../../core/providers/open-connection';
 import { withErrorCode } from '../../validation';
 import { environmentFields, environmentsRead, nameField, presentEnvironments, resolveEnvironments, timeoutMsField, unixTime } from './fields';
@@ -90,17 +91,13 @@ function kindOf(kind: string): ProviderKind {
  * the local stand-in for the provider.
  */
 function checkProviderHost(kind: ProviderKind, url: URL, services: ResourceCall['services']): void {
-  const allowed = kindSpec(kind).alternateHosts;
-  if (allowed === 'any') return;
-  const own = kindSpec(kind).defaultBaseUrl;
-  if (own && new URL(own).hostname === url.hostname.toLowerCase()) return;
-  if (services.allowPrivateNetwork && isPrivateHost(url.hostname)) return;
-  if (allowed.length === 0) {
+  const verdict = providerHostVerdict(kind, url.hostname);
+  if (verdict === 'ok' || (services.allowPrivateNetwork && isPrivateHost(url.hostname))) return;
+  const { defaultBaseUrl: own, alternateHosts, name } = kindSpec(kind);
+  if (verdict === 'alternate_host_not_allowed') {
     throw new GatewayError('alternate_host_not_allowed', `Invalid \`config.base_url\`: kind \`${kind}\` is reached only at ${own ? new URL(own).hostname : 'its own host'}.`);
   }
-  if (!allowed.some((d) => hostOnDomain(url.hostname, d))) {
-    throw new GatewayError('alternate_host_off_domain', `Invalid \`config.base_url\`: \`${url.hostname}\` is not on a domain ${kindSpec(kind).name} owns (${allowed.join(', ')}).`);
-  }
+  throw new GatewayError('alternate_host_off_domain', `Invalid \`config.base_url\`: \`${url.hostname}\` is not on a domain ${name} owns (${(alternateHosts as readonly string[]).join(', ')}).`);
 }
 
 /**

@@ -1,5 +1,5 @@
 import { and, eq, sql } from 'drizzle-orm';
-import { budgetCrossings, requestLogs, spendLedger } from '../../core/db/schema';
+import { budgetCrossings, gatewayKeys, requestLogs, spendLedger } from '../../core/db/schema';
 import { startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
 import { randomClientAddress, startTestApi, testRedis, type TestApi } from '../helpers/harness';
 
@@ -457,6 +457,21 @@ describe('spend limits', () => {
       firstReads.push((await keyInfo(key)).usage);
     }
     for (const usage of firstReads) expect(usage).toBeCloseTo(0.3, 9);
+    // Why: the key's counter exists before the provider is called (rebuilt then if missing), so
+    // the settle after the answer is one Redis step, ahead of any read that follows the answer.
+    const slow = await f.key();
+    const [row] = await f.database.db.select({ lineageId: gatewayKeys.lineageId }).from(gatewayKeys).where(eq(gatewayKeys.id, await keyIdOf(slow)));
+    const before = f.sandbox.received.length;
+    const answer = ask(slow, 3, { messages: [{ role: 'user', content: 'Say hello [sandbox delay_ms=400]' }] });
+    while (f.sandbox.received.length === before) await sleep(10);
+    const redis = testRedis();
+    try {
+      expect(await redis.redis.exists(`spend:{${f.tenant.orgId}}:key:${row!.lineageId}:lifetime:s`)).toBe(1);
+    } finally {
+      await redis.close();
+    }
+    expect((await answer).status).toBe(200);
+    expect((await keyInfo(slow)).usage).toBeCloseTo(0.3, 9);
     const secret = await f.key();
     for (const [tokens, total] of [[3, 0.3], [2, 0.5], [1, 0.6]] as const) {
       expect((await ask(secret, tokens)).status).toBe(200);

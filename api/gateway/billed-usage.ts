@@ -1,6 +1,6 @@
 import { requestedMaxTokens } from '../../core/chat/prepare';
-import type { ChatBody, Choice, Usage } from '../../core/providers/types';
-import { estimateOutputTokens, estimatePromptTokens } from '../../core/spend/worst-case';
+import type { ChatBody, ChatResult, Usage } from '../../core/providers/types';
+import { choiceCount, estimateOutputTokens, estimatePromptTokens } from '../../core/spend/worst-case';
 
 /**
  * What an answer is settled and logged at (a limit is a ceiling only if every answer costs what
@@ -15,17 +15,25 @@ export function billedUsage(body: ChatBody, reported: Usage | null, outputBytes:
   // The estimate leans high; it never passes the output cap the request set (per choice).
   const cap = requestedMaxTokens(body);
   const delivered = estimateOutputTokens(outputBytes);
-  const estimated = cap === undefined ? delivered : Math.min(delivered, cap * (typeof body.n === 'number' && body.n > 1 ? body.n : 1));
+  const estimated = cap === undefined ? delivered : Math.min(delivered, cap * choiceCount(body));
   const completion = Math.max(reported?.completion_tokens ?? 0, estimated);
   return { ...reported, prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
 }
 
-/** UTF-8 bytes of a whole answer's output: its text and tool calls, as a stream's tally counts them. */
-export function outputBytesOf(choices: readonly Choice[]): number {
-  let bytes = 0;
-  for (const c of choices) {
-    if (typeof c.message.content === 'string') bytes += Buffer.byteLength(c.message.content);
-    for (const t of c.message.tool_calls ?? []) bytes += Buffer.byteLength(t.function.arguments) + Buffer.byteLength(t.function.name);
-  }
+/** What a whole answer is settled at: `billedUsage` over its text and tool calls. */
+export function wholeAnswerUsage(body: ChatBody, result: ChatResult): Usage {
+  const bytes = result.choices.reduce((n, c) => n + outputBytes(c.message.content, c.message.tool_calls), 0);
+  return billedUsage(body, result.usage, bytes, true);
+}
+
+type ToolCallPart = { function?: { name?: string; arguments?: string } };
+
+/**
+ * UTF-8 bytes of generated output: text, and tool calls' names and arguments. One count for a
+ * stream's deltas (api/gateway/stream-answer.ts) and a whole answer's messages.
+ */
+export function outputBytes(content: string | null | undefined, toolCalls: readonly ToolCallPart[] | undefined): number {
+  let bytes = typeof content === 'string' ? Buffer.byteLength(content) : 0;
+  for (const t of toolCalls ?? []) bytes += Buffer.byteLength(t.function?.arguments ?? '') + Buffer.byteLength(t.function?.name ?? '');
   return bytes;
 }

@@ -7,7 +7,7 @@ import { errorSummary } from '../../core/logger';
 import { estimateCost, type CostEstimate } from '../../core/pricing/cost';
 import { meterKey, refuseOverRate } from '../middleware/key-rate-limit';
 import { worstCaseCost } from '../../core/spend/worst-case';
-import { billedUsage, outputBytesOf } from './billed-usage';
+import { billedUsage, wholeAnswerUsage } from './billed-usage';
 import type { ChatBody, ChatResult, Choice, ChunkChoice, Usage } from '../../core/providers/types';
 import { planCandidates, type Plan } from '../../core/routing/candidates';
 import type { GatewayContext } from '../context';
@@ -191,7 +191,7 @@ function identity(call: Call, served: Served<unknown>, model: string) {
 
 function answerWhole(call: Call, served: Served<ChatResult>): void {
   const result = served.value;
-  const usage = billedUsage(call.body, result.usage, outputBytesOf(result.choices), true);
+  const usage = wholeAnswerUsage(call.body, result);
   const estimate = costOf(call, served, usage);
   const model = result.model ?? served.candidate.upstreamModel;
   const guardrails = call.guard && guardAnswer(call, served, model, estimate);
@@ -364,7 +364,7 @@ function settleAbandoned(call: Call, served: Served<ChatResult> | NotServed): vo
     logRequest(call, { status: 499, attempts: served.attempts });
     return;
   }
-  const usage = billedUsage(call.body, served.value.usage, outputBytesOf(served.value.choices), true);
+  const usage = wholeAnswerUsage(call.body, served.value);
   const estimate = costOf(call, served, usage);
   endSpend(call, estimate);
   logRequest(call, { status: 499, served, servedModel: served.value.model ?? served.candidate.upstreamModel, attempts: served.attempts, usage, estimate });

@@ -2,6 +2,7 @@ import type { Writable } from 'node:stream';
 import type { LiveStream } from '../../core/chat/execute';
 import { GatewayError } from '../../core/errors';
 import type { ChunkChoice, StreamOutput, Usage } from '../../core/providers/types';
+import { outputBytes } from './billed-usage';
 
 /** How a relayed stream ended: every chunk sent and the answer complete, broken off, or the client gone. */
 export type StreamEnd = { phase: 'complete' } | { phase: 'broken'; error: GatewayError } | { phase: 'gone' };
@@ -41,8 +42,7 @@ export function foldOutputs(tally: StreamTally, outputs: readonly StreamOutput[]
       case 'delta':
         for (const c of o.choices) {
           if (c.finish_reason) tally.finished = true;
-          if (c.delta.content) tally.outputBytes += Buffer.byteLength(c.delta.content);
-          for (const t of c.delta.tool_calls ?? []) tally.outputBytes += Buffer.byteLength(t.function?.arguments ?? '') + Buffer.byteLength(t.function?.name ?? '');
+          tally.outputBytes += outputBytes(c.delta.content, c.delta.tool_calls);
           if (c.delta.content) tally.text?.push(c.delta.content);
           if (c.delta.content && tally.guarded) tally.guarded.texts[c.index] = (tally.guarded.texts[c.index] ?? '') + c.delta.content;
         }

@@ -44,8 +44,8 @@ export type PreparedBody = { body: ChatBody; dropped: string[]; defaultMaxTokens
 
 /**
  * The body one candidate is sent: sampling parameters its model refuses dropped (and named),
- * the output cap sent once, renamed for families that want `max_completion_tokens`, and the output cap a
- * kind requiring one gets when the client gave none. Under a blocking budget
+ * the client's output cap sent once (renamed for families that want `max_completion_tokens`),
+ * and the output cap a kind requiring one gets when the client gave none. Under a blocking budget
  * (`forceOutputCeiling`) every kind is sent that cap (spec 4.1): it bounds the worst case
  * the reservation holds. `learned` is what this candidate's connection refused before.
  */

@@ -9,7 +9,7 @@ import { VIDEO_ADAPTERS } from '../providers/video';
  * (core/providers/video), each either price-neutral or priced as a variant; anything else is
  * not sent (spec 7 rule 6: an unknown field is not a 400).
  */
-export const VIDEO_GATEWAY_FIELDS = ['model', 'prompt', 'duration_seconds', 'seed', 'webhook'] as const;
+const GATEWAY_FIELDS = new Set(['model', 'prompt', 'duration_seconds', 'seed', 'webhook']);
 
 /** Fields that change the bill, each with why it is refused. */
 const COST_FIELDS: Record<string, string> = {
@@ -32,10 +32,9 @@ const WIRE_PARAMETERS = new Set(Object.values(VIDEO_ADAPTERS).flatMap((a) => a?.
  * parameter that is not a string; answers the wire parameters present, dropping the rest.
  */
 export function videoParameters(body: Record<string, unknown>): Record<string, string> {
-  const gateway = new Set<string>(VIDEO_GATEWAY_FIELDS);
   const out: Record<string, string> = {};
   for (const [name, value] of Object.entries(body)) {
-    if (gateway.has(name) || value === undefined) continue;
+    if (GATEWAY_FIELDS.has(name) || value === undefined) continue;
     const why = COST_FIELDS[name];
     if (why) throw new GatewayError('invalid_request', `\`${name}\` is not accepted: ${why}.`, { details: { param: name } });
     if (!WIRE_PARAMETERS.has(name)) continue;

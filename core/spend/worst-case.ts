@@ -17,6 +17,11 @@ const BYTES_PER_TOKEN_ESTIMATE = 3;
  */
 const NON_TEXT_PART_TOKENS = 8_000;
 
+/** How many choices a request asks for: `n` choices each write up to the output cap. */
+export function choiceCount(body: Pick<ChatBody, 'n'>): number {
+  return typeof body.n === 'number' && body.n > 1 ? body.n : 1;
+}
+
 /** Tokens of generated text estimated from its UTF-8 size, leaning high like the prompt's. */
 export function estimateOutputTokens(bytes: number): number {
   return Math.ceil(bytes / BYTES_PER_TOKEN_ESTIMATE);
@@ -30,14 +35,14 @@ export function estimatePromptTokens(body: Pick<ChatBody, 'messages' | 'tools'>)
 /**
  * The most a request can cost, over every candidate it may reach (failover and fallbacks):
  * the prompt estimate plus the output ceiling (the request's `max_tokens` or its alias, the
- * larger when both are given, as `prepareBody` sends it; else the model's maximum output), priced. A candidate nobody prices is refused under a blocking budget
+ * larger when both are given, as `prepareBody` sends it; else the model's maximum output),
+ * priced. A candidate nobody prices is refused under a blocking budget
  * (`unpriced_model_under_budget`) unless the organization allows unpriced traffic; then it
  * counts as 0.
  */
 export function worstCaseCost(candidates: readonly Candidate[], body: ChatBody, config: Pick<OrgConfig, 'prices' | 'unpricedBudgetPolicy'>, catalog: ModelCatalog): number {
   const promptTokens = estimatePromptTokens(body);
-  // `n` choices each write up to the ceiling.
-  const choices = typeof body.n === 'number' && body.n > 1 ? body.n : 1;
+  const choices = choiceCount(body);
   const requested = requestedMaxTokens(body);
   let worst = 0;
   for (const c of candidates) {

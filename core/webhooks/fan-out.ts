@@ -60,10 +60,10 @@ export async function pendingJobDeliveries(db: Executor, jobId: string): Promise
 
 /**
  * Deliveries of any event (job or alert) queued between `queuedAfter` and `queuedBefore` and
- * never attempted, in id order after `afterId`: what the sweep (re)starts. A started workflow makes its first attempt at
- * once, so a delivery this old without one almost surely never had its workflow started (the
- * start after the commit failed); starting it again is harmless, the delivery id being the
- * workflow's business id.
+ * never attempted, in id order after `afterId`: what the sweep (re)starts. A started workflow
+ * makes its first attempt at once, so a delivery this old without one almost surely never had
+ * its workflow started (the start after the commit failed); starting it again is harmless, the
+ * delivery id being the workflow's business id.
  */
 export async function unattemptedDeliveries(db: Executor, page: { queuedAfter: Date; queuedBefore: Date; afterId: string | null; limit: number }): Promise<QueuedDelivery[]> {
   return db.select({ id: webhookDeliveries.id, orgId: webhookDeliveries.orgId, eventId: webhookDeliveries.eventId, endpointId: webhookDeliveries.endpointId })

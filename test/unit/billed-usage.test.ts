@@ -1,5 +1,5 @@
-import { billedUsage, outputBytesOf } from '../../api/gateway/billed-usage';
-import type { ChatBody, Choice } from '../../core/providers/types';
+import { billedUsage, outputBytes, wholeAnswerUsage } from '../../api/gateway/billed-usage';
+import type { ChatBody, ChatResult, Choice } from '../../core/providers/types';
 import { estimatePromptTokens } from '../../core/spend/worst-case';
 
 /** What an answer is settled at (issue 20: a limit is a ceiling, also for answers that did not end well). */
@@ -31,6 +31,8 @@ describe('billedUsage', () => {
       { index: 0, message: { role: 'assistant', content: 'héllo' }, finish_reason: 'stop' },
       { index: 1, message: { role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '{"a":1}' } }] }, finish_reason: 'tool_calls' },
     ] as Choice[];
-    expect(outputBytesOf(choices)).toBe(6 + 1 + 7);
+    expect(choices.reduce((n, c) => n + outputBytes(c.message.content, c.message.tool_calls), 0)).toBe(6 + 1 + 7);
+    // Priced on those bytes when the provider reported no usage.
+    expect(wholeAnswerUsage(body, { choices, usage: null } as ChatResult)).toMatchObject({ completion_tokens: Math.ceil(14 / 3) });
   });
 });

@@ -28,7 +28,7 @@ import { taskQueue } from '../workflows/definitions';
 import { benchKeys, chatBody, gatewayEnv, manage, newOrganization, startGatewaySubject, startMock, type StartedApi } from './lib/gateway';
 import { findLoadTool, type LoadResult, type LoadTool } from './lib/load';
 import { cpuSeconds, rssMb } from './lib/proc';
-import { cleanups, log, node, runBench, tail, waitForPort, workDir } from './lib/processes';
+import { builtEntry, cleanups, log, node, runBench, tail, waitForPort, workDir } from './lib/processes';
 import { f0, f1, f2, machineLines, pct } from './lib/report';
 import { services, type Services } from './lib/services';
 
@@ -214,13 +214,13 @@ async function videos(work: string, svc: Services, sealingKeys: string, api: Sta
   await manage(api.apiUrl, org.token, 'POST', '/provider_connections', { kind: 'openai', name: 'sandbox videos', secret: 'sk-sandbox-bench', config: { base_url: `http://127.0.0.1:${sandboxPort}/openai/v1` } });
   const [key] = await benchKeys(api.apiUrl, org.token, 1);
 
-  // The jobs worker as `npm run worker:jobs` runs it, with the API's settings (private network allowed: the sandbox is on loopback).
+  // The jobs worker as `npm run worker:jobs` runs it (compiled, the prebuilt workflow bundle), with the API's settings (private network allowed: the sandbox is on loopback).
   const workerLog = path.join(work, 'worker-jobs.log');
-  const worker = node(['--import', 'tsx', 'workers/jobs.ts'], gatewayEnv(work, 'worker', svc, sealingKeys), workerLog);
+  const worker = node([builtEntry('workers/jobs')], gatewayEnv(work, 'worker', svc, sealingKeys), workerLog);
   const connection = await Connection.connect({ address: svc.temporalAddress });
   cleanups.push(() => connection.close());
   const client = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
-  log('waiting for the jobs worker to poll (it bundles the workflows first)...');
+  log('waiting for the jobs worker to poll...');
   const exited = new Promise<never>((_, reject) => worker.once('exit', () => reject(new Error(`the jobs worker exited: ${tail(workerLog)}`))));
   exited.catch(() => undefined);
   const polling = waitFor('the jobs worker polling', async () => {

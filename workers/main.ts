@@ -1,4 +1,6 @@
-import { NativeConnection } from '@temporalio/worker';
+import fs from 'node:fs';
+import path from 'node:path';
+import { NativeConnection, type WorkerOptions } from '@temporalio/worker';
 import { ConfigError, loadConfig, requireSetting } from '../core/config';
 import { connectDatabase } from '../core/db/client';
 import { createLogger } from '../core/logger';
@@ -6,6 +8,18 @@ import { connectRedis } from '../core/redis';
 import type { TaskQueueName } from '../workflows/definitions';
 import { createActivityServices, startQueueWorkers } from './queues';
 import { installTemporalRuntime } from './temporal';
+
+/**
+ * The workflow code built ahead, which saves each start the bundling: GW_WORKFLOW_BUNDLE when
+ * set (the tests' bundle), else the one `npm run build` writes beside the compiled entries'
+ * folders (dist/workflow-bundle.js, `..` from dist/workers/). Run from source (tsx), that file
+ * does not exist and the worker bundles workflows/ as it starts.
+ */
+function prebuiltWorkflowBundle(): WorkerOptions['workflowBundle'] {
+  if (process.env.GW_WORKFLOW_BUNDLE) return { codePath: process.env.GW_WORKFLOW_BUNDLE };
+  const built = path.resolve(__dirname, '..', 'workflow-bundle.js');
+  return fs.existsSync(built) ? { codePath: built } : undefined;
+}
 
 /** Entry shared by the per-queue worker processes: connect, serve the queues, stop on a signal. */
 export async function runWorkerProcess(names: readonly TaskQueueName[]): Promise<void> {
@@ -22,8 +36,7 @@ export async function runWorkerProcess(names: readonly TaskQueueName[]): Promise
       taskQueuePrefix: config.GW_TASK_QUEUE_PREFIX,
       services: createActivityServices(config, database.db, redis),
       scheduleScale: config.GW_SCHEDULE_SCALE,
-      // A workflow bundle built ahead (a deploy step, or a test run) saves each start the bundling.
-      ...(process.env.GW_WORKFLOW_BUNDLE && { workflowBundle: { codePath: process.env.GW_WORKFLOW_BUNDLE } }),
+      workflowBundle: prebuiltWorkflowBundle(),
     });
     log.info({ queues: names }, 'worker polling');
     const stop = () => void running.shutdown();

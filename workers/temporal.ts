@@ -1,27 +1,13 @@
-import { Client, Connection, defaultGrpcRetryOptions, makeGrpcRetryInterceptor } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, Worker, type LogLevel, type WorkerOptions } from '@temporalio/worker';
-import { temporal } from '@temporalio/proto';
-
-export const WORKFLOWS_PATH = require.resolve('../workflows');
+import path from 'node:path';
 
 /**
- * Calls the client retries on UNAVAILABLE and the like: 6 attempts over about 3 s (the SDK's
- * default is 10 over about 20 s), so a request meeting a Temporal outage answers 503 soon.
+ * The workflow sources, which `npm start`, the tests and `npm run build` bundle. A path, not
+ * `require.resolve`: the compiled workers load this module from dist/, where no workflows/
+ * folder exists (they run the bundle built ahead, workers/main.ts), and a `require.resolve`
+ * would throw as the module loads.
  */
-export const TEMPORAL_CALL_ATTEMPTS = 6;
-
-/**
- * A client for the API. Reconnecting after an outage backs off to at most 2 s (gRPC's default
- * grows to 2 minutes), so requests work again soon after the server is back.
- */
-export async function connectClient(address: string, namespace: string): Promise<{ client: Client; close(): Promise<void> }> {
-  const connection = await Connection.connect({
-    address,
-    interceptors: [makeGrpcRetryInterceptor(defaultGrpcRetryOptions({ maxAttempts: TEMPORAL_CALL_ATTEMPTS }))],
-    channelArgs: { 'grpc.initial_reconnect_backoff_ms': 250, 'grpc.max_reconnect_backoff_ms': 2_000 },
-  });
-  return { client: new Client({ connection, namespace }), close: () => connection.close() };
-}
+export const WORKFLOWS_PATH = path.resolve(__dirname, '..', 'workflows', 'index.ts');
 
 /**
  * Once per process: the SDK logs at our level, and leaves signals to our own handlers so that
@@ -48,14 +34,4 @@ export async function createWorker(spec: WorkerSpec): Promise<Worker> {
     activities: spec.activities,
     workflowBundle: spec.workflowBundle,
   });
-}
-
-/** Readiness: a queue is served when some worker has polled it recently. */
-export async function queueHasPollers(client: Client, taskQueue: string): Promise<boolean> {
-  const response = await client.workflowService.describeTaskQueue({
-    namespace: client.options.namespace,
-    taskQueue: { name: taskQueue, kind: temporal.api.enums.v1.TaskQueueKind.TASK_QUEUE_KIND_NORMAL },
-    taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-  });
-  return (response.pollers ?? []).length > 0;
 }

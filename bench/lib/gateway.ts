@@ -5,10 +5,11 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import path from 'node:path';
+import * as esbuild from 'esbuild';
 import { connectDatabase } from '../../core/db/client';
 import { bootstrapOrganization } from '../../core/tenancy/organizations';
 import { freePort } from '../../scripts/lib/ports';
-import { node, waitForPort } from './processes';
+import { builtEntry, node, ROOT, waitForPort } from './processes';
 import type { Services } from './services';
 
 /** Keys per gateway subject, used in turn, so the 50 000 rpm tier of one key is not what is measured. */
@@ -45,14 +46,26 @@ export function gatewayEnv(work: string, id: string, svc: Services, sealingKeys:
 export type StartedApi = { child: ChildProcess; pid: number; apiUrl: string; logFile: string };
 
 /**
- * `api/server.ts` as `npm run api` starts it: `npm run api` is `tsx api/server.ts`; node
- * --import tsx is the same loader without the tsx launcher process in between, so the pid
- * measured is the API's own. `preload` adds modules imported first (the CPU profiler).
+ * A TypeScript module to preload into the API (the CPU profiler), compiled to one CommonJS file
+ * in the work folder: the API runs with plain node, without tsx's loader.
+ */
+function compiledPreload(work: string, file: string): string {
+  const outfile = path.join(work, `${path.basename(file, '.ts')}.cjs`);
+  esbuild.buildSync({ absWorkingDir: ROOT, entryPoints: [file], outfile, bundle: true, platform: 'node', format: 'cjs', target: 'node20', logLevel: 'error' });
+  return outfile;
+}
+
+/**
+ * The API as `npm run api` starts it: dist/api/server.js with plain node, built first when
+ * dist/ is missing or out of date (`npm run api` runs it through scripts/run-built.cjs in the
+ * same process; the pid measured here is the API's own either way). `preload` adds TypeScript
+ * modules required first (the CPU profiler).
  */
 export async function startApi(work: string, id: string, label: string, svc: Services, sealingKeys: string, options: { preload?: string[]; env?: Record<string, string | undefined> } = {}): Promise<StartedApi> {
   const port = await freePort();
   const logFile = path.join(work, `${id}.log`);
-  const child = node(['--import', 'tsx', ...(options.preload ?? []).flatMap((p) => ['--import', p]), 'api/server.ts'], {
+  const preloads = (options.preload ?? []).flatMap((p) => ['--require', compiledPreload(work, p)]);
+  const child = node([...preloads, builtEntry('api/server')], {
     ...options.env,
     ...gatewayEnv(work, id, svc, sealingKeys),
     PORT: String(port),

@@ -2,7 +2,7 @@
  * The processes a bench starts (each its own, logging to a file), the clean-ups that stop them,
  * and the entry every bench script runs through (stops everything on failure or Ctrl-C).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -23,6 +23,25 @@ export function node(args: string[], env: Record<string, string | undefined>, lo
   fs.closeSync(out);
   cleanups.push(() => stopChild(child));
   return child;
+}
+
+let distChecked = false;
+
+/**
+ * `dist/<entry>.js` (e.g. `api/server`), the compiled process production runs with plain node
+ * (`npm run build`). The first call builds when dist/ is missing or older than the sources
+ * (scripts/run-built.cjs decides and prints the progress); later ones do not check again, so a
+ * source edited during a run does not rebuild dist/ between its subjects.
+ */
+export function builtEntry(entry: string): string {
+  if (!distChecked) {
+    const result = spawnSync(process.execPath, [path.join('scripts', 'run-built.cjs')], { cwd: ROOT, stdio: 'inherit' });
+    if (result.status !== 0) throw new Error('the build failed (see above)');
+    const { startedAt } = JSON.parse(fs.readFileSync(path.join(ROOT, 'dist', 'build.json'), 'utf8')) as { startedAt: number };
+    log(`the API and workers run compiled: dist/, built ${new Date(startedAt).toISOString()} (npm run build)`);
+    distChecked = true;
+  }
+  return path.join('dist', `${entry}.js`);
 }
 
 export function stopChild(child: ChildProcess): Promise<void> {

@@ -16,7 +16,7 @@ import { connectDatabase } from '../core/db/client';
 import type { Logger } from '../core/logger';
 import { connectRedis } from '../core/redis';
 import { taskQueue, TASK_QUEUES, type TaskQueueName } from '../workflows/definitions';
-import { connectClient, queueHasPollers } from '../workers/temporal';
+import { connectClient, queueHasPollers } from './temporal-client';
 import type { AppDeps } from './app';
 import { createManagementServices } from './manage/services';
 import { DEFAULT_UPSTREAM_TIMEOUT_MS, type GatewayServices } from './gateway/services';

@@ -1,8 +1,6 @@
 import type Router from '@koa/router';
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, ResultSchema, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { and, eq, inArray, isNotNull } from 'drizzle-orm';
 import type { KeyContext } from '../../core/auth/gateway-key-auth';
 import type { Database } from '../../core/db/client';
@@ -15,6 +13,7 @@ import { McpConnectError, openServerSession, type McpSession, type ResponseLimit
 import { grantAllows, grantFor, mcpAccessEnabled, type McpGrantRow } from '../../core/mcp/grants';
 import type { McpServerRow } from '../../core/mcp/sync';
 import type { McpToolRow } from '../../core/mcp/tools';
+import { mcpServer, mcpStreamableHttpClientTransport, mcpStreamableHttpServerTransport, mcpTypes } from '../../core/mcp/sdk';
 import { countInWindow, retryAfterSeconds } from '../../core/ratelimit/fixed-window';
 import type { Choice } from '../../core/providers/types';
 import type { GatewayContext, GatewayState } from '../context';
@@ -118,6 +117,8 @@ export function refusalFor(grant: Pick<McpGrantRow, 'mode' | 'tools'>, tool: Pic
 /** How a failed upstream call is refused: timeouts, the server's own refusals, or unreachable. */
 function upstreamRefusal(err: unknown, server: McpServerRow): ToolRefusal {
   if (err instanceof ToolRefusal) return err;
+  const { ErrorCode, McpError } = mcpTypes();
+  const { StreamableHTTPError } = mcpStreamableHttpClientTransport();
   if (err instanceof McpError) {
     if (err.code === ErrorCode.RequestTimeout) return new ToolRefusal('upstream_timeout', `The server did not answer within its \`timeout_ms\` (${server.timeoutMs} ms).`);
     if (err.code === ErrorCode.ConnectionClosed) return new ToolRefusal('upstream_unavailable', 'The connection to the server closed before it answered.');
@@ -258,7 +259,7 @@ async function callTool(x: Exchange, name: string, rawArgs: Record<string, unkno
     };
     try {
       session = await openServerSession(x.server, { sealer: x.services.sealer, dispatcher: x.services.agent }, { responseLimit });
-      raw = await session.client.request({ method: 'tools/call', params: { name: tool!.upstreamName, arguments: sent } }, ResultSchema, { timeout: x.server.timeoutMs, signal: x.clientGone });
+      raw = await session.client.request({ method: 'tools/call', params: { name: tool!.upstreamName, arguments: sent } }, mcpTypes().ResultSchema, { timeout: x.server.timeoutMs, signal: x.clientGone });
     } catch (err) {
       if (cut.hit) throw new ToolRefusal('tool_result_too_large', `The tool's result is larger than this server's \`max_result_bytes\` (${x.server.maxResultBytes}).`);
       throw err;
@@ -291,6 +292,8 @@ async function callTool(x: Exchange, name: string, rawArgs: Record<string, unkno
 
 /** The MCP server answering one HTTP request: `tools/list` and `tools/call` for this key and server. */
 function agentServer(x: Exchange): Server {
+  const { Server } = mcpServer();
+  const { CallToolRequestSchema, ListToolsRequestSchema } = mcpTypes();
   const server = new Server({ name: `model-gateway/${x.server.slug}`, version: '1' }, { capabilities: { tools: {} } });
   server.setRequestHandler(ListToolsRequestSchema, async () => {
     const tools = await listableTools(x.db, x.server.id);
@@ -339,6 +342,7 @@ export function mcpRoutes(router: Router<GatewayState>, deps: McpRouteDeps): voi
     });
     const exchange: Exchange = { ctx, key, slug, server, grant, services: deps.gateway, db: deps.db, calls: 0, clientGone: gone.signal };
     const mcp = agentServer(exchange);
+    const { StreamableHTTPServerTransport } = mcpStreamableHttpServerTransport();
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     await mcp.connect(transport);
     // The transport writes the answer itself; Koa must not.

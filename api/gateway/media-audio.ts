@@ -1,7 +1,6 @@
 import { z } from 'zod';
 import { GatewayError } from '../../core/errors';
 import { multipartForward, type SpooledMultipart } from '../../core/http/multipart';
-import { reservationSeconds } from '../../core/pricing/audio-duration';
 import { speechCost, speechWorstCase, transcriptionCost, transcriptionWorstCase } from '../../core/pricing/media-cost';
 import { transcriptAs } from '../../core/providers/media/transcript-formats';
 import { TRANSCRIPTION_FORMATS, type TranscriptionFormat, type TranscriptionResult } from '../../core/providers/media/types';
@@ -36,6 +35,14 @@ const transcriptionSchema = z.object({
   logging: z.enum(['true', 'false']).optional(),
 });
 
+/**
+ * The audio-header reader (`music-metadata` and its parsers, about 1 MB of heap), loaded by the
+ * first transcription rather than at start: most API processes never serve one. A `require`, as
+ * core/mcp/sdk.ts explains, so tsx, Jest and the esbuild build resolve it alike.
+ */
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on first use, see above
+const audioDuration = () => require('../../core/pricing/audio-duration') as typeof import('../../core/pricing/audio-duration');
+
 /** What OpenAI answers text formats with. */
 const TEXT_TYPES: Record<string, string> = { text: 'text/plain; charset=utf-8', srt: 'text/plain; charset=utf-8', vtt: 'text/plain; charset=utf-8' };
 
@@ -52,7 +59,7 @@ export function audioTranscriptions(services: GatewayServices) {
     const file = form.files.find((f) => f.field === 'file');
     if (!file) throw new GatewayError('invalid_request', '`file` is required: the audio to transcribe.', { details: { param: 'file' } });
     const format: TranscriptionFormat = request.response_format ?? 'json';
-    const measured = await reservationSeconds(file.path);
+    const measured = await audioDuration().reservationSeconds(file.path);
     const fields = Object.fromEntries(Object.entries(form.fields).filter(([k]) => !TRANSCRIPTION_EXTENSION_FIELDS.includes(k)));
     const forwarded = { fields, files: [file] };
     const routing = multipartRouting(request);

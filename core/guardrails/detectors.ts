@@ -1,13 +1,17 @@
+/**
+ * The built-in detectors and the packages behind them (full phone-number metadata, card brands,
+ * IBAN formats, RE2, Aho-Corasick). Only an organization with a guardrail policy needs them, so
+ * the policy cache loads this module when it first compiles a policy (policy-cache.ts), not at
+ * start: a process whose organizations have no policy never holds them.
+ */
 import cardValidator from 'card-validator';
 import { countrySpecs, electronicFormatIBAN, isValidIBAN } from 'ibantools';
 import { findPhoneNumbersInText } from 'libphonenumber-js/max';
 import AhoCorasick from 'modern-ahocorasick';
 import TextMatcher from 'modern-ahocorasick/text';
-import { RE2JS } from 're2js';
 import { detectPromptInjection } from './prompt-injection';
-
-/** Where a detector matched, as UTF-16 offsets into the text it was given. Never the text itself. */
-export type Span = { start: number; end: number };
+import type { Span } from './spans';
+import { compileUserPattern } from './user-pattern';
 
 /** A detector compiled with its rule's options: pure, synchronous, linear in the text. */
 export type Detect = (text: string) => Span[];
@@ -118,11 +122,6 @@ function keywords(options: Record<string, unknown>): Detect {
 const ASCII = /^[\x00-\x7F]*$/;
 const WORD_CHAR = /[A-Za-z0-9_]/;
 
-/** Compiles a user pattern with RE2 semantics: linear time, so no input can make it backtrack. */
-export function compileUserPattern(source: string, caseInsensitive: boolean): RE2JS {
-  return RE2JS.compile(source, caseInsensitive ? RE2JS.CASE_INSENSITIVE : 0);
-}
-
 /** Regex: the rule's patterns, compiled once when the policy loads; empty matches are skipped. */
 function regex(options: Record<string, unknown>): Detect {
   const patterns = (options.patterns as string[]).map((p) => compileUserPattern(p, options.case_insensitive === true));
@@ -151,38 +150,3 @@ export const BUILTIN_DETECTORS: DetectorRegistry = {
   keywords: { build: keywords },
   regex: { build: regex },
 };
-
-/** Sorted, overlapping or touching spans merged into one. */
-export function mergeSpans(spans: readonly Span[]): Span[] {
-  if (spans.length <= 1) return spans.slice();
-  const sorted = spans.slice().sort((a, b) => a.start - b.start || b.end - a.end);
-  const merged: Span[] = [{ ...sorted[0]! }];
-  for (let i = 1; i < sorted.length; i++) {
-    const span = sorted[i]!;
-    const last = merged[merged.length - 1]!;
-    if (span.start <= last.end) last.end = Math.max(last.end, span.end);
-    else merged.push({ ...span });
-  }
-  return merged;
-}
-
-/**
- * Replaces each labelled span with `[REDACTED:<DETECTOR>]`. Overlapping spans of different
- * detectors become one replacement, labelled by the detector whose span starts first.
- */
-export function redact(text: string, spans: ReadonlyArray<Span & { detector: string }>): string {
-  if (spans.length === 0) return text;
-  const sorted = spans.slice().sort((a, b) => a.start - b.start || b.end - a.end);
-  let out = '';
-  let at = 0;
-  let i = 0;
-  while (i < sorted.length) {
-    const first = sorted[i]!;
-    let end = first.end;
-    i++;
-    while (i < sorted.length && sorted[i]!.start < end) end = Math.max(end, sorted[i++]!.end);
-    out += `${text.slice(at, Math.max(at, first.start))}[REDACTED:${first.detector.toUpperCase()}]`;
-    at = Math.max(at, end);
-  }
-  return out + text.slice(at);
-}

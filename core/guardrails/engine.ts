@@ -1,5 +1,6 @@
 import type { GuardrailPolicy } from '../db/schema';
-import { mergeSpans, redact, type Detect, type DetectorName, type DetectorRegistry, type Span } from './detectors';
+import type { Detect, DetectorName, DetectorRegistry } from './detectors';
+import { mergeSpans, redact, type Span } from './spans';
 
 export type GuardrailStage = 'input' | 'output';
 export type GuardrailAction = 'redact' | 'flag' | 'block';

@@ -1,4 +1,4 @@
-import type { Span } from './detectors';
+import type { Span } from './spans';
 
 /**
  * Prompt injection: a maintained, weighted phrase set (no npm classifier we found was both

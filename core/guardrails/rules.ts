@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ENGINE_ERROR_ACTIONS, GUARDRAIL_ACTIONS, GUARDRAIL_STAGES } from '../db/schema';
-import { compileUserPattern } from './detectors';
+import { compileUserPattern } from './user-pattern';
 
 /** Limits that keep one policy's load and scan cheap. */
 export const MAX_RULES = 50;

@@ -1,8 +1,8 @@
-import { CallToolResultSchema, type CallToolResult, type ContentBlock } from '@modelcontextprotocol/sdk/types.js';
-import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
+import type { CallToolResult, ContentBlock } from '@modelcontextprotocol/sdk/types.js';
 import type { JsonSchemaType, JsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
 import { LRUCache } from 'lru-cache';
 import type { McpToolDefinition } from '../db/schema';
+import { mcpAjvValidator, mcpTypes } from './sdk';
 
 /**
  * The pure parts of a tool call on the agent endpoint (`/v1/mcp/{server_slug}`, issue 15):
@@ -63,6 +63,7 @@ function validatorFor(cacheKey: string, schema: unknown): JsonSchemaValidator<un
   if (!validator) {
     // The `$schema` dialect marker is not needed to validate; an unknown one must not make ajv refuse to compile.
     const { $schema: _dialect, ...body } = (schema ?? {}) as Record<string, unknown>;
+    const { AjvJsonSchemaValidator } = mcpAjvValidator();
     validator = new AjvJsonSchemaValidator().getValidator<unknown>(body as JsonSchemaType);
     validators.set(cacheKey, validator);
   }
@@ -96,6 +97,7 @@ export function checkResult(raw: unknown, limits: { maxResultBytes: number }, de
   if (bytes > limits.maxResultBytes) {
     throw new ToolRefusal('tool_result_too_large', `The tool's result is ${bytes} bytes, more than this server's \`max_result_bytes\` (${limits.maxResultBytes}).`);
   }
+  const { CallToolResultSchema } = mcpTypes();
   const parsed = CallToolResultSchema.safeParse(raw);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];

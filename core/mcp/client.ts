@@ -1,12 +1,11 @@
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { fetch as undiciFetch, Response as UndiciResponse, type Dispatcher } from 'undici';
 import type { Sealer } from '../crypto/sealing';
 import type { McpProtocolEra } from '../db/schema';
 import { openServerCredential } from './credential';
+import { mcpClient, mcpSseClientTransport, mcpStreamableHttpClientTransport } from './sdk';
 
 /** How we name ourselves to upstream servers in `initialize`. */
 export const MCP_CLIENT_INFO = { name: 'model-gateway', version: '1' } as const;
@@ -67,7 +66,12 @@ function guardedFetch(dispatcher: Dispatcher, limit?: ResponseLimit) {
 function transportFor(era: McpProtocolEra, target: McpTarget, dispatcher: Dispatcher): Transport {
   const url = new URL(target.url);
   const options = { requestInit: { headers: target.headers }, fetch: guardedFetch(dispatcher, target.responseLimit) };
-  return era === 'streamable_http' ? new StreamableHTTPClientTransport(url, options) : new SSEClientTransport(url, options);
+  if (era === 'streamable_http') {
+    const { StreamableHTTPClientTransport } = mcpStreamableHttpClientTransport();
+    return new StreamableHTTPClientTransport(url, options);
+  }
+  const { SSEClientTransport } = mcpSseClientTransport();
+  return new SSEClientTransport(url, options);
 }
 
 function describe(err: unknown): string {
@@ -86,6 +90,7 @@ function describe(err: unknown): string {
 export async function openMcpSession(target: McpTarget, deps: { dispatcher: Dispatcher }): Promise<McpSession> {
   const eras: McpProtocolEra[] = target.protocolEra === 'http_sse' ? ['http_sse', 'streamable_http'] : ['streamable_http', 'http_sse'];
   const attempts: { era: McpProtocolEra; error: string }[] = [];
+  const { Client } = mcpClient();
   for (const era of eras) {
     const client = new Client(MCP_CLIENT_INFO, { capabilities: {} });
     try {

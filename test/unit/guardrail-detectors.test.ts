@@ -1,5 +1,6 @@
 import { generateKeyPairSync } from 'node:crypto';
-import { BUILTIN_DETECTORS, mergeSpans, redact, type DetectorName } from '../../core/guardrails/detectors';
+import { BUILTIN_DETECTORS, type DetectorName } from '../../core/guardrails/detectors';
+import { mergeSpans, redact } from '../../core/guardrails/spans';
 import { compilePolicy, mergePolicies, scan, MAX_SCAN_CHARS } from '../../core/guardrails/engine';
 import { RequestGuard } from '../../core/guardrails/request-guard';
 import { guardrailRuleSchema } from '../../core/guardrails/rules';

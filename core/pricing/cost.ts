@@ -1,7 +1,6 @@
-import type { ModelCatalog } from '../catalog/model-catalog';
-import type { ProviderKind } from '../providers/kinds';
 import type { Usage } from '../providers/types';
 import type { PriceEntry } from '../routing/org-config';
+import { resolvedPrice, type PriceQuery, type ResolvedPrice } from './resolved-price';
 
 export const PRICE_SOURCES = ['provider', 'custom_provider', 'custom', 'list', 'gateway_cache'] as const;
 export type PriceSource = (typeof PRICE_SOURCES)[number];
@@ -13,12 +12,23 @@ function dollars(value: number): number {
   return Math.round(value * 1e9) / 1e9;
 }
 
-function customCost(entry: PriceEntry, usage: Usage): number | null {
-  if (entry.inputPerMillion === null && entry.outputPerMillion === null) return null;
-  const cached = usage.prompt_tokens_details?.cached_tokens ?? 0;
+/** Dollars at the customer's per-million rates; cached input at its own rate, else the input rate. */
+function customCost(entry: PriceEntry, promptTokens: number, cachedTokens: number, completionTokens: number): number {
   const input = entry.inputPerMillion ?? 0;
   const cachedRate = entry.cachedInputPerMillion ?? input;
-  return dollars(((usage.prompt_tokens - cached) * input + cached * cachedRate + usage.completion_tokens * (entry.outputPerMillion ?? 0)) / 1e6);
+  return dollars(((promptTokens - cachedTokens) * input + cachedTokens * cachedRate + completionTokens * (entry.outputPerMillion ?? 0)) / 1e6);
+}
+
+/** The cost of these token counts at a resolved price; null when unpriced. */
+export function costAt(price: ResolvedPrice, promptTokens: number, cachedTokens: number, completionTokens: number): CostEstimate {
+  switch (price.source) {
+    case 'none':
+      return null;
+    case 'list':
+      return { cost: dollars(price.list.cost(promptTokens, cachedTokens, completionTokens)), source: 'list' };
+    default:
+      return { cost: customCost(price.rates, promptTokens, cachedTokens, completionTokens), source: price.source };
+  }
 }
 
 /**
@@ -26,35 +36,17 @@ function customCost(entry: PriceEntry, usage: Usage): number | null {
  * provider's own figure, the customer's rate for this provider, the customer's rate for the
  * model, the vendor's list price. Null when none does: unpriced, which is not free. Reasoning
  * tokens are inside completion tokens and priced with them; cached input at its own rate.
+ * The source and rates are resolved once per model under the organization's rates
+ * (`resolvedPrice`), not looked up per request.
  */
-export function estimateCost(input: {
-  usage: Usage | null;
-  kind: ProviderKind;
-  upstreamModel: string;
-  modelId: string;
-  prices: PriceEntry[];
-  catalog: ModelCatalog;
-}): CostEstimate {
+export function estimateCost(input: PriceQuery & { usage: Usage | null }): CostEstimate {
   const { usage } = input;
   if (!usage) return null;
   if (typeof usage.provider_cost === 'number') return { cost: dollars(usage.provider_cost), source: 'provider' };
-  const names = new Set([input.modelId, input.upstreamModel, input.modelId.slice(input.modelId.indexOf('/') + 1)]);
-  const matching = input.prices.filter((p) => names.has(p.model));
-  for (const [source, entry] of [
-    ['custom_provider', matching.find((p) => p.provider === input.kind)],
-    ['custom', matching.find((p) => p.provider === null)],
-  ] as const) {
-    const cost = entry ? customCost(entry, usage) : null;
-    if (cost !== null) return { cost, source };
-  }
-  const cached = usage.prompt_tokens_details?.cached_tokens ?? 0;
-  const list = input.catalog.listPrice(input.kind, input.upstreamModel, { inputTokens: usage.prompt_tokens, cachedInputTokens: cached, outputTokens: usage.completion_tokens });
-  return list === null ? null : { cost: dollars(list), source: 'list' };
+  return costAt(resolvedPrice(input), usage.prompt_tokens, usage.prompt_tokens_details?.cached_tokens ?? 0, usage.completion_tokens);
 }
 
 /** Whether any source could price this model (before a request: usage unknown yet). */
-export function hasPrice(input: { kind: ProviderKind; upstreamModel: string; modelId: string; prices: PriceEntry[]; catalog: ModelCatalog }): boolean {
-  const names = new Set([input.modelId, input.upstreamModel, input.modelId.slice(input.modelId.indexOf('/') + 1)]);
-  if (input.prices.some((p) => names.has(p.model) && (p.provider === null || p.provider === input.kind) && (p.inputPerMillion !== null || p.outputPerMillion !== null))) return true;
-  return input.catalog.listPrice(input.kind, input.upstreamModel, { inputTokens: 1, cachedInputTokens: 0, outputTokens: 1 }) !== null;
+export function hasPrice(input: PriceQuery): boolean {
+  return resolvedPrice(input).source !== 'none';
 }

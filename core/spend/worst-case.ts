@@ -1,7 +1,8 @@
 import type { ModelCatalog } from '../catalog/model-catalog';
 import { outputCeiling, requestedMaxTokens } from '../chat/prepare';
 import { GatewayError } from '../errors';
-import { estimateCost } from '../pricing/cost';
+import { costAt } from '../pricing/cost';
+import { resolvedPrice } from '../pricing/resolved-price';
 import type { ChatBody } from '../providers/types';
 import type { Candidate } from '../routing/candidates';
 import type { OrgConfig } from '../routing/org-config';
@@ -47,10 +48,9 @@ export function worstCaseCost(candidates: readonly Candidate[], body: ChatBody, 
   let worst = 0;
   for (const c of candidates) {
     const output = choices * (requested ?? outputCeiling(catalog, c.connection.kind, c.upstreamModel));
-    const estimate = estimateCost({
-      usage: { prompt_tokens: promptTokens, completion_tokens: output, total_tokens: promptTokens + output },
-      kind: c.connection.kind, upstreamModel: c.upstreamModel, modelId: c.modelId, prices: config.prices, catalog,
-    });
+    // The entry the settled cost will read too (core/pricing/resolved-price.ts).
+    const price = resolvedPrice({ kind: c.connection.kind, upstreamModel: c.upstreamModel, modelId: c.modelId, prices: config.prices, catalog });
+    const estimate = costAt(price, promptTokens, 0, output);
     if (!estimate) {
       if (config.unpricedBudgetPolicy !== 'allow') {
         throw new GatewayError('unpriced_model_under_budget', `\`${c.modelId}\` has no price, and a spend limit applies to this request; enter a rate or allow unpriced traffic.`);

@@ -23,4 +23,16 @@ describe('model catalog (models.dev + genai-prices + family rules)', () => {
     expect(catalog.paramRules('openai', 'gpt-4o-mini')).toEqual({ drop: [], exclusive: null, maxTokensField: 'max_tokens' });
     expect(catalog.paramRules('anthropic', 'claude-sonnet-4-5').exclusive).toEqual(['temperature', 'top_p']);
   });
+
+  it('derives once what it derives from the static catalogs: the same rules object, listing and sorted models on every call', () => {
+    const rules = catalog.paramRules('openai', 'o3-mini');
+    expect(catalog.paramRules('openai', 'o3-mini')).toBe(rules);
+    expect(Object.isFrozen(rules) && Object.isFrozen(rules.drop)).toBe(true);
+    expect(catalog.paramRules('azure_openai', 'o3-mini')).not.toBe(rules);
+    expect(catalog.kindsListing('gpt-4o-mini')).toBe(catalog.kindsListing('gpt-4o-mini'));
+    expect(catalog.kindsListing('no-such-model-xyz')).toEqual([]);
+    const models = catalog.modelsOf('openai');
+    expect(models).toEqual([...models].sort());
+    expect(catalog.modelsOf('openai')).toBe(models);
+  });
 });

@@ -34,18 +34,6 @@ export const SENSITIVE_KEYS: ReadonlySet<string> = new Set([
   'secretSealed',
 ]);
 
-/** Pino's own redaction for the fixed paths (kept cheap); the walk below covers any depth. */
-export const REDACT_PATHS = [
-  'req.headers.authorization',
-  'req.headers.cookie',
-  'headers.authorization',
-  '*.secret',
-  '*.secrets',
-  '*.fallback_secrets',
-  '*.management_token',
-  '*.password',
-];
-
 const MAX_DEPTH = 8;
 
 function isSensitive(key: string): boolean {
@@ -70,13 +58,35 @@ export function redactDeep(value: unknown, depth = 0, seen: WeakSet<object> = ne
   return out;
 }
 
+/**
+ * Whether a text may hold what scrubText cuts: one test of every pattern's start, so the
+ * common text (a message, a path, an id) is not rewritten four times to change nothing.
+ */
+const MAY_HOLD_CREDENTIAL = /bearer|basic|\/\/[^\s]*@|(sk|gwk|gwm|whsec)[-_]|AIza/i;
+
 /** Credentials written into a message by a library: `Bearer x`, `Basic x`, `user:pass@` in a URL, provider key shapes. */
 export function scrubText(text: string): string {
+  if (!MAY_HOLD_CREDENTIAL.test(text)) return text;
   return text
     .replace(/\b(bearer|basic)\s+[^\s"',;]+/gi, `$1 ${CENSOR}`)
     .replace(/\/\/([^:@/\s]+):[^@/\s]*@/g, '//$1:***@')
     .replace(/\b(sk|gwk|gwm|whsec)([-_])[A-Za-z0-9_-]{8,}/g, `$1$2${CENSOR}`)
     .replace(/\bAIza[0-9A-Za-z_-]{20,}/g, CENSOR);
+}
+
+/**
+ * A log object with nothing to cut: only strings, numbers, booleans and nulls, under names
+ * that are not sensitive, with no text that may hold a credential (an access line, most lines).
+ * It is written as it is, without the copy the walk makes.
+ */
+function isFlatAndClean(object: Record<string, unknown>): boolean {
+  for (const key in object) {
+    const value = object[key];
+    if (typeof value === 'object' && value !== null) return false;
+    if (typeof value === 'string' && MAY_HOLD_CREDENTIAL.test(value)) return false;
+    if (isSensitive(key)) return false;
+  }
+  return true;
 }
 
 export type ErrorSummary = { type: string; message: string; code?: string | number; stack?: string; cause?: ErrorSummary };
@@ -114,9 +124,9 @@ export function createLogger(level: string = process.env.LOG_LEVEL ?? 'info', na
   const options: pino.LoggerOptions = {
     name,
     level,
-    redact: { paths: REDACT_PATHS, censor: CENSOR },
+    // No pino `redact` paths: the walk censors those names at any depth already.
     serializers: { err: errorSummary, error: errorSummary },
-    formatters: { log: (object) => redactDeep(object) as Record<string, unknown> },
+    formatters: { log: (object) => (isFlatAndClean(object) ? object : (redactDeep(object) as Record<string, unknown>)) },
     hooks: {
       // Messages are scrubbed too; an error logged alone gives its scrubbed message.
       logMethod(args, method) {
@@ -124,6 +134,7 @@ export function createLogger(level: string = process.env.LOG_LEVEL ?? 'info', na
         if (first instanceof Error && typeof rest[0] !== 'string') {
           return method.call(this, { err: first }, scrubText(first.message));
         }
+        if (!args.some((a) => typeof a === 'string' && MAY_HOLD_CREDENTIAL.test(a))) return method.apply(this, args);
         const scrubbed = args.map((a) => (typeof a === 'string' ? scrubText(a) : a)) as Parameters<typeof method>;
         return method.apply(this, scrubbed);
       },

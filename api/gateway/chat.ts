@@ -1,5 +1,5 @@
 import { PassThrough } from 'node:stream';
-import { completeChat, neverAborted, startChatStream, type LiveStream, type NotServed, type Served } from '../../core/chat/execute';
+import { completeChat, startChatStream, type LiveStream, type NotServed, type Served } from '../../core/chat/execute';
 import type { RequestAttempt } from '../../core/db/schema';
 import { GatewayError } from '../../core/errors';
 import { RequestGuard } from '../../core/guardrails/request-guard';
@@ -370,6 +370,15 @@ function settleAbandoned(call: Call, served: Served<ChatResult> | NotServed): vo
   logRequest(call, { status: 499, served, servedModel: served.value.model ?? served.candidate.upstreamModel, attempts: served.attempts, usage, estimate });
 }
 
+const EXTENSIONS: ReadonlySet<string> = new Set(EXTENSION_FIELDS);
+
+/** The request without the fields only the gateway reads: what goes to the provider. */
+function providerBody(request: Record<string, unknown>): ChatBody {
+  const body: Record<string, unknown> = {};
+  for (const k in request) if (!EXTENSIONS.has(k)) body[k] = request[k];
+  return body as ChatBody;
+}
+
 /** `POST /v1/chat/completions` (spec 4.1). */
 export function chatCompletions(services: GatewayServices) {
   return async (ctx: GatewayContext): Promise<void> => {
@@ -379,7 +388,7 @@ export function chatCompletions(services: GatewayServices) {
     const attribution = parseAttribution(request.metadata);
     const cacheControl = parseCacheControl(request.cache, (name) => ctx.get(name));
 
-    const body = Object.fromEntries(Object.entries(request).filter(([k]) => !(EXTENSION_FIELDS as readonly string[]).includes(k))) as ChatBody;
+    const body = providerBody(request);
     const config = await services.orgConfig.get(key.orgId);
     const call: Call = { ctx, services, key, config, plan: null, body, attribution, logging: request.logging !== false, started, createdAt: new Date(), hold: null, cache: null };
     let cachePolicy: CachePolicy;
@@ -440,8 +449,8 @@ export function chatCompletions(services: GatewayServices) {
       answerStream(call, served, request.stream_options?.include_usage === true, clientGone.signal);
       return;
     }
-    // Once sent, a whole answer is awaited even when its client has left (neverAborted).
-    const served = await unlessGone(completeChat(plan, body, deps, neverAborted(), clientGone.signal));
+    // Once sent, a whole answer is awaited even when its client has left (no signal).
+    const served = await unlessGone(completeChat(plan, body, deps, undefined, clientGone.signal));
     if (!served) return;
     if (clientGone.signal.aborted) return settleAbandoned(call, served);
     if (!served.ok) refused(call, served);

@@ -1,4 +1,4 @@
-import { neverAborted, upstreamTarget, walkPlan, type TryResult, type Walked } from '../../core/chat/execute';
+import { upstreamTarget, walkPlan, type TryResult, type Walked } from '../../core/chat/execute';
 import type { RequestAttempt } from '../../core/db/schema';
 import { GatewayError } from '../../core/errors';
 import { RequestGuard } from '../../core/guardrails/request-guard';
@@ -275,13 +275,12 @@ export async function serveMedia<T>(ctx: GatewayContext, services: GatewayServic
   ctx.res.once('close', () => {
     if (!ctx.res.writableFinished) clientGone.abort();
   });
-  const inFlight = neverAborted();
   let walked: Awaited<ReturnType<typeof walkPlan<T>>>;
   try {
     walked = await walkPlan(plan, (candidate) => {
       const adapter = mediaAdapterFor(candidate.connection.kind, endpoint)!;
       const target = upstreamTarget(plan, candidate, services);
-      return handler.attempt(candidate, adapter, (upstream) => sendUpstream(services.agent, ADAPTERS[candidate.connection.kind], target, upstream, inFlight));
+      return handler.attempt(candidate, adapter, (upstream) => sendUpstream(services.agent, ADAPTERS[candidate.connection.kind], target, upstream));
     }, { stop: clientGone.signal });
   } catch (err) {
     endSpend(call, null);

@@ -10,17 +10,6 @@ import { attemptRecord, finalError, type FailedAttempt } from './outcome';
 import { isDroppable, prepareBody, type LearnedParams } from './prepare';
 import { readSse } from './sse';
 
-/**
- * A signal for a call that nothing aborts but its own timeout: a whole answer once sent is
- * awaited even when its client has left, since the provider bills it whether or not anyone
- * reads it (its reported usage is then settled rather than guessed). A fresh one per request,
- * never one shared: `AbortSignal.any` (core/providers/upstream.ts) keeps every signal combined
- * with a source for as long as the source lives, so a process-wide source grows without end.
- */
-export function neverAborted(): AbortSignal {
-  return new AbortController().signal;
-}
-
 export type ExecuteDeps = { agent: Agent; catalog: ModelCatalog; learned: LearnedParams; defaultTimeoutMs: number; /** A blocking budget applies: cap every candidate's output. */ forceOutputCeiling?: boolean };
 
 export type Served<T> = { ok: true; candidate: Candidate; position: string; dropped: string[]; attempts: RequestAttempt[]; value: T };
@@ -101,19 +90,20 @@ async function runPlan<T>(
   attempt: (candidate: Candidate, adapter: ProviderAdapter, prepared: ReturnType<typeof prepareBody>) => Promise<TryResult<T>>,
   stop?: AbortSignal,
 ): Promise<Served<T> | NotServed> {
-  const refusals = plan.candidates.map((c) => {
-    const adapter = ADAPTERS[c.connection.kind];
-    return adapter.refusal(prepareBody(body, c.connection.kind, c.upstreamModel, adapter, deps.catalog, deps.learned.get(c.connection, c.upstreamModel), deps.forceOutputCeiling).body, c.upstreamModel);
-  });
+  const prepare = (c: Candidate) => prepareBody(body, c.connection.kind, c.upstreamModel, ADAPTERS[c.connection.kind], deps.catalog, deps.learned.get(c.connection, c.upstreamModel), deps.forceOutputCeiling);
+  // Each candidate's body is prepared once, here, and sent as prepared unless its connection
+  // learned a refusal since (then it is prepared again, without the refused parameter).
+  const preparedBodies = plan.candidates.map(prepare);
+  const refusals = plan.candidates.map((c, i) => ADAPTERS[c.connection.kind].refusal(preparedBodies[i]!.body, c.upstreamModel));
   const first = refusals[0];
   if (first && refusals.every(Boolean)) return { ok: false, error: new GatewayError('invalid_request', first.message, { details: { param: first.param } }), attempts: [] };
   const relearned = new Set<Candidate>();
   let dropped: string[] = [];
   const walked = await walkPlan(plan, (candidate) => {
-    const adapter = ADAPTERS[candidate.connection.kind];
-    const prepared = prepareBody(body, candidate.connection.kind, candidate.upstreamModel, adapter, deps.catalog, deps.learned.get(candidate.connection, candidate.upstreamModel), deps.forceOutputCeiling);
+    const index = plan.candidates.indexOf(candidate);
+    const prepared = relearned.has(candidate) ? prepare(candidate) : preparedBodies[index]!;
     dropped = prepared.dropped;
-    return attempt(candidate, adapter, prepared);
+    return attempt(candidate, ADAPTERS[candidate.connection.kind], prepared);
   }, {
     stop,
     skip: (_, index) => refusals[index] !== null,
@@ -138,10 +128,12 @@ export function upstreamTarget(plan: Plan, candidate: Candidate, deps: Pick<Exec
 }
 
 /**
- * A whole answer from the first candidate that gives one. `signal` aborts a call in flight;
- * `stop` only keeps the walk from sending another one (WalkOptions).
+ * A whole answer from the first candidate that gives one. `signal` aborts a call in flight
+ * (none: a whole answer once sent is awaited even when its client has left, since the provider
+ * bills it whether or not anyone reads it, and its reported usage is then settled rather than
+ * guessed); `stop` only keeps the walk from sending another one (WalkOptions).
  */
-export function completeChat(plan: Plan, body: ChatBody, deps: ExecuteDeps, signal: AbortSignal, stop?: AbortSignal): Promise<Served<ChatResult> | NotServed> {
+export function completeChat(plan: Plan, body: ChatBody, deps: ExecuteDeps, signal: AbortSignal | undefined, stop?: AbortSignal): Promise<Served<ChatResult> | NotServed> {
   return runPlan(plan, body, deps, async (candidate, adapter, prepared): Promise<TryResult<ChatResult>> => {
     const upstream = adapter.buildRequest(prepared.body, { model: candidate.upstreamModel, stream: false, defaultMaxTokens: prepared.defaultMaxTokens, config: candidate.connection.config });
     const sent = await sendUpstream(deps.agent, adapter, upstreamTarget(plan, candidate, deps), upstream, signal);
@@ -149,7 +141,7 @@ export function completeChat(plan: Plan, body: ChatBody, deps: ExecuteDeps, sign
     try {
       return { ok: true, value: adapter.parseResponse(await sent.body.json()) };
     } catch (err) {
-      if (signal.aborted) throw err;
+      if (signal?.aborted) throw err;
       return { ok: false, failure: { kind: 'server_error', message: `unreadable answer: ${(err as Error).message}` } };
     }
   }, stop);
@@ -172,9 +164,11 @@ async function* decodeStream(sent: UpstreamSuccess, adapter: ProviderAdapter): A
 export function startChatStream(plan: Plan, body: ChatBody, deps: ExecuteDeps, signal: AbortSignal): Promise<Served<LiveStream> | NotServed> {
   return runPlan(plan, body, deps, async (candidate, adapter, prepared): Promise<TryResult<LiveStream>> => {
     const upstream = adapter.buildRequest(prepared.body, { model: candidate.upstreamModel, stream: true, defaultMaxTokens: prepared.defaultMaxTokens, config: candidate.connection.config });
+    // The candidate's own signal: aborted when it is given up on, or when the client leaves.
     const own = new AbortController();
-    const combined = AbortSignal.any([signal, own.signal]);
-    const sent = await sendUpstream(deps.agent, adapter, upstreamTarget(plan, candidate, deps), upstream, combined);
+    if (signal.aborted) own.abort(signal.reason);
+    else signal.addEventListener('abort', () => own.abort(signal.reason), { once: true });
+    const sent = await sendUpstream(deps.agent, adapter, upstreamTarget(plan, candidate, deps), upstream, own.signal);
     if (!sent.ok) return sent;
     const rest = decodeStream(sent, adapter);
     const buffered: StreamOutput[] = [];

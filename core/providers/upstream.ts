@@ -44,31 +44,54 @@ async function readBody(body: Dispatcher.ResponseData['body']): Promise<unknown>
   }
 }
 
+/** Aborts a call whose answer did not begin in time (a timer's argument: no closure per call). */
+function abortOnTimeout(timeout: AbortController): void {
+  timeout.abort();
+}
+
+/** The URL of one try: the path under the base URL, or the absolute URL the provider handed back. */
+function urlOf(baseUrl: string, upstream: UpstreamRequest, absolute: boolean): string | URL {
+  const text = absolute ? upstream.path : `${baseUrl.endsWith('/') ? baseUrl.replace(/\/+$/, '') : baseUrl}${upstream.path}`;
+  if (!upstream.query) return text;
+  const url = new URL(text);
+  for (const [k, v] of Object.entries(upstream.query)) url.searchParams.set(k, v);
+  return url;
+}
+
 /**
  * Sends one request to a connection: through its alternate hosts when one is unreachable and
  * its pooled credentials when one is rejected or rate-limited. Answers the 2xx response with
  * its body unread (a stream, maybe), or the classified failure of the last try.
+ *
+ * `signal`, when given, aborts the call (a client that left a stream); a whole answer once sent
+ * has none. Each try has one AbortController, for its timeout, which the caller's signal is
+ * forwarded into: no `AbortSignal.any`, which costs a composite signal and weak references a call.
  */
 export async function sendUpstream(
   agent: Agent,
   adapter: Pick<ProviderAdapter, 'classifyError'>,
   target: UpstreamTarget,
   upstream: UpstreamRequest,
-  signal: AbortSignal,
+  signal?: AbortSignal,
 ): Promise<UpstreamSuccess | UpstreamFailure> {
   let last: ProviderFailure = { kind: 'connection', message: 'no host to call' };
+  const absolute = /^https?:\/\//.test(upstream.path);
   for (const [secretIndex, secret] of target.secrets.entries()) {
     for (const baseUrl of target.baseUrls) {
-      const absolute = /^https?:\/\//.test(upstream.path);
-      const url = new URL(absolute ? upstream.path : `${baseUrl.replace(/\/+$/, '')}${upstream.path}`);
+      const url = urlOf(baseUrl, upstream, absolute);
+      const host = () => (typeof url === 'string' ? new URL(url) : url).host;
       // A URL the provider handed back (a file to download) gets the credential only when it
       // is on one of the connection's own hosts.
-      const credentialed = !absolute || target.baseUrls.some((b) => new URL(b).host === url.host);
-      for (const [k, v] of Object.entries(upstream.query ?? {})) url.searchParams.set(k, v);
+      const credentialed = !absolute || target.baseUrls.some((b) => new URL(b).host === host());
       // The timeout covers the wait for the answer to begin; after that, `bodyTimeout` bounds
       // each pause, so a long stream is not cut for being long.
       const timeout = new AbortController();
-      const timer = setTimeout(() => timeout.abort(), target.timeoutMs);
+      const timer = setTimeout(abortOnTimeout, target.timeoutMs, timeout);
+      const forward = signal ? () => timeout.abort(signal.reason) : null;
+      if (signal && forward) {
+        if (signal.aborted) timeout.abort(signal.reason);
+        else signal.addEventListener('abort', forward, { once: true });
+      }
       try {
         const method = upstream.method ?? 'POST';
         // undici writes a form's own content type (with its boundary) and length.
@@ -83,7 +106,7 @@ export async function sendUpstream(
             ...(credentialed && credentialHeaders(target.kind, secret)),
           },
           body: method !== 'POST' ? undefined : form ?? JSON.stringify(upstream.body ?? {}),
-          signal: AbortSignal.any([signal, timeout.signal]),
+          signal: timeout.signal,
           headersTimeout: target.timeoutMs,
           bodyTimeout: target.timeoutMs,
         });
@@ -93,12 +116,12 @@ export async function sendUpstream(
         if ((last.kind === 'credential' || last.kind === 'rate_limit') && secretIndex < target.secrets.length - 1) break;
         return { ok: false, failure: last };
       } catch (err) {
-        if (signal.aborted) throw err;
+        if (signal?.aborted) throw err;
         if (timeout.signal.aborted || (err as { code?: string }).code === 'UND_ERR_HEADERS_TIMEOUT') {
           return { ok: false, failure: { kind: 'timeout', message: `no answer within ${target.timeoutMs} ms` } };
         }
         if (!isConnectionError(err)) return { ok: false, failure: { kind: 'connection', message: (err as Error).message } };
-        last = { kind: 'connection', message: `${url.host} unreachable (${(err as { code?: string }).code ?? 'error'})` };
+        last = { kind: 'connection', message: `${host()} unreachable (${(err as { code?: string }).code ?? 'error'})` };
         // Next alternate host.
       } finally {
         clearTimeout(timer);

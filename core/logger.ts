@@ -64,6 +64,11 @@ export function redactDeep(value: unknown, depth = 0, seen: WeakSet<object> = ne
  */
 const MAY_HOLD_CREDENTIAL = /bearer|basic|\/\/[^\s]*@|(sk|gwk|gwm|whsec)[-_]|AIza/i;
 
+/** Whether a log call's argument is a text that may hold a credential (one function, not a closure a call). */
+function mayHoldCredential(arg: unknown): boolean {
+  return typeof arg === 'string' && MAY_HOLD_CREDENTIAL.test(arg);
+}
+
 /** Credentials written into a message by a library: `Bearer x`, `Basic x`, `user:pass@` in a URL, provider key shapes. */
 export function scrubText(text: string): string {
   if (!MAY_HOLD_CREDENTIAL.test(text)) return text;
@@ -134,7 +139,7 @@ export function createLogger(level: string = process.env.LOG_LEVEL ?? 'info', na
         if (first instanceof Error && typeof rest[0] !== 'string') {
           return method.call(this, { err: first }, scrubText(first.message));
         }
-        if (!args.some((a) => typeof a === 'string' && MAY_HOLD_CREDENTIAL.test(a))) return method.apply(this, args);
+        if (!args.some(mayHoldCredential)) return method.apply(this, args);
         const scrubbed = args.map((a) => (typeof a === 'string' ? scrubText(a) : a)) as Parameters<typeof method>;
         return method.apply(this, scrubbed);
       },

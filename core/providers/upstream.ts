@@ -58,6 +58,10 @@ function urlOf(baseUrl: string, upstream: UpstreamRequest, absolute: boolean): s
   return url;
 }
 
+function hostOf(url: string | URL): string {
+  return (typeof url === 'string' ? new URL(url) : url).host;
+}
+
 /**
  * Sends one request to a connection: through its alternate hosts when one is unreachable and
  * its pooled credentials when one is rejected or rate-limited. Answers the 2xx response with
@@ -79,10 +83,9 @@ export async function sendUpstream(
   for (const [secretIndex, secret] of target.secrets.entries()) {
     for (const baseUrl of target.baseUrls) {
       const url = urlOf(baseUrl, upstream, absolute);
-      const host = () => (typeof url === 'string' ? new URL(url) : url).host;
       // A URL the provider handed back (a file to download) gets the credential only when it
       // is on one of the connection's own hosts.
-      const credentialed = !absolute || target.baseUrls.some((b) => new URL(b).host === host());
+      const credentialed = !absolute || target.baseUrls.some((b) => new URL(b).host === hostOf(url));
       // The timeout covers the wait for the answer to begin; after that, `bodyTimeout` bounds
       // each pause, so a long stream is not cut for being long.
       const timeout = new AbortController();
@@ -121,7 +124,7 @@ export async function sendUpstream(
           return { ok: false, failure: { kind: 'timeout', message: `no answer within ${target.timeoutMs} ms` } };
         }
         if (!isConnectionError(err)) return { ok: false, failure: { kind: 'connection', message: (err as Error).message } };
-        last = { kind: 'connection', message: `${host()} unreachable (${(err as { code?: string }).code ?? 'error'})` };
+        last = { kind: 'connection', message: `${hostOf(url)} unreachable (${(err as { code?: string }).code ?? 'error'})` };
         // Next alternate host.
       } finally {
         clearTimeout(timer);

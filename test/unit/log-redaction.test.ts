@@ -54,6 +54,19 @@ describe('log lines never carry a credential', () => {
     expect(line.connection).toMatchObject({ config: { chatapp_url: '[redacted]', credential: '[redacted]' }, secrets: '[redacted]', fallback_secrets: '[redacted]', sealedSecret: '[redacted]' });
   });
 
+  it('a flat line (an access line) is written as it is only when nothing in it can be a credential', () => {
+    const { logger, text } = capture();
+    logger.info({ request_id: 'req_1', method: 'POST', path: '/v1/chat/completions', status: 200, ms: 1.5 }, 'request');
+    logger.info({ request_id: 'req_2', token: 'plain-looking-value', password: 'hunter2' }, 'flat, sensitive names');
+    logger.info({ request_id: 'req_3', note: `sent with Bearer ${PROVIDER_SECRET}`, key: GATEWAY_KEY }, 'flat, credential-shaped values');
+    const lines = text().trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines[0]).toMatchObject({ request_id: 'req_1', method: 'POST', path: '/v1/chat/completions', status: 200, ms: 1.5, msg: 'request' });
+    expect(lines[1]).toMatchObject({ token: '[redacted]', password: '[redacted]' });
+    expect(text()).not.toContain('hunter2');
+    expect(text()).not.toContain(PROVIDER_SECRET);
+    expect(text()).not.toContain(GATEWAY_KEY);
+  });
+
   it('logs an error by its type, message and code only, with credentials in its text cut', () => {
     const { logger, text } = capture();
     logger.error({ err: clientError() }, 'upstream failed');

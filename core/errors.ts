@@ -86,7 +86,7 @@ export class GatewayError extends Error {
   }
 
   toBody(): { error: { message: string; type: string; code: string | null } & Record<string, unknown> } {
-    return { error: { ...this.details, message: this.message, type: this.type, code: this.code } };
+    return { error: Object.assign({}, this.details, { message: this.message, type: this.type, code: this.code }) };
   }
 }
 

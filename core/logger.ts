@@ -108,7 +108,7 @@ function isSummary(value: unknown): value is ErrorSummary {
  * and headers, a query error its parameters.
  */
 export function errorSummary(err: unknown, depth = 0): ErrorSummary {
-  if (isSummary(err)) return { ...err, message: scrubText(err.message) };
+  if (isSummary(err)) return Object.assign({}, err, { message: scrubText(err.message) });
   if (!(err instanceof Error)) return { type: typeof err, message: scrubText(String(err)).slice(0, 500) };
   const e = err as Error & { code?: unknown; query?: unknown; params?: unknown };
   // Drizzle's query error says its parameters in its message; keep the statement only.

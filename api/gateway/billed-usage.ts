@@ -17,7 +17,7 @@ export function billedUsage(body: ChatBody, reported: Usage | null, outputBytes:
   const delivered = estimateOutputTokens(outputBytes);
   const estimated = cap === undefined ? delivered : Math.min(delivered, cap * choiceCount(body));
   const completion = Math.max(reported?.completion_tokens ?? 0, estimated);
-  return { ...reported, prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+  return Object.assign({}, reported, { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion });
 }
 
 /** What a whole answer is settled at: `billedUsage` over its text and tool calls. */

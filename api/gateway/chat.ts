@@ -18,17 +18,15 @@ import { relayStream, sseEvent, type StreamTally } from './stream-answer';
 import { ChoiceAssembler, replayChunks, type CachedAnswer } from '../../core/response-cache/answer';
 import { resolveCachePolicy, type CachePolicy } from '../../core/response-cache/policy';
 import { ageSeconds, cacheField, consultCache, storeAnswer, type CacheOutcome } from './cache-step';
-import { endSpend, requestLogIdentity, reserveSpend, type SpendCall } from './spend-step';
+import { endSpend, requestLogRow, reserveSpend, type SpendCall } from './spend-step';
 
 /** The usage object of spec 2.2: counts as reported, the cost estimate and where it came from. */
 export function wireUsage(usage: Usage | null, estimate: CostEstimate): Record<string, unknown> {
-  const { provider_cost: providerCost, ...counts } = usage ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
-  return {
-    ...counts,
-    cost: estimate?.cost ?? null,
-    ...(estimate && { price_source: estimate.source }),
-    ...(estimate?.source === 'provider' && providerCost !== undefined && { cost_usd: providerCost }),
-  };
+  const { provider_cost: providerCost, ...wire }: Record<string, unknown> = usage ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+  wire.cost = estimate?.cost ?? null;
+  if (estimate) wire.price_source = estimate.source;
+  if (estimate?.source === 'provider' && providerCost !== undefined) wire.cost_usd = providerCost;
+  return wire;
 }
 
 type Call = SpendCall & {
@@ -71,8 +69,7 @@ function logRequest(call: Call, outcome: {
   cached?: { provider: string; connection: string; position: string };
 }): void {
   const capture = call.logging && call.config.promptLoggingEnabled;
-  call.services.requestLog.record({
-    ...requestLogIdentity(call),
+  call.services.requestLog.record(requestLogRow(call, {
     endpoint: 'chat.completions',
     requestedModel: call.body.model,
     routeSlug: call.plan?.route?.slug ?? null,
@@ -96,7 +93,7 @@ function logRequest(call: Call, outcome: {
     responseBody: capture ? (outcome.response ?? null) : null,
     cacheStatus: call.cache?.status ?? null,
     cacheSourceRequestId: outcome.hit?.requestId ?? null,
-  });
+  }));
 }
 
 function refused(call: Call, result: NotServed): never {
@@ -177,16 +174,31 @@ function guardStreamEnd(call: Call, tally: StreamTally, out: PassThrough, chunk:
   return refusal;
 }
 
-function identity(call: Call, served: Served<unknown>, model: string) {
-  return {
+/** Who served an answer, as its body and every chunk say it (spec 2.2). */
+type AnswerIdentity = { model: string; route: string; provider: string; connection: string };
+
+function identity(served: Served<unknown>, model: string): AnswerIdentity {
+  return { model, route: served.position, provider: served.candidate.connection.kind, connection: served.candidate.connection.id };
+}
+
+/**
+ * A chat answer or chunk: one literal in the wire's order, then what this answer adds (usage,
+ * guardrails, cache). Not a spread of the identity first: V8 makes an object that begins with a
+ * spread and then gains properties the slow way (docs/decisions.md).
+ */
+function chatObject(call: Call, who: AnswerIdentity, object: 'chat.completion' | 'chat.completion.chunk', choices: unknown[], extra?: Record<string, unknown>): Record<string, unknown> {
+  const body: Record<string, unknown> = {
     id: call.ctx.state.requestId,
+    object,
     created: Math.floor(call.createdAt.getTime() / 1000),
-    model,
-    route: served.position,
+    model: who.model,
+    route: who.route,
     route_name: call.plan?.route?.slug ?? null,
-    provider: served.candidate.connection.kind,
-    connection: served.candidate.connection.id,
+    provider: who.provider,
+    connection: who.connection,
+    choices,
   };
+  return extra ? Object.assign(body, extra) : body;
 }
 
 function answerWhole(call: Call, served: Served<ChatResult>): void {
@@ -195,11 +207,11 @@ function answerWhole(call: Call, served: Served<ChatResult>): void {
   const estimate = costOf(call, served, usage);
   const model = result.model ?? served.candidate.upstreamModel;
   const guardrails = call.guard && guardAnswer(call, served, model, estimate);
-  call.ctx.body = {
-    ...identity(call, served, model), object: 'chat.completion', choices: result.choices, usage: wireUsage(result.usage, estimate),
+  call.ctx.body = chatObject(call, identity(served, model), 'chat.completion', result.choices, {
+    usage: wireUsage(result.usage, estimate),
     ...(guardrails && { guardrails }),
     ...(call.cache && { cache: cacheField(call.cache, Date.now()) }),
-  };
+  });
   logRequest(call, { status: 200, served, servedModel: model, attempts: served.attempts, usage, estimate, response: call.guard?.logChoices(result.choices) ?? result.choices });
   keepAnswer(call, served, model, result.choices, result.usage);
   endSpend(call, estimate);
@@ -228,7 +240,7 @@ function answerStream(call: Call, served: Served<LiveStream>, includeUsage: bool
   const assembler = call.cache?.writeTo ? new ChoiceAssembler() : null;
   const chunk = (model: string, choices: ChunkChoice[]) => {
     assembler?.add(choices);
-    return { ...identity(call, served, model), object: 'chat.completion.chunk', choices, ...(call.guard && choices.some((c) => c.finish_reason) && guardrailsField(call)) };
+    return chatObject(call, identity(served, model), 'chat.completion.chunk', choices, call.guard && choices.some((c) => c.finish_reason) ? guardrailsField(call) : undefined);
   };
   let spendEnded = false;
 
@@ -244,7 +256,11 @@ function answerStream(call: Call, served: Served<LiveStream>, includeUsage: bool
     if (refusal) {
       out.write(sseEvent(refusal.toBody()));
     } else if (end.phase === 'complete') {
-      if (includeUsage) out.write(sseEvent({ ...chunk(tally.model, []), usage: wireUsage(tally.usage, estimate), ...guardrailsField(call), ...(call.cache && { cache: cacheField(call.cache, Date.now()) }) }));
+      if (includeUsage) {
+        out.write(sseEvent(chatObject(call, identity(served, tally.model), 'chat.completion.chunk', [], {
+          usage: wireUsage(tally.usage, estimate), ...guardrailsField(call), ...(call.cache && { cache: cacheField(call.cache, Date.now()) }),
+        })));
+      }
       // Only a complete answer is kept; a cut or abandoned one never is.
       const choices = assembler?.choices();
       if (choices) keepAnswer(call, served, tally.model, choices, tally.usage);
@@ -312,23 +328,21 @@ async function answerFromCache(call: Call, hit: CachedAnswer, stream: boolean, i
   const now = Date.now();
   ctx.set('X-GW-Cache-Age', String(ageSeconds(hit, now)));
   ctx.set('X-GW-Cache-Source', hit.requestId);
-  const usage = { ...(hit.usage ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 }), cost: 0, price_source: 'gateway_cache' };
-  delete (usage as { provider_cost?: number }).provider_cost;
+  const { provider_cost: _providerCost, ...usage }: Record<string, unknown> = hit.usage ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+  usage.cost = 0;
+  usage.price_source = 'gateway_cache';
   const cache = cacheField(call.cache!, now);
-  const identity = {
-    id: ctx.state.requestId, created: Math.floor(call.createdAt.getTime() / 1000), model: hit.model, route: hit.route,
-    route_name: call.plan?.route?.slug ?? null, provider: hit.provider, connection: hit.connection,
-  };
+  const who: AnswerIdentity = { model: hit.model, route: hit.route, provider: hit.provider, connection: hit.connection };
   if (stream) {
     ctx.status = 200;
     ctx.type = 'text/event-stream';
     ctx.set('Cache-Control', 'no-cache');
-    const events = replayChunks(hit.choices).map((choices) => sseEvent({ ...identity, object: 'chat.completion.chunk', choices, ...(call.guard && choices.some((c) => c.finish_reason) && guardrailsField(call)) }));
-    if (includeUsage) events.push(sseEvent({ ...identity, object: 'chat.completion.chunk', choices: [], usage, ...guardrailsField(call), cache }));
+    const events = replayChunks(hit.choices).map((choices) => sseEvent(chatObject(call, who, 'chat.completion.chunk', choices, call.guard && choices.some((c) => c.finish_reason) ? guardrailsField(call) : undefined)));
+    if (includeUsage) events.push(sseEvent(chatObject(call, who, 'chat.completion.chunk', [], { usage, ...guardrailsField(call), cache })));
     events.push(sseEvent('[DONE]'));
     ctx.body = events.join('');
   } else {
-    ctx.body = { ...identity, object: 'chat.completion', choices: hit.choices, usage, ...guardrailsField(call), cache };
+    ctx.body = chatObject(call, who, 'chat.completion', hit.choices, { usage, ...guardrailsField(call), cache });
   }
   logRequest(call, {
     status: 200, servedModel: hit.model, attempts: [], usage: hit.usage, estimate: { cost: 0, source: 'gateway_cache' } as CostEstimate,
@@ -399,7 +413,7 @@ export function chatCompletions(services: GatewayServices) {
         fallbacks: request.fallbacks ?? [],
         allow: request.routing?.providers?.allow,
         deny: request.routing?.providers?.deny,
-        metadata: { ...attribution.other, user_id: attribution.userId, session_id: attribution.sessionId, tags: attribution.tags },
+        metadata: Object.assign({}, attribution.other, { user_id: attribution.userId, session_id: attribution.sessionId, tags: attribution.tags }),
         key,
         config,
         catalog: services.catalog,

@@ -16,7 +16,7 @@ import type { OrgConfig } from '../../core/routing/org-config';
 import type { GatewayContext } from '../context';
 import { parseAttribution, type Attribution } from './chat-request';
 import type { GatewayServices } from './services';
-import { endSpend, requestLogIdentity, reserveSpend, type SpendCall } from './spend-step';
+import { endSpend, requestLogRow, reserveSpend, type SpendCall } from './spend-step';
 
 /**
  * One image or audio request (issue 14), whatever its endpoint: planned exactly as chat is (a
@@ -104,8 +104,7 @@ function logMedia(call: MediaCall, loggedRequest: Record<string, unknown>, outco
   response?: unknown;
 }): void {
   const capture = call.logging && call.config.promptLoggingEnabled;
-  call.services.requestLog.record({
-    ...requestLogIdentity(call),
+  call.services.requestLog.record(requestLogRow(call, {
     endpoint: call.endpoint,
     requestedModel: call.routing.model,
     routeSlug: call.plan?.route?.slug ?? null,
@@ -126,7 +125,7 @@ function logMedia(call: MediaCall, loggedRequest: Record<string, unknown>, outco
     requestBody: capture ? loggedRequest : null,
     // Spec 4.1 logging: image and audio answers are kept only as the links they gave.
     responseBody: capture ? (outcome.response ?? null) : null,
-  });
+  }));
 }
 
 /**

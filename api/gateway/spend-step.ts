@@ -31,15 +31,18 @@ export type SpendCall = {
 };
 
 /**
- * Who asked, as every request-log row of a synchronous request records it (spec 4.1): the
- * request id, the key's organization, key and project, the end customer, session and tags, and
- * when it was received. The endpoints add what they served.
+ * A request-log row of a synchronous request (spec 4.1): who asked (the request id, the key's
+ * organization, key and project, the end customer, session and tags, and when it was received)
+ * followed by what the endpoint served. One literal with the endpoint's fields spread last: V8
+ * makes an object that begins with a spread and then gains properties the slow way, about a
+ * microsecond a property (docs/decisions.md, "no object begins with a spread").
  */
-export function requestLogIdentity(call: SpendCall & { attribution: Attribution }) {
+export function requestLogRow<Served extends object>(call: SpendCall & { attribution: Attribution }, served: Served) {
   const { key, attribution } = call;
   return {
     id: call.ctx.state.requestId, orgId: key.orgId, keyId: key.keyId, projectId: key.projectId,
     userId: attribution.userId, sessionId: attribution.sessionId, tags: attribution.tags, createdAt: call.createdAt,
+    ...served,
   };
 }
 
@@ -66,7 +69,7 @@ export async function reserveSpend(call: SpendCall, worstCase: () => number): Pr
   const input = { holdId: ctx.state.requestId, scopes, amount: blocking ? worstCase() : 0, leaseMs: CHAT_HOLD_LEASE_MS, now: call.createdAt };
   const rate = { key: keyRateWindowKey(key), windowMs: KEY_RATE_WINDOW_MS, limit: key.rateLimitRpm };
   // Counted already (by the rate middleware, on a path that does not count itself): never twice.
-  call.hold = ctx.state.rateCounted === true ? await services.spend.reserve(input) : await services.spend.reserveCounted({ ...input, rate, counted });
+  call.hold = ctx.state.rateCounted === true ? await services.spend.reserve(input) : await services.spend.reserveCounted({ rate, counted, ...input });
   if (!call.hold) refuseOverRate(key, window!);
   if (!blocking) return;
   const hold = call.hold!;

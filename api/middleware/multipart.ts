@@ -49,7 +49,7 @@ export function multipartBody(options: MultipartBodyOptions): Middleware<Gateway
       if (!reading) void removeSpool(dir);
     });
     try {
-      ctx.state.multipart = await spoolMultipart(ctx.req, dir, { ...options, maxBodyBytes: limit });
+      ctx.state.multipart = await spoolMultipart(ctx.req, dir, Object.assign({}, options, { maxBodyBytes: limit }));
     } catch (err) {
       await removeSpool(dir);
       throw err;

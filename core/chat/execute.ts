@@ -114,7 +114,7 @@ async function runPlan<T>(
       return true;
     },
   });
-  return walked.ok ? { ...walked, dropped } : walked;
+  return walked.ok ? { dropped, ...walked } : walked;
 }
 
 function timeoutFor(plan: Plan, candidate: Candidate, deps: Pick<ExecuteDeps, 'defaultTimeoutMs'>): number {

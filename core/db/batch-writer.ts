@@ -43,8 +43,15 @@ function batchInsert<T extends PgTable>(table: T, afterInsert?: AfterInsert): (r
     if (value instanceof Date) return value.toISOString();
     return value;
   };
+  // A record is filled column by column in one order, so every record shares one hidden class
+  // (Object.fromEntries made a dictionary per row: twice the time, and a slower stringify).
+  const recordOf = (row: Record<string, unknown>): Record<string, unknown> => {
+    const record: Record<string, unknown> = {};
+    for (const [key, column] of columns) record[column.name] = valueOf(column, row[key]);
+    return record;
+  };
   return (rows) => {
-    const records = rows.map((row) => Object.fromEntries(columns.map(([key, column]) => [column.name, valueOf(column, (row as Record<string, unknown>)[key])])));
+    const records = rows.map((row) => recordOf(row as Record<string, unknown>));
     const insert = sql`insert into ${tableName} (${names}) select ${names} from json_populate_recordset(null::${tableName}, ${JSON.stringify(records)}::json) on conflict do nothing`;
     if (!afterInsert) return insert;
     return sql`with "inserted" as (${insert} returning *) ${afterInsert(sql.raw('"inserted"'))}`;

@@ -34,11 +34,11 @@ function withTexts(messages: readonly ChatMessage[], slots: readonly Slot[], tex
     if (texts[i] === original[i]) return;
     const m = out[slot.message]!;
     if (slot.part === null) {
-      out[slot.message] = { ...m, content: texts[i]! };
+      out[slot.message] = Object.assign({}, m, { content: texts[i]! });
     } else {
       const parts = (m.content as ContentPart[]).slice();
-      parts[slot.part] = { ...parts[slot.part]!, text: texts[i]! };
-      out[slot.message] = { ...m, content: parts };
+      parts[slot.part] = Object.assign({}, parts[slot.part]!, { text: texts[i]! });
+      out[slot.message] = Object.assign({}, m, { content: parts });
     }
   });
   return out;
@@ -141,7 +141,7 @@ export class RequestGuard {
   logChoices(choices: readonly Choice[]): Choice[] | null {
     const texts = this.logAnswer;
     if (!texts) return null;
-    return choices.map((c, i) => (typeof c.message.content === 'string' ? { ...c, message: { ...c.message, content: texts[i]! } } : c));
+    return choices.map((c, i) => (typeof c.message.content === 'string' ? Object.assign({}, c, { message: Object.assign({}, c.message, { content: texts[i]! }) }) : c));
   }
 
   private record(result: ScanResult, stage: 'input' | 'output', redactionApplies: boolean): void {
@@ -179,7 +179,7 @@ export class RequestGuard {
     const action = this.word();
     if (!action) return null;
     const findings: GuardrailOutcome['findings'] = [...this.findings];
-    if (this.engineFailure) findings.push({ ...this.engineFailure, action: 'error', count: 0 });
+    if (this.engineFailure) findings.push(Object.assign({}, this.engineFailure, { action: 'error' as const, count: 0 }));
     return { action, findings };
   }
 }

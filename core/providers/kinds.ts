@@ -56,7 +56,7 @@ export function kindSpec(kind: ProviderKind): ProviderKindSpec {
 export function credentialHeaders(kind: ProviderKind, secret: string): Record<string, string> {
   const spec = kindSpec(kind);
   const auth = spec.auth === 'bearer' ? { authorization: `Bearer ${secret}` } : { [spec.auth]: secret };
-  return { ...spec.headers, ...auth };
+  return Object.assign({}, spec.headers, auth);
 }
 
 /** The wire form served at `GET /manage/v1/provider_kinds` and `/console/providers/kinds`. */

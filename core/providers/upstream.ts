@@ -30,6 +30,9 @@ export function createUpstreamAgent(options: { allowPrivateNetwork: boolean }): 
 
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', GUARDED_ADDRESS_CODE, 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_SOCKET', 'EPIPE']);
 
+/** What every upstream request accepts: a JSON answer or an event stream (or a provider's own). */
+const ACCEPT = 'application/json, text/event-stream, */*';
+
 function isConnectionError(err: unknown): boolean {
   const e = err as { code?: string; cause?: { code?: string } };
   return CONNECTION_CODES.has(e.code ?? '') || CONNECTION_CODES.has(e.cause?.code ?? '') || isGuardedAddressError(err) || err instanceof undiciErrors.SocketError || err instanceof undiciErrors.ConnectTimeoutError;
@@ -102,12 +105,11 @@ export async function sendUpstream(
         const res = await request(url, {
           method,
           dispatcher: agent,
-          headers: {
-            ...(method === 'POST' && !form && { 'content-type': 'application/json' }),
-            accept: 'application/json, text/event-stream, */*',
-            ...upstream.headers,
-            ...(credentialed && credentialHeaders(target.kind, secret)),
-          },
+          headers: Object.assign(
+            method === 'POST' && !form ? { 'content-type': 'application/json', accept: ACCEPT } : { accept: ACCEPT },
+            upstream.headers,
+            credentialed ? credentialHeaders(target.kind, secret) : undefined,
+          ),
           body: method !== 'POST' ? undefined : form ?? JSON.stringify(upstream.body ?? {}),
           signal: timeout.signal,
           headersTimeout: target.timeoutMs,

@@ -13,5 +13,5 @@ export type RequestLogWriter = BatchWriter<RequestLogEntry>;
  * the rollup holds exactly the rows the log took: a refused batch counts in neither.
  */
 export function createRequestLogWriter(db: Database, logger: Logger, options: BatchWriterOptions = {}): RequestLogWriter {
-  return createBatchWriter(db, requestLogs, logger, 'request log', { ...options, afterInsert: usageRollupUpsert });
+  return createBatchWriter(db, requestLogs, logger, 'request log', Object.assign({}, options, { afterInsert: usageRollupUpsert }));
 }

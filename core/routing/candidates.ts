@@ -283,7 +283,7 @@ export function planCandidates(input: PlanInput): Plan {
     } catch {
       return [];
     }
-    return poolOrder(f.serving.filter((c) => reachable(c.connection, input)), random).map((c) => ({ ...c, fallback: true }));
+    return poolOrder(f.serving.filter((c) => reachable(c.connection, input)), random).map((c) => Object.assign({}, c, { fallback: true }));
   });
   return { candidates: [...primary, ...fallbacks], route: null, failover: DIRECT_FAILOVER, maxRetries: DIRECT_MAX_RETRIES, timeoutMs: null };
 }

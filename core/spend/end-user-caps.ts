@@ -207,7 +207,7 @@ export async function resolveEndUserCapIn(
 
   const within = projectRule && orgRule ? await capOf(orgRule) : null;
   const refuses = rule.missingId === 'refuse' || (within !== null && orgRule!.missingId === 'refuse');
-  return { ...(await capOf(rule)), missingId: refuses ? 'refuse' : 'serve', endUserId, within };
+  return { missingId: refuses ? 'refuse' : 'serve', endUserId, within, ...(await capOf(rule)) };
 }
 
 /**

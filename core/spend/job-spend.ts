@@ -80,7 +80,7 @@ export async function endJobHold(db: Executor, redis: Redis, jobId: string): Pro
   if (!row?.holdWindows || row.state === 'reserved') return;
   const nanos = row.state === 'settled' ? toNanos(Number(row.amount)) : 0;
   const totals = await settleHold(redis, jobId, row.holdWindows, nanos);
-  const scopes = row.holdWindows.map((w) => ({ ...w, limit: w.limit ?? null, alertAt: w.alertAt ?? [], behavior: w.behavior ?? 'alert' }));
+  const scopes = row.holdWindows.map((w) => Object.assign({}, w, { limit: w.limit ?? null, alertAt: w.alertAt ?? [], behavior: w.behavior ?? 'alert' }));
   const crossings = crossingRows(scopes, totals, nanos, new Date());
   if (crossings.length > 0) await db.insert(budgetCrossings).values(crossings).onConflictDoNothing();
 }

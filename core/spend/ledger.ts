@@ -131,13 +131,13 @@ export function createSpendLedger(deps: { db: Database; redis: RedisHandle; rows
     },
 
     reserveCounted({ rate, counted, ...input }) {
-      return reserve(input, { ...rate, counted });
+      return reserve(input, { counted, ...rate });
     },
 
     async settle(hold, cost, row) {
       const nanos = toNanos(cost);
       const recordRow = () => {
-        if (row && nanos !== 0) deps.rows.record({ ...row, amount: toDollars(nanos), state: 'settled' });
+        if (row && nanos !== 0) deps.rows.record({ amount: toDollars(nanos), state: 'settled', ...row });
       };
       let totals: Array<number | null>;
       try {

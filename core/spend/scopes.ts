@@ -110,7 +110,7 @@ export function spendScopes(key: KeyContext, config: Pick<OrgConfig, 'hardCap' |
   if (config.hardCap) {
     scopes.push(scopeAt(key.orgId, { kind: 'organization', id: key.orgId, code: 'organization_budget', limit: config.hardCap.monthly, blocking: config.hardCap.behavior === 'block', period: 'monthly', ledger: { column: 'org_id', value: key.orgId }, alertAt: config.hardCap.alert_at }, now, day));
   }
-  for (const cap of endUserCaps) scopes.push({ ...endUserCapScope(key.orgId, cap, now, day), refusalDetails: cap.refusalDetails });
+  for (const cap of endUserCaps) scopes.push({ refusalDetails: cap.refusalDetails, ...endUserCapScope(key.orgId, cap, now, day) });
   return scopes;
 }
 

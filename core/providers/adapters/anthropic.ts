@@ -52,7 +52,7 @@ export function toAnthropicMessages(messages: ChatMessage[]): { system?: string;
       push('user', typeof m.content === 'string' ? [{ type: 'text', text: m.content }] : (m.content ?? []).map(partToBlock));
     }
   }
-  return { ...(system && { system }), messages: out };
+  return system ? { system, messages: out } : { messages: out };
 }
 
 /**
@@ -69,7 +69,7 @@ function toolChoice(body: ChatBody): Record<string, unknown> | undefined {
     : choice === 'required' ? { type: 'any' }
     : choice === 'none' ? { type: 'none' }
     : { type: 'tool', name: choice.function.name };
-  return base && serial ? { ...base, disable_parallel_tool_use: true } : base;
+  return base && serial ? Object.assign({}, base, { disable_parallel_tool_use: true }) : base;
 }
 
 /** `response_format` json_schema as Anthropic's structured output (`output_config.format`). */
@@ -114,8 +114,8 @@ export const anthropicAdapter: ProviderAdapter = {
     const output = outputConfig(body);
     return {
       path: '/messages',
-      body: {
-        ...forwarded,
+      // `forwarded` is a new object, extended in place.
+      body: Object.assign(forwarded, {
         model,
         ...(system && { system }),
         messages,
@@ -126,7 +126,7 @@ export const anthropicAdapter: ProviderAdapter = {
         ...(body.user !== undefined && { metadata: { user_id: body.user } }),
         ...(output && { output_config: output }),
         ...(stream && { stream: true }),
-      },
+      }),
     };
   },
 
@@ -171,7 +171,7 @@ export const anthropicAdapter: ProviderAdapter = {
           }
           return [];
         case 'message_delta': {
-          const usage = mapAnthropicUsage({ ...promptUsage, output_tokens: e.usage?.output_tokens ?? promptUsage.output_tokens });
+          const usage = mapAnthropicUsage(Object.assign({}, promptUsage, { output_tokens: e.usage?.output_tokens ?? promptUsage.output_tokens }));
           return [
             { type: 'delta', choices: [{ index: 0, delta: {}, finish_reason: STOP_REASONS[e.delta?.stop_reason ?? 'end_turn'] ?? 'stop' }] },
             ...(usage ? [{ type: 'usage' as const, usage }] : []),

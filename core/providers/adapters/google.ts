@@ -55,7 +55,7 @@ export function toGeminiContents(messages: ChatMessage[]): { systemInstruction?:
       }));
     }
   }
-  return { ...(system && { systemInstruction: { parts: [{ text: system }] } }), contents };
+  return system ? { systemInstruction: { parts: [{ text: system }] }, contents } : { contents };
 }
 
 function generationConfig(body: ChatBody): Record<string, unknown> {
@@ -119,6 +119,18 @@ function callsOf(parts: Part[], offset: number): ToolCall[] {
 
 const visibleText = (parts: Part[]) => parts.filter((p) => typeof p.text === 'string' && !p.thought).map((p) => p.text).join('');
 
+/** The request body: what is forwarded as it is (a new object, extended in place), the contents, and what Gemini names its own way. */
+function geminiBody(forwarded: Record<string, unknown>, body: ChatBody, config: Record<string, unknown>): Record<string, unknown> {
+  const sent = Object.assign(forwarded, toGeminiContents(body.messages));
+  if (Object.keys(config).length > 0) sent.generationConfig = config;
+  if (body.tools) {
+    sent.tools = [{ functionDeclarations: body.tools.map((t) => ({ name: t.function.name, ...(t.function.description && { description: t.function.description }), ...(t.function.parameters && { parameters: t.function.parameters }) })) }];
+  }
+  const choice = toolConfig(body.tool_choice);
+  if (choice) sent.toolConfig = choice;
+  return sent;
+}
+
 /** Gemini `generateContent` / `streamGenerateContent?alt=sse`. */
 export const googleAdapter: ProviderAdapter = {
   unsupportedSampling: ['logprobs', 'top_logprobs', 'logit_bias'],
@@ -131,13 +143,7 @@ export const googleAdapter: ProviderAdapter = {
     return {
       path: `/models/${encodeURIComponent(model)}:${stream ? 'streamGenerateContent' : 'generateContent'}`,
       query: stream ? { alt: 'sse' } : undefined,
-      body: {
-        ...forwarded,
-        ...toGeminiContents(body.messages),
-        ...(Object.keys(config).length > 0 && { generationConfig: config }),
-        ...(body.tools && { tools: [{ functionDeclarations: body.tools.map((t) => ({ name: t.function.name, ...(t.function.description && { description: t.function.description }), ...(t.function.parameters && { parameters: t.function.parameters }) })) }] }),
-        ...(toolConfig(body.tool_choice) && { toolConfig: toolConfig(body.tool_choice) }),
-      },
+      body: geminiBody(forwarded, body, config),
     };
   },
 
@@ -173,10 +179,10 @@ export const googleAdapter: ProviderAdapter = {
         const text = visibleText(parts);
         const index = c.index ?? 0;
         const calls = callCounts.get(index) ?? 0;
-        const toolCalls = callsOf(parts, calls).map((call, i) => ({ ...call, index: calls + i }));
+        const toolCalls = callsOf(parts, calls).map((call, i) => Object.assign({}, call, { index: calls + i }));
         callCounts.set(index, calls + toolCalls.length);
         if (text || toolCalls.length) {
-          out.push({ type: 'delta', choices: [{ index, delta: { ...(text && { content: text }), ...(toolCalls.length && { tool_calls: toolCalls }) }, finish_reason: null }] });
+          out.push({ type: 'delta', choices: [{ index, delta: Object.assign({}, text ? { content: text } : undefined, toolCalls.length ? { tool_calls: toolCalls } : undefined), finish_reason: null }] });
         }
         if (c.finishReason) out.push({ type: 'delta', choices: [{ index, delta: {}, finish_reason: (callCounts.get(index) ?? 0) > 0 ? 'tool_calls' : FINISH[c.finishReason] ?? 'stop' }] });
       }

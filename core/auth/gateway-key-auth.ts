@@ -1,5 +1,5 @@
 import { eq } from 'drizzle-orm';
-import { LRUCache } from 'lru-cache';
+import { boundedCache } from '../bounded-cache';
 import type { Database } from '../db/client';
 import { gatewayKeys, organizations, projects, type CreditLimit, type EntitlementState, type SpendLimit } from '../db/schema';
 import { GatewayError } from '../errors';
@@ -114,7 +114,7 @@ export type KeyResolver = {
  * hashes are cached too, so a flood of bad keys cannot reach the database.
  */
 export function createKeyResolver(db: Database, options: { ttlMs?: number; max?: number } = {}): KeyResolver {
-  const cache = new LRUCache<string, { value: KeyContext | null }>({ max: options.max ?? 50_000, ttl: options.ttlMs ?? 30_000 });
+  const cache = boundedCache<string, { value: KeyContext | null }>(options.max ?? 50_000, { ttl: options.ttlMs ?? 30_000 });
   const inflight = new Map<string, Promise<KeyContext | null>>();
   // A load that started before a clear() must not repopulate the cache with what it read.
   let generation = 0;

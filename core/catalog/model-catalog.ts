@@ -1,5 +1,6 @@
 import { calcPrice } from '@pydantic/genai-prices';
-import { LRUCache } from 'lru-cache';
+import type { LRUCache } from 'lru-cache';
+import { boundedCache } from '../bounded-cache';
 import type { ProviderKind } from '../providers/kinds';
 import { resolveListPrice, type CalcPrice, type ListPrice } from './list-price';
 import paramRules from './param-rules.json';
@@ -79,7 +80,7 @@ function perKindMemo<V extends object>(): (kind: ProviderKind) => LRUCache<strin
   const memos = new Map<ProviderKind, LRUCache<string, V>>();
   return (kind) => {
     let memo = memos.get(kind);
-    if (!memo) memos.set(kind, (memo = new LRUCache<string, V>({ max: MEMO_PER_KIND })));
+    if (!memo) memos.set(kind, (memo = boundedCache<string, V>(MEMO_PER_KIND)));
     return memo;
   };
 }

@@ -1,4 +1,4 @@
-import { LRUCache } from 'lru-cache';
+import { boundedCache } from '../bounded-cache';
 import { DEFAULT_OUTPUT_CEILING, type ModelCatalog } from '../catalog/model-catalog';
 import type { ProviderKind } from '../providers/kinds';
 import type { ChatBody, ProviderAdapter } from '../providers/types';
@@ -29,7 +29,7 @@ export type LearnedParams = {
 const NONE_LEARNED: ReadonlySet<string> = new Set();
 
 export function createLearnedParams(max = 10_000): LearnedParams {
-  const store = new LRUCache<string, Set<string>>({ max });
+  const store = boundedCache<string, Set<string>>(max);
   const keyOf = (c: LearningConnection, model: string) => `${c.id}\n${c.baseUrl}\n${model}`;
   return {
     get: (connection, model) => store.get(keyOf(connection, model)) ?? NONE_LEARNED,

@@ -1,5 +1,5 @@
 import { and, eq, isNotNull } from 'drizzle-orm';
-import { LRUCache } from 'lru-cache';
+import { boundedCache } from '../bounded-cache';
 import type { Database } from '../db/client';
 import { gatewayKeys, orgSettings, projects, type GuardrailPolicy } from '../db/schema';
 import type { DetectorRegistry } from './detectors';
@@ -79,7 +79,7 @@ function rulesIn(policies: OrgPolicies, key: GuardrailKey): ActiveRules | null {
 export function createGuardrailPolicies(db: Database, options: { detectors?: DetectorRegistry; ttlMs?: number; max?: number } = {}): GuardrailPolicies {
   const given = options.detectors;
   const detectors = given ? () => given : builtinDetectors;
-  const cache = new LRUCache<string, { loading: Promise<OrgPolicies>; value?: OrgPolicies }>({ max: options.max ?? 10_000, ttl: options.ttlMs ?? 60_000 });
+  const cache = boundedCache<string, { loading: Promise<OrgPolicies>; value?: OrgPolicies }>(options.max ?? 10_000, { ttl: options.ttlMs ?? 60_000 });
   let generation = 0;
 
   function load(orgId: string): Promise<OrgPolicies> {

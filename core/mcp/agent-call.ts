@@ -1,6 +1,6 @@
 import type { CallToolResult, ContentBlock } from '@modelcontextprotocol/sdk/types.js';
 import type { JsonSchemaType, JsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
-import { LRUCache } from 'lru-cache';
+import { boundedCache } from '../bounded-cache';
 import type { McpToolDefinition } from '../db/schema';
 import { mcpAjvValidator, mcpTypes } from './sdk';
 
@@ -56,7 +56,7 @@ export class ToolRefusal extends Error {
  * compiled once per approved definition hash. Each entry has its own Ajv instance, so an
  * evicted entry takes its compiled code with it.
  */
-const validators = new LRUCache<string, JsonSchemaValidator<unknown>>({ max: 2000 });
+const validators = boundedCache<string, JsonSchemaValidator<unknown>>(2000);
 
 function validatorFor(cacheKey: string, schema: unknown): JsonSchemaValidator<unknown> {
   let validator = validators.get(cacheKey);

@@ -1,5 +1,5 @@
 import { and, eq, isNull } from 'drizzle-orm';
-import { LRUCache } from 'lru-cache';
+import { boundedCache } from '../bounded-cache';
 import type { Sealer } from '../crypto/sealing';
 import type { Database } from '../db/client';
 import { DEFAULT_RESPONSE_CACHE, memberBudgets, modelPrices, organizations, orgSettings, providerConnections, routes, type FailoverPolicy, type Plan, type ResponseCacheSettings, type RouteRule, type RouteTarget, type SpendLimit } from '../db/schema';
@@ -119,7 +119,7 @@ export type OrgConfigCache = { get(orgId: string): Promise<OrgConfig>; clear(): 
  * only bounds how long a missed message could keep stale config.
  */
 export function createOrgConfigCache(db: Database, sealer: Sealer, options: { ttlMs?: number; max?: number } = {}): OrgConfigCache {
-  const cache = new LRUCache<string, Promise<OrgConfig>>({ max: options.max ?? 10_000, ttl: options.ttlMs ?? 60_000 });
+  const cache = boundedCache<string, Promise<OrgConfig>>(options.max ?? 10_000, { ttl: options.ttlMs ?? 60_000 });
   let generation = 0;
   return {
     get(orgId) {

@@ -1,5 +1,5 @@
 import { and, eq } from 'drizzle-orm';
-import { LRUCache } from 'lru-cache';
+import { boundedCache } from '../bounded-cache';
 import { decimalToNanos, toDollars } from './money';
 import { nextReset, periodStart } from './periods';
 import type { Executor } from '../db/client';
@@ -127,7 +127,7 @@ type CachedOverride = { snapshot: Snapshot; amount: Promise<string | null> };
  * none). One LRU per process bounds memory whatever the number of organizations; an entry counts
  * only under the snapshot it was read with.
  */
-const overrides = new LRUCache<string, CachedOverride>({ max: 100_000, ttl: OVERRIDE_TTL_MS });
+const overrides = boundedCache<string, CachedOverride>(100_000, { ttl: OVERRIDE_TTL_MS });
 
 function snapshotOf(db: Executor, config: Pick<OrgConfig, 'orgId'>): Snapshot {
   let snapshot = snapshots.get(config);

@@ -260,16 +260,21 @@ function table(summaries: Summary[]): { text: string; gaps: string[] } {
     /** The gateway subject that does worst on a measure (higher is worse), and its value. */
     const worst = (value: (s: Summary) => number) => gws.map((s) => ({ s, v: value(s) })).reduce((a, b) => (b.v > a.v ? b : a));
     const by = (w: { s: Summary }) => (gws.length > 1 ? ` (${w.s.subject.label}, the worse of the two)` : '');
-    const ratio = Math.min(m(full, (r) => r.load.c32!.rps) / m(bare, (r) => r.load.c32!.rps), m(full, (r) => r.load.c128!.rps) / m(bare, (r) => r.load.c128!.rps));
-    check(ratio >= 0.5, `throughput with everything on (${full.subject.label}) at least 0.5x the bare proxy (stretch 0.65x): ${f2(ratio)}x (worse of c=32 and c=128)`);
+    // Issue 21's bars. CPU per request at c=32 compares work done whatever the machine's load;
+    // throughput at c=32 against the bare proxy and the peer in the same run.
+    const cpu = worst((s) => m(s, (r) => r.load.c32!.cpuUsPerReq) / m(bare, (r) => r.load.c32!.cpuUsPerReq));
+    check(cpu.v <= 3, `API CPU per request at c=32 at most 3x the bare proxy's: ${f2(cpu.v)}x (${f0(m(cpu.s, (r) => r.load.c32!.cpuUsPerReq))} against ${f0(m(bare, (r) => r.load.c32!.cpuUsPerReq))} µs)${by(cpu)}`);
+    const slow = worst((s) => -m(s, (r) => r.load.c32!.rps));
+    const ratio = -slow.v / m(bare, (r) => r.load.c32!.rps);
+    check(ratio >= 0.3, `throughput at c=32 at least 0.3x the bare proxy: ${f2(ratio)}x${by(slow)}`);
     if (peer) {
-      const vsPeer = m(full, (r) => r.load.c128!.rps) / m(peer, (r) => r.load.c128!.rps);
-      check(vsPeer >= 4, `at least 4x the peer's throughput: ${f2(vsPeer)}x at c=128`);
+      const vsPeer = -slow.v / m(peer, (r) => r.load.c32!.rps);
+      check(vsPeer >= 4, `throughput at c=32 at least 4x the peer's: ${f2(vsPeer)}x${by(slow)}`);
     } else gaps.push('- not measured: the ratio to the peer (the peer did not run)');
     const a50 = worst((s) => m(s, (r) => r.load.c1!.p50Ms) - m(bare, (r) => r.load.c1!.p50Ms));
     const a99 = worst((s) => m(s, (r) => r.load.c1!.p99Ms) - m(bare, (r) => r.load.c1!.p99Ms));
-    check(a50.v <= 0.3, `added p50 at c=1 at most 0.3 ms: ${signed(a50.v)} ms${by(a50)}`);
-    check(a99.v <= 1, `added p99 at c=1 at most 1 ms: ${signed(a99.v)} ms${by(a99)}`);
+    check(a50.v <= 0.4, `added p50 at c=1 at most 0.4 ms: ${signed(a50.v)} ms${by(a50)}`);
+    check(a99.v <= 2, `added p99 at c=1 at most 2 ms: ${signed(a99.v)} ms${by(a99)}`);
     // Tails of a few dozen streams on a shared machine are noisy; a median already above the
     // target decides it whatever the difference of the tails says.
     const t50 = worst((s) => pooled(s, 'ttfcSamples', 50) - pooled(bare, 'ttfcSamples', 50));
@@ -279,7 +284,7 @@ function table(summaries: Summary[]): { text: string; gaps: string[] } {
     check(lost.v === 0, `${STREAMS_MANY} concurrent streams with no chunk lost: ${STREAMS_MANY - lost.v} complete in the worst round${by(lost)}`);
     const rss = worst((s) => s.rssAfter);
     check(rss.v <= 200, `RSS at most 200 MB after load: ${f0(rss.v)} MB${by(rss)}`);
-    gaps.push('- not measured by this harness: RSS growth over a 10-minute soak, and `POST /v1/videos` p99 / job starts per second');
+    gaps.push('- not measured by this harness: RSS growth over the 10-minute soak (`npm run bench:soak`)');
   }
   return { text, gaps };
 }
@@ -346,7 +351,7 @@ async function main(): Promise<void> {
       '',
       text,
       '',
-      '## Targets (issue 11), as measured above',
+      '## Targets (issue 21), as measured above',
       '',
       ...gaps,
       '',

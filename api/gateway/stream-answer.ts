@@ -33,7 +33,7 @@ export function foldOutputs(tally: StreamTally, outputs: readonly StreamOutput[]
         tally.model = o.model;
         break;
       case 'usage':
-        tally.usage = Object.assign({ prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 }, tally.usage, o.usage) as Usage;
+        tally.usage = Object.assign({}, tally.usage ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 }, o.usage) as Usage;
         break;
       case 'done':
         return { chunks, end: { phase: 'complete' } };

@@ -464,7 +464,7 @@ export function chatCompletions(services: GatewayServices) {
       return;
     }
     // Once sent, a whole answer is awaited even when its client has left (no signal).
-    const served = await unlessGone(completeChat(plan, body, deps, undefined, clientGone.signal));
+    const served = await unlessGone(completeChat(plan, body, deps, clientGone.signal));
     if (!served) return;
     if (clientGone.signal.aborted) return settleAbandoned(call, served);
     if (!served.ok) refused(call, served);

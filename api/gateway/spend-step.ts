@@ -37,7 +37,7 @@ export type SpendCall = {
  * makes an object that begins with a spread and then gains properties the slow way, about a
  * microsecond a property (docs/decisions.md, "no object begins with a spread").
  */
-export function requestLogRow<Served extends object>(call: SpendCall & { attribution: Attribution }, served: Served) {
+export function requestLogRow<Fields extends object>(call: SpendCall & { attribution: Attribution }, served: Fields) {
   const { key, attribution } = call;
   return {
     id: call.ctx.state.requestId, orgId: key.orgId, keyId: key.keyId, projectId: key.projectId,

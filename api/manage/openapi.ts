@@ -84,7 +84,7 @@ function resourcePaths(resource: ResourceType): ZodOpenApiPathsObject {
       tags,
       operationId: `list${pascal(resource.type)}`,
       summary: `List ${resource.type.replace(/_/g, ' ')}, a page at a time. ${scope('read')}`,
-      requestParams: { query: listParams },
+      requestParams: { query: resource.listFilters ? listParams.extend(resource.listFilters.shape) : listParams },
       responses: { '200': json(listEnvelope(item), 'A page of the visible ones.'), ...errors },
     };
   }
@@ -186,7 +186,7 @@ export function buildOpenApiDocument(resources: readonly ResourceType[]) {
   };
   const overrides = resources.some((r) => r.type === 'end_user_cap_rules') ? endUserCapOverridePaths(errors) : {};
   const paths = Object.assign(fixed, ...resources.map(resourcePaths), overrides, usagePaths(errors), requestDataPaths(errors),
-    budgetStatusPaths(errors), auditEventPaths(errors), exportPaths(errors, resources)) as ZodOpenApiPathsObject;
+    budgetStatusPaths(errors), auditEventPaths(errors), exportPaths(errors, resources.filter((r) => !r.data))) as ZodOpenApiPathsObject;
   return createDocument({
     openapi: '3.1.0',
     info: {

@@ -65,7 +65,7 @@ export function managementRouter(deps: ManagementRouterDeps): Router<GatewayStat
   // Data operations (issue 13): not resources, so before the generic `/:type` routes.
   budgetStatusRoutes(router, deps);
   auditEventRoutes(router, deps);
-  exportRoutes(router, { db: deps.db, resources: RESOURCES });
+  exportRoutes(router, { db: deps.db, resources: RESOURCES.filter((r) => !r.data) });
   manageUsageRoutes(router, deps);
 
   const resources = resourceRouter(RESOURCES as never, deps);

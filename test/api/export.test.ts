@@ -57,12 +57,12 @@ describe('GET /manage/v1/export', () => {
     expect(doc).toMatchObject({ object: 'configuration_export', format_version: 1, organization_id: f.tenant.orgId });
     expect(doc.restore_order).toEqual([
       'org_settings', 'projects', 'provider_connections', 'model_prices', 'routes', 'member_budgets',
-      'gateway_keys', 'webhook_endpoints', 'end_user_cap_rules', 'end_user_cap_overrides', 'guardrail_policies',
+      'gateway_keys', 'webhook_endpoints', 'notification_channels', 'notification_rules', 'end_user_cap_rules', 'end_user_cap_overrides', 'guardrail_policies',
       'mcp_servers', 'mcp_server_tools', 'mcp_key_grants',
     ]);
     expect(Object.keys(doc.resources)).toEqual(doc.restore_order);
     // No data operation rides along.
-    for (const op of ['budget_status', 'audit_events', 'usage', 'requests', 'webhook_deliveries']) expect(doc.resources[op]).toBeUndefined();
+    for (const op of ['budget_status', 'audit_events', 'usage', 'requests', 'webhook_deliveries', 'findings']) expect(doc.resources[op]).toBeUndefined();
 
     expect(doc.resources.org_settings).toEqual((await f.client.get('/org_settings')).body);
     for (const type of doc.restore_order.filter((t) => t !== 'org_settings' && t !== 'end_user_cap_overrides')) {

@@ -10,14 +10,17 @@ import { createTenant, type Tenant } from '../helpers/tenants';
 
 type Resource = { id: string; object: string; version: number; [field: string]: unknown };
 
+/** The tenant, with a connection and a notification channel for the types that refer to one. */
+type Fixture = Tenant & { connectionId: string; channelId: string };
+
 /** What each collection resource is created, changed and refused with. */
 type Case = {
   type: string;
   scope: string;
-  create: (t: Tenant & { connectionId: string }) => Record<string, unknown>;
+  create: (t: Fixture) => Record<string, unknown>;
   patch: Record<string, unknown> | null;
   /** A create body breaking one field bound, and the field the 400 must name. */
-  outOfBounds: [(t: Tenant & { connectionId: string }) => Record<string, unknown>, string];
+  outOfBounds: [(t: Fixture) => Record<string, unknown>, string];
   reveal?: string[];
   /** What a DELETE leaves readable: `gone` (404 afterwards) or `kept` (archived, still readable). */
   afterDelete: 'gone' | 'kept';
@@ -63,6 +66,18 @@ const CASES: Case[] = [
     patch: null,
     outOfBounds: [() => ({ url: 'https://hooks.example.com/gw', description: 'x'.repeat(201) }), 'description'],
   },
+  {
+    type: 'notification_channels', scope: 'alerts', afterDelete: 'gone',
+    create: () => ({ kind: 'email', label: unique('oncall'), emails: ['oncall@example.com'] }),
+    patch: { label: 'renamed', status: 'disabled' },
+    outOfBounds: [() => ({ kind: 'email', label: 'oncall', emails: Array.from({ length: 21 }, (_, i) => `p${i}@example.com`) }), 'emails'],
+  },
+  {
+    type: 'notification_rules', scope: 'alerts', afterDelete: 'gone',
+    create: (t) => ({ event_type: 'spend.anomaly', channel_id: t.channelId, min_severity: 'warning' }),
+    patch: { min_severity: 'critical', include_end_user: true },
+    outOfBounds: [(t) => ({ event_type: 'spend.anomaly', channel_id: t.channelId, mute_days: 3 }), 'mute_days'],
+  },
 ];
 
 /**
@@ -74,14 +89,15 @@ describe.each(CASES)('management resource $type', (c) => {
   let fixture: ManagementFixture;
   let api: TestApi;
   let database: DatabaseHandle;
-  let tenant: Tenant & { connectionId: string };
+  let tenant: Fixture;
   let client: ReturnType<typeof manageClient>;
 
   beforeAll(async () => {
     fixture = await startManagementFixture();
     ({ api, database, client } = fixture);
     const conn = await client.post<Resource>('/provider_connections', { kind: 'openai', name: unique('route target'), secret: 'sk-x' });
-    tenant = { ...fixture.tenant, connectionId: conn.body.id };
+    const channel = await client.post<Resource>('/notification_channels', { kind: 'email', label: unique('channel'), emails: ['ops@example.com'] });
+    tenant = { ...fixture.tenant, connectionId: conn.body.id, channelId: channel.body.id };
   });
   afterAll(() => fixture.close());
 

@@ -36,6 +36,11 @@ const OPERATIONS = [
   'get /mcp_server_tools', 'get /mcp_server_tools/{id}',
   'post /mcp_server_tools/{id}/approve', 'post /mcp_server_tools/{id}/block', 'post /mcp_server_tools/{id}/unblock',
   'get /mcp_key_grants', 'post /mcp_key_grants', 'get /mcp_key_grants/{id}', 'patch /mcp_key_grants/{id}', 'delete /mcp_key_grants/{id}',
+  // Issue 22: alert channels and rules, findings.
+  ...['notification_channels', 'notification_rules'].flatMap((t) => [
+    `get /${t}`, `post /${t}`, `get /${t}/{id}`, `patch /${t}/{id}`, `delete /${t}/{id}`,
+  ]),
+  'get /findings', 'get /findings/{id}', 'post /findings/{id}/acknowledge',
 ];
 
 describe('GET /manage/v1/openapi.json', () => {
@@ -97,5 +102,14 @@ describe('GET /manage/v1/openapi.json', () => {
     expect(answerOf(op('/gateway_keys/{id}', 'get'), '200')).not.toContain('"secret"');
     expect(answerOf(op('/provider_connections', 'post'), '201')).not.toContain('"secret"');
     expect(answerOf(op('/webhook_endpoints/{id}/rotate_secret', 'post'), '200')).toContain('"secret"');
+    // A notification channel's chat address is write-only: taken, never answered.
+    expect(JSON.stringify(op('/notification_channels', 'post').requestBody)).toContain('"chatapp_url"');
+    expect(answerOf(op('/notification_channels/{id}', 'get'), '200')).not.toContain('"chatapp_url"');
+  });
+
+  it('documents a list\'s own filters beside its paging (GET /findings: status, type, severity)', () => {
+    const params = ((document.paths!['/findings'] as Record<string, OpenAPIV3_1.OperationObject>).get!.parameters as OpenAPIV3_1.ParameterObject[])
+      .filter((p) => p.in === 'query').map((p) => p.name);
+    expect(params.sort()).toEqual(['after', 'limit', 'severity', 'status', 'type']);
   });
 });

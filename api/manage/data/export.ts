@@ -44,6 +44,8 @@ export const RESTORE_ORDER = [
   'member_budgets',
   'gateway_keys',
   'webhook_endpoints',
+  'notification_channels',
+  'notification_rules',
   'end_user_cap_rules',
   'end_user_cap_overrides',
   'guardrail_policies',
@@ -81,7 +83,7 @@ export async function exportConfiguration(db: Database, resources: readonly Reso
       const entries: Array<Record<string, unknown>> = [];
       let after: Cursor | null = null;
       for (;;) {
-        const listed = await resource.list(db, principal, { limit: MAX_PAGE_SIZE, after });
+        const listed = await resource.list(db, principal, { limit: MAX_PAGE_SIZE, after }, {} as never);
         const page = listed.slice(0, MAX_PAGE_SIZE);
         entries.push(...page.map(({ row }) => envelope(resource, row)));
         if (listed.length <= MAX_PAGE_SIZE) break;

@@ -1,4 +1,5 @@
 import { endUserCapRulesResource } from './end-user-cap-rules';
+import { findingsResource } from './findings';
 import { gatewayKeysResource } from './gateway-keys';
 import { guardrailPoliciesResource } from './guardrail-policies';
 import { mcpKeyGrantsResource } from './mcp-key-grants';
@@ -6,6 +7,8 @@ import { mcpServerToolsResource } from './mcp-server-tools';
 import { mcpServersResource } from './mcp-servers';
 import { memberBudgetsResource } from './member-budgets';
 import { modelPricesResource } from './model-prices';
+import { notificationChannelsResource } from './notification-channels';
+import { notificationRulesResource } from './notification-rules';
 import { orgSettingsResource } from './org-settings';
 import { projectsResource } from './projects';
 import { providerConnectionsResource } from './provider-connections';
@@ -28,4 +31,7 @@ export const RESOURCES = [
   mcpServersResource,
   mcpServerToolsResource,
   mcpKeyGrantsResource,
+  notificationChannelsResource,
+  notificationRulesResource,
+  findingsResource,
 ] as unknown as readonly ResourceType[];

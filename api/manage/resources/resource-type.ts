@@ -96,6 +96,11 @@ export interface ResourceType<Row extends VersionedRow = VersionedRow> {
   scope: string;
   /** One object per organization, read and patched at `/<type>` (its id is the organization's). */
   singleton?: boolean;
+  /**
+   * Records the product makes rather than configuration (findings): served like any type, left
+   * out of `GET /export`.
+   */
+  data?: true;
   /** Where the rows live; absent for an attached resource (`storedIn`). */
   table?: VersionedTable;
   /**
@@ -125,7 +130,13 @@ export interface ResourceType<Row extends VersionedRow = VersionedRow> {
    * knows whether more follow (core/paging.ts). A project-restricted token's unreachable rows
    * are left out by the query itself, so a page is never short of rows that exist.
    */
-  list?(db: Database, principal: ManagementPrincipal, page: PageRequest): Promise<Listed<Row>[]>;
+  list?(db: Database, principal: ManagementPrincipal, page: PageRequest, filters: never): Promise<Listed<Row>[]>;
+  /**
+   * Query parameters the list narrows by (`GET /findings?status=open`), validated like a body
+   * (400 naming the parameter) and handed to `list`; the OpenAPI document lists them too.
+   * Not strict: the page's own `limit` and `after` pass beside them.
+   */
+  listFilters?: z.ZodObject;
   /**
    * Checks a create needs that take time outside our database (a credential checked with a
    * provider), run before the write's transaction so no connection or lock waits on them.

@@ -210,7 +210,8 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
     if (!resource.list) throw unsupported(resource, 'list');
     const principal = authorize(ctx, `${resource.scope}:read`);
     const page = readPage(ctx.query);
-    const listed = await resource.list(deps.db, principal, page);
+    const filters = resource.listFilters ? parseInput(resource.listFilters, ctx.query, 'query') : {};
+    const listed = await resource.list(deps.db, principal, page, filters as never);
     const allowed = principal.projectIds;
     // Rows of other projects are invisible; organization-wide rows (no project) are readable.
     // Each list leaves them out in its query (so pages are full); this is a second guard only.

@@ -19,3 +19,4 @@ export * from './guardrail-policy';
 export * from './usage-rollup';
 export * from './media-files';
 export * from './mcp';
+export * from './findings';

@@ -54,8 +54,8 @@ export const ALERT_SEVERITIES = ['info', 'warning', 'critical'] as const;
 export type AlertSeverity = (typeof ALERT_SEVERITIES)[number];
 
 /**
- * Where alerts go (spec 2.6 notification channels). Only the `webhook` kind delivers today,
- * through the same webhook deliveries as job events; the management resource comes with alerts.
+ * Where alerts go (spec 2.6 notification channels): a console webhook endpoint, a chat app's
+ * incoming-webhook address (sealed; reads show only `chatapp_host`), or email addresses.
  */
 export const notificationChannels = pgTable(
   'notification_channels',
@@ -67,6 +67,8 @@ export const notificationChannels = pgTable(
     status: text('status', { enum: ['active', 'disabled'] }).notNull().default('active'),
     webhookEndpointId: text('webhook_endpoint_id'),
     chatappUrlSealed: text('chatapp_url_sealed'),
+    /** The sealed address's host, the only part of it a read shows. */
+    chatappHost: text('chatapp_host'),
     emails: text('emails').array(),
     ...resourceColumns(),
   },

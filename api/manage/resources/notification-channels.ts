@@ -1,0 +1,110 @@
+import { and, eq, isNull } from 'drizzle-orm';
+import { z } from 'zod';
+import { notificationChannels, webhookEndpoints } from '../../../core/db/schema';
+import { GatewayError } from '../../../core/errors';
+import { newId } from '../../../core/ids';
+import { checkServiceUrl } from '../../../core/net/service-url';
+import { unixTime } from './fields';
+import { newestFirst, selectOne, type ResourceCall, type ResourceType } from './resource-type';
+import { unix } from './router';
+
+type ChannelRow = typeof notificationChannels.$inferSelect;
+
+const label = z.string().trim().min(1).max(80);
+const chatappUrl = z.string().min(1).max(2048).describe('The chat app\'s incoming-webhook address: public HTTPS. Write-only, sealed; reads show only `chatapp_host`.');
+const emails = z.array(z.email().max(254)).min(1).max(20);
+
+const createSchema = z.discriminatedUnion('kind', [
+  z.strictObject({ kind: z.literal('chatapp'), label, chatapp_url: chatappUrl }),
+  z.strictObject({ kind: z.literal('webhook'), label, webhook_endpoint_id: z.string().min(1).max(64) }),
+  z.strictObject({ kind: z.literal('email'), label, emails }),
+]);
+
+const patchSchema = z.strictObject({
+  label: label.optional(),
+  status: z.enum(['active', 'disabled']).optional(),
+  chatapp_url: chatappUrl.optional(),
+  emails: emails.optional(),
+});
+
+/** The sealed address and its host, after the same check as every address a customer chooses. */
+function sealedChatapp(call: ResourceCall, id: string, url: string): { chatappUrlSealed: string; chatappHost: string } {
+  const verdict = checkServiceUrl(url, { allowPrivateNetwork: call.services.allowPrivateNetwork });
+  if (!verdict.ok) throw new GatewayError('invalid_request', `Invalid \`chatapp_url\`: it ${verdict.reason}.`);
+  return {
+    chatappUrlSealed: call.services.sealer.seal(url, { orgId: call.principal.orgId, recordId: id, field: 'chatapp_url' }),
+    chatappHost: verdict.url.host,
+  };
+}
+
+/** Where alerts go (spec 2.6 notification channels): a webhook endpoint, a chat app, or email. */
+export const notificationChannelsResource: ResourceType<ChannelRow> = {
+  type: 'notification_channels',
+  object: 'notification_channel',
+  scope: 'alerts',
+  table: notificationChannels,
+  readSchema: z.object({
+    kind: z.enum(['chatapp', 'webhook', 'email']),
+    label: z.string(),
+    status: z.enum(['active', 'disabled']),
+    webhook_endpoint_id: z.string().nullable(),
+    chatapp_host: z.string().nullable().describe('The host of the sealed chat app address; the address itself is never returned.'),
+    emails: z.array(z.string()).nullable(),
+    created_at: unixTime,
+    updated_at: unixTime,
+  }),
+  createSchema,
+  patchSchema,
+
+  async find(db, orgId, id, { forUpdate }) {
+    const query = db.select().from(notificationChannels).where(and(eq(notificationChannels.orgId, orgId), eq(notificationChannels.id, id)));
+    return selectOne(query, forUpdate);
+  },
+
+  list(db, principal, page) {
+    return newestFirst(db, notificationChannels, eq(notificationChannels.orgId, principal.orgId), page);
+  },
+
+  async create(call, input: z.infer<typeof createSchema>) {
+    const id = newId('nch');
+    const orgId = call.principal.orgId;
+    let fields: Partial<ChannelRow> = {};
+    if (input.kind === 'chatapp') fields = sealedChatapp(call, id, input.chatapp_url);
+    if (input.kind === 'email') fields = { emails: [...new Set(input.emails)] };
+    if (input.kind === 'webhook') {
+      const [endpoint] = await call.db.select({ id: webhookEndpoints.id }).from(webhookEndpoints)
+        .where(and(eq(webhookEndpoints.orgId, orgId), eq(webhookEndpoints.id, input.webhook_endpoint_id), isNull(webhookEndpoints.deletedAt)));
+      if (!endpoint) throw new GatewayError('invalid_request', 'Invalid `webhook_endpoint_id`: the organization has no such webhook endpoint.');
+      fields = { webhookEndpointId: endpoint.id };
+    }
+    const [row] = await call.db.insert(notificationChannels).values({ id, orgId, kind: input.kind, label: input.label, ...fields }).returning();
+    return { row: row!, auditDetail: { kind: input.kind } };
+  },
+
+  async patch(call, row, input: z.infer<typeof patchSchema>) {
+    if (input.chatapp_url !== undefined && row.kind !== 'chatapp') throw new GatewayError('invalid_request', 'Invalid `chatapp_url`: only a `chatapp` channel has one.');
+    if (input.emails !== undefined && row.kind !== 'email') throw new GatewayError('invalid_request', 'Invalid `emails`: only an `email` channel has them.');
+    return {
+      ...(input.label !== undefined && { label: input.label }),
+      ...(input.status !== undefined && { status: input.status }),
+      ...(input.chatapp_url !== undefined && sealedChatapp(call, row.id, input.chatapp_url)),
+      ...(input.emails !== undefined && { emails: [...new Set(input.emails)] }),
+    };
+  },
+
+  // Its rules go with it (the foreign key cascades).
+  async remove() {
+    return 'delete';
+  },
+
+  present: (row) => ({
+    kind: row.kind,
+    label: row.label,
+    status: row.status,
+    webhook_endpoint_id: row.webhookEndpointId,
+    chatapp_host: row.chatappHost,
+    emails: row.emails,
+    created_at: unix(row.createdAt),
+    updated_at: unix(row.updatedAt),
+  }),
+};

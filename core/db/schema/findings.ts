@@ -1,0 +1,56 @@
+import { sql } from 'drizzle-orm';
+import { doublePrecision, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import { resourceColumns } from './columns';
+import { organizations } from './organizations';
+import type { AlertEventType, AlertSeverity } from './webhook-deliveries';
+
+export const FINDING_STATUSES = ['open', 'acknowledged', 'resolved'] as const;
+export type FindingStatus = (typeof FINDING_STATUSES)[number];
+export const FINDING_SCOPE_KINDS = ['organization', 'project', 'key', 'connection', 'model', 'mcp_server'] as const;
+export type FindingScopeKind = (typeof FINDING_SCOPE_KINDS)[number];
+
+/** What a finding is about beyond its scope (spec 4.4): the model, connection or route, where one applies. */
+export type FindingSubject = { model?: string; connection?: string; route?: string; tool?: string };
+
+/**
+ * Findings (spec 4.4, 6.2): what the detectors saw, one row per fingerprint (type, scope,
+ * subject) while it is not resolved; a later detection after it resolved opens a new row.
+ * `acknowledged` is still live: a detection keeps updating it.
+ */
+export const findings = pgTable(
+  'findings',
+  {
+    id: text('id').primaryKey(),
+    orgId: text('org_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
+    type: text('type').$type<AlertEventType>().notNull(),
+    severity: text('severity').$type<AlertSeverity>().notNull(),
+    status: text('status', { enum: FINDING_STATUSES }).notNull().default('open'),
+    fingerprint: text('fingerprint').notNull(),
+    title: text('title').notNull(),
+    summary: text('summary').notNull(),
+    scopeKind: text('scope_kind', { enum: FINDING_SCOPE_KINDS }).notNull(),
+    scopeId: text('scope_id').notNull(),
+    subject: jsonb('subject').$type<FindingSubject>().notNull().default({}),
+    windowFrom: timestamp('window_from', { withTimezone: true }).notNull(),
+    windowTo: timestamp('window_to', { withTimezone: true }).notNull(),
+    observed: doublePrecision('observed'),
+    expected: doublePrecision('expected'),
+    threshold: doublePrecision('threshold'),
+    evidence: jsonb('evidence').$type<Record<string, unknown>>().notNull().default({}),
+    firstSeenAt: timestamp('first_seen_at', { withTimezone: true }).notNull(),
+    lastSeenAt: timestamp('last_seen_at', { withTimezone: true }).notNull(),
+    resolvedAt: timestamp('resolved_at', { withTimezone: true }),
+    acknowledgedAt: timestamp('acknowledged_at', { withTimezone: true }),
+    /** The management token that acknowledged it. */
+    acknowledgedBy: text('acknowledged_by'),
+    occurrences: integer('occurrences').notNull().default(1),
+    ...resourceColumns(),
+  },
+  (t) => [
+    // One live finding per fingerprint: a detection updates it instead of opening another.
+    uniqueIndex('findings_live_fingerprint').on(t.orgId, t.fingerprint).where(sql`${t.status} <> 'resolved'`),
+    index('findings_org_created').on(t.orgId, t.createdAt, t.id),
+  ],
+);
+
+export type FindingRow = typeof findings.$inferSelect;

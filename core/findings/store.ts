@@ -1,0 +1,89 @@
+import { and, eq, inArray, lte, ne, sql } from 'drizzle-orm';
+import type { Database } from '../db/client';
+import { findings, type AlertEventType, type FindingRow } from '../db/schema';
+import { newId } from '../ids';
+import { fingerprintOf, higherSeverity, severityRank, type Detection } from './detection';
+
+/**
+ * What a detection did to its finding: `opened` a new one, `raised` a live one's severity, or
+ * `updated` a live one (seen again, nothing to tell anyone). Opened and raised are notified.
+ */
+export type FindingChange = { finding: FindingRow; change: 'opened' | 'raised' | 'updated' };
+
+/**
+ * Records one detection: while a finding with its fingerprint is live (open or acknowledged) it
+ * is updated (last seen, occurrences, the latest numbers, severity only upward); otherwise a new
+ * one opens. The partial unique index on live fingerprints makes a concurrent twin fail its
+ * insert, and the update path is then taken.
+ */
+export async function recordDetection(db: Database, detection: Detection, now: Date): Promise<FindingChange> {
+  const fingerprint = fingerprintOf(detection);
+  for (let attempt = 0; ; attempt++) {
+    const result = await db.transaction(async (tx) => {
+      const [live] = await tx.select().from(findings)
+        .where(and(eq(findings.orgId, detection.orgId), eq(findings.fingerprint, fingerprint), ne(findings.status, 'resolved')))
+        .for('update');
+      if (live) {
+        const severity = higherSeverity(live.severity, detection.severity);
+        const [finding] = await tx.update(findings).set({
+          severity,
+          title: detection.title,
+          summary: detection.summary,
+          windowTo: detection.window.to,
+          observed: detection.observed,
+          expected: detection.expected,
+          threshold: detection.threshold,
+          evidence: detection.evidence,
+          lastSeenAt: now,
+          occurrences: live.occurrences + 1,
+          version: live.version + 1,
+          updatedAt: now,
+        }).where(eq(findings.id, live.id)).returning();
+        const change: FindingChange['change'] = severityRank(severity) > severityRank(live.severity) ? 'raised' : 'updated';
+        return { finding: finding!, change };
+      }
+      const [finding] = await tx.insert(findings).values({
+        id: newId('fnd', now.getTime()),
+        orgId: detection.orgId,
+        type: detection.type,
+        severity: detection.severity,
+        fingerprint,
+        title: detection.title,
+        summary: detection.summary,
+        scopeKind: detection.scope.kind,
+        scopeId: detection.scope.id,
+        subject: detection.subject,
+        windowFrom: detection.window.from,
+        windowTo: detection.window.to,
+        observed: detection.observed,
+        expected: detection.expected,
+        threshold: detection.threshold,
+        evidence: detection.evidence,
+        firstSeenAt: now,
+        lastSeenAt: now,
+        createdAt: now,
+        updatedAt: now,
+      }).onConflictDoNothing().returning();
+      return finding ? { finding, change: 'opened' as const } : null;
+    });
+    if (result) return result;
+    if (attempt > 0) throw new Error(`finding ${fingerprint} could neither be opened nor found live`);
+  }
+}
+
+/**
+ * Resolves the live findings of these types whose condition has been clear for a whole
+ * detection window: not seen since `clearSince`. Answers the resolved ones.
+ */
+export async function resolveCleared(db: Database, types: readonly AlertEventType[], clearSince: Date, now: Date, orgId?: string): Promise<FindingRow[]> {
+  if (types.length === 0) return [];
+  return db.update(findings)
+    .set({ status: 'resolved', resolvedAt: now, updatedAt: now, version: sql`${findings.version} + 1` })
+    .where(and(
+      inArray(findings.type, [...types]),
+      ne(findings.status, 'resolved'),
+      lte(findings.lastSeenAt, clearSince),
+      orgId ? eq(findings.orgId, orgId) : undefined,
+    ))
+    .returning();
+}

@@ -3,13 +3,19 @@ import type { Dispatcher } from 'undici';
 import type { Clock } from '../core/clock';
 import type { Sealer } from '../core/crypto/sealing';
 import type { Database } from '../core/db/client';
-import { webhookDeliveries, type DeliveryStatus } from '../core/db/schema';
-import { sendWebhook } from '../core/webhooks/send';
+import { notificationChannels, webhookDeliveries, type DeliveryStatus } from '../core/db/schema';
+import type { Mailer, MailMessage } from '../core/notifications/mailer';
+import { sendWebhook, type SendOutcome } from '../core/webhooks/send';
 import { signatureHeader } from '../core/webhooks/signature';
 import { signingSecrets } from '../core/webhooks/signing-secrets';
 import { unixSeconds } from '../core/clock';
 
-export type WebhookDeliveryDeps = { db: Database; clock: Clock; sealer: Sealer; dispatcher: Dispatcher };
+export type WebhookDeliveryDeps = { db: Database; clock: Clock; sealer: Sealer; dispatcher: Dispatcher; mailer: Mailer };
+
+type Delivery = typeof webhookDeliveries.$inferSelect;
+
+/** A notification channel's delivery (issue 22) names the channel as its receiver. */
+const CHANNEL_RECEIVER = /^nch_/;
 
 /** An attempt's place in the schedule: its number, and the wait before the next (null: last). */
 export type AttemptInput = { deliveryId: string; attempt: number; nextAttemptInMs: number | null };
@@ -36,6 +42,25 @@ export function createWebhookDeliveryActivities(deps: WebhookDeliveryDeps) {
     return { status: current?.status ?? 'failed' };
   }
 
+  /**
+   * An alert to a chat app or by email: the channel is read at each attempt, so a changed
+   * address or a deleted channel counts from then on. The chat address is opened only here.
+   */
+  async function sendToChannel(delivery: Delivery): Promise<SendOutcome | null> {
+    const [channel] = await deps.db.select().from(notificationChannels)
+      .where(and(eq(notificationChannels.orgId, delivery.orgId), eq(notificationChannels.id, delivery.receiver)));
+    if (!channel) return null;
+    if (channel.kind === 'chatapp' && channel.chatappUrlSealed) {
+      const url = deps.sealer.open(channel.chatappUrlSealed, { orgId: channel.orgId, recordId: channel.id, field: 'chatapp_url' });
+      return sendWebhook(deps.dispatcher, { url, payload: delivery.payload, headers: {} });
+    }
+    if (channel.kind === 'email') {
+      const message = JSON.parse(delivery.payload) as MailMessage;
+      return deps.mailer(Object.assign(message, { to: channel.emails ?? message.to }));
+    }
+    return { ok: false, status: null, error: `a ${channel.kind} channel has nowhere to send` };
+  }
+
   return {
     /**
      * One attempt (spec 6.3): the stored bytes, signed afresh with the secrets signing now, POSTed
@@ -50,6 +75,11 @@ export function createWebhookDeliveryActivities(deps: WebhookDeliveryDeps) {
       if (!delivery) {
         const [current] = await deps.db.select({ status: webhookDeliveries.status }).from(webhookDeliveries).where(eq(webhookDeliveries.id, input.deliveryId));
         return { status: current?.status ?? 'failed' };
+      }
+      if (CHANNEL_RECEIVER.test(delivery.receiver) && delivery.endpointId === null) {
+        const sent = await sendToChannel(delivery);
+        if (sent === null) return recordOutcome({ ...input, nextAttemptInMs: null }, { ok: false, status: null, error: 'the notification channel was deleted' });
+        return recordOutcome(input, sent);
       }
       const now = deps.clock.now();
       const secrets = await signingSecrets(deps.db, deps.sealer, delivery, now);

@@ -1,14 +1,16 @@
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import { WorkflowIdReusePolicy } from '@temporalio/common';
 import type { QueuedDelivery } from '../core/webhooks/fan-out';
-import { PER_REQUEST_RECEIVER } from '../core/db/schema';
+import { ALERT_EVENT_TYPES, PER_REQUEST_RECEIVER } from '../core/db/schema';
 import { searchAttributeKeys, workflowIds, type WebhookDeliveryInput } from '../workflows/definitions';
 
 /** Starts the workflows of queued deliveries; what activities that queue events are given. */
 export type StartDeliveries = (deliveries: QueuedDelivery[]) => Promise<void>;
 
-/** Where delivery workflows run, and on which schedule of attempts. */
-export type DeliveryStartOptions = { taskQueue: string; attemptDelaysMs: number[] };
+/** Where delivery workflows run, and on which schedule of attempts: job events' and alerts' own. */
+export type DeliveryStartOptions = { taskQueue: string; attemptDelaysMs: number[]; alertAttemptDelaysMs: number[] };
+
+const ALERT_TYPES: ReadonlySet<string> = new Set(ALERT_EVENT_TYPES);
 
 /**
  * Starts one delivery's `webhookDelivery` workflow: true when this call started it, false when
@@ -17,7 +19,8 @@ export type DeliveryStartOptions = { taskQueue: string; attemptDelaysMs: number[
  * delivery has finished.
  */
 export async function startDeliveryWorkflow(temporal: Client, options: DeliveryStartOptions, d: QueuedDelivery): Promise<boolean> {
-  const input: WebhookDeliveryInput = { deliveryId: d.id, orgId: d.orgId, endpointId: d.endpointId, attemptDelaysMs: options.attemptDelaysMs };
+  const attemptDelaysMs = ALERT_TYPES.has(d.eventType) ? options.alertAttemptDelaysMs : options.attemptDelaysMs;
+  const input: WebhookDeliveryInput = { deliveryId: d.id, orgId: d.orgId, endpointId: d.endpointId, attemptDelaysMs };
   try {
     await temporal.workflow.start('webhookDelivery', {
       workflowId: workflowIds.webhookDelivery(d.id),

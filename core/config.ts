@@ -33,6 +33,10 @@ const configSchema = z
     GW_AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().positive().default(30),
     /** The address clients reach the API at, for links it hands out (job output URLs). */
     GW_PUBLIC_URL: z.string().url().optional(),
+    /** Where alert emails are sent (`smtp://user:pass@host:587`, `smtps://...`); unset: email channels fail their deliveries. */
+    SMTP_URL: z.string().url().optional(),
+    /** The From of alert emails. */
+    SMTP_FROM: z.string().default('Model gateway alerts <alerts@localhost>'),
     /**
      * Master keys for sealed fields: `<version>:<base64 of 32 bytes>`, comma-separated, current
      * first. `npm start` generates one under GW_DATA_DIR for development.

@@ -9,9 +9,10 @@ import { createSecretRotationActivities } from '../activities/secret-rotation';
 import path from 'node:path';
 import { createVideoJobActivities, type VideoJobDeps } from '../activities/video-job';
 import { createWebhookDeliveryActivities } from '../activities/webhook-delivery';
-import { createDeliveryStarter } from '../activities/webhook-dispatch';
+import { createDeliveryStarter, type DeliveryStartOptions } from '../activities/webhook-dispatch';
 import { createWebhookSweepActivities } from '../activities/webhook-sweep';
-import { webhookAttemptDelays } from '../core/webhooks/schedule';
+import { createMailer, type Mailer } from '../core/notifications/mailer';
+import { alertAttemptDelays, webhookAttemptDelays } from '../core/webhooks/schedule';
 import { systemClock, type Clock } from '../core/clock';
 import { publicBaseUrl, requireSetting, type Config } from '../core/config';
 import { createSealer, deriveKey } from '../core/crypto/sealing';
@@ -20,7 +21,9 @@ import { createUpstreamAgent } from '../core/providers/upstream';
 import { localOutputStorage } from '../core/storage/output-storage';
 import type { Database } from '../core/db/client';
 import type { RedisHandle } from '../core/redis';
-import { taskQueue, type TaskQueueName } from '../workflows/definitions';
+import { FINDINGS_SCAN_EVERY_MS, taskQueue, type TaskQueueName } from '../workflows/definitions';
+import { createFindingsActivities } from '../activities/findings';
+import { ANOMALY_DOLLAR_FLOOR, type ScanSettings } from '../core/findings/scan';
 import { ensureMaintenanceSchedules } from './schedules';
 import { createWorker, WORKFLOWS_PATH, type WorkerSpec } from './temporal';
 
@@ -40,8 +43,11 @@ export type ActivityServices = {
   redis: RedisHandle;
   clock: Clock;
   video: Omit<VideoJobDeps, 'db' | 'clock' | 'redis' | 'startDeliveries'>;
+  /** The detectors' settings (issue 22), and where links in alerts point. */
+  findings: ScanSettings;
+  publicUrl: string;
   /** Webhook receivers are reached through the guarded dispatcher, on the scaled schedule. */
-  webhooks: { dispatcher: Dispatcher; attemptDelaysMs: number[] };
+  webhooks: { dispatcher: Dispatcher; mailer: Mailer; attemptDelaysMs: number[]; alertAttemptDelaysMs: number[] };
 };
 
 /**
@@ -57,9 +63,13 @@ export function createActivityServices(config: Config, db: Database, redis: Redi
     db,
     redis,
     clock: systemClock,
+    findings: { anomalyDollarFloor: ANOMALY_DOLLAR_FLOOR, everyMs: Math.round(FINDINGS_SCAN_EVERY_MS * config.GW_SCHEDULE_SCALE) },
+    publicUrl: publicBaseUrl(config),
     webhooks: {
       dispatcher: outbound,
+      mailer: createMailer(config.SMTP_URL, config.SMTP_FROM),
       attemptDelaysMs: webhookAttemptDelays(config.GW_SCHEDULE_SCALE),
+      alertAttemptDelaysMs: alertAttemptDelays(config.GW_SCHEDULE_SCALE),
     },
     video: {
       sealer,
@@ -70,24 +80,30 @@ export function createActivityServices(config: Config, db: Database, redis: Redi
   };
 }
 
+/** Deliveries run on the webhooks queue, job events and alerts each on their own schedule. */
+function deliveryOptions(services: ActivityServices, taskQueuePrefix: string): DeliveryStartOptions {
+  return { taskQueue: taskQueue('webhooks', taskQueuePrefix), attemptDelaysMs: services.webhooks.attemptDelaysMs, alertAttemptDelaysMs: services.webhooks.alertAttemptDelaysMs };
+}
+
 /** The activities each task queue's workers serve, built from real dependencies. */
 function activitiesFor(name: TaskQueueName, queue: string, services: ActivityServices, temporal: Client, taskQueuePrefix: string): object {
   const probe = createProbeActivities({ taskQueue: queue });
   switch (name) {
     case 'jobs': {
-      const startDeliveries = createDeliveryStarter(temporal, { taskQueue: taskQueue('webhooks', taskQueuePrefix), attemptDelaysMs: services.webhooks.attemptDelaysMs });
+      const startDeliveries = createDeliveryStarter(temporal, deliveryOptions(services, taskQueuePrefix));
       return { ...probe, ...createVideoJobActivities({ ...services.video, db: services.db, redis: services.redis, clock: services.clock, startDeliveries }) };
     }
     case 'webhooks':
-      return { ...probe, ...createWebhookDeliveryActivities({ db: services.db, clock: services.clock, sealer: services.video.sealer, dispatcher: services.webhooks.dispatcher }) };
+      return { ...probe, ...createWebhookDeliveryActivities({ db: services.db, clock: services.clock, sealer: services.video.sealer, dispatcher: services.webhooks.dispatcher, mailer: services.webhooks.mailer }) };
     case 'maintenance': {
       // The MCP sync raises alerts and the sweep starts deliveries left unstarted; both run them on the webhooks queue.
-      const deliveries = { taskQueue: taskQueue('webhooks', taskQueuePrefix), attemptDelaysMs: services.webhooks.attemptDelaysMs };
+      const deliveries = deliveryOptions(services, taskQueuePrefix);
       const startDeliveries = createDeliveryStarter(temporal, deliveries);
       return {
         ...probe, ...createKeyRotationActivities(services), ...createSecretRotationActivities(services), ...createRetentionActivities({ ...services, storage: services.video.storage }),
         ...createMcpToolSyncActivities({ db: services.db, clock: services.clock, sealer: services.video.sealer, dispatcher: services.webhooks.dispatcher, startDeliveries }),
         ...createWebhookSweepActivities({ db: services.db, clock: services.clock, temporal, deliveries }),
+        ...createFindingsActivities({ db: services.db, clock: services.clock, settings: services.findings, publicUrl: services.publicUrl, startDeliveries }),
       };
     }
     default:

@@ -1,6 +1,7 @@
 import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client, type ScheduleOptions } from '@temporalio/client';
 import { scaleDuration } from '../core/schedule';
-import { MCP_TOOL_SYNC_EVERY_MS, REQUEST_LOG_RETENTION_EVERY_MS, scheduleIds, taskQueue, WEBHOOK_SWEEP_EVERY_MS } from '../workflows/definitions';
+import { DETECTORS } from '../core/findings/scan';
+import { FINDINGS_SCAN_EVERY_MS, MCP_TOOL_SYNC_EVERY_MS, REQUEST_LOG_RETENTION_EVERY_MS, scheduleIds, taskQueue, WEBHOOK_SWEEP_EVERY_MS } from '../workflows/definitions';
 
 /**
  * The Temporal Schedules of the maintenance queue (DESIGN 6.10: periodic work is a schedule,
@@ -13,10 +14,10 @@ export function maintenanceSchedules(taskQueuePrefix: string, scheduleScale: num
    * the scale). A run still going is not joined by the next one; a missed run is not replayed.
    * Temporal appends the scheduled time to the workflow id (`gw-request-log-retention-2026-...`).
    */
-  const every = (scheduleId: string, everyMs: number, workflowType: string, purpose: string): ScheduleOptions => ({
+  const every = (scheduleId: string, everyMs: number, workflowType: string, purpose: string, args: unknown[] = []): ScheduleOptions => ({
     scheduleId,
     spec: { intervals: [{ every: scaleDuration(everyMs, scheduleScale) }] },
-    action: { type: 'startWorkflow', workflowType, workflowId: scheduleId, taskQueue: taskQueue('maintenance', taskQueuePrefix), args: [] },
+    action: { type: 'startWorkflow', workflowType, workflowId: scheduleId, taskQueue: taskQueue('maintenance', taskQueuePrefix), args },
     policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1 minute' },
     memo: { purpose },
   });
@@ -27,6 +28,8 @@ export function maintenanceSchedules(taskQueuePrefix: string, scheduleScale: num
       'tool gateway: re-list every active MCP server, mark changed tools, record health, raise mcp.* alerts'),
     every(scheduleIds.webhookDeliverySweep(taskQueuePrefix), WEBHOOK_SWEEP_EVERY_MS, 'webhookDeliverySweep',
       'webhooks: start the workflow of every delivery (job or alert event) left pending and never attempted after a failed start'),
+    ...DETECTORS.map((d) => every(scheduleIds.findingsScan(d.name, taskQueuePrefix), FINDINGS_SCAN_EVERY_MS, 'findingsScan',
+      `findings: ${d.types.join(', ')} over the rollups and request log; record, resolve, notify`, [{ detector: d.name }])),
   ];
 }
 

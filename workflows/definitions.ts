@@ -60,7 +60,16 @@ export const scheduleIds = {
   requestLogRetention: (prefix = '') => `${prefix}gw-request-log-retention`,
   mcpToolSync: (prefix = '') => `${prefix}gw-mcp-tool-sync`,
   webhookDeliverySweep: (prefix = '') => `${prefix}gw-webhook-delivery-sweep`,
+  /** One per detector (issue 22): `gw-findings-spend-anomaly`, ... */
+  findingsScan: (detector: string, prefix = '') => `${prefix}gw-findings-${detector}`,
 };
+
+/** Every detector runs this often (times GW_SCHEDULE_SCALE); issue 22. */
+export const FINDINGS_SCAN_EVERY_MS = 300_000;
+
+/** What a `findingsScan` run is told, and what it reports (visible in the Temporal UI). */
+export type FindingsScanInput = { detector: string };
+export type FindingsScanResult = { detections: number; opened: number; raised: number; resolved: number; notified: number };
 
 /** Every active tool-gateway server is re-listed this often (times GW_SCHEDULE_SCALE); issue 15. */
 export const MCP_TOOL_SYNC_EVERY_MS = 900_000;

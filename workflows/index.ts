@@ -7,3 +7,4 @@ export { webhookDelivery } from './webhook-delivery';
 export { requestLogRetention } from './request-log-retention';
 export { mcpToolSync } from './mcp-tool-sync';
 export { webhookDeliverySweep } from './webhook-delivery-sweep';
+export { findingsScan } from './findings-scan';

@@ -1,22 +1,28 @@
 import { and, eq, inArray, lte, ne, sql } from 'drizzle-orm';
-import type { Database } from '../db/client';
+import type { Executor } from '../db/client';
 import { findings, type AlertEventType, type FindingRow } from '../db/schema';
 import { newId } from '../ids';
+import type { QueuedDelivery } from '../webhooks/fan-out';
 import { fingerprintOf, higherSeverity, severityRank, type Detection } from './detection';
+import { queueFindingNotifications } from './notify';
 
 /**
  * What a detection did to its finding: `opened` a new one, `raised` a live one's severity, or
  * `updated` a live one (seen again, nothing to tell anyone). Opened and raised are notified.
  */
-export type FindingChange = { finding: FindingRow; change: 'opened' | 'raised' | 'updated' };
+export type FindingChange = { finding: FindingRow; change: 'opened' | 'raised' | 'updated'; deliveries: QueuedDelivery[] };
+
+/** Where notification links point (the API's public address); null records without notifying. */
+export type NotifyOptions = { publicUrl: string } | null;
 
 /**
  * Records one detection: while a finding with its fingerprint is live (open or acknowledged) it
  * is updated (last seen, occurrences, the latest numbers, severity only upward); otherwise a new
  * one opens. The partial unique index on live fingerprints makes a concurrent twin fail its
- * insert, and the update path is then taken.
+ * insert, and the update path is then taken. An opened or raised finding's notifications are
+ * queued in the same transaction (notify.ts): the deliveries to start after it commits.
  */
-export async function recordDetection(db: Database, detection: Detection, now: Date): Promise<FindingChange> {
+export async function recordDetection(db: Executor, detection: Detection, now: Date, notify: NotifyOptions = null): Promise<FindingChange> {
   const fingerprint = fingerprintOf(detection);
   for (let attempt = 0; ; attempt++) {
     const result = await db.transaction(async (tx) => {
@@ -40,7 +46,8 @@ export async function recordDetection(db: Database, detection: Detection, now: D
           updatedAt: now,
         }).where(eq(findings.id, live.id)).returning();
         const change: FindingChange['change'] = severityRank(severity) > severityRank(live.severity) ? 'raised' : 'updated';
-        return { finding: finding!, change };
+        const deliveries = change === 'raised' && notify ? await queueFindingNotifications(tx, finding!, now, notify.publicUrl) : [];
+        return { finding: finding!, change, deliveries };
       }
       const [finding] = await tx.insert(findings).values({
         id: newId('fnd', now.getTime()),
@@ -64,7 +71,9 @@ export async function recordDetection(db: Database, detection: Detection, now: D
         createdAt: now,
         updatedAt: now,
       }).onConflictDoNothing().returning();
-      return finding ? { finding, change: 'opened' as const } : null;
+      if (!finding) return null;
+      const deliveries = notify ? await queueFindingNotifications(tx, finding, now, notify.publicUrl) : [];
+      return { finding, change: 'opened' as const, deliveries };
     });
     if (result) return result;
     if (attempt > 0) throw new Error(`finding ${fingerprint} could neither be opened nor found live`);
@@ -75,7 +84,7 @@ export async function recordDetection(db: Database, detection: Detection, now: D
  * Resolves the live findings of these types whose condition has been clear for a whole
  * detection window: not seen since `clearSince`. Answers the resolved ones.
  */
-export async function resolveCleared(db: Database, types: readonly AlertEventType[], clearSince: Date, now: Date, orgId?: string): Promise<FindingRow[]> {
+export async function resolveCleared(db: Executor, types: readonly AlertEventType[], clearSince: Date, now: Date, orgId?: string): Promise<FindingRow[]> {
   if (types.length === 0) return [];
   return db.update(findings)
     .set({ status: 'resolved', resolvedAt: now, updatedAt: now, version: sql`${findings.version} + 1` })

@@ -11,7 +11,7 @@ import { newId } from '../ids';
 export type Receiver = { receiver: string; endpointId: string | null; url: string };
 
 /** A queued delivery, as the starter of its `webhookDelivery` workflow needs it. */
-export type QueuedDelivery = { id: string; orgId: string; eventId: string; endpointId: string | null };
+export type QueuedDelivery = { id: string; orgId: string; eventId: string; eventType: string; endpointId: string | null };
 
 /** The delivery's id is its workflow id: `whd_<event id>`. */
 export function deliveryIdOf(eventId: string): string {
@@ -48,13 +48,13 @@ export async function queueEvents(db: Executor, event: { orgId: string; type: st
     };
   });
   const inserted = await db.insert(webhookDeliveries).values(rows).onConflictDoNothing()
-    .returning({ id: webhookDeliveries.id, orgId: webhookDeliveries.orgId, eventId: webhookDeliveries.eventId, endpointId: webhookDeliveries.endpointId });
+    .returning({ id: webhookDeliveries.id, orgId: webhookDeliveries.orgId, eventId: webhookDeliveries.eventId, eventType: webhookDeliveries.eventType, endpointId: webhookDeliveries.endpointId });
   return inserted;
 }
 
 /** A job's deliveries still to be made: what a retried terminal step (re)starts. */
 export async function pendingJobDeliveries(db: Executor, jobId: string): Promise<QueuedDelivery[]> {
-  return db.select({ id: webhookDeliveries.id, orgId: webhookDeliveries.orgId, eventId: webhookDeliveries.eventId, endpointId: webhookDeliveries.endpointId })
+  return db.select({ id: webhookDeliveries.id, orgId: webhookDeliveries.orgId, eventId: webhookDeliveries.eventId, eventType: webhookDeliveries.eventType, endpointId: webhookDeliveries.endpointId })
     .from(webhookDeliveries).where(and(eq(webhookDeliveries.jobId, jobId), eq(webhookDeliveries.status, 'pending')));
 }
 
@@ -66,7 +66,7 @@ export async function pendingJobDeliveries(db: Executor, jobId: string): Promise
  * delivery id being the workflow's business id.
  */
 export async function unattemptedDeliveries(db: Executor, page: { queuedAfter: Date; queuedBefore: Date; afterId: string | null; limit: number }): Promise<QueuedDelivery[]> {
-  return db.select({ id: webhookDeliveries.id, orgId: webhookDeliveries.orgId, eventId: webhookDeliveries.eventId, endpointId: webhookDeliveries.endpointId })
+  return db.select({ id: webhookDeliveries.id, orgId: webhookDeliveries.orgId, eventId: webhookDeliveries.eventId, eventType: webhookDeliveries.eventType, endpointId: webhookDeliveries.endpointId })
     .from(webhookDeliveries)
     .where(and(
       eq(webhookDeliveries.status, 'pending'),

@@ -17,12 +17,23 @@ export const WEBHOOK_ATTEMPT_DELAYS_MS: readonly number[] = [
   8 * 60 * 60_000,
 ];
 
+/**
+ * Alert notifications' own schedule (issue 22): five attempts, at once, then 1 min, 5 min, 30 min
+ * and 2 h after the previous one. Shorter than a job event's: an alert hours late is news no more.
+ */
+export const ALERT_ATTEMPT_DELAYS_MS: readonly number[] = [0, 60_000, 5 * 60_000, 30 * 60_000, 2 * 60 * 60_000];
+
 /** A receiver must answer within this long (spec 8); never scaled, whatever the schedule. */
 export const WEBHOOK_ANSWER_TIMEOUT_MS = 10_000;
 
 /** The schedule a delivery runs on: `GW_SCHEDULE_SCALE` compresses it for development and tests. */
 export function webhookAttemptDelays(scale: number): number[] {
   return WEBHOOK_ATTEMPT_DELAYS_MS.map((ms) => Math.round(ms * scale));
+}
+
+/** The alert schedule, scaled the same way. */
+export function alertAttemptDelays(scale: number): number[] {
+  return ALERT_ATTEMPT_DELAYS_MS.map((ms) => Math.round(ms * scale));
 }
 
 /**

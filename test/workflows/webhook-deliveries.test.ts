@@ -4,7 +4,7 @@ import { createDeliveryStarter } from '../../activities/webhook-dispatch';
 import { jobs, notificationChannels, notificationRules, webhookDeliveries } from '../../core/db/schema';
 import { newId } from '../../core/ids';
 import { queueAlertEvent } from '../../core/webhooks/fan-out';
-import { webhookAttemptDelays } from '../../core/webhooks/schedule';
+import { alertAttemptDelays, webhookAttemptDelays } from '../../core/webhooks/schedule';
 import { verifyWebhook } from '../../core/webhooks/signature';
 import { taskQueue } from '../../workflows/definitions';
 import { startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
@@ -264,7 +264,7 @@ describe('webhook deliveries', () => {
     const channel = newId('nch');
     await db.insert(notificationChannels).values({ id: channel, orgId: f.tenant.orgId, kind: 'webhook', label: 'ops', webhookEndpointId: attached.id });
     await db.insert(notificationRules).values({ id: newId('nrule'), orgId: f.tenant.orgId, eventType: 'budget.threshold_crossed', channelId: channel, minSeverity: 'warning' });
-    const start = createDeliveryStarter(f.api.runtime.temporal, { taskQueue: taskQueue('webhooks', prefix), attemptDelaysMs: webhookAttemptDelays(SCALE) });
+    const start = createDeliveryStarter(f.api.runtime.temporal, { taskQueue: taskQueue('webhooks', prefix), attemptDelaysMs: webhookAttemptDelays(SCALE), alertAttemptDelaysMs: alertAttemptDelays(SCALE) });
     const alert = { id: 'alert_1', object: 'alert', scope: 'organization', fraction: 0.8 };
 
     expect(await queueAlertEvent(db, { orgId: f.tenant.orgId, type: 'budget.threshold_crossed', severity: 'info', alert, now: new Date() })).toHaveLength(0);

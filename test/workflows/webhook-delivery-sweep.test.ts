@@ -9,7 +9,7 @@ import { jobs, notificationChannels, notificationRules, webhookDeliveries } from
 import { newId } from '../../core/ids';
 import { createGuardedDispatcher } from '../../core/net/guarded-dispatcher';
 import { queueEvents } from '../../core/webhooks/fan-out';
-import { WEBHOOK_SWEEP_GRACE_MS, WEBHOOK_SWEEP_MAX_AGE_MS, webhookAttemptDelays } from '../../core/webhooks/schedule';
+import { alertAttemptDelays, WEBHOOK_SWEEP_GRACE_MS, WEBHOOK_SWEEP_MAX_AGE_MS, webhookAttemptDelays } from '../../core/webhooks/schedule';
 import { verifyWebhook } from '../../core/webhooks/signature';
 import { scheduleIds, taskQueue, WEBHOOK_SWEEP_EVERY_MS, type WebhookSweepResult } from '../../workflows/definitions';
 import { startTestWorkers, uniquePrefix } from '../helpers/harness';
@@ -41,7 +41,7 @@ describe('webhook delivery sweep', () => {
   let temporal: Client;
   let mcp: TestMcpServer;
   const dispatcher = createGuardedDispatcher({ allowPrivateNetwork: true });
-  const deliveryOptions = () => ({ taskQueue: taskQueue('webhooks', prefix), attemptDelaysMs: webhookAttemptDelays(SCALE) });
+  const deliveryOptions = () => ({ taskQueue: taskQueue('webhooks', prefix), attemptDelaysMs: webhookAttemptDelays(SCALE), alertAttemptDelaysMs: alertAttemptDelays(SCALE) });
   let seq = 0;
 
   beforeAll(async () => {

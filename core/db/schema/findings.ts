@@ -9,8 +9,8 @@ export type FindingStatus = (typeof FINDING_STATUSES)[number];
 export const FINDING_SCOPE_KINDS = ['organization', 'project', 'key', 'connection', 'model', 'mcp_server'] as const;
 export type FindingScopeKind = (typeof FINDING_SCOPE_KINDS)[number];
 
-/** What a finding is about beyond its scope (spec 4.4): the model, connection or route, where one applies. */
-export type FindingSubject = { model?: string; connection?: string; route?: string; tool?: string };
+/** What a finding is about beyond its scope (spec 4.4): the model, connection or route, where one applies; for a budget crossing, which budget, window and fraction. */
+export type FindingSubject = { model?: string; connection?: string; route?: string; tool?: string; budget?: string };
 
 /**
  * Findings (spec 4.4, 6.2): what the detectors saw, one row per fingerprint (type, scope,

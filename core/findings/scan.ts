@@ -1,0 +1,120 @@
+import type { Executor } from '../db/client';
+import type { AlertEventType } from '../db/schema';
+import type { QueuedDelivery } from '../webhooks/fan-out';
+import type { Detection } from './detection';
+import { detectConnectionFailing } from './detectors/connection-failing';
+import { detectModelChanged } from './detectors/model-changed';
+import { detectSpendAnomaly } from './detectors/spend-anomaly';
+import { detectThresholdCrossed } from './detectors/threshold-crossed';
+import { detectRegression } from './detectors/traffic-regression';
+import { detectUnpricedTraffic } from './detectors/unpriced-traffic';
+import { connectionWindows, latencyWindows, recentCrossings, servedModels, spendSeries, unpricedModels } from './series';
+import { recordDetection, resolveCleared, type NotifyOptions } from './store';
+
+const MINUTE_MS = 60_000;
+
+/** `spend.anomaly` fires only on at least this many dollars above the usual hour (issue 22). */
+export const ANOMALY_DOLLAR_FLOOR = 5;
+const HOUR_MS = 60 * MINUTE_MS;
+
+/** Settings every detector may read. */
+export type ScanSettings = {
+  /** `spend.anomaly` needs at least this many dollars above the usual (issue 22: $5). */
+  anomalyDollarFloor: number;
+  /** How often the schedules run (5 minutes, scaled): a crossing is looked for this far back, twice over. */
+  everyMs: number;
+};
+
+/**
+ * One detector as the schedule runs it: what it reads and decides at `now`, and its detection
+ * window, over which a finding must stay clear before it resolves (issue 22).
+ */
+export type Detector = {
+  name: string;
+  types: readonly AlertEventType[];
+  windowMs(settings: ScanSettings): number;
+  detect(db: Executor, now: Date, settings: ScanSettings): Promise<Detection[]>;
+};
+
+const floorToHour = (d: Date) => new Date(Math.floor(d.getTime() / HOUR_MS) * HOUR_MS);
+const lastCompleteHour = (now: Date) => new Date(floorToHour(now).getTime() - HOUR_MS);
+
+export const DETECTORS: readonly Detector[] = [
+  {
+    name: 'spend-anomaly',
+    types: ['spend.anomaly'],
+    windowMs: () => HOUR_MS,
+    async detect(db, now, settings) {
+      const series = await spendSeries(db, lastCompleteHour(now));
+      return series.map((s) => detectSpendAnomaly(s, now, { dollarFloor: settings.anomalyDollarFloor })).filter((d): d is Detection => d !== null);
+    },
+  },
+  {
+    name: 'unpriced-traffic',
+    types: ['unpriced.traffic'],
+    windowMs: () => HOUR_MS,
+    async detect(db, now) {
+      return (await unpricedModels(db, lastCompleteHour(now))).map(detectUnpricedTraffic).filter((d): d is Detection => d !== null);
+    },
+  },
+  {
+    name: 'budget-crossings',
+    types: ['budget.threshold_crossed'],
+    // A crossing happens once: its finding resolves once no run has seen it for a window.
+    windowMs: (settings) => 2 * settings.everyMs,
+    async detect(db, now, settings) {
+      return (await recentCrossings(db, new Date(now.getTime() - 2 * settings.everyMs))).map(detectThresholdCrossed);
+    },
+  },
+  {
+    name: 'connection-failing',
+    types: ['connection.failing'],
+    windowMs: () => 5 * MINUTE_MS,
+    async detect(db, now) {
+      return (await connectionWindows(db, new Date(now.getTime() - 5 * MINUTE_MS), now)).map(detectConnectionFailing).filter((d): d is Detection => d !== null);
+    },
+  },
+  {
+    name: 'traffic-regression',
+    types: ['traffic.regression'],
+    windowMs: () => HOUR_MS,
+    async detect(db, now) {
+      return (await latencyWindows(db, new Date(now.getTime() - HOUR_MS), now)).map(detectRegression).filter((d): d is Detection => d !== null);
+    },
+  },
+  {
+    name: 'model-changed',
+    types: ['traffic.model_changed'],
+    windowMs: () => HOUR_MS,
+    async detect(db, now) {
+      return (await servedModels(db, new Date(now.getTime() - HOUR_MS), now)).flatMap(detectModelChanged);
+    },
+  },
+];
+
+export function detectorNamed(name: string): Detector {
+  const detector = DETECTORS.find((d) => d.name === name);
+  if (!detector) throw new Error(`no detector named ${name}`);
+  return detector;
+}
+
+export type ScanResult = { detections: number; opened: number; raised: number; resolved: number; deliveries: QueuedDelivery[] };
+
+/**
+ * One detector's run: records each detection as a finding (opening, updating or raising it, and
+ * queueing the notifications of the opened and raised), then resolves its findings that stayed
+ * clear for a whole window. Safe to run again: a repeated detection updates, it never re-opens.
+ */
+export async function runDetector(db: Executor, detector: Detector, now: Date, settings: ScanSettings, notify: NotifyOptions): Promise<ScanResult> {
+  const result: ScanResult = { detections: 0, opened: 0, raised: 0, resolved: 0, deliveries: [] };
+  for (const detection of await detector.detect(db, now, settings)) {
+    const change = await recordDetection(db, detection, now, notify);
+    result.detections++;
+    if (change.change === 'opened') result.opened++;
+    if (change.change === 'raised') result.raised++;
+    result.deliveries.push(...change.deliveries);
+  }
+  const clearSince = new Date(now.getTime() - detector.windowMs(settings));
+  result.resolved = (await resolveCleared(db, detector.types, clearSince, now)).length;
+  return result;
+}

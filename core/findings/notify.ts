@@ -23,11 +23,13 @@ export function alertObject(finding: FindingRow): Record<string, unknown> {
  * Whether a rule's scope takes in a finding: no scope takes in all; otherwise the finding's own
  * scope, or its subject, names the rule's project, key, connection or model.
  */
-export function ruleScopeMatches(rule: Pick<RuleWithChannel, 'scopeKind' | 'scopeId'>, finding: Pick<FindingRow, 'scopeKind' | 'scopeId' | 'subject'>): boolean {
+export function ruleScopeMatches(rule: Pick<RuleWithChannel, 'scopeKind' | 'scopeId'>, finding: Pick<FindingRow, 'scopeKind' | 'scopeId' | 'subject' | 'evidence'>): boolean {
   if (!rule.scopeKind || !rule.scopeId) return true;
   if (finding.scopeKind === rule.scopeKind && finding.scopeId === rule.scopeId) return true;
   if (rule.scopeKind === 'model') return finding.subject.model === rule.scopeId;
   if (rule.scopeKind === 'connection') return finding.subject.connection === rule.scopeId;
+  // A key's finding is its project's too (the detectors name the project in the evidence).
+  if (rule.scopeKind === 'project') return finding.scopeKind === 'key' && finding.evidence.project_id === rule.scopeId;
   return false;
 }
 

@@ -45,8 +45,9 @@ export const DETECTORS: readonly Detector[] = [
     types: ['spend.anomaly'],
     windowMs: () => HOUR_MS,
     async detect(db, now, settings) {
-      const series = await spendSeries(db, lastCompleteHour(now));
-      return series.map((s) => detectSpendAnomaly(s, now, { dollarFloor: settings.anomalyDollarFloor })).filter((d): d is Detection => d !== null);
+      const { series, projectOfKey } = await spendSeries(db, lastCompleteHour(now));
+      const found = series.map((s) => detectSpendAnomaly(s, now, { dollarFloor: settings.anomalyDollarFloor })).filter((d): d is Detection => d !== null);
+      return narrowestSpendAnomalies(found, projectOfKey);
     },
   },
   {
@@ -91,6 +92,33 @@ export const DETECTORS: readonly Detector[] = [
     },
   },
 ];
+
+/** Most of a wider scope's excess, for a narrower scope's anomaly to stand for it. */
+const EXPLAINS_SHARE = 0.8;
+
+/**
+ * One spike, one finding: the same surge shows in its key, the key's project and the
+ * organization. A wider scope's anomaly is dropped when a narrower one inside it carries most of
+ * its excess; it stays when the surge is spread (many keys, each too small to fire). A key's
+ * anomaly names its project in `evidence.project_id`, so a rule scoped to the project takes it in.
+ */
+export function narrowestSpendAnomalies(found: Detection[], projectOfKey: ReadonlyMap<string, string>): Detection[] {
+  const excess = (d: Detection) => Number(d.evidence.excess ?? 0);
+  const parentOf = (d: Detection): string | null => {
+    if (d.scope.kind === 'key') return `project:${projectOfKey.get(d.scope.id) ?? ''}`;
+    if (d.scope.kind === 'project') return `organization:${d.orgId}`;
+    return null;
+  };
+  const explained = new Set<string>();
+  for (const d of found) {
+    const parent = parentOf(d);
+    const wider = parent && found.find((w) => w.orgId === d.orgId && `${w.scope.kind}:${w.scope.id}` === parent);
+    if (wider && excess(d) >= EXPLAINS_SHARE * excess(wider)) explained.add(`${d.orgId}|${parent}`);
+  }
+  return found
+    .filter((d) => !explained.has(`${d.orgId}|${d.scope.kind}:${d.scope.id}`))
+    .map((d) => (d.scope.kind === 'key' ? Object.assign(d, { evidence: Object.assign({ project_id: projectOfKey.get(d.scope.id) ?? null }, d.evidence) }) : d));
+}
 
 export function detectorNamed(name: string): Detector {
   const detector = DETECTORS.find((d) => d.name === name);

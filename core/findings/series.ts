@@ -24,7 +24,9 @@ async function rows(db: Executor, query: ReturnType<typeof sql>): Promise<Row[]>
  * Hourly spend of every organization, project and key that spent in `target` (an hour's start),
  * over the 28 days before it and the hour itself.
  */
-export async function spendSeries(db: Executor, target: Date): Promise<SpendSeries[]> {
+export type SpendSeriesSet = { series: SpendSeries[]; projectOfKey: Map<string, string> };
+
+export async function spendSeries(db: Executor, target: Date): Promise<SpendSeriesSet> {
   const from = new Date(target.getTime() - 28 * DAY_MS);
   const found = await rows(db, sql`
     select org_id, project_id, key_id, hour, sum(cost)::float8 as cost, sum(requests)::int as requests
@@ -47,8 +49,10 @@ export async function spendSeries(db: Executor, target: Date): Promise<SpendSeri
       s.hours.push(entry);
     }
   };
+  const projectOfKey = new Map<string, string>();
   for (const r of found) {
     const orgId = String(r.org_id);
+    projectOfKey.set(String(r.key_id), String(r.project_id));
     const hour = new Date(r.hour as string | Date);
     const cost = Number(r.cost);
     const requests = Number(r.requests);
@@ -56,7 +60,8 @@ export async function spendSeries(db: Executor, target: Date): Promise<SpendSeri
     add(orgId, 'project', String(r.project_id), hour, cost, requests);
     add(orgId, 'key', String(r.key_id), hour, cost, requests);
   }
-  return [...series.values()].map(({ orgId, scope, hours }) => ({ orgId, scope, hours: hours.sort((a, b) => a.hour.getTime() - b.hour.getTime()) }));
+  const sorted = [...series.values()].map(({ orgId, scope, hours }) => ({ orgId, scope, hours: hours.sort((a, b) => a.hour.getTime() - b.hour.getTime()) }));
+  return { series: sorted, projectOfKey };
 }
 
 /** Requests served in the hour `[from, from + 1 h)` by a model with no price, per organization and model. */

@@ -1,0 +1,202 @@
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Client, Connection } from '@temporalio/client';
+import { and, eq } from 'drizzle-orm';
+import { simpleParser } from 'mailparser';
+import { SMTPServer } from 'smtp-server';
+import Stripe from 'stripe';
+import { fixedClock } from '../../core/clock';
+import { findings, usageHourly, webhookDeliveries } from '../../core/db/schema';
+import { scheduleIds } from '../../workflows/definitions';
+import { startTestWorkers, uniquePrefix } from '../helpers/harness';
+import { manageClient, startManagementFixture, type ManagementFixture } from '../helpers/manage-client';
+import { createTenant } from '../helpers/tenants';
+
+type Loose = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Received = { path: string; headers: IncomingMessage['headers']; body: string };
+type Mail = { to: string; subject: string; text: string; html: string };
+
+const HOUR_MS = 3_600_000;
+const SCALE = 0.0002;
+const stripe = new Stripe('sk_test_unused');
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A local HTTP receiver standing for a webhook endpoint and a chat app's incoming webhook. */
+async function startReceiver(): Promise<{ url: (path: string) => string; received: (path: string) => Received[]; close(): Promise<void> }> {
+  const got: Received[] = [];
+  const server: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      got.push({ path: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
+      res.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: (path) => `http://127.0.0.1:${port}${path}`,
+    received: (path) => got.filter((g) => g.path === path),
+    close: () => new Promise((r) => server.close(() => r())),
+  };
+}
+
+/** A real SMTP server (the `smtp-server` package) that keeps every message it accepts, parsed. */
+async function startMailServer(): Promise<{ url: string; mails: Mail[]; close(): Promise<void> }> {
+  const mails: Mail[] = [];
+  const server = new SMTPServer({
+    authOptional: true,
+    disabledCommands: ['STARTTLS'],
+    logger: false,
+    onData(stream, _session, done) {
+      simpleParser(stream).then((m) => {
+        mails.push({ to: [m.to].flat().map((a) => a?.text ?? '').join(','), subject: m.subject ?? '', text: m.text ?? '', html: typeof m.html === 'string' ? m.html : '' });
+        done();
+      }, done);
+    },
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const { port } = server.server.address() as AddressInfo;
+  return { url: `smtp://127.0.0.1:${port}`, mails, close: () => new Promise((r) => server.close(() => r())) };
+}
+
+/**
+ * Issue 22 end to end: traffic seeded through the hourly rollup under a fixed clock, the
+ * `gw-findings-spend-anomaly` schedule triggered through the Temporal client, a maintenance and
+ * a webhooks worker running the scan and the deliveries. One spike gives one finding and one
+ * notification per matching channel (webhook verified with Stripe's verifier, chat app message,
+ * email over real SMTP); a second run updates the finding and sends nothing; a disabled channel,
+ * a muted rule and a rule scoped to another project get nothing.
+ */
+describe('findings: detection, lifecycle and notification', () => {
+  const prefix = uniquePrefix('findings');
+  const now = new Date(Math.floor(Date.now() / HOUR_MS) * HOUR_MS + 20 * 60_000);
+  const target = new Date(Math.floor(now.getTime() / HOUR_MS) * HOUR_MS - HOUR_MS);
+  let f: ManagementFixture;
+  let receiver: Awaited<ReturnType<typeof startReceiver>>;
+  let smtp: Awaited<ReturnType<typeof startMailServer>>;
+  let workers: Awaited<ReturnType<typeof startTestWorkers>>;
+  let temporal: Client;
+  let endpointSecret: string;
+
+  beforeAll(async () => {
+    receiver = await startReceiver();
+    smtp = await startMailServer();
+    const env = { GW_TASK_QUEUE_PREFIX: prefix, GW_SCHEDULE_SCALE: String(SCALE), GW_ALLOW_PRIVATE_NETWORK: 'true', GW_PUBLIC_URL: 'https://gw.test', SMTP_URL: smtp.url };
+    f = await startManagementFixture({ env });
+    workers = await startTestWorkers(['maintenance', 'webhooks'], prefix, env, (s) => Object.assign(s, { clock: fixedClock(now) }));
+    temporal = new Client({ connection: await Connection.connect({ address: process.env.TEMPORAL_ADDRESS! }) });
+
+    const c = f.client;
+    const endpoint = await c.post<Loose>('/webhook_endpoints', { url: receiver.url('/hook') });
+    endpointSecret = endpoint.body.secret;
+    const channel = async (body: Loose) => (await c.post<Loose>('/notification_channels', body)).body.id as string;
+    const rule = async (body: Loose) => expect((await c.post('/notification_rules', Object.assign({ event_type: 'spend.anomaly' }, body))).status).toBe(201);
+    await rule({ channel_id: await channel({ kind: 'webhook', label: 'hook', webhook_endpoint_id: endpoint.body.id }), min_severity: 'warning' });
+    await rule({ channel_id: await channel({ kind: 'chatapp', label: 'chat', chatapp_url: receiver.url('/chat') }), scope_kind: 'project', scope_id: f.tenant.projectId });
+    await rule({ channel_id: await channel({ kind: 'email', label: 'mail', emails: ['oncall@example.com'] }) });
+    // Each of these must stay silent.
+    const disabled = await channel({ kind: 'chatapp', label: 'disabled', chatapp_url: receiver.url('/disabled') });
+    await rule({ channel_id: disabled });
+    expect((await c.patch(`/notification_channels/${disabled}`, { status: 'disabled' }, '"1"')).status).toBe(200);
+    const muted = await c.post<Loose>('/notification_rules', { event_type: 'spend.anomaly', channel_id: await channel({ kind: 'chatapp', label: 'muted', chatapp_url: receiver.url('/muted') }) });
+    expect((await c.patch(`/notification_rules/${muted.body.id}`, { mute_days: 1 }, '"1"')).status).toBe(200);
+    const otherProject = await c.post<Loose>('/projects', { name: `other-${prefix}` });
+    await rule({ channel_id: await channel({ kind: 'chatapp', label: 'elsewhere', chatapp_url: receiver.url('/elsewhere') }), scope_kind: 'project', scope_id: otherProject.body.id });
+
+    // Four weeks of ordinary hours ($1.00 to $1.40, 30 requests), then a $60 hour of 400 requests.
+    const rows: Array<typeof usageHourly.$inferInsert> = [];
+    for (let h = 28 * 24; h >= 1; h--) {
+      const hour = new Date(target.getTime() - h * HOUR_MS);
+      rows.push({ orgId: f.tenant.orgId, hour, keyId: f.tenant.key.id, projectId: f.tenant.projectId, model: 'gpt-4o-mini', provider: 'openai', requests: 30, cost: 1 + ((h * 7) % 5) / 10 });
+    }
+    rows.push({ orgId: f.tenant.orgId, hour: target, keyId: f.tenant.key.id, projectId: f.tenant.projectId, model: 'gpt-4o-mini', provider: 'openai', requests: 400, cost: 60 });
+    await f.database.db.insert(usageHourly).values(rows);
+  });
+  afterAll(async () => {
+    await workers?.shutdown();
+    await temporal?.connection.close();
+    await f?.close();
+    await receiver?.close();
+    await smtp?.close();
+  });
+
+  const anomalies = () => f.database.db.select().from(findings).where(and(eq(findings.orgId, f.tenant.orgId), eq(findings.type, 'spend.anomaly')));
+  async function until<T>(probe: () => Promise<T | null | undefined | false>, what: string, timeoutMs = 40_000): Promise<T> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const value = await probe();
+      if (value) return value;
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      await sleep(100);
+    }
+  }
+  /** Triggers the schedule and waits for the run it started to finish. */
+  async function scan(): Promise<Loose> {
+    const handle = temporal.schedule.getHandle(scheduleIds.findingsScan('spend-anomaly', prefix));
+    const before = (await handle.describe()).info.recentActions.length;
+    await handle.trigger();
+    const action = await until(async () => {
+      const recent = (await handle.describe()).info.recentActions;
+      return recent.length > before ? recent.at(-1) : null;
+    }, 'the triggered run');
+    return temporal.workflow.getHandle(action!.action.workflow.workflowId, action!.action.workflow.firstExecutionRunId).result();
+  }
+
+  it('opens one spend.anomaly for one spike and notifies each matching channel once', async () => {
+    const result = await scan();
+    expect(result).toMatchObject({ opened: 1, notified: 3 });
+    const [finding, ...more] = await anomalies();
+    expect(more).toHaveLength(0);
+    expect(finding).toMatchObject({ status: 'open', severity: 'critical', scopeKind: 'key', scopeId: f.tenant.key.id, observed: 60, occurrences: 1 });
+    expect(finding!.windowFrom).toEqual(target);
+    expect(finding!.evidence).toMatchObject({ project_id: f.tenant.projectId, requests: 400 });
+
+    const [hook] = await until(async () => (receiver.received('/hook').length > 0 ? receiver.received('/hook') : null), 'the webhook');
+    const event = stripe.webhooks.constructEvent(hook!.body, hook!.headers['gw-signature'] as string, endpointSecret) as unknown as Loose;
+    expect(event).toMatchObject({ type: 'spend.anomaly', data: { id: finding!.id, object: 'finding', type: 'spend.anomaly', severity: 'critical', status: 'open', scope: { kind: 'key', id: f.tenant.key.id } } });
+
+    const [chat] = await until(async () => (receiver.received('/chat').length > 0 ? receiver.received('/chat') : null), 'the chat message');
+    const message = JSON.parse(chat!.body) as Loose;
+    expect(message.text).toContain(finding!.title);
+    expect(message.text).toContain(`https://gw.test/manage/v1/findings/${finding!.id}`);
+    expect(message.blocks.length).toBeGreaterThan(0);
+    expect(chat!.headers['gw-signature']).toBeUndefined();
+
+    const [mail] = await until(async () => (smtp.mails.length > 0 ? smtp.mails : null), 'the email');
+    expect(mail).toMatchObject({ to: 'oncall@example.com', subject: `[critical] ${finding!.title}` });
+    expect(mail!.text).toContain(finding!.summary);
+    expect(mail!.html).toContain(finding!.id);
+
+    const deliveries = await until(async () => {
+      const rows = await f.database.db.select().from(webhookDeliveries).where(and(eq(webhookDeliveries.orgId, f.tenant.orgId), eq(webhookDeliveries.eventType, 'spend.anomaly')));
+      return rows.length === 3 && rows.every((r) => r.status === 'succeeded') ? rows : null;
+    }, 'three succeeded deliveries');
+    // The delivery log never shows the chat app's address, only its host.
+    expect(deliveries.map((d) => d.url).sort()).toEqual([receiver.url('/hook'), 'https://127.0.0.1:' + new URL(receiver.url('/')).port + '/…', 'mailto:oncall@example.com'].sort());
+  });
+
+  it('updates the same finding on a second run and sends nothing', async () => {
+    const result = await scan();
+    expect(result).toMatchObject({ opened: 0, raised: 0, notified: 0, detections: 1 });
+    const [finding, ...more] = await anomalies();
+    expect(more).toHaveLength(0);
+    expect(finding!.occurrences).toBe(2);
+    await sleep(500);
+    expect(receiver.received('/hook')).toHaveLength(1);
+    expect(receiver.received('/chat')).toHaveLength(1);
+    expect(smtp.mails).toHaveLength(1);
+  });
+
+  it('sends nothing to a disabled channel, a muted rule or a rule scoped to another project', () => {
+    for (const path of ['/disabled', '/muted', '/elsewhere']) expect([path, receiver.received(path)]).toEqual([path, []]);
+  });
+
+  it('shows the finding through the management API to its organization only', async () => {
+    const [finding] = await anomalies();
+    const read = await f.client.get<Loose>(`/findings/${finding!.id}`);
+    expect(read.body).toMatchObject({ id: finding!.id, occurrences: 2, window: { from: Math.floor(target.getTime() / 1000) } });
+    const other = await createTenant(f.database.db);
+    expect((await manageClient(f.api.url, other.token).get(`/findings/${finding!.id}`)).status).toBe(404);
+  });
+});

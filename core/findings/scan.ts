@@ -3,12 +3,13 @@ import type { AlertEventType } from '../db/schema';
 import type { QueuedDelivery } from '../webhooks/fan-out';
 import type { Detection } from './detection';
 import { detectConnectionFailing } from './detectors/connection-failing';
+import { detectForecastOverBudget } from './detectors/forecast-over-budget';
 import { detectModelChanged } from './detectors/model-changed';
 import { detectSpendAnomaly } from './detectors/spend-anomaly';
 import { detectThresholdCrossed } from './detectors/threshold-crossed';
 import { detectRegression } from './detectors/traffic-regression';
 import { detectUnpricedTraffic } from './detectors/unpriced-traffic';
-import { connectionWindows, latencyWindows, recentCrossings, servedModels, spendSeries, unpricedModels } from './series';
+import { budgetUses, connectionWindows, latencyWindows, recentCrossings, servedModels, spendSeries, unpricedModels } from './series';
 import { recordDetection, resolveCleared, type NotifyOptions } from './store';
 
 const MINUTE_MS = 60_000;
@@ -48,6 +49,14 @@ export const DETECTORS: readonly Detector[] = [
       const { series, projectOfKey } = await spendSeries(db, lastCompleteHour(now));
       const found = series.map((s) => detectSpendAnomaly(s, now, { dollarFloor: settings.anomalyDollarFloor })).filter((d): d is Detection => d !== null);
       return narrowestSpendAnomalies(found, projectOfKey);
+    },
+  },
+  {
+    name: 'budget-forecast',
+    types: ['spend.forecast_over_budget'],
+    windowMs: () => HOUR_MS,
+    async detect(db, now) {
+      return (await budgetUses(db, now)).map((use) => detectForecastOverBudget(use, now)).filter((d): d is Detection => d !== null);
     },
   },
   {

@@ -6,6 +6,8 @@ import type { HourlySpend, SpendSeries } from './detectors/spend-anomaly';
 import type { UnpricedModel } from './detectors/unpriced-traffic';
 import type { LatencyWindow } from './detectors/traffic-regression';
 import type { ServedModels } from './detectors/model-changed';
+import type { BudgetUse } from './detectors/forecast-over-budget';
+import { nextReset, periodStart } from '../spend/periods';
 
 /**
  * What the detectors read (DESIGN 4b): the hourly usage rollup, the budget crossings and the
@@ -74,6 +76,9 @@ export async function unpricedModels(db: Executor, from: Date): Promise<Unpriced
   return found.map((r) => ({ orgId: String(r.org_id), model: String(r.model) || '(unnamed)', from, to, requests: Number(r.requests) }));
 }
 
+/** Which budget a crossing's scope kind is (spec 2.6 names). */
+const BUDGET_OF_SCOPE: Record<string, string> = { project: 'spend_limit', member: 'member_budget', organization: 'hard_cap', key: 'credit_limit' };
+
 /** Budget `alert_at` crossings recorded since `since` (spec 2.6). */
 export async function recentCrossings(db: Executor, since: Date): Promise<Crossing[]> {
   const found = await rows(db, sql`
@@ -81,12 +86,10 @@ export async function recentCrossings(db: Executor, since: Date): Promise<Crossi
     from budget_crossings where crossed_at > ${since.toISOString()}::timestamptz`);
   return found.map((r) => {
     const [kind, ...rest] = String(r.scope).split(':');
-    // A member's budget is reported under the organization, naming the member in the budget.
-    const scope = kind === 'project' || kind === 'key' || kind === 'organization' ? { kind, id: rest.join(':') } : { kind: 'organization' as const, id: String(r.org_id) };
     return {
       orgId: String(r.org_id),
-      scope: scope as Crossing['scope'],
-      budget: kind === 'member' ? `member_budget:${rest.join(':')}` : `${kind}_budget`,
+      scope: { kind: kind as Crossing['scope']['kind'], id: rest.join(':') },
+      budget: BUDGET_OF_SCOPE[kind!] ?? `${kind}_budget`,
       window: String(r.window),
       fraction: Number(r.fraction),
       limit: Number(r.limit),
@@ -179,4 +182,57 @@ export async function servedModels(db: Executor, from: Date, to: Date): Promise<
     }
   }
   return [...byAsked.values()].filter((s) => Object.keys(s.current).length > 0);
+}
+
+type BudgetRow = { orgId: string; scope: BudgetUse['scope']; budget: BudgetUse['budget']; limit: number; period: 'daily' | 'weekly' | 'monthly'; column: 'lineage_id' | 'project_id' | 'member_id' | 'org_id'; value: string };
+
+/**
+ * Every period budget of the organizations that spent in the last 24 hours (spec 2.6: a key's
+ * `credit_limit` with a period, a project's and a member's `spend_limit`, the organization's
+ * `hard_cap` and `monthly_target`), with its spend so far in its current period and in the last
+ * 24 hours, from the settled spend ledger.
+ */
+export async function budgetUses(db: Executor, now: Date): Promise<BudgetUse[]> {
+  const dayAgo = new Date(now.getTime() - DAY_MS).toISOString();
+  const active = sql`(select distinct org_id from spend_ledger where state = 'settled' and created_at > ${dayAgo}::timestamptz)`;
+  const found = await rows(db, sql`
+    select * from (
+      select distinct on (k.lineage_id) k.org_id, 'key' as kind, k.id as scope_id, 'credit_limit' as budget,
+        (k.credit_limit->>'amount')::float8 as "limit", k.credit_limit->>'period' as period, 'lineage_id' as col, k.lineage_id as value
+      from gateway_keys k where k.credit_limit is not null and k.credit_limit->>'period' <> 'never' and k.revoked_at is null and k.org_id in ${active}
+      order by k.lineage_id, k.created_at desc
+    ) keys
+    union all
+    select p.org_id, 'project', p.id, 'spend_limit', (p.spend_limit->>'monthly')::float8, 'monthly', 'project_id', p.id
+      from projects p where p.spend_limit is not null and p.archived_at is null and p.org_id in ${active}
+    union all
+    select m.org_id, 'member', m.id, 'member_budget', (m.spend_limit->>'monthly')::float8, 'monthly', 'member_id', m.id
+      from member_budgets m where m.spend_limit is not null and m.org_id in ${active}
+    union all
+    select s.org_id, 'organization', s.org_id, 'hard_cap', (s.hard_cap->>'monthly')::float8, 'monthly', 'org_id', s.org_id
+      from org_settings s where s.hard_cap is not null and s.org_id in ${active}
+    union all
+    select s.org_id, 'organization', s.org_id, 'monthly_target', s.monthly_target::float8, 'monthly', 'org_id', s.org_id
+      from org_settings s where s.monthly_target is not null and s.org_id in ${active}`);
+  if (found.length === 0) return [];
+  const billingDays = new Map((await rows(db, sql`select org_id, billing_day_of_month from org_settings where org_id in ${active}`))
+    .map((r) => [String(r.org_id), Number(r.billing_day_of_month)]));
+  const uses: BudgetUse[] = [];
+  for (const r of found) {
+    const budget: BudgetRow = {
+      orgId: String(r.org_id), scope: { kind: r.kind as BudgetUse['scope']['kind'], id: String(r.scope_id) }, budget: r.budget as BudgetUse['budget'],
+      limit: Number(r.limit), period: r.period as BudgetRow['period'], column: r.col as BudgetRow['column'], value: String(r.value),
+    };
+    const billingDay = billingDays.get(budget.orgId) ?? 1;
+    const start = periodStart(budget.period, now, billingDay);
+    const end = nextReset(budget.period, start, billingDay);
+    const since = new Date(Math.min(start.getTime(), now.getTime() - DAY_MS)).toISOString();
+    const [spend] = await rows(db, sql`
+      select coalesce(sum(amount) filter (where created_at >= ${start.toISOString()}::timestamptz), 0)::float8 as spent,
+             coalesce(sum(amount) filter (where created_at > ${dayAgo}::timestamptz), 0)::float8 as last24h
+      from spend_ledger where state = 'settled' and org_id = ${budget.orgId} and ${sql.identifier(budget.column)} = ${budget.value}
+        and created_at >= ${since}::timestamptz and created_at <= ${now.toISOString()}::timestamptz`);
+    uses.push({ orgId: budget.orgId, scope: budget.scope, budget: budget.budget, limit: budget.limit, periodStart: start, periodEnd: end, spent: Number(spend!.spent), last24h: Number(spend!.last24h) });
+  }
+  return uses;
 }

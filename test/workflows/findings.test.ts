@@ -6,7 +6,8 @@ import { simpleParser } from 'mailparser';
 import { SMTPServer } from 'smtp-server';
 import Stripe from 'stripe';
 import { fixedClock } from '../../core/clock';
-import { findings, usageHourly, webhookDeliveries } from '../../core/db/schema';
+import { findings, spendLedger, usageHourly, webhookDeliveries } from '../../core/db/schema';
+import { newId } from '../../core/ids';
 import { scheduleIds } from '../../workflows/definitions';
 import { startTestWorkers, uniquePrefix } from '../helpers/harness';
 import { manageClient, startManagementFixture, type ManagementFixture } from '../helpers/manage-client';
@@ -78,13 +79,14 @@ describe('findings: detection, lifecycle and notification', () => {
   let workers: Awaited<ReturnType<typeof startTestWorkers>>;
   let temporal: Client;
   let endpointSecret: string;
+  const clock = fixedClock(now);
 
   beforeAll(async () => {
     receiver = await startReceiver();
     smtp = await startMailServer();
     const env = { GW_TASK_QUEUE_PREFIX: prefix, GW_SCHEDULE_SCALE: String(SCALE), GW_ALLOW_PRIVATE_NETWORK: 'true', GW_PUBLIC_URL: 'https://gw.test', SMTP_URL: smtp.url };
     f = await startManagementFixture({ env });
-    workers = await startTestWorkers(['maintenance', 'webhooks'], prefix, env, (s) => Object.assign(s, { clock: fixedClock(now) }));
+    workers = await startTestWorkers(['maintenance', 'webhooks'], prefix, env, (s) => Object.assign(s, { clock }));
     temporal = new Client({ connection: await Connection.connect({ address: process.env.TEMPORAL_ADDRESS! }) });
 
     const c = f.client;
@@ -132,8 +134,8 @@ describe('findings: detection, lifecycle and notification', () => {
     }
   }
   /** Triggers the schedule and waits for the run it started to finish. */
-  async function scan(): Promise<Loose> {
-    const handle = temporal.schedule.getHandle(scheduleIds.findingsScan('spend-anomaly', prefix));
+  async function scan(detector = 'spend-anomaly'): Promise<Loose> {
+    const handle = temporal.schedule.getHandle(scheduleIds.findingsScan(detector, prefix));
     const before = (await handle.describe()).info.recentActions.length;
     await handle.trigger();
     const action = await until(async () => {
@@ -144,8 +146,9 @@ describe('findings: detection, lifecycle and notification', () => {
   }
 
   it('opens one spend.anomaly for one spike and notifies each matching channel once', async () => {
+    // The scan reads every organization in the test database; this one's own rows are asserted below.
     const result = await scan();
-    expect(result).toMatchObject({ opened: 1, notified: 3 });
+    expect(result.notified).toBe(3);
     const [finding, ...more] = await anomalies();
     expect(more).toHaveLength(0);
     expect(finding).toMatchObject({ status: 'open', severity: 'critical', scopeKind: 'key', scopeId: f.tenant.key.id, observed: 60, occurrences: 1 });
@@ -178,7 +181,7 @@ describe('findings: detection, lifecycle and notification', () => {
 
   it('updates the same finding on a second run and sends nothing', async () => {
     const result = await scan();
-    expect(result).toMatchObject({ opened: 0, raised: 0, notified: 0, detections: 1 });
+    expect(result.notified).toBe(0);
     const [finding, ...more] = await anomalies();
     expect(more).toHaveLength(0);
     expect(finding!.occurrences).toBe(2);
@@ -198,5 +201,32 @@ describe('findings: detection, lifecycle and notification', () => {
     expect(read.body).toMatchObject({ id: finding!.id, occurrences: 2, window: { from: Math.floor(target.getTime() / 1000) } });
     const other = await createTenant(f.database.db);
     expect((await manageClient(f.api.url, other.token).get(`/findings/${finding!.id}`)).status).toBe(404);
+  });
+
+  it('forecasts a credit limit running out at the last day\'s pace, with the exhaustion time inside the period', async () => {
+    // Mid-month under the fixed clock: $60 of a $100 monthly limit spent, $24 of it in the last day.
+    const at = new Date('2026-11-10T12:00:00Z');
+    clock.set(at);
+    const tenant = await createTenant(f.database.db, { creditLimit: { amount: 100, period: 'monthly' } });
+    const row = (hoursAgo: number, amount: number) => ({
+      id: newId('spend'), orgId: tenant.orgId, lineageId: tenant.key.id, projectId: tenant.projectId, amount, state: 'settled' as const,
+      createdAt: new Date(at.getTime() - hoursAgo * HOUR_MS),
+    });
+    await f.database.db.insert(spendLedger).values([row(100, 36), row(20, 12), row(2, 12)]);
+    try {
+      const result = await scan('budget-forecast');
+      expect(result.opened).toBeGreaterThanOrEqual(1);
+    } finally {
+      clock.set(now);
+    }
+    const [forecast, ...more] = await f.database.db.select().from(findings)
+      .where(and(eq(findings.orgId, tenant.orgId), eq(findings.type, 'spend.forecast_over_budget')));
+    expect(more).toHaveLength(0);
+    // $40 left at $1 an hour: 40 hours from now, before the period ends on December 1.
+    const exhaustion = new Date(at.getTime() + 40 * HOUR_MS);
+    expect(forecast).toMatchObject({ scopeKind: 'key', scopeId: tenant.key.id, severity: 'warning', subject: { budget: 'credit_limit' }, threshold: 100, expected: 60 });
+    expect(forecast!.evidence).toMatchObject({ projected_exhaustion_at: exhaustion.toISOString(), period_end: '2026-12-01T00:00:00.000Z' });
+    expect(exhaustion.getTime()).toBeGreaterThan(forecast!.windowFrom.getTime());
+    expect(exhaustion.getTime()).toBeLessThan(Date.parse(String(forecast!.evidence.period_end)));
   });
 });

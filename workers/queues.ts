@@ -101,7 +101,7 @@ function activitiesFor(name: TaskQueueName, queue: string, services: ActivitySer
       const startDeliveries = createDeliveryStarter(temporal, deliveries);
       return {
         ...probe, ...createKeyRotationActivities(services), ...createSecretRotationActivities(services), ...createRetentionActivities({ ...services, storage: services.video.storage }),
-        ...createMcpToolSyncActivities({ db: services.db, clock: services.clock, sealer: services.video.sealer, dispatcher: services.webhooks.dispatcher, startDeliveries }),
+        ...createMcpToolSyncActivities({ db: services.db, clock: services.clock, sealer: services.video.sealer, dispatcher: services.webhooks.dispatcher, startDeliveries, publicUrl: services.publicUrl }),
         ...createWebhookSweepActivities({ db: services.db, clock: services.clock, temporal, deliveries }),
         ...createFindingsActivities({ db: services.db, clock: services.clock, settings: services.findings, publicUrl: services.publicUrl, startDeliveries }),
       };

@@ -96,3 +96,10 @@ export async function resolveCleared(db: Executor, types: readonly AlertEventTyp
     ))
     .returning();
 }
+
+/** Resolves the live finding with this fingerprint, if any (its condition is known to be over). */
+export async function resolveFinding(db: Executor, orgId: string, fingerprint: string, now: Date): Promise<void> {
+  await db.update(findings)
+    .set({ status: 'resolved', resolvedAt: now, updatedAt: now, version: sql`${findings.version} + 1` })
+    .where(and(eq(findings.orgId, orgId), eq(findings.fingerprint, fingerprint), ne(findings.status, 'resolved')));
+}

@@ -3,7 +3,9 @@ import type { Dispatcher } from 'undici';
 import type { Sealer } from '../crypto/sealing';
 import type { Database, Executor } from '../db/client';
 import { mcpServers, type McpProtocolEra } from '../db/schema';
-import { queueAlertEvent, type QueuedDelivery } from '../webhooks/fan-out';
+import type { QueuedDelivery } from '../webhooks/fan-out';
+import { fingerprintOf, type Detection } from '../findings/detection';
+import { recordDetection, resolveFinding, type NotifyOptions } from '../findings/store';
 import { discoverTools, McpConnectError } from './client';
 import { openServerCredential } from './credential';
 import { applyToolListing, type ListingOutcome } from './tools';
@@ -30,20 +32,29 @@ export function syncFailed(server: Pick<McpServerRow, 'consecutiveFailures'>, er
   return { health: failures >= MCP_FAILING_AFTER_FAILURES ? 'failing' as const : 'degraded' as const, consecutiveFailures: failures, lastSyncError: error };
 }
 
-/** The `data` of an `mcp.tool_changed` alert (spec 6.2 leaves the alert object's fields open). */
-function toolChangedAlert(server: McpServerRow, tool: ListingOutcome['changed'][number], now: Date) {
+/** An approved tool whose definition changed (issue 15), as a finding about its server (issue 22). */
+function toolChangedDetection(server: McpServerRow, tool: ListingOutcome['changed'][number], now: Date): Detection {
   return {
-    type: 'mcp.tool_changed', severity: 'warning', server_id: server.id, server_slug: server.slug, tool_id: tool.id,
-    upstream_name: tool.upstreamName, exposed_name: tool.exposedName, approved_sha256: tool.approvedSha256,
-    definition_sha256: tool.definitionSha256, detected_at: Math.floor(now.getTime() / 1000),
+    orgId: server.orgId, type: 'mcp.tool_changed', severity: 'warning',
+    title: `Tool ${tool.upstreamName} of MCP server ${server.slug} changed`,
+    summary: `The approved tool ${tool.upstreamName} on ${server.slug} now lists a different definition; agents keep the approved one until it is approved again.`,
+    scope: { kind: 'mcp_server', id: server.id }, subject: { tool: tool.upstreamName }, window: { from: now, to: now },
+    observed: null, expected: null, threshold: null,
+    evidence: {
+      server_slug: server.slug, tool_id: tool.id, upstream_name: tool.upstreamName, exposed_name: tool.exposedName,
+      approved_sha256: tool.approvedSha256, definition_sha256: tool.definitionSha256,
+    },
   };
 }
 
-function serverFailingAlert(server: McpServerRow, error: string, failures: number, now: Date) {
+function serverFailingDetection(server: McpServerRow, error: string, failures: number, now: Date): Detection {
   return {
-    type: 'mcp.server_failing', severity: 'critical', server_id: server.id, server_slug: server.slug, url: server.url,
-    consecutive_failures: failures, last_sync_error: error, last_synced_at: server.lastSyncedAt ? Math.floor(server.lastSyncedAt.getTime() / 1000) : null,
-    detected_at: Math.floor(now.getTime() / 1000),
+    orgId: server.orgId, type: 'mcp.server_failing', severity: 'critical',
+    title: `MCP server ${server.slug} is failing`,
+    summary: `${failures} listings of ${server.slug} in a row failed: ${error}`.slice(0, 300),
+    scope: { kind: 'mcp_server', id: server.id }, subject: {}, window: { from: server.lastSyncedAt ?? now, to: now },
+    observed: failures, expected: 0, threshold: MCP_FAILING_AFTER_FAILURES,
+    evidence: { server_slug: server.slug, url: server.url, consecutive_failures: failures, last_sync_error: error, last_synced_at: server.lastSyncedAt?.toISOString() ?? null },
   };
 }
 
@@ -52,12 +63,10 @@ export type ServerSyncReport =
   | { outcome: 'synced'; serverId: string; added: number; changed: number; removed: number; deliveries: QueuedDelivery[] }
   | { outcome: 'failed'; serverId: string; error: string; deliveries: QueuedDelivery[] };
 
-/** Queues the alerts of one listing (one `mcp.tool_changed` per tool that left `approved`), in the caller's transaction. */
-export async function queueToolChangedAlerts(db: Executor, server: McpServerRow, outcome: ListingOutcome, now: Date): Promise<QueuedDelivery[]> {
+/** Raises one listing's findings (one `mcp.tool_changed` per tool that left `approved`) in the caller's transaction. */
+async function raiseToolChanged(db: Executor, server: McpServerRow, outcome: ListingOutcome, now: Date, notify: NotifyOptions): Promise<QueuedDelivery[]> {
   const queued: QueuedDelivery[] = [];
-  for (const tool of outcome.changed) {
-    queued.push(...await queueAlertEvent(db, { orgId: server.orgId, type: 'mcp.tool_changed', severity: 'warning', alert: toolChangedAlert(server, tool, now), now }));
-  }
+  for (const tool of outcome.changed) queued.push(...(await recordDetection(db, toolChangedDetection(server, tool, now), now, notify)).deliveries);
   return queued;
 }
 
@@ -70,7 +79,8 @@ export async function queueToolChangedAlerts(db: Executor, server: McpServerRow,
  * `version`: sync bookkeeping is read-only to the customer and must not break their If-Match.
  * The caller starts the answered deliveries after this returns (DESIGN 6.9).
  */
-export async function syncRegisteredServer(db: Database, deps: { sealer: Sealer; dispatcher: Dispatcher; now(): Date }, serverId: string): Promise<ServerSyncReport> {
+export async function syncRegisteredServer(db: Database, deps: { sealer: Sealer; dispatcher: Dispatcher; now(): Date; publicUrl: string }, serverId: string): Promise<ServerSyncReport> {
+  const notify = { publicUrl: deps.publicUrl };
   const [before] = await db.select().from(mcpServers).where(eq(mcpServers.id, serverId));
   if (!before || before.status !== 'active') return { outcome: 'skipped', serverId };
   let listing: Awaited<ReturnType<typeof discoverTools>> | null = null;
@@ -87,14 +97,16 @@ export async function syncRegisteredServer(db: Database, deps: { sealer: Sealer;
     if (listing) {
       const outcome = await applyToolListing(tx, server, listing.tools, now);
       await tx.update(mcpServers).set(syncSucceeded(listing.protocolEra, now)).where(eq(mcpServers.id, serverId));
-      const deliveries = await queueToolChangedAlerts(tx, server, outcome, now);
+      const deliveries = await raiseToolChanged(tx, server, outcome, now, notify);
+      // A server that lists again is no longer failing.
+      await resolveFinding(tx, server.orgId, fingerprintOf({ type: 'mcp.server_failing', scope: { kind: 'mcp_server', id: server.id }, subject: {} }), now);
       return { outcome: 'synced' as const, serverId, added: outcome.added.length, changed: outcome.changed.length, removed: outcome.removed.length, deliveries };
     }
     const failed = syncFailed(server, error);
     await tx.update(mcpServers).set(failed).where(eq(mcpServers.id, serverId));
     const turnedFailing = failed.health === 'failing' && server.health !== 'failing';
     const deliveries = turnedFailing
-      ? await queueAlertEvent(tx, { orgId: server.orgId, type: 'mcp.server_failing', severity: 'critical', alert: serverFailingAlert(server, error, failed.consecutiveFailures, now), now })
+      ? (await recordDetection(tx, serverFailingDetection(server, error, failed.consecutiveFailures, now), now, notify)).deliveries
       : [];
     return { outcome: 'failed' as const, serverId, error, deliveries };
   });

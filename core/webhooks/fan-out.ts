@@ -1,10 +1,7 @@
-import { and, asc, eq, gt, inArray, isNull, lt, or, sql } from 'drizzle-orm';
+import { and, asc, eq, gt, isNull, lt, sql } from 'drizzle-orm';
 import { unixSeconds } from '../clock';
 import type { Executor } from '../db/client';
-import {
-  ALERT_SEVERITIES, notificationChannels, notificationRules, PER_REQUEST_RECEIVER, webhookDeliveries, webhookEndpoints,
-  type AlertEventType, type AlertSeverity, type JobWebhook,
-} from '../db/schema';
+import { PER_REQUEST_RECEIVER, webhookDeliveries, webhookEndpoints, type JobWebhook } from '../db/schema';
 import { newId } from '../ids';
 
 /** Where one event goes: a console endpoint, or the job's own per-request URL. */
@@ -76,30 +73,4 @@ export async function unattemptedDeliveries(db: Executor, page: { queuedAfter: D
       page.afterId ? gt(webhookDeliveries.id, page.afterId) : undefined,
     ))
     .orderBy(asc(webhookDeliveries.id)).limit(page.limit);
-}
-
-export type AlertEvent = { orgId: string; type: AlertEventType; severity: AlertSeverity; alert: Record<string, unknown>; now: Date };
-
-/**
- * Queues an alert event (spec 6.2) to the endpoints that a notification rule attaches through
- * a webhook channel: matching type, severity at least the rule's minimum, not muted, channel
- * active. An endpoint's own `events` list plays no part. Answers the deliveries to start.
- */
-export async function queueAlertEvent(db: Executor, event: AlertEvent): Promise<QueuedDelivery[]> {
-  const severities = ALERT_SEVERITIES.slice(0, ALERT_SEVERITIES.indexOf(event.severity) + 1);
-  const rows = await db.selectDistinct({ id: webhookEndpoints.id, url: webhookEndpoints.url })
-    .from(notificationRules)
-    .innerJoin(notificationChannels, eq(notificationChannels.id, notificationRules.channelId))
-    .innerJoin(webhookEndpoints, eq(webhookEndpoints.id, notificationChannels.webhookEndpointId))
-    .where(and(
-      eq(notificationRules.orgId, event.orgId),
-      eq(notificationRules.eventType, event.type),
-      inArray(notificationRules.minSeverity, severities),
-      or(isNull(notificationRules.mutedUntil), gt(sql`${event.now.toISOString()}::timestamptz`, notificationRules.mutedUntil)),
-      eq(notificationChannels.orgId, event.orgId),
-      eq(notificationChannels.kind, 'webhook'),
-      eq(notificationChannels.status, 'active'),
-      activeEndpoints(event.orgId),
-    ));
-  return queueEvents(db, { orgId: event.orgId, type: event.type, data: event.alert, jobId: null, now: event.now }, rows.map((r) => ({ receiver: r.id, endpointId: r.id, url: r.url })));
 }

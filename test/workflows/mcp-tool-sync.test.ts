@@ -21,8 +21,8 @@ type Tool = { id: string; server_id: string; upstream_name: string; state: strin
 /**
  * The tool-gateway sync (issue 15): the `mcpToolSync` workflow on the maintenance queue re-lists
  * every active server, marks approved tools whose definition changed `changed`, records health,
- * and raises `mcp.tool_changed` and `mcp.server_failing` through the alert dispatch point
- * (`queueAlertEvent`): the activity is called directly with a recording delivery starter, then
+ * and raises `mcp.tool_changed` and `mcp.server_failing` as findings (issue 22), whose alert
+ * events carry the finding: the activity is called directly with a recording delivery starter, then
  * the workflow is run on a real worker.
  */
 describe('MCP tool sync', () => {
@@ -41,7 +41,7 @@ describe('MCP tool sync', () => {
     server = await startTestMcpServer('streamable_http', [{ name: 'lookup', description: 'Look up a record', readOnly: true }]);
     activities = createMcpToolSyncActivities({
       db: fixture.database.db, clock: systemClock, sealer: createSealer(fixture.api.config.GW_SEALING_KEYS!), dispatcher,
-      startDeliveries: async (d) => void started.push(...d),
+      startDeliveries: async (d) => void started.push(...d), publicUrl: 'https://gw.test',
     });
     // An alert channel: a webhook endpoint attached by rules for both MCP alert types.
     const db = fixture.database.db;
@@ -91,7 +91,10 @@ describe('MCP tool sync', () => {
     expect(started.map((d) => d.id)).toContain(alert!.id);
     expect(JSON.parse(alert!.payload)).toMatchObject({
       type: 'mcp.tool_changed',
-      data: { server_id: serverId, tool_id: tool.id, upstream_name: 'lookup', approved_sha256: approved.approvedSha256, definition_sha256: tool.definitionSha256 },
+      data: {
+        object: 'finding', type: 'mcp.tool_changed', severity: 'warning', status: 'open', scope: { kind: 'mcp_server', id: serverId }, subject: { tool: 'lookup' },
+        evidence: { tool_id: tool.id, upstream_name: 'lookup', approved_sha256: approved.approvedSha256, definition_sha256: tool.definitionSha256 },
+      },
     });
     // Sync bookkeeping does not move the server's version (the customer's If-Match stays good).
     const after = await serverRow();
@@ -115,11 +118,17 @@ describe('MCP tool sync', () => {
       expect(await alertsOf('mcp.server_failing')).toHaveLength(1);
       await activities.syncMcpServer({ serverId });
       expect(await alertsOf('mcp.server_failing')).toHaveLength(1);
+      // The same failure is one finding, seen once more by the third failed listing.
+      const failing = await fixture.client.get<{ data: Array<Record<string, unknown>> }>('/findings?type=mcp.server_failing');
+      expect(failing.body.data.filter((x) => (x.scope as { id: string }).id === serverId)).toMatchObject([{ status: 'open', severity: 'critical', occurrences: 1 }]);
     } finally {
       server.down = false;
     }
     await activities.syncMcpServer({ serverId });
     expect(await serverRow()).toMatchObject({ health: 'healthy', consecutiveFailures: 0, lastSyncError: null });
+    // Listing again resolves the failing finding.
+    const resolved = await fixture.client.get<{ data: Array<Record<string, unknown>> }>('/findings?type=mcp.server_failing');
+    expect(resolved.body.data.filter((x) => (x.scope as { id: string }).id === serverId)).toMatchObject([{ status: 'resolved' }]);
   });
 
   it('records a listing over the byte, tool or page bound as a failed sync, keeping the tools of the last good one', async () => {

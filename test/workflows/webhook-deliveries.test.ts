@@ -3,7 +3,8 @@ import Stripe from 'stripe';
 import { createDeliveryStarter } from '../../activities/webhook-dispatch';
 import { jobs, notificationChannels, notificationRules, webhookDeliveries } from '../../core/db/schema';
 import { newId } from '../../core/ids';
-import { queueAlertEvent } from '../../core/webhooks/fan-out';
+import type { Detection } from '../../core/findings/detection';
+import { recordDetection } from '../../core/findings/store';
 import { alertAttemptDelays, webhookAttemptDelays } from '../../core/webhooks/schedule';
 import { verifyWebhook } from '../../core/webhooks/signature';
 import { taskQueue } from '../../workflows/definitions';
@@ -265,16 +266,25 @@ describe('webhook deliveries', () => {
     await db.insert(notificationChannels).values({ id: channel, orgId: f.tenant.orgId, kind: 'webhook', label: 'ops', webhookEndpointId: attached.id });
     await db.insert(notificationRules).values({ id: newId('nrule'), orgId: f.tenant.orgId, eventType: 'budget.threshold_crossed', channelId: channel, minSeverity: 'warning' });
     const start = createDeliveryStarter(f.api.runtime.temporal, { taskQueue: taskQueue('webhooks', prefix), attemptDelaysMs: webhookAttemptDelays(SCALE), alertAttemptDelaysMs: alertAttemptDelays(SCALE) });
-    const alert = { id: 'alert_1', object: 'alert', scope: 'organization', fraction: 0.8 };
+    const detection = (type: Detection['type'], severity: Detection['severity']): Detection => ({
+      orgId: f.tenant.orgId, type, severity, title: 'Budget crossed', summary: 'The project passed 80% of its budget.', scope: { kind: 'project', id: f.tenant.projectId },
+      subject: { budget: 'spend_limit:2026-11-01:0.8' }, window: { from: new Date(), to: new Date() }, observed: 80, expected: null, threshold: 80, evidence: { fraction: 0.8 },
+    });
+    const notify = { publicUrl: 'https://gw.test' };
 
-    expect(await queueAlertEvent(db, { orgId: f.tenant.orgId, type: 'budget.threshold_crossed', severity: 'info', alert, now: new Date() })).toHaveLength(0);
-    expect(await queueAlertEvent(db, { orgId: f.tenant.orgId, type: 'spend.anomaly', severity: 'critical', alert, now: new Date() })).toHaveLength(0);
-    const queued = await queueAlertEvent(db, { orgId: f.tenant.orgId, type: 'budget.threshold_crossed', severity: 'critical', alert, now: new Date() });
+    expect((await recordDetection(db, detection('budget.threshold_crossed', 'info'), new Date(), notify)).deliveries).toHaveLength(0);
+    expect((await recordDetection(db, detection('spend.anomaly', 'critical'), new Date(), notify)).deliveries).toHaveLength(0);
+    // The same finding raised to critical: now at or above the rule's minimum.
+    const raised = await recordDetection(db, detection('budget.threshold_crossed', 'critical'), new Date(), notify);
+    expect(raised.change).toBe('raised');
+    const queued = raised.deliveries;
     expect(queued).toHaveLength(1);
     await start(queued);
     await start(queued);
     const [got] = await arrived('/alerts');
-    expect(stripe.webhooks.constructEvent(got!.body, signatureOf(got!)!, attached.secret)).toMatchObject({ type: 'budget.threshold_crossed', data: alert });
+    expect(stripe.webhooks.constructEvent(got!.body, signatureOf(got!)!, attached.secret)).toMatchObject({
+      type: 'budget.threshold_crossed', data: { id: raised.finding.id, object: 'finding', severity: 'critical', scope: { kind: 'project', id: f.tenant.projectId } },
+    });
     await until(async () => {
       const [row] = await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.id, queued[0]!.id));
       return row?.status === 'succeeded';

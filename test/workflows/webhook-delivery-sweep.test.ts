@@ -126,7 +126,7 @@ describe('webhook delivery sweep', () => {
     // The sync commits the tool's move and its alert, then cannot start the delivery (Temporal unreachable).
     const sealer = createSealer(fixture.api.config.GW_SEALING_KEYS!);
     const failingStart = createMcpToolSyncActivities({
-      db, clock: systemClock, sealer, dispatcher, startDeliveries: async () => {
+      db, clock: systemClock, sealer, dispatcher, publicUrl: 'https://gw.test', startDeliveries: async () => {
         throw new Error('14 UNAVAILABLE: connection refused');
       },
     });
@@ -135,7 +135,7 @@ describe('webhook delivery sweep', () => {
     const [alert] = await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.endpointId, alerts.id));
     expect(alert).toMatchObject({ eventType: 'mcp.tool_changed', status: 'pending', attempts: 0 });
     // The retried activity finds the tool already `changed`: it queues nothing, so nothing else would start the alert.
-    const retried = createMcpToolSyncActivities({ db, clock: systemClock, sealer, dispatcher, startDeliveries: createDeliveryStarter(temporal, deliveryOptions()) });
+    const retried = createMcpToolSyncActivities({ db, clock: systemClock, sealer, dispatcher, publicUrl: 'https://gw.test', startDeliveries: createDeliveryStarter(temporal, deliveryOptions()) });
     expect(await retried.syncMcpServer({ serverId: server.body.id })).toMatchObject({ outcome: 'synced', alertsQueued: 0 });
 
     const jobsEndpoint = await endpoint(`/jobs-${seq++}`);

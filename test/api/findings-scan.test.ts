@@ -1,0 +1,113 @@
+import { and, eq } from 'drizzle-orm';
+import type { DatabaseHandle } from '../../core/db/client';
+import { budgetCrossings, findings, requestLogs, usageHourly, type AlertEventType, type RequestAttempt } from '../../core/db/schema';
+import { detectorNamed, runDetector, type ScanSettings } from '../../core/findings/scan';
+import { newId } from '../../core/ids';
+import type { RequestLogEntry } from '../../core/request-log/writer';
+import { testDatabase } from '../helpers/harness';
+import { createTenant, type Tenant } from '../helpers/tenants';
+
+const MINUTE_MS = 60_000;
+const HOUR_MS = 60 * MINUTE_MS;
+const DAY_MS = 24 * HOUR_MS;
+const SETTINGS: ScanSettings = { anomalyDollarFloor: 5, everyMs: 5 * MINUTE_MS };
+
+/**
+ * Each detector's run over real Postgres (issue 22): rows seeded in the request log, the hourly
+ * rollup and the budget crossings of an organization of its own, the detector run at a chosen
+ * time, and the findings it recorded read back. The detectors' decisions are unit-tested on
+ * synthetic series (test/unit/findings-detectors.test.ts); this checks what they are given.
+ */
+describe('finding detectors over the database', () => {
+  let database: DatabaseHandle;
+  let tenant: Tenant;
+  const now = new Date(Math.floor(Date.now() / HOUR_MS) * HOUR_MS + 30 * MINUTE_MS);
+
+  beforeAll(async () => {
+    database = testDatabase();
+    tenant = await createTenant(database.db);
+  });
+  afterAll(() => database.close());
+
+  const db = () => database.db;
+  let seq = 0;
+  const attempt = (connection: string, outcome: string, model = 'gpt-4o-mini'): RequestAttempt =>
+    ({ connection_id: connection, provider: 'openai', model, position: 'primary', outcome, status: outcome === 'ok' ? 200 : 500, latency_ms: 10 });
+  async function logged(rows: Array<Partial<RequestLogEntry> & { agoMs: number }>): Promise<void> {
+    const values = rows.map(({ agoMs, ...r }) => {
+      const createdAt = new Date(now.getTime() - agoMs);
+      return Object.assign({
+        id: newId('req', createdAt.getTime()), orgId: tenant.orgId, keyId: tenant.key.id, projectId: tenant.projectId, endpoint: 'chat.completions',
+        requestedModel: 'gpt-4o-mini', servedModel: 'gpt-4o-mini', provider: 'openai', status: 200, latencyMs: 100 + (seq++ % 7), createdAt,
+      }, r) satisfies RequestLogEntry;
+    });
+    for (let i = 0; i < values.length; i += 500) await db().insert(requestLogs).values(values.slice(i, i + 500));
+  }
+  const found = (type: AlertEventType) => db().select().from(findings).where(and(eq(findings.orgId, tenant.orgId), eq(findings.type, type)));
+  const run = (name: string, at = now) => runDetector(db(), detectorNamed(name), at, SETTINGS, null);
+
+  it('connection.failing: half of a connection\'s attempts failing is a warning, three credential refusals critical; clear for a window resolves it', async () => {
+    const failing = newId('conn');
+    const refused = newId('conn');
+    await logged([
+      ...Array.from({ length: 8 }, (_, i) => ({ agoMs: 1000 + i * 20_000, status: 502, attempts: [attempt(failing, i % 2 ? 'server_error' : 'timeout')] })),
+      ...Array.from({ length: 5 }, (_, i) => ({ agoMs: 1000 + i * 30_000, attempts: [attempt(failing, 'ok')] })),
+      ...Array.from({ length: 3 }, (_, i) => ({ agoMs: 1000 + i * 30_000, status: 502, attempts: [attempt(refused, 'credential')] })),
+      // Outside the five-minute window: not counted.
+      ...Array.from({ length: 20 }, () => ({ agoMs: 10 * MINUTE_MS, attempts: [attempt(refused, 'ok')] })),
+    ]);
+    await run('connection-failing');
+    const rows = await found('connection.failing');
+    const of = (id: string) => rows.find((r) => r.scopeId === id);
+    expect(of(failing)).toMatchObject({ severity: 'warning', status: 'open', scopeKind: 'connection' });
+    expect(of(failing)!.evidence).toMatchObject({ attempts: 13, failures: { server_error: 4, timeout: 4, credential: 0 } });
+    expect(of(refused)).toMatchObject({ severity: 'critical' });
+
+    // Ten minutes on, nothing failed in the window: both resolve.
+    await run('connection-failing', new Date(now.getTime() + 10 * MINUTE_MS));
+    expect((await found('connection.failing')).map((r) => r.status)).toEqual(['resolved', 'resolved']);
+  });
+
+  it('unpriced.traffic: the last hour\'s requests of a model with no price, counted per model', async () => {
+    const hour = new Date(Math.floor(now.getTime() / HOUR_MS) * HOUR_MS - HOUR_MS);
+    await db().insert(usageHourly).values([
+      { orgId: tenant.orgId, hour, keyId: tenant.key.id, projectId: tenant.projectId, model: 'mystery-model', provider: 'custom', requests: 9, unpricedRequests: 7 },
+      { orgId: tenant.orgId, hour, keyId: tenant.key.id, projectId: tenant.projectId, model: 'gpt-4o-mini', provider: 'openai', requests: 50, cost: 0.2 },
+    ]);
+    await run('unpriced-traffic');
+    const [row, ...more] = await found('unpriced.traffic');
+    expect(more).toHaveLength(0);
+    expect(row).toMatchObject({ scopeKind: 'model', scopeId: 'mystery-model', observed: 7 });
+    expect(row!.summary).not.toContain('$0');
+  });
+
+  it('traffic.regression and traffic.model_changed from the request log against the trailing week', async () => {
+    const conn = newId('conn');
+    // A week of a route served by model-a at about 100 ms, then an hour of model-b at 1.2 s.
+    await logged([
+      ...Array.from({ length: 120 }, (_, i) => ({ agoMs: 2 * HOUR_MS + i * HOUR_MS, routeSlug: 'support', requestedModel: 'support', servedModel: 'model-a', connectionId: conn, latencyMs: 100 })),
+      ...Array.from({ length: 60 }, (_, i) => ({ agoMs: 1000 + i * 30_000, routeSlug: 'support', requestedModel: 'support', servedModel: 'model-a', connectionId: conn, latencyMs: 1200 })),
+      ...Array.from({ length: 5 }, (_, i) => ({ agoMs: 1000 + i * 60_000, routeSlug: 'support', requestedModel: 'support', servedModel: 'model-b', connectionId: conn, latencyMs: 300 })),
+    ]);
+    await run('traffic-regression');
+    const [regression] = await found('traffic.regression');
+    expect(regression).toMatchObject({ scopeKind: 'connection', scopeId: conn, subject: { model: 'model-a' }, expected: 100 });
+    expect(regression!.observed).toBeGreaterThanOrEqual(1200);
+
+    await run('model-changed');
+    const changed = await found('traffic.model_changed');
+    expect(changed.map((c) => c.subject)).toEqual([{ route: 'support', model: 'model-b' }]);
+  });
+
+  it('budget.threshold_crossed: a crossing recorded since the last runs, once per scope, window and fraction', async () => {
+    await db().insert(budgetCrossings).values([
+      { id: newId('bcross'), orgId: tenant.orgId, scope: `project:${tenant.projectId}`, window: '2026-11-01', fraction: 0.8, limit: 100, spent: 80.5, behavior: 'alert', crossedAt: new Date(now.getTime() - MINUTE_MS) },
+      { id: newId('bcross'), orgId: tenant.orgId, scope: `organization:${tenant.orgId}`, window: '2026-10-01', fraction: 0.5, limit: 100, spent: 51, behavior: 'alert', crossedAt: new Date(now.getTime() - DAY_MS) },
+    ]);
+    await run('budget-crossings');
+    await run('budget-crossings', new Date(now.getTime() + MINUTE_MS));
+    const [crossing, ...more] = await found('budget.threshold_crossed');
+    expect(more).toHaveLength(0);
+    expect(crossing).toMatchObject({ scopeKind: 'project', scopeId: tenant.projectId, severity: 'warning', occurrences: 2 });
+  });
+});

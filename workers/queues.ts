@@ -12,6 +12,7 @@ import { createWebhookDeliveryActivities } from '../activities/webhook-delivery'
 import { createDeliveryStarter, type DeliveryStartOptions } from '../activities/webhook-dispatch';
 import { createWebhookSweepActivities } from '../activities/webhook-sweep';
 import { createMailer, type Mailer } from '../core/notifications/mailer';
+import { loadModelCatalog, type ModelCatalog } from '../core/catalog/model-catalog';
 import { alertAttemptDelays, webhookAttemptDelays } from '../core/webhooks/schedule';
 import { systemClock, type Clock } from '../core/clock';
 import { publicBaseUrl, requireSetting, type Config } from '../core/config';
@@ -59,11 +60,17 @@ export function createActivityServices(config: Config, db: Database, redis: Redi
   const sealer = createSealer(keyring);
   // One guarded pool for every outbound call a worker makes: providers and webhook receivers.
   const outbound = createUpstreamAgent({ allowPrivateNetwork: config.GW_ALLOW_PRIVATE_NETWORK });
+  let catalog: Promise<ModelCatalog> | undefined;
   return {
     db,
     redis,
     clock: systemClock,
-    findings: { anomalyDollarFloor: ANOMALY_DOLLAR_FLOOR, everyMs: Math.round(FINDINGS_SCAN_EVERY_MS * config.GW_SCHEDULE_SCALE) },
+    findings: {
+      anomalyDollarFloor: ANOMALY_DOLLAR_FLOOR,
+      everyMs: Math.round(FINDINGS_SCAN_EVERY_MS * config.GW_SCHEDULE_SCALE),
+      // Only the maintenance worker's cost-drift runs need it; loaded on the first.
+      catalog: () => (catalog ??= loadModelCatalog()),
+    },
     publicUrl: publicBaseUrl(config),
     webhooks: {
       dispatcher: outbound,

@@ -1,15 +1,20 @@
+import type { ModelCatalog } from '../catalog/model-catalog';
 import type { Executor } from '../db/client';
+import { estimateCost } from '../pricing/cost';
+import { isProviderKind } from '../providers/kinds';
+import type { PriceEntry } from '../routing/org-config';
 import type { AlertEventType } from '../db/schema';
 import type { QueuedDelivery } from '../webhooks/fan-out';
 import type { Detection } from './detection';
 import { detectConnectionFailing } from './detectors/connection-failing';
+import { detectCostDrift } from './detectors/cost-drift';
 import { detectForecastOverBudget } from './detectors/forecast-over-budget';
 import { detectModelChanged } from './detectors/model-changed';
 import { detectSpendAnomaly } from './detectors/spend-anomaly';
 import { detectThresholdCrossed } from './detectors/threshold-crossed';
 import { detectRegression } from './detectors/traffic-regression';
 import { detectUnpricedTraffic } from './detectors/unpriced-traffic';
-import { budgetUses, connectionWindows, latencyWindows, recentCrossings, servedModels, spendSeries, unpricedModels } from './series';
+import { budgetUses, connectionWindows, orgPrices, providerCostDays, latencyWindows, recentCrossings, servedModels, spendSeries, unpricedModels } from './series';
 import { recordDetection, resolveCleared, type NotifyOptions } from './store';
 
 const MINUTE_MS = 60_000;
@@ -17,6 +22,7 @@ const MINUTE_MS = 60_000;
 /** `spend.anomaly` fires only on at least this many dollars above the usual hour (issue 22). */
 export const ANOMALY_DOLLAR_FLOOR = 5;
 const HOUR_MS = 60 * MINUTE_MS;
+const DAY_MS = 24 * HOUR_MS;
 
 /** Settings every detector may read. */
 export type ScanSettings = {
@@ -24,6 +30,8 @@ export type ScanSettings = {
   anomalyDollarFloor: number;
   /** How often the schedules run (5 minutes, scaled): a crossing is looked for this far back, twice over. */
   everyMs: number;
+  /** The model catalogue our own estimates price with (loaded once, on the first run that needs it). */
+  catalog(): Promise<ModelCatalog>;
 };
 
 /**
@@ -57,6 +65,30 @@ export const DETECTORS: readonly Detector[] = [
     windowMs: () => HOUR_MS,
     async detect(db, now) {
       return (await budgetUses(db, now)).map((use) => detectForecastOverBudget(use, now)).filter((d): d is Detection => d !== null);
+    },
+  },
+  {
+    name: 'cost-drift',
+    types: ['cost.drift'],
+    windowMs: () => DAY_MS,
+    async detect(db, now, settings) {
+      const day = new Date(Math.floor(now.getTime() / DAY_MS) * DAY_MS - DAY_MS);
+      const days = await providerCostDays(db, day);
+      if (days.length === 0) return [];
+      const catalog = await settings.catalog();
+      const prices = new Map<string, PriceEntry[]>();
+      const found: Detection[] = [];
+      for (const d of days) {
+        if (!prices.has(d.orgId)) prices.set(d.orgId, await orgPrices(db, d.orgId));
+        // Our own estimate of the same requests, as if the provider had reported nothing.
+        const usage = { prompt_tokens: d.promptTokens, completion_tokens: d.completionTokens, total_tokens: d.promptTokens + d.completionTokens, prompt_tokens_details: { cached_tokens: d.cachedTokens } };
+        const estimate = isProviderKind(d.provider) ? estimateCost({ usage, kind: d.provider, upstreamModel: d.model, modelId: d.model, prices: prices.get(d.orgId)!, catalog }) : null;
+        // Without an estimate of our own there is nothing to drift from (unpriced traffic is its own finding).
+        if (!estimate) continue;
+        const detection = detectCostDrift({ orgId: d.orgId, model: d.model, day, requests: d.requests, reported: d.reported, estimated: estimate.cost });
+        if (detection) found.push(detection);
+      }
+      return found;
     },
   },
   {

@@ -1,4 +1,5 @@
-import { sql } from 'drizzle-orm';
+import { eq, sql } from 'drizzle-orm';
+import { modelPrices } from '../db/schema';
 import type { Executor } from '../db/client';
 import type { ConnectionWindow, FailureReason } from './detectors/connection-failing';
 import type { Crossing } from './detectors/threshold-crossed';
@@ -8,6 +9,7 @@ import type { LatencyWindow } from './detectors/traffic-regression';
 import type { ServedModels } from './detectors/model-changed';
 import type { BudgetUse } from './detectors/forecast-over-budget';
 import { nextReset, periodStart } from '../spend/periods';
+import type { PriceEntry } from '../routing/org-config';
 
 /**
  * What the detectors read (DESIGN 4b): the hourly usage rollup, the budget crossings and the
@@ -235,4 +237,36 @@ export async function budgetUses(db: Executor, now: Date): Promise<BudgetUse[]> 
     uses.push({ orgId: budget.orgId, scope: budget.scope, budget: budget.budget, limit: budget.limit, periodStart: start, periodEnd: end, spent: Number(spend!.spent), last24h: Number(spend!.last24h) });
   }
   return uses;
+}
+
+/** Requests of one model whose provider reported their cost, in one day, with their token sums. */
+export type ProviderCostDay = {
+  orgId: string; provider: string; model: string; day: Date; requests: number; reported: number;
+  promptTokens: number; cachedTokens: number; completionTokens: number;
+};
+
+/** The day `[day, day + 1 d)`'s requests priced by the provider's own figure, per organization, provider and model. */
+export async function providerCostDays(db: Executor, day: Date): Promise<ProviderCostDay[]> {
+  const to = new Date(day.getTime() + DAY_MS);
+  const found = await rows(db, sql`
+    select org_id, provider, served_model, count(*)::int as requests, sum(cost)::float8 as reported,
+      sum(coalesce((usage->>'prompt_tokens')::bigint, 0))::float8 as prompt,
+      sum(coalesce((usage->'prompt_tokens_details'->>'cached_tokens')::bigint, 0))::float8 as cached,
+      sum(coalesce((usage->>'completion_tokens')::bigint, 0))::float8 as completion
+    from request_logs
+    where created_at >= ${day.toISOString()}::timestamptz and created_at < ${to.toISOString()}::timestamptz
+      and price_source = 'provider' and cost is not null and served_model is not null and provider is not null
+    group by 1, 2, 3`);
+  return found.map((r) => ({
+    orgId: String(r.org_id), provider: String(r.provider), model: String(r.served_model), day, requests: Number(r.requests), reported: Number(r.reported),
+    promptTokens: Number(r.prompt), cachedTokens: Number(r.cached), completionTokens: Number(r.completion),
+  }));
+}
+
+/** An organization's custom rates, as the chat path prices with them (OrgConfig `prices`). */
+export async function orgPrices(db: Executor, orgId: string): Promise<PriceEntry[]> {
+  return db.select({
+    model: modelPrices.model, provider: modelPrices.provider, inputPerMillion: modelPrices.inputPerMillion, outputPerMillion: modelPrices.outputPerMillion,
+    cachedInputPerMillion: modelPrices.cachedInputPerMillion, unit: modelPrices.unit,
+  }).from(modelPrices).where(eq(modelPrices.orgId, orgId));
 }

@@ -1,6 +1,7 @@
 import { and, eq } from 'drizzle-orm';
 import type { DatabaseHandle } from '../../core/db/client';
-import { budgetCrossings, findings, requestLogs, usageHourly, type AlertEventType, type RequestAttempt } from '../../core/db/schema';
+import { budgetCrossings, findings, modelPrices, requestLogs, usageHourly, type AlertEventType, type RequestAttempt } from '../../core/db/schema';
+import { loadModelCatalog, type ModelCatalog } from '../../core/catalog/model-catalog';
 import { detectorNamed, runDetector, type ScanSettings } from '../../core/findings/scan';
 import { newId } from '../../core/ids';
 import type { RequestLogEntry } from '../../core/request-log/writer';
@@ -10,7 +11,8 @@ import { createTenant, type Tenant } from '../helpers/tenants';
 const MINUTE_MS = 60_000;
 const HOUR_MS = 60 * MINUTE_MS;
 const DAY_MS = 24 * HOUR_MS;
-const SETTINGS: ScanSettings = { anomalyDollarFloor: 5, everyMs: 5 * MINUTE_MS };
+let catalog: Promise<ModelCatalog> | undefined;
+const SETTINGS: ScanSettings = { anomalyDollarFloor: 5, everyMs: 5 * MINUTE_MS, catalog: () => (catalog ??= loadModelCatalog()) };
 
 /**
  * Each detector's run over real Postgres (issue 22): rows seeded in the request log, the hourly
@@ -109,5 +111,24 @@ describe('finding detectors over the database', () => {
     const [crossing, ...more] = await found('budget.threshold_crossed');
     expect(more).toHaveLength(0);
     expect(crossing).toMatchObject({ scopeKind: 'project', scopeId: tenant.projectId, severity: 'warning', occurrences: 2 });
+  });
+
+  it('cost.drift: the provider\'s reported cost against our own estimate of the same requests, over a day', async () => {
+    // Our rate: $1 a million input and $2 a million output, so 1,000 + 500 tokens are $0.002.
+    await db().insert(modelPrices).values({ id: newId('price'), orgId: tenant.orgId, model: 'drift-model', provider: 'openai', inputPerMillion: 1, outputPerMillion: 2 });
+    const yesterday = now.getTime() - (now.getTime() % DAY_MS) - DAY_MS;
+    const usage = { prompt_tokens: 1000, completion_tokens: 500, total_tokens: 1500, provider_cost: 0.003 };
+    const day = (count: number, model: string) => Array.from({ length: count }, (_, i) => ({
+      agoMs: now.getTime() - (yesterday + 60_000 + i * 60_000), servedModel: model, requestedModel: model, usage, cost: 0.003, priceSource: 'provider',
+    }));
+    // 60 requests the provider billed $0.003 each: $0.18 against our $0.12. 49 of another: too few to judge.
+    await logged([...day(60, 'drift-model'), ...day(49, 'drift-model-few')]);
+    await db().insert(modelPrices).values({ id: newId('price'), orgId: tenant.orgId, model: 'drift-model-few', provider: 'openai', inputPerMillion: 1, outputPerMillion: 2 });
+    await run('cost-drift');
+    const [drift, ...more] = await found('cost.drift');
+    expect(more).toHaveLength(0);
+    expect(drift).toMatchObject({ scopeKind: 'model', scopeId: 'drift-model', severity: 'critical', observed: 0.18 });
+    expect(drift!.expected).toBeCloseTo(0.12, 9);
+    expect(drift!.evidence).toMatchObject({ requests: 60 });
   });
 });

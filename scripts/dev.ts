@@ -1,7 +1,7 @@
 /**
  * `npm start`: the whole product on one machine. Uses each service named in the environment and
  * starts what is missing: a Temporal dev server (Web UI on 8233), an embedded PostgreSQL, a
- * redis-server. Then migrations, a demo organization on an empty database, the API and every
+ * redis-server, a mail catcher for alert emails (web inbox on 1080) when SMTP_URL is unset. Then migrations, a demo organization on an empty database, the API and every
  * worker. Ctrl-C stops everything it started; data stays under GW_DATA_DIR for the next start.
  */
 import fs from 'node:fs';
@@ -25,6 +25,7 @@ import { installTemporalRuntime } from '../workers/temporal';
 import { SANDBOX_SECRET_PREFIX, startSandbox } from '../sandbox/server';
 import { DataDirLockedError, lockDataDir, type DataDirLock } from './lib/data-dir-lock';
 import { startEmbeddedPostgres, startRedisServer } from './lib/local-services';
+import { startMailCatcher } from './lib/mail-catcher';
 import { freePort, preferredPort } from './lib/ports';
 import { removeRuntimeFile, writeRuntimeFile } from './lib/runtime-file';
 import { resolveTemporalCli } from './lib/temporal-cli';
@@ -145,8 +146,21 @@ async function main(): Promise<void> {
   stops.push(['Sandbox', sandbox.close]);
   say('Sandbox', `${sandbox.url} (provider simulator: /openai/v1, /anthropic/v1, /google/v1beta; secrets starting ${SANDBOX_SECRET_PREFIX})`);
 
+  let smtpUrl = base.SMTP_URL;
+  let mailInbox: string | null = null;
+  if (smtpUrl) {
+    say('Mail', `${redact(smtpUrl)} (SMTP_URL)`);
+  } else {
+    const catcher = await startMailCatcher(await preferredPort(Number(process.env.GW_MAIL_SMTP_PORT ?? 1025)), await preferredPort(Number(process.env.GW_MAIL_WEB_PORT ?? 1080)), path.join(base.dataDir, 'mail'));
+    stops.push(['Mail', catcher.stop]);
+    smtpUrl = catcher.smtpUrl;
+    mailInbox = catcher.inboxUrl;
+    say('Mail', `${smtpUrl} (local mail catcher: alert emails stay on this machine, inbox at ${mailInbox})`);
+  }
+
   const config = loadConfig({
     ...process.env,
+    SMTP_URL: smtpUrl,
     // Development reaches the local sandbox; production keeps the default (public HTTPS only).
     GW_ALLOW_PRIVATE_NETWORK: process.env.GW_ALLOW_PRIVATE_NETWORK ?? 'true',
     GW_SEALING_KEYS: base.GW_SEALING_KEYS ?? developmentSealingKeys(base.dataDir),
@@ -190,6 +204,7 @@ async function main(): Promise<void> {
   say('API', `${apiUrl}  (ready: ${apiUrl}/readyz)`);
   if (demoToken) await connectDemoToSandbox(apiUrl, demoToken, sandbox.url);
   if (services.temporalUi) say('Temporal UI', services.temporalUi);
+  if (mailInbox) say('Mail inbox', mailInbox);
   say('Ready', 'Ctrl-C stops everything started here');
 }
 

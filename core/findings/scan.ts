@@ -26,7 +26,7 @@ const DAY_MS = 24 * HOUR_MS;
 
 /** Settings every detector may read. */
 export type ScanSettings = {
-  /** `spend.anomaly` needs at least this many dollars above the usual (issue 22: $5). */
+  /** `spend.anomaly` needs at least this many dollars above the usual, where the organization set none (issue 22: $5). */
   anomalyDollarFloor: number;
   /** How often the schedules run (5 minutes, scaled): a crossing is looked for this far back, twice over. */
   everyMs: number;
@@ -54,8 +54,10 @@ export const DETECTORS: readonly Detector[] = [
     types: ['spend.anomaly'],
     windowMs: () => HOUR_MS,
     async detect(db, now, settings) {
-      const { series, projectOfKey } = await spendSeries(db, lastCompleteHour(now));
-      const found = series.map((s) => detectSpendAnomaly(s, now, { dollarFloor: settings.anomalyDollarFloor })).filter((d): d is Detection => d !== null);
+      const { series, projectOfKey, dollarFloorOf } = await spendSeries(db, lastCompleteHour(now));
+      const found = series
+        .map((s) => detectSpendAnomaly(s, now, { dollarFloor: dollarFloorOf.get(s.orgId) ?? settings.anomalyDollarFloor }))
+        .filter((d): d is Detection => d !== null);
       return narrowestSpendAnomalies(found, projectOfKey);
     },
   },

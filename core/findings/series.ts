@@ -28,7 +28,7 @@ async function rows(db: Executor, query: ReturnType<typeof sql>): Promise<Row[]>
  * Hourly spend of every organization, project and key that spent in `target` (an hour's start),
  * over the 28 days before it and the hour itself.
  */
-export type SpendSeriesSet = { series: SpendSeries[]; projectOfKey: Map<string, string> };
+export type SpendSeriesSet = { series: SpendSeries[]; projectOfKey: Map<string, string>; dollarFloorOf: Map<string, number> };
 
 export async function spendSeries(db: Executor, target: Date): Promise<SpendSeriesSet> {
   const from = new Date(target.getTime() - 28 * DAY_MS);
@@ -65,7 +65,9 @@ export async function spendSeries(db: Executor, target: Date): Promise<SpendSeri
     add(orgId, 'key', String(r.key_id), hour, cost, requests);
   }
   const sorted = [...series.values()].map(({ orgId, scope, hours }) => ({ orgId, scope, hours: hours.sort((a, b) => a.hour.getTime() - b.hour.getTime()) }));
-  return { series: sorted, projectOfKey };
+  const orgIds = [...new Set(sorted.map((s) => s.orgId))];
+  const floors = orgIds.length === 0 ? [] : await rows(db, sql`select org_id, anomaly_dollar_floor::float8 as floor from org_settings where org_id in ${orgIds}`);
+  return { series: sorted, projectOfKey, dollarFloorOf: new Map(floors.map((r) => [String(r.org_id), Number(r.floor)])) };
 }
 
 /** Requests served in the hour `[from, from + 1 h)` by a model with no price, per organization and model. */

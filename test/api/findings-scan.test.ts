@@ -1,6 +1,6 @@
 import { and, eq } from 'drizzle-orm';
 import type { DatabaseHandle } from '../../core/db/client';
-import { budgetCrossings, findings, modelPrices, requestLogs, usageHourly, type AlertEventType, type RequestAttempt } from '../../core/db/schema';
+import { budgetCrossings, findings, modelPrices, orgSettings, requestLogs, usageHourly, type AlertEventType, type RequestAttempt } from '../../core/db/schema';
 import { loadModelCatalog, type ModelCatalog } from '../../core/catalog/model-catalog';
 import { detectorNamed, runDetector, type ScanSettings } from '../../core/findings/scan';
 import { newId } from '../../core/ids';
@@ -130,5 +130,24 @@ describe('finding detectors over the database', () => {
     expect(drift).toMatchObject({ scopeKind: 'model', scopeId: 'drift-model', severity: 'critical', observed: 0.18 });
     expect(drift!.expected).toBeCloseTo(0.12, 9);
     expect(drift!.evidence).toMatchObject({ requests: 60 });
+  });
+
+  it('spend.anomaly: the organization\'s dollar floor decides whether a spike is news', async () => {
+    const org = await createTenant(db());
+    const target = new Date(Math.floor(now.getTime() / HOUR_MS) * HOUR_MS - HOUR_MS);
+    const hours = Array.from({ length: 14 * 24 }, (_, i) => ({
+      orgId: org.orgId, hour: new Date(target.getTime() - (i + 1) * HOUR_MS), keyId: org.key.id, projectId: org.projectId, model: 'm', requests: 30, cost: 1 + (i % 3) / 10,
+    }));
+    await db().insert(usageHourly).values([...hours, { orgId: org.orgId, hour: target, keyId: org.key.id, projectId: org.projectId, model: 'm', requests: 300, cost: 40 }]);
+    const anomalies = () => db().select().from(findings).where(and(eq(findings.orgId, org.orgId), eq(findings.type, 'spend.anomaly')));
+
+    const floor = (dollars: number) => db().insert(orgSettings).values({ id: org.orgId, orgId: org.orgId, anomalyDollarFloor: dollars })
+      .onConflictDoUpdate({ target: orgSettings.id, set: { anomalyDollarFloor: dollars } });
+    await floor(100);
+    await run('spend-anomaly');
+    expect(await anomalies()).toHaveLength(0);
+    await floor(5);
+    await run('spend-anomaly');
+    expect(await anomalies()).toMatchObject([{ scopeKind: 'key', scopeId: org.key.id, observed: 40, status: 'open' }]);
   });
 });

@@ -27,6 +27,8 @@ const settable = {
   }),
   /** Assistant (tool-gateway) access (issue 15); false refuses it with `mcp_disabled`. Owners and admins only. */
   mcp_enabled: z.boolean(),
+  /** Alerts (issue 22): a spend anomaly is only news above this many dollars over the usual hour. */
+  anomaly_dollar_floor: z.number().min(0).max(1_000_000).describe('`spend.anomaly` needs at least this many dollars above the usual hour (default 5).'),
 };
 const patchSchema = z.strictObject({ ...settable, response_cache: settable.response_cache.partial() }).partial();
 
@@ -73,6 +75,7 @@ export const orgSettingsResource: ResourceType<SettingsRow> = {
       ...(input.model_allowlist !== undefined && { modelAllowlist: input.model_allowlist }),
       ...(input.billing_day_of_month !== undefined && { billingDayOfMonth: input.billing_day_of_month }),
       ...(input.mcp_enabled !== undefined && { mcpEnabled: input.mcp_enabled }),
+      ...(input.anomaly_dollar_floor !== undefined && { anomalyDollarFloor: input.anomaly_dollar_floor }),
     };
   },
 
@@ -86,6 +89,7 @@ export const orgSettingsResource: ResourceType<SettingsRow> = {
     billing_day_of_month: row.billingDayOfMonth,
     response_cache: row.responseCache,
     mcp_enabled: row.mcpEnabled,
+    anomaly_dollar_floor: row.anomalyDollarFloor,
     created_at: unix(row.createdAt),
     updated_at: unix(row.updatedAt),
   }),

@@ -21,6 +21,8 @@ export const orgSettings = pgTable('org_settings', {
   guardrailPolicy: jsonb('guardrail_policy').$type<GuardrailPolicy | null>(),
   /** Tool-gateway (assistant) access; false refuses MCP with `mcp_disabled` (issue 15). */
   mcpEnabled: boolean('mcp_enabled').notNull().default(true),
+  /** `spend.anomaly` fires only on at least this many dollars above the usual hour (issue 22). */
+  anomalyDollarFloor: numeric('anomaly_dollar_floor', { mode: 'number' }).notNull().default(5),
   ...resourceColumns(),
 });
 

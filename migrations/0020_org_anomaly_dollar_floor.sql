@@ -1,0 +1,1 @@
+ALTER TABLE "org_settings" ADD COLUMN "anomaly_dollar_floor" numeric DEFAULT 5 NOT NULL;

@@ -1,20 +1,21 @@
 import type { ModelCatalog } from '../catalog/model-catalog';
 import type { Executor } from '../db/client';
-import { estimateCost } from '../pricing/cost';
+import { costAt, estimateCost } from '../pricing/cost';
+import { resolvedPrice } from '../pricing/resolved-price';
 import { isProviderKind } from '../providers/kinds';
 import type { PriceEntry } from '../routing/org-config';
 import type { AlertEventType } from '../db/schema';
 import type { QueuedDelivery } from '../webhooks/fan-out';
 import type { Detection } from './detection';
 import { detectConnectionFailing } from './detectors/connection-failing';
-import { detectCostDrift } from './detectors/cost-drift';
+import { detectCostDrift, detectPriceChange } from './detectors/cost-drift';
 import { detectForecastOverBudget } from './detectors/forecast-over-budget';
 import { detectModelChanged } from './detectors/model-changed';
 import { detectSpendAnomaly } from './detectors/spend-anomaly';
 import { detectThresholdCrossed } from './detectors/threshold-crossed';
 import { detectRegression } from './detectors/traffic-regression';
 import { detectUnpricedTraffic } from './detectors/unpriced-traffic';
-import { budgetUses, connectionWindows, orgPrices, providerCostDays, latencyWindows, recentCrossings, servedModels, spendSeries, unpricedModels } from './series';
+import { budgetUses, connectionWindows, orgPrices, providerCostDays, servedModelKeys, swapPriceSnapshot, latencyWindows, recentCrossings, servedModels, spendSeries, unpricedModels } from './series';
 import { recordDetection, resolveCleared, type NotifyOptions } from './store';
 
 const MINUTE_MS = 60_000;
@@ -47,6 +48,7 @@ export type Detector = {
 
 const floorToHour = (d: Date) => new Date(Math.floor(d.getTime() / HOUR_MS) * HOUR_MS);
 const lastCompleteHour = (now: Date) => new Date(floorToHour(now).getTime() - HOUR_MS);
+const floorToDay = (d: Date) => new Date(Math.floor(d.getTime() / DAY_MS) * DAY_MS);
 
 export const DETECTORS: readonly Detector[] = [
   {
@@ -76,15 +78,30 @@ export const DETECTORS: readonly Detector[] = [
     async detect(db, now, settings) {
       const day = new Date(Math.floor(now.getTime() / DAY_MS) * DAY_MS - DAY_MS);
       const days = await providerCostDays(db, day);
-      if (days.length === 0) return [];
+      const served = await servedModelKeys(db, new Date(now.getTime() - DAY_MS), now);
+      if (days.length === 0 && served.length === 0) return [];
       const catalog = await settings.catalog();
       const prices = new Map<string, PriceEntry[]>();
+      const pricesOf = async (orgId: string) => {
+        if (!prices.has(orgId)) prices.set(orgId, await orgPrices(db, orgId));
+        return prices.get(orgId)!;
+      };
       const found: Detection[] = [];
+      // A model's effective price (catalogue or custom rate) against the one seen before.
+      for (const key of served) {
+        if (!isProviderKind(key.provider)) continue;
+        const price = resolvedPrice({ kind: key.provider, upstreamModel: key.model, modelId: key.model, prices: await pricesOf(key.orgId), catalog });
+        const perMillion = (input: number, output: number) => costAt(price, input, 0, output)?.cost ?? null;
+        const current = { input: perMillion(1e6, 0), output: perMillion(0, 1e6) };
+        const previous = await swapPriceSnapshot(db, key, current, now);
+        const changed = previous && detectPriceChange({ orgId: key.orgId, model: key.model, day: floorToDay(now), previous, current });
+        if (changed) found.push(changed);
+      }
       for (const d of days) {
-        if (!prices.has(d.orgId)) prices.set(d.orgId, await orgPrices(db, d.orgId));
+        const rates = await pricesOf(d.orgId);
         // Our own estimate of the same requests, as if the provider had reported nothing.
         const usage = { prompt_tokens: d.promptTokens, completion_tokens: d.completionTokens, total_tokens: d.promptTokens + d.completionTokens, prompt_tokens_details: { cached_tokens: d.cachedTokens } };
-        const estimate = isProviderKind(d.provider) ? estimateCost({ usage, kind: d.provider, upstreamModel: d.model, modelId: d.model, prices: prices.get(d.orgId)!, catalog }) : null;
+        const estimate = isProviderKind(d.provider) ? estimateCost({ usage, kind: d.provider, upstreamModel: d.model, modelId: d.model, prices: rates, catalog }) : null;
         // Without an estimate of our own there is nothing to drift from (unpriced traffic is its own finding).
         if (!estimate) continue;
         const detection = detectCostDrift({ orgId: d.orgId, model: d.model, day, requests: d.requests, reported: d.reported, estimated: estimate.cost });

@@ -1,5 +1,5 @@
-import { eq, sql } from 'drizzle-orm';
-import { modelPrices } from '../db/schema';
+import { and, eq, sql } from 'drizzle-orm';
+import { modelPrices, priceSnapshots } from '../db/schema';
 import type { Executor } from '../db/client';
 import type { ConnectionWindow, FailureReason } from './detectors/connection-failing';
 import type { Crossing } from './detectors/threshold-crossed';
@@ -271,4 +271,28 @@ export async function orgPrices(db: Executor, orgId: string): Promise<PriceEntry
     model: modelPrices.model, provider: modelPrices.provider, inputPerMillion: modelPrices.inputPerMillion, outputPerMillion: modelPrices.outputPerMillion,
     cachedInputPerMillion: modelPrices.cachedInputPerMillion, unit: modelPrices.unit,
   }).from(modelPrices).where(eq(modelPrices.orgId, orgId));
+}
+
+/** The (organization, provider, model)s that served requests in `[from, to)`. */
+export async function servedModelKeys(db: Executor, from: Date, to: Date): Promise<Array<{ orgId: string; provider: string; model: string }>> {
+  const found = await rows(db, sql`
+    select distinct org_id, provider, served_model from request_logs
+    where created_at >= ${from.toISOString()}::timestamptz and created_at < ${to.toISOString()}::timestamptz
+      and served_model is not null and provider is not null`);
+  return found.map((r) => ({ orgId: String(r.org_id), provider: String(r.provider), model: String(r.served_model) }));
+}
+
+export type PricePoint = { input: number | null; output: number | null };
+
+/**
+ * Records a model's effective price now and answers the one recorded before it, if any: what
+ * a price change is measured against. One row per organization, provider and model.
+ */
+export async function swapPriceSnapshot(db: Executor, key: { orgId: string; provider: string; model: string }, current: PricePoint, now: Date): Promise<PricePoint | null> {
+  const [before] = await db.select().from(priceSnapshots)
+    .where(and(eq(priceSnapshots.orgId, key.orgId), eq(priceSnapshots.provider, key.provider), eq(priceSnapshots.model, key.model)));
+  const values = { inputPerMillion: current.input, outputPerMillion: current.output, seenAt: now };
+  await db.insert(priceSnapshots).values(Object.assign({ orgId: key.orgId, provider: key.provider, model: key.model }, values))
+    .onConflictDoUpdate({ target: [priceSnapshots.orgId, priceSnapshots.provider, priceSnapshots.model], set: values });
+  return before ? { input: before.inputPerMillion, output: before.outputPerMillion } : null;
 }

@@ -150,4 +150,26 @@ describe('finding detectors over the database', () => {
     await run('spend-anomaly');
     expect(await anomalies()).toMatchObject([{ scopeKind: 'key', scopeId: org.key.id, observed: 40, status: 'open' }]);
   });
+
+  it('cost.drift: a served model\'s effective price changing since it was last seen is an info finding', async () => {
+    const org = await createTenant(db());
+    const price = newId('price');
+    await db().insert(modelPrices).values({ id: price, orgId: org.orgId, model: 'rated-model', provider: 'openai', inputPerMillion: 1, outputPerMillion: 2 });
+    await db().insert(requestLogs).values({
+      id: newId('req'), orgId: org.orgId, keyId: org.key.id, projectId: org.projectId, endpoint: 'chat.completions', requestedModel: 'rated-model',
+      servedModel: 'rated-model', provider: 'openai', status: 200, latencyMs: 50, createdAt: new Date(now.getTime() - HOUR_MS),
+    });
+    const priceFindings = () => db().select().from(findings).where(and(eq(findings.orgId, org.orgId), eq(findings.type, 'cost.drift')));
+    await run('cost-drift');
+    expect(await priceFindings()).toHaveLength(0);
+    await db().update(modelPrices).set({ outputPerMillion: 3 }).where(eq(modelPrices.id, price));
+    await run('cost-drift', new Date(now.getTime() + MINUTE_MS));
+    const [changed, ...more] = await priceFindings();
+    expect(more).toHaveLength(0);
+    expect(changed).toMatchObject({ severity: 'info', scopeKind: 'model', scopeId: 'rated-model#price' });
+    expect(changed!.evidence).toMatchObject({ kind: 'price_changed', previous: { input: 1, output: 2 }, current: { input: 1, output: 3 } });
+    // Seen again at the same price: nothing new.
+    await run('cost-drift', new Date(now.getTime() + 2 * MINUTE_MS));
+    expect(await priceFindings()).toMatchObject([{ occurrences: 1 }]);
+  });
 });

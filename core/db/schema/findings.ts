@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { doublePrecision, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import { doublePrecision, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 import { resourceColumns } from './columns';
 import { organizations } from './organizations';
 import type { AlertEventType, AlertSeverity } from './webhook-deliveries';
@@ -54,3 +54,20 @@ export const findings = pgTable(
 );
 
 export type FindingRow = typeof findings.$inferSelect;
+
+/**
+ * The effective price (catalogue or custom rate) each organization's served models had when the
+ * cost-drift detector last looked, per million tokens: a change since is a `cost.drift` finding.
+ */
+export const priceSnapshots = pgTable(
+  'price_snapshots',
+  {
+    orgId: text('org_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
+    provider: text('provider').notNull(),
+    model: text('model').notNull(),
+    inputPerMillion: doublePrecision('input_per_million'),
+    outputPerMillion: doublePrecision('output_per_million'),
+    seenAt: timestamp('seen_at', { withTimezone: true }).notNull(),
+  },
+  (t) => [primaryKey({ name: 'price_snapshots_pk', columns: [t.orgId, t.provider, t.model] })],
+);

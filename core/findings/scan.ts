@@ -10,12 +10,12 @@ import type { Detection } from './detection';
 import { detectConnectionFailing } from './detectors/connection-failing';
 import { detectCostDrift, detectPriceChange } from './detectors/cost-drift';
 import { detectForecastOverBudget } from './detectors/forecast-over-budget';
-import { detectModelChanged } from './detectors/model-changed';
+import { detectAnsweredMismatch, detectModelChanged } from './detectors/model-changed';
 import { detectSpendAnomaly } from './detectors/spend-anomaly';
 import { detectThresholdCrossed } from './detectors/threshold-crossed';
 import { detectRegression } from './detectors/traffic-regression';
 import { detectUnpricedTraffic } from './detectors/unpriced-traffic';
-import { budgetUses, connectionWindows, orgPrices, providerCostDays, servedModelKeys, swapPriceSnapshot, latencyWindows, recentCrossings, servedModels, spendSeries, unpricedModels } from './series';
+import { answeredMismatches, budgetUses, connectionWindows, orgPrices, providerCostDays, servedModelKeys, swapPriceSnapshot, latencyWindows, recentCrossings, servedModels, spendSeries, unpricedModels } from './series';
 import { recordDetection, resolveCleared, type NotifyOptions } from './store';
 
 const MINUTE_MS = 60_000;
@@ -148,7 +148,10 @@ export const DETECTORS: readonly Detector[] = [
     types: ['traffic.model_changed'],
     windowMs: () => HOUR_MS,
     async detect(db, now) {
-      return (await servedModels(db, new Date(now.getTime() - HOUR_MS), now)).flatMap(detectModelChanged);
+      const from = new Date(now.getTime() - HOUR_MS);
+      const changed = (await servedModels(db, from, now)).flatMap(detectModelChanged);
+      const mismatched = (await answeredMismatches(db, from, now)).map(detectAnsweredMismatch).filter((d): d is Detection => d !== null);
+      return [...changed, ...mismatched];
     },
   },
 ];

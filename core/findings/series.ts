@@ -6,7 +6,7 @@ import type { Crossing } from './detectors/threshold-crossed';
 import type { HourlySpend, SpendSeries } from './detectors/spend-anomaly';
 import type { UnpricedModel } from './detectors/unpriced-traffic';
 import type { LatencyWindow } from './detectors/traffic-regression';
-import type { ServedModels } from './detectors/model-changed';
+import type { AnsweredMismatch, ServedModels } from './detectors/model-changed';
 import type { BudgetUse } from './detectors/forecast-over-budget';
 import { nextReset, periodStart } from '../spend/periods';
 import type { PriceEntry } from '../routing/org-config';
@@ -295,4 +295,21 @@ export async function swapPriceSnapshot(db: Executor, key: { orgId: string; prov
   await db.insert(priceSnapshots).values(Object.assign({ orgId: key.orgId, provider: key.provider, model: key.model }, values))
     .onConflictDoUpdate({ target: [priceSnapshots.orgId, priceSnapshots.provider, priceSnapshots.model], set: values });
   return before ? { input: before.inputPerMillion, output: before.outputPerMillion } : null;
+}
+
+/**
+ * Answers in `[from, to)` naming another model than the connection was asked for. A dated
+ * snapshot of the asked model (`gpt-4o` answered as `gpt-4o-2024-11-20`) is the same model and
+ * not counted: providers answer so as a rule, and flagging it would be noise every hour.
+ */
+export async function answeredMismatches(db: Executor, from: Date, to: Date): Promise<AnsweredMismatch[]> {
+  const found = await rows(db, sql`
+    select r.org_id, r.connection_id, a->>'model' as asked, r.served_model as answered, count(*)::int as requests
+    from request_logs r, jsonb_array_elements(r.attempts) a
+    where r.created_at >= ${from.toISOString()}::timestamptz and r.created_at < ${to.toISOString()}::timestamptz
+      and a->>'outcome' = 'ok' and r.connection_id is not null and r.served_model is not null
+      and a->>'connection_id' = r.connection_id and a->>'model' <> r.served_model
+      and not starts_with(r.served_model, a->>'model') and not starts_with(a->>'model', r.served_model)
+    group by 1, 2, 3, 4`);
+  return found.map((r) => ({ orgId: String(r.org_id), connectionId: String(r.connection_id), asked: String(r.asked), answered: String(r.answered), requests: Number(r.requests), from, to }));
 }

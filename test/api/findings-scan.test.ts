@@ -96,9 +96,16 @@ describe('finding detectors over the database', () => {
     expect(regression).toMatchObject({ scopeKind: 'connection', scopeId: conn, subject: { model: 'model-a' }, expected: 100 });
     expect(regression!.observed).toBeGreaterThanOrEqual(1200);
 
+    // The provider answering with another model than asked (a dated snapshot of it is the same model).
+    const other = newId('conn');
+    await logged([
+      ...Array.from({ length: 3 }, (_, i) => ({ agoMs: 1000 + i * 1000, connectionId: other, servedModel: 'model-z', attempts: [attempt(other, 'ok', 'model-y')] })),
+      { agoMs: 5000, connectionId: other, servedModel: 'model-y-2025-01-01', attempts: [attempt(other, 'ok', 'model-y')] },
+    ]);
     await run('model-changed');
     const changed = await found('traffic.model_changed');
-    expect(changed.map((c) => c.subject)).toEqual([{ route: 'support', model: 'model-b' }]);
+    expect(changed.map((c) => [c.scopeKind, c.subject]).sort()).toEqual([['connection', { model: 'model-y' }], ['organization', { route: 'support', model: 'model-b' }]]);
+    expect(changed.find((c) => c.scopeKind === 'connection')!.evidence).toMatchObject({ asked: 'model-y', answered: 'model-z', requests: 3 });
   });
 
   it('budget.threshold_crossed: a crossing recorded since the last runs, once per scope, window and fraction', async () => {

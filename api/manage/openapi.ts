@@ -49,14 +49,15 @@ function json(schema: z.ZodType, description: string) {
 }
 
 function resourcePaths(resource: ResourceType): ZodOpenApiPathsObject {
-  const item = resource.readSchema
-    .extend({
+  const envelopeFields = resource.data
+    ? { id: z.string(), object: z.literal(resource.object) }
+    : {
       id: z.string(),
       object: z.literal(resource.object),
       version: z.number().int().meta({ description: 'Send it back in If-Match; also the ETag.' }),
       managed_by: z.string(),
-    })
-    .meta({ id: pascal(resource.object) });
+    };
+  const item = resource.readSchema.extend(envelopeFields).meta({ id: pascal(resource.object) });
   const scope = (what: 'read' | 'write') => `Scope \`${resource.scope}:${what}\`.`;
   const base = `/${resource.type}`;
   const tags = [resource.type];
@@ -130,7 +131,7 @@ function resourcePaths(resource: ResourceType): ZodOpenApiPathsObject {
       tags,
       operationId: `${name.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase())}${pascal(resource.object)}`,
       summary: `${action.summary} ${scope('write')}`,
-      requestParams: { path: idParam, header: ifMatch(action.ifMatch === 'required').extend(idempotencyKey.shape) },
+      requestParams: { path: idParam, header: resource.data ? idempotencyKey : ifMatch(action.ifMatch === 'required').extend(idempotencyKey.shape) },
       requestBody: { content: { 'application/json': { schema: action.schema } } },
       responses: { '200': json(action.revealSchema instanceof z.ZodObject ? item.extend(action.revealSchema.shape) : item, 'The resulting resource.'), ...errors },
     };

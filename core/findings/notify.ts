@@ -16,7 +16,7 @@ type RuleWithChannel = {
 
 /** The alert object of spec 6.2: the finding as `GET /findings/{id}` answers it. */
 export function alertObject(finding: FindingRow): Record<string, unknown> {
-  return Object.assign({ id: finding.id, object: 'finding' }, presentFinding(finding), { version: finding.version, managed_by: finding.managedBy });
+  return Object.assign({ id: finding.id, object: 'finding' }, presentFinding(finding));
 }
 
 /**

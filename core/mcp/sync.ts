@@ -63,6 +63,19 @@ export type ServerSyncReport =
   | { outcome: 'synced'; serverId: string; added: number; changed: number; removed: number; deliveries: QueuedDelivery[] }
   | { outcome: 'failed'; serverId: string; error: string; deliveries: QueuedDelivery[] };
 
+/**
+ * The `mcp.*` findings end when their cause does: a server listing again (scheduled or manual
+ * sync) is no longer failing; a changed tool approved again or blocked is decided. Each later
+ * failure or change then opens a new finding and is notified again.
+ */
+export async function resolveServerFailing(db: Executor, server: Pick<McpServerRow, 'orgId' | 'id'>, now: Date): Promise<void> {
+  await resolveFinding(db, server.orgId, fingerprintOf({ type: 'mcp.server_failing', scope: { kind: 'mcp_server', id: server.id }, subject: {} }), now);
+}
+
+export async function resolveToolChanged(db: Executor, tool: { orgId: string; serverId: string; upstreamName: string }, now: Date): Promise<void> {
+  await resolveFinding(db, tool.orgId, fingerprintOf({ type: 'mcp.tool_changed', scope: { kind: 'mcp_server', id: tool.serverId }, subject: { tool: tool.upstreamName } }), now);
+}
+
 /** Raises one listing's findings (one `mcp.tool_changed` per tool that left `approved`) in the caller's transaction. */
 async function raiseToolChanged(db: Executor, server: McpServerRow, outcome: ListingOutcome, now: Date, notify: NotifyOptions): Promise<QueuedDelivery[]> {
   const queued: QueuedDelivery[] = [];
@@ -98,8 +111,7 @@ export async function syncRegisteredServer(db: Database, deps: { sealer: Sealer;
       const outcome = await applyToolListing(tx, server, listing.tools, now);
       await tx.update(mcpServers).set(syncSucceeded(listing.protocolEra, now)).where(eq(mcpServers.id, serverId));
       const deliveries = await raiseToolChanged(tx, server, outcome, now, notify);
-      // A server that lists again is no longer failing.
-      await resolveFinding(tx, server.orgId, fingerprintOf({ type: 'mcp.server_failing', scope: { kind: 'mcp_server', id: server.id }, subject: {} }), now);
+      await resolveServerFailing(tx, server, now);
       return { outcome: 'synced' as const, serverId, added: outcome.added.length, changed: outcome.changed.length, removed: outcome.removed.length, deliveries };
     }
     const failed = syncFailed(server, error);

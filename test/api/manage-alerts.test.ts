@@ -167,7 +167,7 @@ describe('alert channels, rules and findings (management API)', () => {
       expect([bad.status, bad.body.error?.message]).toEqual([400, expect.stringContaining('status')]);
 
       const one = await f.client.get<Resource>(`/findings/${a.finding.id}`);
-      expect(one.status).toBe(200);
+      expect([one.status, one.etag, one.body.version, one.body.managed_by]).toEqual([200, null, undefined, undefined]);
       expectShape('findings', one.body);
       expect(one.body).toMatchObject({
         object: 'finding', type: 'spend.anomaly', severity: 'warning', status: 'open', scope: { kind: 'project', id: 'proj_list_a' },
@@ -190,7 +190,10 @@ describe('alert channels, rules and findings (management API)', () => {
 
       const acked = await manageClient(f.api.url, writer.token).post<Resource>(`/findings/${finding.id}/acknowledge`, {});
       expect(acked.status).toBe(200);
-      expect(acked.body).toMatchObject({ status: 'acknowledged', acknowledged_by: writer.id, version: 2 });
+      expect(acked.body).toMatchObject({ status: 'acknowledged', acknowledged_by: writer.id });
+      // A data operation, not a resource (spec 4.4): no version, no ETag.
+      expect(acked.body.version).toBeUndefined();
+      expect(acked.etag).toBeNull();
       expect(acked.body.acknowledged_at).toEqual(expect.any(Number));
       const audit = await f.database.db.select().from(auditEvents).where(and(eq(auditEvents.orgId, f.tenant.orgId), eq(auditEvents.resourceId, finding.id)));
       expect(audit.map((x) => [x.action, x.actorTokenId])).toEqual([['findings.acknowledge', writer.id]]);

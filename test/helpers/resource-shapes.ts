@@ -9,9 +9,9 @@ import { RESOURCES } from '../../api/manage/resources';
 export function resourceShape(type: string, extra: z.ZodRawShape = {}): z.ZodObject {
   const resource = RESOURCES.find((r) => r.type === type);
   if (!resource) throw new Error(`no resource type ${type}`);
-  return resource.readSchema
-    .extend({ id: z.string(), object: z.literal(resource.object), version: z.number().int().positive(), managed_by: z.string(), ...extra })
-    .strict();
+  // A data type (findings) carries no version (spec 4.4 data operations).
+  const versioned = resource.data ? {} : { version: z.number().int().positive(), managed_by: z.string() };
+  return resource.readSchema.extend({ id: z.string(), object: z.literal(resource.object), ...versioned, ...extra }).strict();
 }
 
 export function expectShape(type: string, body: unknown, extra: z.ZodRawShape = {}): void {

@@ -103,6 +103,16 @@ describe('MCP tool sync', () => {
 
     // A second sync of the same change raises nothing more.
     expect(await activities.syncMcpServer({ serverId })).toMatchObject({ toolsChanged: 0, alertsQueued: 0 });
+
+    // Approved again, the finding is resolved: the next change is a new finding, notified again.
+    const listed = (await fixture.client.get<{ data: Tool[] }>('/mcp_server_tools?limit=100')).body.data.find((t) => t.server_id === serverId)!;
+    expect((await fixture.client.post(`/mcp_server_tools/${listed.id}/approve`, { access_class: 'read', expected_sha256: listed.definition_sha256 })).status).toBe(200);
+    const findingsOf = async () => (await fixture.client.get<{ data: Array<Record<string, unknown>> }>('/findings?type=mcp.tool_changed')).body.data
+      .filter((x) => (x.scope as { id: string }).id === serverId);
+    expect(await findingsOf()).toMatchObject([{ status: 'resolved' }]);
+    server.tools = [{ name: 'lookup', description: 'Look up a record, then forward it', readOnly: true }];
+    expect(await activities.syncMcpServer({ serverId })).toMatchObject({ toolsChanged: 1, alertsQueued: 1 });
+    expect((await findingsOf()).map((x) => x.status)).toEqual(['open', 'resolved']);
   });
 
   it('records failing health and raises mcp.server_failing once', async () => {

@@ -12,7 +12,8 @@ const listFilters = z.object({
 
 /**
  * Findings (spec 4.4): made by the detectors (core/findings), never by a client; read, and
- * acknowledged. Served by the resource framework for its scopes, paging, ETag and audit.
+ * acknowledged. Served by the resource framework for its scopes, paging and audit; as a data
+ * operation (spec 4.4) its answers carry no version and no ETag.
  */
 export const findingsResource: ResourceType<FindingRow> = {
   type: 'findings',

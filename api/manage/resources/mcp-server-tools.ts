@@ -2,6 +2,7 @@ import { and, eq } from 'drizzle-orm';
 import { z } from 'zod';
 import { MCP_ACCESS_CLASSES, MCP_TOOL_STATES, mcpServerTools } from '../../../core/db/schema';
 import { GatewayError } from '../../../core/errors';
+import { resolveToolChanged } from '../../../core/mcp/sync';
 import type { McpToolRow } from '../../../core/mcp/tools';
 import { withErrorCode } from '../../validation';
 import { unixTime } from './fields';
@@ -73,6 +74,7 @@ export const mcpServerToolsResource: ResourceType<McpToolRow> = {
         if (row.exposedName === null) {
           throw new GatewayError('mcp_tool_name_clash', `The tool's exposed name would clash with another tool's; rename the tool upstream.`);
         }
+        await resolveToolChanged(call.db, row, call.now);
         return {
           changes: { state: 'approved', accessClass: input.access_class, approvedDefinition: row.definition, approvedSha256: row.definitionSha256, approvedAt: call.now },
           auditDetail: { access_class: input.access_class, approved_sha256: row.definitionSha256, from_state: row.state },
@@ -86,6 +88,7 @@ export const mcpServerToolsResource: ResourceType<McpToolRow> = {
       adminCreator: true,
       async run(call, row) {
         if (row.state === 'blocked') return {};
+        await resolveToolChanged(call.db, row, call.now);
         return { changes: { state: 'blocked', blockedAt: call.now }, auditDetail: { from_state: row.state } };
       },
     },

@@ -10,7 +10,7 @@ import { newId } from '../../../core/ids';
 import { discoverTools } from '../../../core/mcp/client';
 import { lineagesCompletedByLabels, RISK_LABELS } from '../../../core/mcp/grants';
 import { checkCredential, mcpCredentialSchema, openServerCredential, sealServerCredential, type CheckedCredential } from '../../../core/mcp/credential';
-import { syncErrorText, syncSucceeded, type McpServerRow } from '../../../core/mcp/sync';
+import { resolveServerFailing, syncErrorText, syncSucceeded, type McpServerRow } from '../../../core/mcp/sync';
 import { applyToolListing } from '../../../core/mcp/tools';
 import { checkServiceUrl } from '../../../core/net/service-url';
 import { withErrorCode } from '../../validation';
@@ -248,6 +248,7 @@ export const mcpServersResource: ResourceType<McpServerRow> = {
       },
       async run(call, row, _input, listing: Awaited<ReturnType<typeof discover>>) {
         const outcome = await applyToolListing(call.db, row, listing.tools, call.now);
+        await resolveServerFailing(call.db, row, call.now);
         return {
           changes: syncSucceeded(listing.protocolEra, call.now),
           auditDetail: { protocol_era: listing.protocolEra, added: outcome.added.length, changed: outcome.changed.length, removed: outcome.removed.length },

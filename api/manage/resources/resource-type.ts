@@ -97,8 +97,8 @@ export interface ResourceType<Row extends VersionedRow = VersionedRow> {
   /** One object per organization, read and patched at `/<type>` (its id is the organization's). */
   singleton?: boolean;
   /**
-   * Records the product makes rather than configuration (findings): served like any type, left
-   * out of `GET /export`.
+   * Records the product makes rather than configuration (findings): a data operation of spec 4.4,
+   * answered without `version`, `managed_by` or ETag, and left out of `GET /export`.
    */
   data?: true;
   /** Where the rows live; absent for an attached resource (`storedIn`). */

@@ -21,7 +21,12 @@ export type ResourceRouterDeps = { db: Database; redis: RedisHandle; clock: Cloc
 /** Unix seconds for every timestamp on the wire. */
 export { unixOrNull as unix };
 
+/**
+ * A row on the wire: id, object, the type's fields, then its version for If-Match. A data type
+ * (findings) is not a resource on the wire (spec 4.4): no `version`, no `managed_by`, no ETag.
+ */
 export function envelope<Row extends VersionedRow>(resource: ResourceType<Row>, row: Row): Record<string, unknown> {
+  if (resource.data) return { id: row.id, object: resource.object, ...resource.present(row) };
   return { id: row.id, object: resource.object, ...resource.present(row), version: row.version, managed_by: row.managedBy };
 }
 
@@ -178,7 +183,7 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
   async function read(ctx: GatewayContext, resource: ResourceType) {
     authorize(ctx, `${resource.scope}:read`);
     const row = await visible(resource, ctx, deps.db, idOf(ctx, resource), false);
-    ctx.set('ETag', etag(row.version));
+    if (!resource.data) ctx.set('ETag', etag(row.version));
     ctx.body = envelope(resource, row);
   }
 

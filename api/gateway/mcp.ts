@@ -28,8 +28,9 @@ import type { GatewayServices } from './services';
  * checks, each refused call answered as a tool result flagged `isError` (spec 7).
  */
 
-/** Request-log `endpoint` of a tool call. */
-export const MCP_CALL_ENDPOINT = 'mcp.tools/call';
+import { MCP_CALL_ENDPOINT } from '../../core/mcp/log-endpoint';
+
+export { MCP_CALL_ENDPOINT };
 /** Request-log `provider` of a tool call. */
 export const MCP_LOG_PROVIDER = 'mcp';
 /**

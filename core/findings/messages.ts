@@ -13,16 +13,24 @@ export function findingLink(publicUrl: string, finding: Pick<FindingRow, 'id'>):
   return `${publicUrl}/manage/v1/findings/${finding.id}`;
 }
 
+/**
+ * Chat apps read `<...>` as links and mentions (`<!channel>`): text that came from elsewhere (a
+ * tool name, a provider's error, a model id) is escaped so it cannot ping a room or dress a link.
+ */
+const escapeChat = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+
 export function chatappMessage(finding: FindingRow, link: string): Record<string, unknown> {
-  const headline = `${SEVERITY_MARK[finding.severity]} [${finding.severity}] ${finding.title}`;
+  const headline = `${SEVERITY_MARK[finding.severity]} [${finding.severity}] ${escapeChat(finding.title)}`;
+  const summary = escapeChat(finding.summary);
   return {
-    text: `${headline}: ${finding.summary} ${link}`,
+    text: `${headline}: ${summary} ${link}`,
     blocks: [
-      { type: 'header', text: { type: 'plain_text', text: headline.slice(0, 150) } },
-      { type: 'section', text: { type: 'mrkdwn', text: finding.summary } },
+      // plain_text is never parsed for links or mentions.
+      { type: 'header', text: { type: 'plain_text', text: `${SEVERITY_MARK[finding.severity]} [${finding.severity}] ${finding.title}`.slice(0, 150) } },
+      { type: 'section', text: { type: 'mrkdwn', text: summary } },
       {
         type: 'context',
-        elements: [{ type: 'mrkdwn', text: `*${finding.type}* · ${finding.scopeKind} \`${finding.scopeId}\` · <${link}|${finding.id}>` }],
+        elements: [{ type: 'mrkdwn', text: `*${finding.type}* · ${finding.scopeKind} \`${escapeChat(finding.scopeId)}\` · <${link}|${finding.id}>` }],
       },
     ],
   };

@@ -6,7 +6,7 @@ import { isProviderKind } from '../providers/kinds';
 import type { PriceEntry } from '../routing/org-config';
 import type { AlertEventType } from '../db/schema';
 import type { QueuedDelivery } from '../webhooks/fan-out';
-import type { Detection } from './detection';
+import { fingerprintOf, type Detection } from './detection';
 import { detectConnectionFailing } from './detectors/connection-failing';
 import { detectCostDrift, detectPriceChange } from './detectors/cost-drift';
 import { detectForecastOverBudget } from './detectors/forecast-over-budget';
@@ -16,7 +16,7 @@ import { detectThresholdCrossed } from './detectors/threshold-crossed';
 import { detectRegression } from './detectors/traffic-regression';
 import { detectUnpricedTraffic } from './detectors/unpriced-traffic';
 import { answeredMismatches, budgetUses, connectionWindows, orgPrices, providerCostDays, servedModelKeys, swapPriceSnapshot, latencyWindows, recentCrossings, servedModels, spendSeries, unpricedModels } from './series';
-import { recordDetection, resolveCleared, type NotifyOptions } from './store';
+import { knownFingerprints, recordDetection, resolveCleared, type NotifyOptions } from './store';
 
 const MINUTE_MS = 60_000;
 
@@ -121,10 +121,13 @@ export const DETECTORS: readonly Detector[] = [
   {
     name: 'budget-crossings',
     types: ['budget.threshold_crossed'],
-    // A crossing happens once: its finding resolves once no run has seen it for a window.
+    // A crossing is an event: each becomes one finding, opened (and notified) once, whatever ran
+    // or was down in between; it resolves once runs stop seeing it, the next one.
     windowMs: (settings) => 2 * settings.everyMs,
-    async detect(db, now, settings) {
-      return (await recentCrossings(db, new Date(now.getTime() - 2 * settings.everyMs))).map(detectThresholdCrossed);
+    async detect(db, now) {
+      const crossings = (await recentCrossings(db, new Date(now.getTime() - CROSSING_LOOKBACK_MS))).map(detectThresholdCrossed);
+      const known = await knownFingerprints(db, 'budget.threshold_crossed', [...new Set(crossings.map((c) => c.orgId))]);
+      return crossings.filter((c) => !known.has(`${c.orgId}|${fingerprintOf(c)}`));
     },
   },
   {
@@ -155,6 +158,9 @@ export const DETECTORS: readonly Detector[] = [
     },
   },
 ];
+
+/** Crossings are looked for this far back: longer than any budget window, so an outage cannot lose one. */
+const CROSSING_LOOKBACK_MS = 35 * DAY_MS;
 
 /** Most of a wider scope's excess, for a narrower scope's anomaly to stand for it. */
 const EXPLAINS_SHARE = 0.8;

@@ -1,5 +1,6 @@
 import { and, eq, sql } from 'drizzle-orm';
 import { modelPrices, priceSnapshots } from '../db/schema';
+import { MCP_CALL_ENDPOINT } from '../mcp/log-endpoint';
 import type { Executor } from '../db/client';
 import type { ConnectionWindow, FailureReason } from './detectors/connection-failing';
 import type { Crossing } from './detectors/threshold-crossed';
@@ -26,12 +27,13 @@ async function rows(db: Executor, query: ReturnType<typeof sql>): Promise<Row[]>
 
 /**
  * Hourly spend of every organization, project and key that spent in `target` (an hour's start),
- * over the 28 days before it and the hour itself.
+ * over the five weeks before it and the hour itself: the detector needs four full weeks of
+ * history for its same-hour-of-week baseline, and so must see whether spend began earlier.
  */
 export type SpendSeriesSet = { series: SpendSeries[]; projectOfKey: Map<string, string>; dollarFloorOf: Map<string, number> };
 
 export async function spendSeries(db: Executor, target: Date): Promise<SpendSeriesSet> {
-  const from = new Date(target.getTime() - 28 * DAY_MS);
+  const from = new Date(target.getTime() - 35 * DAY_MS);
   const found = await rows(db, sql`
     select org_id, project_id, key_id, hour, sum(cost)::float8 as cost, sum(requests)::int as requests
     from usage_hourly
@@ -142,6 +144,7 @@ export async function latencyWindows(db: Executor, from: Date, to: Date): Promis
     from request_logs
     where created_at >= ${trailingFrom.toISOString()}::timestamptz and created_at < ${to.toISOString()}::timestamptz
       and served_model is not null and connection_id is not null
+      and endpoint <> ${MCP_CALL_ENDPOINT} and cache_status is distinct from 'hit'
     group by 1, 2, 3, 4`);
   const windows = new Map<string, LatencyWindow>();
   for (const r of found) {
@@ -170,6 +173,7 @@ export async function servedModels(db: Executor, from: Date, to: Date): Promise<
     from request_logs
     where created_at >= ${trailingFrom.toISOString()}::timestamptz and created_at < ${to.toISOString()}::timestamptz
       and served_model is not null and coalesce(route_slug, requested_model) is not null
+      and endpoint <> ${MCP_CALL_ENDPOINT}
     group by 1, 2, 3, 4, 5`);
   const byAsked = new Map<string, ServedModels>();
   for (const r of found) {
@@ -201,7 +205,7 @@ export async function budgetUses(db: Executor, now: Date): Promise<BudgetUse[]> 
   const active = sql`(select distinct org_id from spend_ledger where state = 'settled' and created_at > ${dayAgo}::timestamptz)`;
   const found = await rows(db, sql`
     select * from (
-      select distinct on (k.lineage_id) k.org_id, 'key' as kind, k.id as scope_id, 'credit_limit' as budget,
+      select distinct on (k.lineage_id) k.org_id, 'key' as kind, k.lineage_id as scope_id, 'credit_limit' as budget,
         (k.credit_limit->>'amount')::float8 as "limit", k.credit_limit->>'period' as period, 'lineage_id' as col, k.lineage_id as value
       from gateway_keys k where k.credit_limit is not null and k.credit_limit->>'period' <> 'never' and k.revoked_at is null and k.org_id in ${active}
       order by k.lineage_id, k.created_at desc

@@ -103,3 +103,11 @@ export async function resolveFinding(db: Executor, orgId: string, fingerprint: s
     .set({ status: 'resolved', resolvedAt: now, updatedAt: now, version: sql`${findings.version} + 1` })
     .where(and(eq(findings.orgId, orgId), eq(findings.fingerprint, fingerprint), ne(findings.status, 'resolved')));
 }
+
+/** `<org id>|<fingerprint>` of every finding of this type in these organizations, resolved ones included. */
+export async function knownFingerprints(db: Executor, type: AlertEventType, orgIds: string[]): Promise<Set<string>> {
+  if (orgIds.length === 0) return new Set();
+  const rows = await db.selectDistinct({ orgId: findings.orgId, fingerprint: findings.fingerprint }).from(findings)
+    .where(and(eq(findings.type, type), inArray(findings.orgId, orgIds)));
+  return new Set(rows.map((r) => `${r.orgId}|${r.fingerprint}`));
+}

@@ -6,8 +6,12 @@ export type MailMessage = { to: string[]; subject: string; text: string; html: s
 /** Sends one email; answers like a webhook attempt, so a delivery records either the same way. */
 export type Mailer = (message: MailMessage) => Promise<SendOutcome>;
 
-/** How long an SMTP server has to accept a message, connection included. */
-const SMTP_TIMEOUT_MS = 10_000;
+/**
+ * Each SMTP step's limit (connect, greeting, each socket wait). Three of them stay under the
+ * delivery attempt's own limit, so a slow server fails the attempt instead of outliving it and
+ * sending after the attempt was counted lost (a duplicate on the next one).
+ */
+const SMTP_STEP_TIMEOUT_MS = 4_000;
 
 /**
  * Alert email through SMTP (nodemailer) at `smtpUrl`; without one, every send fails with a
@@ -17,9 +21,9 @@ export function createMailer(smtpUrl: string | undefined, from: string): Mailer 
   if (!smtpUrl) return async () => ({ ok: false, status: null, error: 'SMTP_URL is not set: email cannot be sent' });
   const transport = nodemailer.createTransport({
     url: smtpUrl,
-    connectionTimeout: SMTP_TIMEOUT_MS,
-    greetingTimeout: SMTP_TIMEOUT_MS,
-    socketTimeout: SMTP_TIMEOUT_MS,
+    connectionTimeout: SMTP_STEP_TIMEOUT_MS,
+    greetingTimeout: SMTP_STEP_TIMEOUT_MS,
+    socketTimeout: SMTP_STEP_TIMEOUT_MS,
   } as Parameters<typeof nodemailer.createTransport>[0]);
   return async (message) => {
     try {

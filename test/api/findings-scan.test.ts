@@ -102,22 +102,37 @@ describe('finding detectors over the database', () => {
       ...Array.from({ length: 3 }, (_, i) => ({ agoMs: 1000 + i * 1000, connectionId: other, servedModel: 'model-z', attempts: [attempt(other, 'ok', 'model-y')] })),
       { agoMs: 5000, connectionId: other, servedModel: 'model-y-2025-01-01', attempts: [attempt(other, 'ok', 'model-y')] },
     ]);
+    // Tool-gateway calls share the log (server slug as route, tool as model) and are no model traffic.
+    const mcp = { endpoint: 'mcp.tools/call', routeSlug: 'docs', requestedModel: 'docs', connectionId: newId('mcps') };
+    await logged([
+      ...Array.from({ length: 60 }, (_, i) => Object.assign({ agoMs: 2 * HOUR_MS + i * HOUR_MS, servedModel: 'search', latencyMs: 50 }, mcp)),
+      ...Array.from({ length: 60 }, (_, i) => Object.assign({ agoMs: 1000 + i * 10_000, servedModel: 'fetch', latencyMs: 5000 }, mcp)),
+    ]);
     await run('model-changed');
+    await run('traffic-regression');
+    expect(await found('traffic.regression')).toHaveLength(1);
     const changed = await found('traffic.model_changed');
     expect(changed.map((c) => [c.scopeKind, c.subject]).sort()).toEqual([['connection', { model: 'model-y' }], ['organization', { route: 'support', model: 'model-b' }]]);
     expect(changed.find((c) => c.scopeKind === 'connection')!.evidence).toMatchObject({ asked: 'model-y', answered: 'model-z', requests: 3 });
   });
 
-  it('budget.threshold_crossed: a crossing recorded since the last runs, once per scope, window and fraction', async () => {
+  it('budget.threshold_crossed: each crossing once (even one recorded while runs were down), resolving after', async () => {
     await db().insert(budgetCrossings).values([
       { id: newId('bcross'), orgId: tenant.orgId, scope: `project:${tenant.projectId}`, window: '2026-11-01', fraction: 0.8, limit: 100, spent: 80.5, behavior: 'alert', crossedAt: new Date(now.getTime() - MINUTE_MS) },
+      // Recorded a day ago, while no run happened: still a finding.
       { id: newId('bcross'), orgId: tenant.orgId, scope: `organization:${tenant.orgId}`, window: '2026-10-01', fraction: 0.5, limit: 100, spent: 51, behavior: 'alert', crossedAt: new Date(now.getTime() - DAY_MS) },
     ]);
-    await run('budget-crossings');
+    const first = await run('budget-crossings');
+    expect(first.opened).toBeGreaterThanOrEqual(2);
     await run('budget-crossings', new Date(now.getTime() + MINUTE_MS));
-    const [crossing, ...more] = await found('budget.threshold_crossed');
-    expect(more).toHaveLength(0);
-    expect(crossing).toMatchObject({ scopeKind: 'project', scopeId: tenant.projectId, severity: 'warning', occurrences: 2 });
+    const crossings = await found('budget.threshold_crossed');
+    expect(crossings.map((c) => [c.scopeKind, c.severity, c.occurrences, c.status]).sort()).toEqual([
+      ['organization', 'info', 1, 'open'], ['project', 'warning', 1, 'open'],
+    ]);
+    // Not seen again for two periods: resolved, and never opened again.
+    await run('budget-crossings', new Date(now.getTime() + 20 * MINUTE_MS));
+    await run('budget-crossings', new Date(now.getTime() + 25 * MINUTE_MS));
+    expect((await found('budget.threshold_crossed')).map((c) => c.status)).toEqual(['resolved', 'resolved']);
   });
 
   it('cost.drift: the provider\'s reported cost against our own estimate of the same requests, over a day', async () => {

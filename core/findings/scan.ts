@@ -68,7 +68,13 @@ export const DETECTORS: readonly Detector[] = [
     types: ['spend.forecast_over_budget'],
     windowMs: () => HOUR_MS,
     async detect(db, now) {
-      return (await budgetUses(db, now)).map((use) => detectForecastOverBudget(use, now)).filter((d): d is Detection => d !== null);
+      const found: Detection[] = [];
+      for (const use of await budgetUses(db, now)) {
+        const detection = detectForecastOverBudget(use, now);
+        // A key's budget names its project, for rules and restricted tokens scoped to it.
+        if (detection) found.push(use.scope.kind === 'key' ? Object.assign(detection, { evidence: Object.assign({ project_id: use.projectId }, detection.evidence) }) : detection);
+      }
+      return found;
     },
   },
   {

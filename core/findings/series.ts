@@ -200,32 +200,32 @@ type BudgetRow = { orgId: string; scope: BudgetUse['scope']; budget: BudgetUse['
  * `hard_cap` and `monthly_target`), with its spend so far in its current period and in the last
  * 24 hours, from the settled spend ledger.
  */
-export async function budgetUses(db: Executor, now: Date): Promise<BudgetUse[]> {
+export async function budgetUses(db: Executor, now: Date): Promise<Array<BudgetUse & { projectId: string | null }>> {
   const dayAgo = new Date(now.getTime() - DAY_MS).toISOString();
   const active = sql`(select distinct org_id from spend_ledger where state = 'settled' and created_at > ${dayAgo}::timestamptz)`;
   const found = await rows(db, sql`
     select * from (
       select distinct on (k.lineage_id) k.org_id, 'key' as kind, k.lineage_id as scope_id, 'credit_limit' as budget,
-        (k.credit_limit->>'amount')::float8 as "limit", k.credit_limit->>'period' as period, 'lineage_id' as col, k.lineage_id as value
+        (k.credit_limit->>'amount')::float8 as "limit", k.credit_limit->>'period' as period, 'lineage_id' as col, k.lineage_id as value, k.project_id as project
       from gateway_keys k where k.credit_limit is not null and k.credit_limit->>'period' <> 'never' and k.revoked_at is null and k.org_id in ${active}
       order by k.lineage_id, k.created_at desc
     ) keys
     union all
-    select p.org_id, 'project', p.id, 'spend_limit', (p.spend_limit->>'monthly')::float8, 'monthly', 'project_id', p.id
+    select p.org_id, 'project', p.id, 'spend_limit', (p.spend_limit->>'monthly')::float8, 'monthly', 'project_id', p.id, p.id
       from projects p where p.spend_limit is not null and p.archived_at is null and p.org_id in ${active}
     union all
-    select m.org_id, 'member', m.id, 'member_budget', (m.spend_limit->>'monthly')::float8, 'monthly', 'member_id', m.id
+    select m.org_id, 'member', m.id, 'member_budget', (m.spend_limit->>'monthly')::float8, 'monthly', 'member_id', m.id, null
       from member_budgets m where m.spend_limit is not null and m.org_id in ${active}
     union all
-    select s.org_id, 'organization', s.org_id, 'hard_cap', (s.hard_cap->>'monthly')::float8, 'monthly', 'org_id', s.org_id
+    select s.org_id, 'organization', s.org_id, 'hard_cap', (s.hard_cap->>'monthly')::float8, 'monthly', 'org_id', s.org_id, null
       from org_settings s where s.hard_cap is not null and s.org_id in ${active}
     union all
-    select s.org_id, 'organization', s.org_id, 'monthly_target', s.monthly_target::float8, 'monthly', 'org_id', s.org_id
+    select s.org_id, 'organization', s.org_id, 'monthly_target', s.monthly_target::float8, 'monthly', 'org_id', s.org_id, null
       from org_settings s where s.monthly_target is not null and s.org_id in ${active}`);
   if (found.length === 0) return [];
   const billingDays = new Map((await rows(db, sql`select org_id, billing_day_of_month from org_settings where org_id in ${active}`))
     .map((r) => [String(r.org_id), Number(r.billing_day_of_month)]));
-  const uses: BudgetUse[] = [];
+  const uses: Array<BudgetUse & { projectId: string | null }> = [];
   for (const r of found) {
     const budget: BudgetRow = {
       orgId: String(r.org_id), scope: { kind: r.kind as BudgetUse['scope']['kind'], id: String(r.scope_id) }, budget: r.budget as BudgetUse['budget'],
@@ -240,7 +240,10 @@ export async function budgetUses(db: Executor, now: Date): Promise<BudgetUse[]> 
              coalesce(sum(amount) filter (where created_at > ${dayAgo}::timestamptz), 0)::float8 as last24h
       from spend_ledger where state = 'settled' and org_id = ${budget.orgId} and ${sql.identifier(budget.column)} = ${budget.value}
         and created_at >= ${since}::timestamptz and created_at <= ${now.toISOString()}::timestamptz`);
-    uses.push({ orgId: budget.orgId, scope: budget.scope, budget: budget.budget, limit: budget.limit, periodStart: start, periodEnd: end, spent: Number(spend!.spent), last24h: Number(spend!.last24h) });
+    uses.push({
+      orgId: budget.orgId, scope: budget.scope, budget: budget.budget, limit: budget.limit, periodStart: start, periodEnd: end,
+      spent: Number(spend!.spent), last24h: Number(spend!.last24h), projectId: r.project === null ? null : String(r.project),
+    });
   }
   return uses;
 }

@@ -15,6 +15,13 @@ export type FindingChange = { finding: FindingRow; change: 'opened' | 'raised' |
 /** Where notification links point (the API's public address); null records without notifying. */
 export type NotifyOptions = { publicUrl: string } | null;
 
+/** The project a detection is about: its scope's, or the one a key's detection names in its evidence. */
+export function projectOf(detection: Pick<Detection, 'scope' | 'evidence'>): string | null {
+  if (detection.scope.kind === 'project') return detection.scope.id;
+  const named = detection.evidence.project_id;
+  return typeof named === 'string' ? named : null;
+}
+
 /**
  * Records one detection: while a finding with its fingerprint is live (open or acknowledged) it
  * is updated (last seen, occurrences, the latest numbers, severity only upward); otherwise a new
@@ -59,6 +66,7 @@ export async function recordDetection(db: Executor, detection: Detection, now: D
         summary: detection.summary,
         scopeKind: detection.scope.kind,
         scopeId: detection.scope.id,
+        projectId: projectOf(detection),
         subject: detection.subject,
         windowFrom: detection.window.from,
         windowTo: detection.window.to,

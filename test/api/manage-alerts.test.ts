@@ -2,6 +2,7 @@ import { and, eq } from 'drizzle-orm';
 import { auditEvents, findings, notificationChannels } from '../../core/db/schema';
 import type { Detection } from '../../core/findings/detection';
 import { recordDetection } from '../../core/findings/store';
+import { createProject } from '../../core/tenancy/gateway-keys';
 import { issueManagementToken } from '../../core/tenancy/management-tokens';
 import { manageClient, startManagementFixture, type ManagementFixture } from '../helpers/manage-client';
 import { expectShape } from '../helpers/resource-shapes';
@@ -213,6 +214,25 @@ describe('alert channels, rules and findings (management API)', () => {
       expect((await stranger.get<Page>('/findings')).body.data.some((x) => x.id === finding.id)).toBe(false);
       const [row] = await f.database.db.select().from(findings).where(eq(findings.id, finding.id));
       expect(row!.acknowledgedAt).toBeNull();
+    });
+
+    it('shows a project-restricted token its projects\' findings and the organization-wide ones; it acknowledges only its own', async () => {
+      const other = await createProject(f.database.db, { orgId: f.tenant.orgId, name: `other-${Date.now()}` });
+      const mine = await recordDetection(f.database.db, detection(f.tenant.orgId, { scope: { kind: 'project', id: f.tenant.projectId } }), now);
+      const keyOfMine = await recordDetection(f.database.db, detection(f.tenant.orgId, { scope: { kind: 'key', id: f.tenant.key.id }, evidence: { project_id: f.tenant.projectId } }), now);
+      const theirs = await recordDetection(f.database.db, detection(f.tenant.orgId, { scope: { kind: 'project', id: other } }), now);
+      const orgWide = await recordDetection(f.database.db, detection(f.tenant.orgId, { scope: { kind: 'organization', id: f.tenant.orgId } }), now);
+      const restricted = await issueManagementToken(f.database.db, {
+        orgId: f.tenant.orgId, name: 'project reader', scopes: ['findings:read', 'findings:write'], createdByMemberId: f.tenant.memberId, projectIds: [f.tenant.projectId],
+      });
+      const client = manageClient(f.api.url, restricted.token);
+      const listed = (await client.get<Page>('/findings?limit=100')).body.data.map((x) => x.id);
+      expect(listed).toEqual(expect.arrayContaining([mine.finding.id, keyOfMine.finding.id, orgWide.finding.id]));
+      expect(listed).not.toContain(theirs.finding.id);
+      expect((await client.get(`/findings/${theirs.finding.id}`)).status).toBe(404);
+      expect((await client.post(`/findings/${keyOfMine.finding.id}/acknowledge`, {})).status).toBe(200);
+      const orgAck = await client.post(`/findings/${orgWide.finding.id}/acknowledge`, {});
+      expect([orgAck.status, orgAck.body.error?.code]).toEqual([403, 'project_restricted']);
     });
 
     it('is read-only: no create, patch or delete', async () => {

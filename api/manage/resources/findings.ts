@@ -1,4 +1,5 @@
-import { and, eq } from 'drizzle-orm';
+import { and, eq, gte, inArray, isNull, or } from 'drizzle-orm';
+import { historyStart } from '../../../core/observability/history';
 import { z } from 'zod';
 import { ALERT_EVENT_TYPES, ALERT_SEVERITIES, FINDING_STATUSES, findings, type FindingRow } from '../../../core/db/schema';
 import { findingFields, presentFinding } from '../../../core/findings/present';
@@ -28,9 +29,16 @@ export const findingsResource: ResourceType<FindingRow> = {
     return selectOne(db.select().from(findings).where(and(eq(findings.orgId, orgId), eq(findings.id, id))), forUpdate);
   },
 
+  // A project-restricted token reads its projects' findings and the organization-wide ones, and
+  // acknowledges only its projects' (the framework's rule for rows of no project).
+  projectOf: (row) => row.projectId,
+
   list(db, principal, page, filters: z.infer<typeof listFilters>) {
     return newestFirst(db, findings, and(
       eq(findings.orgId, principal.orgId),
+      principal.projectIds ? or(isNull(findings.projectId), inArray(findings.projectId, principal.projectIds)) : undefined,
+      // Spec 4.4: data reads reach back only the plan's history window; a finding still seen is recent.
+      gte(findings.lastSeenAt, historyStart(principal.plan, new Date())),
       filters.status ? eq(findings.status, filters.status) : undefined,
       filters.type ? eq(findings.type, filters.type) : undefined,
       filters.severity ? eq(findings.severity, filters.severity) : undefined,

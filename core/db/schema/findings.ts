@@ -30,6 +30,8 @@ export const findings = pgTable(
     summary: text('summary').notNull(),
     scopeKind: text('scope_kind', { enum: FINDING_SCOPE_KINDS }).notNull(),
     scopeId: text('scope_id').notNull(),
+    /** The project it is about (a project's or a key's finding), for project-restricted tokens; null: organization-wide. */
+    projectId: text('project_id'),
     subject: jsonb('subject').$type<FindingSubject>().notNull().default({}),
     windowFrom: timestamp('window_from', { withTimezone: true }).notNull(),
     windowTo: timestamp('window_to', { withTimezone: true }).notNull(),
@@ -50,6 +52,7 @@ export const findings = pgTable(
     // One live finding per fingerprint: a detection updates it instead of opening another.
     uniqueIndex('findings_live_fingerprint').on(t.orgId, t.fingerprint).where(sql`${t.status} <> 'resolved'`),
     index('findings_org_created').on(t.orgId, t.createdAt, t.id),
+    index('findings_org_project').on(t.orgId, t.projectId),
   ],
 );
 

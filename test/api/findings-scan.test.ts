@@ -1,8 +1,10 @@
 import { and, eq } from 'drizzle-orm';
 import type { DatabaseHandle } from '../../core/db/client';
-import { budgetCrossings, findings, modelPrices, orgSettings, requestLogs, usageHourly, type AlertEventType, type RequestAttempt } from '../../core/db/schema';
+import { budgetCrossings, findings, modelPrices, notificationChannels, notificationRules, orgSettings, requestLogs, usageHourly, webhookDeliveries, type AlertEventType, type RequestAttempt } from '../../core/db/schema';
 import { loadModelCatalog, type ModelCatalog } from '../../core/catalog/model-catalog';
+import type { Detection } from '../../core/findings/detection';
 import { detectorNamed, runDetector, type ScanSettings } from '../../core/findings/scan';
+import { recordDetection } from '../../core/findings/store';
 import { newId } from '../../core/ids';
 import type { RequestLogEntry } from '../../core/request-log/writer';
 import { testDatabase } from '../helpers/harness';
@@ -193,5 +195,26 @@ describe('finding detectors over the database', () => {
     // Seen again at the same price: nothing new.
     await run('cost-drift', new Date(now.getTime() + 2 * MINUTE_MS));
     expect(await priceFindings()).toMatchObject([{ occurrences: 1 }]);
+  });
+
+  it('notifies a muted rule\'s channel again once muted_until has passed', async () => {
+    const org = await createTenant(db());
+    const channel = newId('nch');
+    await db().insert(notificationChannels).values({ id: channel, orgId: org.orgId, kind: 'email', label: 'mail', emails: ['m@example.com'] });
+    const rule = newId('nrule');
+    await db().insert(notificationRules).values({ id: rule, orgId: org.orgId, eventType: 'unpriced.traffic', channelId: channel, muteDays: 1, mutedUntil: new Date(now.getTime() + HOUR_MS) });
+    const detection = (model: string): Detection => ({
+      orgId: org.orgId, type: 'unpriced.traffic', severity: 'warning', title: 'Unpriced', summary: 'Unpriced traffic.', scope: { kind: 'model', id: model }, subject: {},
+      window: { from: now, to: now }, observed: 3, expected: null, threshold: null, evidence: {},
+    });
+    const notify = { publicUrl: 'https://gw.test' };
+    expect((await recordDetection(db(), detection('muted-a'), now, notify)).deliveries).toHaveLength(0);
+    // Two hours on, the mute has run out.
+    const later = new Date(now.getTime() + 2 * HOUR_MS);
+    const after = await recordDetection(db(), detection('muted-b'), later, notify);
+    expect(after.deliveries).toHaveLength(1);
+    const [row] = await db().select().from(webhookDeliveries).where(eq(webhookDeliveries.id, after.deliveries[0]!.id));
+    expect(row).toMatchObject({ receiver: channel, url: 'mailto:m@example.com', eventType: 'unpriced.traffic', endpointId: null });
+    expect(JSON.parse(row!.payload)).toMatchObject({ to: ['m@example.com'], subject: '[warning] Unpriced' });
   });
 });

@@ -12,6 +12,7 @@ import { scheduleIds } from '../../workflows/definitions';
 import { startTestWorkers, uniquePrefix } from '../helpers/harness';
 import { manageClient, startManagementFixture, type ManagementFixture } from '../helpers/manage-client';
 import { createTenant } from '../helpers/tenants';
+import { until } from '../helpers/until';
 
 type Loose = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 type Received = { path: string; headers: IncomingMessage['headers']; body: string };
@@ -126,15 +127,6 @@ describe('findings: detection, lifecycle and notification', () => {
   });
 
   const anomalies = () => f.database.db.select().from(findings).where(and(eq(findings.orgId, f.tenant.orgId), eq(findings.type, 'spend.anomaly')));
-  async function until<T>(probe: () => Promise<T | null | undefined | false>, what: string, timeoutMs = 40_000): Promise<T> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const value = await probe();
-      if (value) return value;
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-      await sleep(100);
-    }
-  }
   /** Triggers the schedule and waits for the run it started to finish. */
   async function scan(detector = 'spend-anomaly'): Promise<Loose> {
     const handle = temporal.schedule.getHandle(scheduleIds.findingsScan(detector, prefix));

@@ -15,6 +15,7 @@ import { manageClient } from '../helpers/manage-client';
 import { createLocalCa, type LocalCa } from '../helpers/local-ca';
 import { startWebhookReceiver, type ReceivedDelivery, type WebhookReceiver } from '../helpers/webhook-receiver';
 import { startWorkerProcess, type WorkerProcess } from '../helpers/worker-process';
+import { until } from '../helpers/until';
 
 /** The twelve attempts' waits (10 s ... 8 h) shrink to 2 ms ... 5.8 s; the 10 s answer limit does not. */
 const SCALE = 0.0002;
@@ -82,15 +83,6 @@ describe('webhook deliveries', () => {
       return row && ['succeeded', 'failed', 'canceled'].includes(row.status);
     }, `job ${created.json.id} to end`);
     return (await gateway('GET', `/v1/jobs/${created.json.id}`)).json;
-  }
-  async function until<T>(probe: () => Promise<T | null | undefined | false>, what: string, timeoutMs = 40_000): Promise<T> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const value = await probe();
-      if (value) return value;
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-      await sleep(50);
-    }
   }
   const log = async () => {
     const res = await f.client.get<{ data: Loose[] }>('/webhook_deliveries');

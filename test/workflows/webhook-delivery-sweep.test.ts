@@ -18,6 +18,7 @@ import { startManagementFixture, type ManagementFixture } from '../helpers/manag
 import { startTestMcpServer, type TestMcpServer } from '../helpers/mcp-servers';
 import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver';
 import { startWorkerProcess, type WorkerProcess } from '../helpers/worker-process';
+import { until } from '../helpers/until';
 
 const SCALE = 0.0002;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -85,15 +86,6 @@ describe('webhook delivery sweep', () => {
     await fixture.database.db.update(webhookDeliveries).set({ createdAt: then, nextAttemptAt: then, updatedAt: then }).where(inArray(webhookDeliveries.id, ids));
   }
   const rowOf = async (id: string) => (await fixture.database.db.select().from(webhookDeliveries).where(eq(webhookDeliveries.id, id)))[0]!;
-  async function until<T>(probe: () => Promise<T | null | undefined | false>, what: string, timeoutMs = 40_000): Promise<T> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const value = await probe();
-      if (value) return value;
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-      await sleep(50);
-    }
-  }
   const delivered = (id: string) => until(async () => {
     const row = await rowOf(id);
     return row.status === 'succeeded' ? row : null;

@@ -78,6 +78,12 @@ const CASES: Case[] = [
     patch: { min_severity: 'critical', include_end_user: true },
     outOfBounds: [(t) => ({ event_type: 'spend.anomaly', channel_id: t.channelId, mute_days: 3 }), 'mute_days'],
   },
+  {
+    type: 'cost_centers', scope: 'costs', afterDelete: 'kept',
+    create: () => ({ name: unique('platform'), code: unique('CC').slice(0, 40), owner_email: 'finance@example.com' }),
+    patch: { name: 'Platform team', owner_email: null },
+    outOfBounds: [() => ({ name: 'x', code: 'has space' }), 'code'],
+  },
 ];
 
 /**

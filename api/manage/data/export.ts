@@ -46,6 +46,7 @@ export const RESTORE_ORDER = [
   'webhook_endpoints',
   'notification_channels',
   'notification_rules',
+  'cost_centers',
   'end_user_cap_rules',
   'end_user_cap_overrides',
   'guardrail_policies',

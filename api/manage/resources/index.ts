@@ -1,3 +1,4 @@
+import { costCentersResource } from './cost-centers';
 import { endUserCapRulesResource } from './end-user-cap-rules';
 import { findingsResource } from './findings';
 import { gatewayKeysResource } from './gateway-keys';
@@ -34,4 +35,5 @@ export const RESOURCES = [
   notificationChannelsResource,
   notificationRulesResource,
   findingsResource,
+  costCentersResource,
 ] as unknown as readonly ResourceType[];

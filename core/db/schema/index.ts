@@ -20,3 +20,4 @@ export * from './usage-rollup';
 export * from './media-files';
 export * from './mcp';
 export * from './findings';
+export * from './cost-attribution';

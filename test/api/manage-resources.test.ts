@@ -84,6 +84,12 @@ const CASES: Case[] = [
     patch: { name: 'Platform team', owner_email: null },
     outOfBounds: [() => ({ name: 'x', code: 'has space' }), 'code'],
   },
+  {
+    type: 'commitments', scope: 'costs', afterDelete: 'gone',
+    create: () => ({ provider_kind: 'openai', label: unique('annual'), amount_usd: 1000, period_start: '2026-01-01T00:00:00Z', period_end: '2027-01-01T00:00:00Z', discount_pct: 15 }),
+    patch: { label: 'renamed', amount_usd: 1200, models: ['gpt-4o-mini'] },
+    outOfBounds: [() => ({ provider_kind: 'openai', label: 'x', amount_usd: 10, period_start: 1, period_end: 2, discount_pct: 101 }), 'discount_pct'],
+  },
 ];
 
 /**

@@ -1,3 +1,4 @@
+import { commitmentsResource } from './commitments';
 import { costCentersResource } from './cost-centers';
 import { endUserCapRulesResource } from './end-user-cap-rules';
 import { findingsResource } from './findings';
@@ -36,4 +37,5 @@ export const RESOURCES = [
   notificationRulesResource,
   findingsResource,
   costCentersResource,
+  commitmentsResource,
 ] as unknown as readonly ResourceType[];

@@ -136,6 +136,15 @@ function resourcePaths(resource: ResourceType): ZodOpenApiPathsObject {
       responses: { '200': json(action.revealSchema instanceof z.ZodObject ? item.extend(action.revealSchema.shape) : item, 'The resulting resource.'), ...errors },
     };
   }
+  for (const [name, subList] of Object.entries(resource.subLists ?? {})) {
+    at(`${one}/${name}`).get = {
+      tags,
+      operationId: `list${pascal(resource.object)}${pascal(name)}`,
+      summary: `${subList.summary} ${scope('read')}`,
+      requestParams: { path: idParam, query: listParams },
+      responses: { '200': json(listEnvelope(subList.itemSchema.meta({ id: `${pascal(resource.object)}${pascal(name.replace(/s$/, ''))}` })), 'A page of them.'), ...errors },
+    };
+  }
   return paths;
 }
 

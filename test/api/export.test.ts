@@ -57,7 +57,7 @@ describe('GET /manage/v1/export', () => {
     expect(doc).toMatchObject({ object: 'configuration_export', format_version: 1, organization_id: f.tenant.orgId });
     expect(doc.restore_order).toEqual([
       'org_settings', 'projects', 'provider_connections', 'model_prices', 'routes', 'member_budgets',
-      'gateway_keys', 'webhook_endpoints', 'notification_channels', 'notification_rules', 'cost_centers', 'commitments', 'end_user_cap_rules', 'end_user_cap_overrides', 'guardrail_policies',
+      'gateway_keys', 'webhook_endpoints', 'notification_channels', 'notification_rules', 'cost_centers', 'cost_center_rules', 'commitments', 'end_user_cap_rules', 'end_user_cap_overrides', 'guardrail_policies',
       'mcp_servers', 'mcp_server_tools', 'mcp_key_grants',
     ]);
     expect(Object.keys(doc.resources)).toEqual(doc.restore_order);

@@ -11,7 +11,7 @@ import { createTenant, type Tenant } from '../helpers/tenants';
 type Resource = { id: string; object: string; version: number; [field: string]: unknown };
 
 /** The tenant, with a connection and a notification channel for the types that refer to one. */
-type Fixture = Tenant & { connectionId: string; channelId: string };
+type Fixture = Tenant & { connectionId: string; channelId: string; costCenterId: string };
 
 /** What each collection resource is created, changed and refused with. */
 type Case = {
@@ -85,6 +85,12 @@ const CASES: Case[] = [
     outOfBounds: [() => ({ name: 'x', code: 'has space' }), 'code'],
   },
   {
+    type: 'cost_center_rules', scope: 'costs', afterDelete: 'gone',
+    create: (t) => ({ match: { model: 'gpt-4o*' }, priority: 10, cost_center_id: t.costCenterId }),
+    patch: { priority: 5, note: 'cheaper models first' },
+    outOfBounds: [(t) => ({ match: {}, priority: -1, cost_center_id: t.costCenterId }), 'priority'],
+  },
+  {
     type: 'commitments', scope: 'costs', afterDelete: 'gone',
     create: () => ({ provider_kind: 'openai', label: unique('annual'), amount_usd: 1000, period_start: '2026-01-01T00:00:00Z', period_end: '2027-01-01T00:00:00Z', discount_pct: 15 }),
     patch: { label: 'renamed', amount_usd: 1200, models: ['gpt-4o-mini'] },
@@ -109,7 +115,8 @@ describe.each(CASES)('management resource $type', (c) => {
     ({ api, database, client } = fixture);
     const conn = await client.post<Resource>('/provider_connections', { kind: 'openai', name: unique('route target'), secret: 'sk-x' });
     const channel = await client.post<Resource>('/notification_channels', { kind: 'email', label: unique('channel'), emails: ['ops@example.com'] });
-    tenant = { ...fixture.tenant, connectionId: conn.body.id, channelId: channel.body.id };
+    const center = await client.post<Resource>('/cost_centers', { name: 'fixture', code: unique('fx').slice(0, 40) });
+    tenant = { ...fixture.tenant, connectionId: conn.body.id, channelId: channel.body.id, costCenterId: center.body.id };
   });
   afterAll(() => fixture.close());
 

@@ -37,8 +37,9 @@ const OPERATIONS = [
   'post /mcp_server_tools/{id}/approve', 'post /mcp_server_tools/{id}/block', 'post /mcp_server_tools/{id}/unblock',
   'get /mcp_key_grants', 'post /mcp_key_grants', 'get /mcp_key_grants/{id}', 'patch /mcp_key_grants/{id}', 'delete /mcp_key_grants/{id}',
   // Issue 22: alert channels and rules, findings.
-  // Issue 23: cost centers and commitments.
-  ...['notification_channels', 'notification_rules', 'cost_centers', 'commitments'].flatMap((t) => [
+  // Issue 23: cost centers, their rules (and their versions) and commitments.
+  'get /cost_center_rules/{id}/versions',
+  ...['notification_channels', 'notification_rules', 'cost_centers', 'cost_center_rules', 'commitments'].flatMap((t) => [
     `get /${t}`, `post /${t}`, `get /${t}/{id}`, `patch /${t}/{id}`, `delete /${t}/{id}`,
   ]),
   'get /findings', 'get /findings/{id}', 'post /findings/{id}/acknowledge',

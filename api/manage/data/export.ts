@@ -47,6 +47,7 @@ export const RESTORE_ORDER = [
   'notification_channels',
   'notification_rules',
   'cost_centers',
+  'cost_center_rules',
   'commitments',
   'end_user_cap_rules',
   'end_user_cap_overrides',

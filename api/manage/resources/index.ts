@@ -1,4 +1,5 @@
 import { commitmentsResource } from './commitments';
+import { costCenterRulesResource } from './cost-center-rules';
 import { costCentersResource } from './cost-centers';
 import { endUserCapRulesResource } from './end-user-cap-rules';
 import { findingsResource } from './findings';
@@ -37,5 +38,6 @@ export const RESOURCES = [
   notificationRulesResource,
   findingsResource,
   costCentersResource,
+  costCenterRulesResource,
   commitmentsResource,
 ] as unknown as readonly ResourceType[];

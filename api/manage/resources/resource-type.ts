@@ -74,6 +74,14 @@ export type CollectionAction = {
   run(call: ResourceCall, input: never): Promise<{ body: Record<string, unknown>; auditDetail?: Record<string, unknown>; changedIds?: string[] }>;
 };
 
+/** One read-only list under a resource (`subLists`). */
+export type SubList<Row> = {
+  summary: string;
+  /** One entry's wire shape, for the OpenAPI document. */
+  itemSchema: z.ZodObject;
+  list(db: Database, row: Row, page: PageRequest): Promise<Array<{ entry: Record<string, unknown>; cursor: Cursor }>>;
+};
+
 /** A write a plan gate is asked about, with its validated input where it has one. */
 export type PlanGatedWrite =
   | { kind: 'create'; input: unknown }
@@ -155,6 +163,11 @@ export interface ResourceType<Row extends VersionedRow = VersionedRow> {
   /** The 400 a unique index's violation means (a duplicate name), by constraint name. */
   uniqueConflict?(constraint: string): GatewayError | undefined;
   actions?: Record<string, ResourceAction<Row>>;
+  /**
+   * Read-only lists under one resource, `GET /<type>/{id}/<name>` (a cost-center rule's
+   * versions), with the read scope and the list envelope. `list` answers at most `page.limit + 1`.
+   */
+  subLists?: Record<string, SubList<Row>>;
   collectionActions?: Record<string, CollectionAction>;
   /**
    * The lowest plan a write needs, or null when it is not plan-gated (spec 4.4: tool-gateway

@@ -225,6 +225,17 @@ export function resourceRouter(resources: readonly ResourceType<never>[], deps: 
     ctx.body = { ...body, data: body.data.filter(inReach).map((row) => envelope(resource, row)) };
   });
 
+  // A read-only list under one resource (`subLists`); other paths of this shape are not the framework's.
+  router.get('/:type/:id/:sub', async (ctx, next) => {
+    const resource = byType.get(ctx.params.type!);
+    const subList = resource?.subLists && Object.hasOwn(resource.subLists, ctx.params.sub!) ? resource.subLists[ctx.params.sub!] : undefined;
+    if (!resource || !subList) return next();
+    authorize(ctx, `${resource.scope}:read`);
+    const row = await visible(resource, ctx, deps.db, ctx.params.id!, false);
+    const page = readPage(ctx.query);
+    ctx.body = pageOf(await subList.list(deps.db, row, page), page.limit, (l) => l.cursor, (l) => l.entry);
+  });
+
   router.get('/:type/:id', async (ctx) => {
     const resource = resourceFor(ctx);
     if (resource.singleton) throw unsupported(resource, 'reads by id; read it at its own path');

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { index, numeric, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import { boolean, index, integer, jsonb, numeric, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 import { resourceColumns } from './columns';
 import { organizations } from './organizations';
 
@@ -51,3 +51,57 @@ export const commitments = pgTable(
 );
 
 export type CommitmentRow = typeof commitments.$inferSelect;
+
+/** What a cost-center rule matches (issue 23): every condition given must hold; `*` at the end of a value is a prefix. */
+export type CostCenterMatch = {
+  project_id?: string; key_id?: string; model?: string; provider?: string; route?: string; user_id?: string; tags?: Record<string, string>;
+};
+/** A split: each center's share in percent, up to two decimals, summing to exactly 100. */
+export type CostAllocation = Array<{ cost_center_id: string; percent: number }>;
+
+/**
+ * Cost-center rules (spec 2.6, 9.3): the row is the lineage, whose id never changes, carrying
+ * its current version; every create, patch and delete appends a version to
+ * `cost_center_rule_versions`, so what allocated a request can always be read again.
+ */
+export const costCenterRules = pgTable(
+  'cost_center_rules',
+  {
+    id: text('id').primaryKey(),
+    orgId: text('org_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
+    versionId: text('version_id').notNull(),
+    match: jsonb('match').$type<CostCenterMatch>().notNull(),
+    priority: integer('priority').notNull(),
+    note: text('note'),
+    costCenterId: text('cost_center_id'),
+    allocation: jsonb('allocation').$type<CostAllocation | null>(),
+    /** Set by DELETE: the lineage ended (its final version says so); reads no longer show it. */
+    endedAt: timestamp('ended_at', { withTimezone: true }),
+    ...resourceColumns(),
+  },
+  (t) => [index('cost_center_rules_org_priority').on(t.orgId, t.priority)],
+);
+
+export const costCenterRuleVersions = pgTable(
+  'cost_center_rule_versions',
+  {
+    id: text('id').primaryKey(),
+    ruleId: text('rule_id').notNull().references(() => costCenterRules.id, { onDelete: 'cascade' }),
+    orgId: text('org_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
+    /** The lineage's version number this became (its ETag). */
+    version: integer('version').notNull(),
+    match: jsonb('match').$type<CostCenterMatch>().notNull(),
+    priority: integer('priority').notNull(),
+    note: text('note'),
+    costCenterId: text('cost_center_id'),
+    allocation: jsonb('allocation').$type<CostAllocation | null>(),
+    /** The final version of a deleted rule: it allocates nothing from its effective time on. */
+    ended: boolean('ended').notNull().default(false),
+    effectiveAt: timestamp('effective_at', { withTimezone: true }).notNull(),
+    actorTokenId: text('actor_token_id'),
+  },
+  (t) => [uniqueIndex('cost_center_rule_versions_rule_version').on(t.ruleId, t.version)],
+);
+
+export type CostCenterRuleRow = typeof costCenterRules.$inferSelect;
+export type CostCenterRuleVersionRow = typeof costCenterRuleVersions.$inferSelect;

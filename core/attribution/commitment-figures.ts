@@ -71,3 +71,15 @@ export async function commitmentSpend(db: Executor, c: Pick<CommitmentRow, 'orgI
   const row = result.rows[0] as { period: number; week: number };
   return { period: Number(row.period), trailingWeek: Number(row.week) };
 }
+
+/**
+ * A commitment as the budget forecast reads it (`spend.forecast_over_budget`, scope kind
+ * `commitment`): its amount is the limit, what it consumed the spend so far, and its trailing
+ * week's burn the day's pace.
+ */
+export function commitmentAsBudget(c: Pick<CommitmentRow, 'id' | 'orgId' | 'amountUsd' | 'periodStart' | 'periodEnd'>, figures: CommitmentFigures) {
+  return {
+    orgId: c.orgId, scope: { kind: 'commitment' as const, id: c.id }, budget: 'commitment' as const, limit: c.amountUsd,
+    periodStart: c.periodStart, periodEnd: c.periodEnd, spent: figures.consumed_usd, last24h: figures.burn_rate_usd_per_day,
+  };
+}

@@ -1,6 +1,7 @@
 import type { ModelCatalog } from '../catalog/model-catalog';
 import type { Executor } from '../db/client';
 import { costAt, estimateCost } from '../pricing/cost';
+import { commitmentAsBudget, commitmentFigures, commitmentSpend } from '../attribution/commitment-figures';
 import { resolvedPrice } from '../pricing/resolved-price';
 import { isProviderKind } from '../providers/kinds';
 import type { PriceEntry } from '../routing/org-config';
@@ -15,7 +16,7 @@ import { detectSpendAnomaly } from './detectors/spend-anomaly';
 import { detectThresholdCrossed } from './detectors/threshold-crossed';
 import { detectRegression } from './detectors/traffic-regression';
 import { detectUnpricedTraffic } from './detectors/unpriced-traffic';
-import { answeredMismatches, budgetUses, connectionWindows, orgPrices, providerCostDays, servedModelKeys, swapPriceSnapshot, latencyWindows, recentCrossings, servedModels, spendSeries, unpricedModels } from './series';
+import { activeCommitments, answeredMismatches, budgetUses, connectionWindows, orgPrices, providerCostDays, servedModelKeys, swapPriceSnapshot, latencyWindows, recentCrossings, servedModels, spendSeries, unpricedModels } from './series';
 import { knownFingerprints, recordDetection, resolveCleared, type NotifyOptions } from './store';
 
 const MINUTE_MS = 60_000;
@@ -73,6 +74,11 @@ export const DETECTORS: readonly Detector[] = [
         const detection = detectForecastOverBudget(use, now);
         // A key's budget names its project, for rules and restricted tokens scoped to it.
         if (detection) found.push(use.scope.kind === 'key' ? Object.assign(detection, { evidence: Object.assign({ project_id: use.projectId }, detection.evidence) }) : detection);
+      }
+      // Provider commitments in their period (issue 23): the same forecast on what they consumed.
+      for (const c of await activeCommitments(db, now)) {
+        const detection = detectForecastOverBudget(commitmentAsBudget(c, commitmentFigures(c, await commitmentSpend(db, c, now), now)), now);
+        if (detection) found.push(detection);
       }
       return found;
     },

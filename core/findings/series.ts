@@ -1,5 +1,5 @@
-import { and, eq, sql } from 'drizzle-orm';
-import { modelPrices, priceSnapshots } from '../db/schema';
+import { and, eq, gt, lte, sql } from 'drizzle-orm';
+import { commitments, modelPrices, priceSnapshots, type CommitmentRow } from '../db/schema';
 import { MCP_CALL_ENDPOINT } from '../mcp/log-endpoint';
 import type { Executor } from '../db/client';
 import type { ConnectionWindow, FailureReason } from './detectors/connection-failing';
@@ -319,4 +319,9 @@ export async function answeredMismatches(db: Executor, from: Date, to: Date): Pr
       and not starts_with(r.served_model, a->>'model') and not starts_with(a->>'model', r.served_model)
     group by 1, 2, 3, 4`);
   return found.map((r) => ({ orgId: String(r.org_id), connectionId: String(r.connection_id), asked: String(r.asked), answered: String(r.answered), requests: Number(r.requests), from, to }));
+}
+
+/** Commitments whose period holds `now`. */
+export async function activeCommitments(db: Executor, now: Date): Promise<CommitmentRow[]> {
+  return db.select().from(commitments).where(and(lte(commitments.periodStart, now), gt(commitments.periodEnd, now)));
 }

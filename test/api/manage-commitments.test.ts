@@ -1,4 +1,6 @@
-import { requestLogs, spendLedger } from '../../core/db/schema';
+import { and, eq } from 'drizzle-orm';
+import { findings, requestLogs, spendLedger } from '../../core/db/schema';
+import { detectorNamed, runDetector } from '../../core/findings/scan';
 import { newId } from '../../core/ids';
 import { startManagementFixture, type ManagementFixture } from '../helpers/manage-client';
 
@@ -55,6 +57,13 @@ describe('commitments', () => {
     const exhaustion = small.body.projected_exhaustion_at as number;
     expect(exhaustion).toBeGreaterThan(Date.now() / 1000 + (5 / burn) * 86_400 - 120);
     expect(exhaustion).toBeLessThan(Date.now() / 1000 + (5 / burn) * 86_400 + 120);
+
+    // The budget forecast covers it too: a spend.forecast_over_budget finding on the commitment.
+    await runDetector(f.database.db, detectorNamed('budget-forecast'), new Date(), { anomalyDollarFloor: 5, everyMs: 300_000, catalog: () => Promise.reject(new Error('unused')) }, null);
+    const [forecast] = await f.database.db.select().from(findings)
+      .where(and(eq(findings.orgId, f.tenant.orgId), eq(findings.type, 'spend.forecast_over_budget'), eq(findings.scopeKind, 'commitment')));
+    expect(forecast).toMatchObject({ scopeId: created.body.id, subject: { budget: 'commitment' }, threshold: 33, expected: 28, status: 'open' });
+    expect(Date.parse(String(forecast!.evidence.projected_exhaustion_at)) / 1000).toBeCloseTo(exhaustion, -2);
 
     const all = await f.client.patch<Commitment>(`/commitments/${created.body.id}`, { models: null, discount_pct: null }, '"2"');
     expect(all.body).toMatchObject({ consumed_usd: 85, models: null });

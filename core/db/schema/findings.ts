@@ -6,7 +6,7 @@ import type { AlertEventType, AlertSeverity } from './webhook-deliveries';
 
 export const FINDING_STATUSES = ['open', 'acknowledged', 'resolved'] as const;
 export type FindingStatus = (typeof FINDING_STATUSES)[number];
-export const FINDING_SCOPE_KINDS = ['organization', 'project', 'member', 'key', 'connection', 'model', 'mcp_server'] as const;
+export const FINDING_SCOPE_KINDS = ['organization', 'project', 'member', 'key', 'connection', 'model', 'mcp_server', 'commitment'] as const;
 export type FindingScopeKind = (typeof FINDING_SCOPE_KINDS)[number];
 
 /** What a finding is about beyond its scope (spec 4.4): the model, connection or route, where one applies; for a budget crossing, which budget, window and fraction. */

@@ -2,7 +2,7 @@ import type { Detection } from '../detection';
 import { capitalize, DAY_MS, describeScope, formatDollars, formatUtc, HOUR_MS } from './robust';
 import type { SpendScope } from './spend-anomaly';
 
-export type BudgetKind = 'credit_limit' | 'spend_limit' | 'member_budget' | 'hard_cap' | 'monthly_target';
+export type BudgetKind = 'credit_limit' | 'spend_limit' | 'member_budget' | 'hard_cap' | 'monthly_target' | 'commitment';
 
 /** One budget's use so far in its current period, and the last day's spend that sets the pace. */
 export type BudgetUse = {
@@ -25,6 +25,7 @@ const BUDGET_NAMES: Record<BudgetKind, string> = {
   member_budget: 'member budget',
   hard_cap: 'hard cap',
   monthly_target: 'monthly target',
+  commitment: 'commitment',
 };
 
 /**

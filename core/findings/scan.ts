@@ -15,16 +15,13 @@ import { detectAnsweredMismatch, detectModelChanged } from './detectors/model-ch
 import { detectSpendAnomaly } from './detectors/spend-anomaly';
 import { detectThresholdCrossed } from './detectors/threshold-crossed';
 import { detectRegression } from './detectors/traffic-regression';
+import { DAY_MS, floorToDay, floorToHour, HOUR_MS, MINUTE_MS } from './detectors/robust';
 import { detectUnpricedTraffic } from './detectors/unpriced-traffic';
 import { activeCommitments, answeredMismatches, budgetUses, connectionWindows, orgPrices, providerCostDays, servedModelKeys, swapPriceSnapshot, latencyWindows, recentCrossings, servedModels, spendSeries, unpricedModels } from './series';
 import { knownFingerprints, recordDetection, resolveCleared, type NotifyOptions } from './store';
 
-const MINUTE_MS = 60_000;
-
 /** `spend.anomaly` fires only on at least this many dollars above the usual hour (issue 22). */
 export const ANOMALY_DOLLAR_FLOOR = 5;
-const HOUR_MS = 60 * MINUTE_MS;
-const DAY_MS = 24 * HOUR_MS;
 
 /** Settings every detector may read. */
 export type ScanSettings = {
@@ -47,9 +44,7 @@ export type Detector = {
   detect(db: Executor, now: Date, settings: ScanSettings): Promise<Detection[]>;
 };
 
-const floorToHour = (d: Date) => new Date(Math.floor(d.getTime() / HOUR_MS) * HOUR_MS);
 const lastCompleteHour = (now: Date) => new Date(floorToHour(now).getTime() - HOUR_MS);
-const floorToDay = (d: Date) => new Date(Math.floor(d.getTime() / DAY_MS) * DAY_MS);
 
 export const DETECTORS: readonly Detector[] = [
   {
@@ -88,7 +83,7 @@ export const DETECTORS: readonly Detector[] = [
     types: ['cost.drift'],
     windowMs: () => DAY_MS,
     async detect(db, now, settings) {
-      const day = new Date(Math.floor(now.getTime() / DAY_MS) * DAY_MS - DAY_MS);
+      const day = new Date(floorToDay(now).getTime() - DAY_MS);
       const days = await providerCostDays(db, day);
       const served = await servedModelKeys(db, new Date(now.getTime() - DAY_MS), now);
       if (days.length === 0 && served.length === 0) return [];

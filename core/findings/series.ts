@@ -2,7 +2,8 @@ import { and, eq, gt, lte, sql } from 'drizzle-orm';
 import { commitments, modelPrices, priceSnapshots, type CommitmentRow } from '../db/schema';
 import { MCP_CALL_ENDPOINT } from '../mcp/log-endpoint';
 import type { Executor } from '../db/client';
-import type { ConnectionWindow, FailureReason } from './detectors/connection-failing';
+import { FAILURE_REASONS, type ConnectionWindow, type FailureReason } from './detectors/connection-failing';
+import { DAY_MS, HOUR_MS } from './detectors/robust';
 import type { Crossing } from './detectors/threshold-crossed';
 import type { HourlySpend, SpendSeries } from './detectors/spend-anomaly';
 import type { UnpricedModel } from './detectors/unpriced-traffic';
@@ -17,8 +18,6 @@ import type { PriceEntry } from '../routing/org-config';
  * request log, never the hot path. Each query answers the plain series a detector takes.
  */
 
-const HOUR_MS = 3_600_000;
-const DAY_MS = 24 * HOUR_MS;
 
 type Row = Record<string, unknown>;
 async function rows(db: Executor, query: ReturnType<typeof sql>): Promise<Row[]> {
@@ -105,7 +104,6 @@ export async function recentCrossings(db: Executor, since: Date): Promise<Crossi
   });
 }
 
-const REASONS: readonly FailureReason[] = ['credential', 'rate_limit', 'server_error', 'timeout', 'connection'];
 
 /** Every connection's attempts in `[from, to)` from the request log, failures by reason class. */
 export async function connectionWindows(db: Executor, from: Date, to: Date): Promise<ConnectionWindow[]> {
@@ -125,7 +123,7 @@ export async function connectionWindows(db: Executor, from: Date, to: Date): Pro
     const n = Number(r.n);
     w.attempts += n;
     const outcome = String(r.outcome) as FailureReason;
-    if (REASONS.includes(outcome)) w.failures[outcome] += n;
+    if (FAILURE_REASONS.includes(outcome)) w.failures[outcome] += n;
   }
   return [...windows.values()];
 }

@@ -5,7 +5,8 @@
  * pure: time comes in as arguments, never from the clock.
  */
 
-export const HOUR_MS = 3_600_000;
+export const MINUTE_MS = 60_000;
+export const HOUR_MS = 60 * MINUTE_MS;
 export const DAY_MS = 24 * HOUR_MS;
 export const WEEK_MS = 7 * DAY_MS;
 
@@ -25,6 +26,11 @@ export function mad(values: readonly number[], center: number): number {
 /** The start of the UTC hour `d` falls in. */
 export function floorToHour(d: Date): Date {
   return new Date(Math.floor(d.getTime() / HOUR_MS) * HOUR_MS);
+}
+
+/** The start of the UTC day `d` falls in. */
+export function floorToDay(d: Date): Date {
+  return new Date(Math.floor(d.getTime() / DAY_MS) * DAY_MS);
 }
 
 /**

@@ -1,9 +1,7 @@
 import { and, eq, gt, inArray, isNull, or, sql } from 'drizzle-orm';
-import { unixSeconds } from '../clock';
 import type { Executor } from '../db/client';
-import { ALERT_SEVERITIES, notificationChannels, notificationRules, webhookDeliveries, webhookEndpoints, type FindingRow } from '../db/schema';
-import { newId } from '../ids';
-import { deliveryIdOf, type QueuedDelivery } from '../webhooks/fan-out';
+import { ALERT_SEVERITIES, notificationChannels, notificationRules, webhookEndpoints, type FindingRow } from '../db/schema';
+import { queueEvents, type QueuedDelivery, type Receiver } from '../webhooks/fan-out';
 import { presentFinding } from './present';
 import { alertEmail, chatappMessage, findingLink } from './messages';
 
@@ -72,20 +70,14 @@ export async function queueFindingNotifications(db: Executor, finding: FindingRo
   if (byChannel.size === 0) return [];
 
   const link = findingLink(publicUrl, finding);
-  const rows = [...byChannel.values()].map((rule) => {
-    const eventId = newId('evt', now.getTime());
-    const { channel } = rule;
-    const payload = channel.kind === 'webhook'
-      ? JSON.stringify({ id: eventId, type: finding.type, created_at: unixSeconds(now), data: alertObject(finding) })
-      : channel.kind === 'chatapp'
-        ? JSON.stringify(chatappMessage(finding, link))
-        : JSON.stringify(Object.assign({ to: channel.emails }, alertEmail(finding, link)));
-    return {
-      id: deliveryIdOf(eventId), orgId: finding.orgId, eventId, eventType: finding.type, jobId: null,
-      endpointId: channel.kind === 'webhook' ? channel.webhookEndpointId : null, receiver: channel.id, url: shownUrl(rule)!,
-      payload, createdAt: now, updatedAt: now, nextAttemptAt: now,
-    };
-  });
-  return db.insert(webhookDeliveries).values(rows)
-    .returning({ id: webhookDeliveries.id, orgId: webhookDeliveries.orgId, eventId: webhookDeliveries.eventId, eventType: webhookDeliveries.eventType, endpointId: webhookDeliveries.endpointId });
+  // Webhook channels get the signed event envelope; chat apps and email a body of their own.
+  const receivers: Receiver[] = [...byChannel.values()].map((rule) => ({
+    receiver: rule.channel.id,
+    endpointId: rule.channel.kind === 'webhook' ? rule.channel.webhookEndpointId : null,
+    url: shownUrl(rule)!,
+    body: rule.channel.kind === 'chatapp' ? JSON.stringify(chatappMessage(finding, link))
+      : rule.channel.kind === 'email' ? JSON.stringify(Object.assign({ to: rule.channel.emails }, alertEmail(finding, link)))
+        : undefined,
+  }));
+  return queueEvents(db, { orgId: finding.orgId, type: finding.type, data: alertObject(finding), jobId: null, now }, receivers);
 }

@@ -5,7 +5,13 @@ import { PER_REQUEST_RECEIVER, webhookDeliveries, webhookEndpoints, type JobWebh
 import { newId } from '../ids';
 
 /** Where one event goes: a console endpoint, or the job's own per-request URL. */
-export type Receiver = { receiver: string; endpointId: string | null; url: string };
+export type Receiver = {
+  receiver: string;
+  endpointId: string | null;
+  url: string;
+  /** A body of the receiver's own (a chat app message, an email) instead of the event envelope. */
+  body?: string;
+};
 
 /** A queued delivery, as the starter of its `webhookDelivery` workflow needs it. */
 export type QueuedDelivery = { id: string; orgId: string; eventId: string; eventType: string; endpointId: string | null };
@@ -31,14 +37,15 @@ export async function jobEventReceivers(db: Executor, job: { orgId: string; webh
 
 /**
  * Queues one event per receiver, each with its own `evt_` id and the envelope's exact bytes
- * (spec 2.3), in the caller's transaction. A job's receiver gets one event however often this
+ * (spec 2.3; or the receiver's own `body`: an alert to a chat app or by email), in the caller's
+ * transaction. A job's receiver gets one event however often this
  * runs (unique per job and receiver), so a retried transition cannot double it.
  */
 export async function queueEvents(db: Executor, event: { orgId: string; type: string; data: unknown; jobId: string | null; now: Date }, receivers: Receiver[]): Promise<QueuedDelivery[]> {
   if (receivers.length === 0) return [];
   const rows = receivers.map((r) => {
     const eventId = newId('evt', event.now.getTime());
-    const payload = JSON.stringify({ id: eventId, type: event.type, created_at: unixSeconds(event.now), data: event.data });
+    const payload = r.body ?? JSON.stringify({ id: eventId, type: event.type, created_at: unixSeconds(event.now), data: event.data });
     return {
       id: deliveryIdOf(eventId), orgId: event.orgId, eventId, eventType: event.type, jobId: event.jobId,
       endpointId: r.endpointId, receiver: r.receiver, url: r.url, payload, createdAt: event.now, updatedAt: event.now, nextAttemptAt: event.now,

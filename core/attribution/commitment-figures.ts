@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { Executor } from '../db/client';
 import type { CommitmentRow } from '../db/schema';
+import { roundDollars } from '../spend/money';
 
 const DAY_MS = 86_400_000;
 /** The burn rate is the trailing week's. */
@@ -15,8 +16,6 @@ export type CommitmentFigures = {
   projected_unused_usd: number;
 };
 
-/** Dollars rounded to the nano-dollar, as every sum of estimates is. */
-const dollars = (value: number) => Math.round(value * 1e9) / 1e9;
 
 /**
  * The figures from two sums of the settled ledger on the commitment's provider kind and models,
@@ -25,11 +24,11 @@ const dollars = (value: number) => Math.round(value * 1e9) / 1e9;
  */
 export function commitmentFigures(c: Pick<CommitmentRow, 'amountUsd' | 'periodStart' | 'periodEnd' | 'discountPct'>, spend: { period: number; trailingWeek: number }, now: Date): CommitmentFigures {
   const keep = 1 - (c.discountPct ?? 0) / 100;
-  const consumed = dollars(spend.period * keep);
-  const remaining = dollars(Math.max(0, c.amountUsd - consumed));
+  const consumed = roundDollars(spend.period * keep);
+  const remaining = roundDollars(Math.max(0, c.amountUsd - consumed));
   const at = Math.min(Math.max(now.getTime(), c.periodStart.getTime()), c.periodEnd.getTime());
   const weekDays = Math.max(1, Math.min(BURN_WINDOW_DAYS, (at - c.periodStart.getTime()) / DAY_MS));
-  const burn = dollars((spend.trailingWeek * keep) / weekDays);
+  const burn = roundDollars((spend.trailingWeek * keep) / weekDays);
   const daysLeft = (c.periodEnd.getTime() - at) / DAY_MS;
   const exhaustionAt = burn > 0 && remaining > 0 ? at + (remaining / burn) * DAY_MS : null;
   return {
@@ -37,7 +36,7 @@ export function commitmentFigures(c: Pick<CommitmentRow, 'amountUsd' | 'periodSt
     remaining_usd: remaining,
     burn_rate_usd_per_day: burn,
     projected_exhaustion_at: exhaustionAt !== null && exhaustionAt <= c.periodEnd.getTime() ? new Date(Math.round(exhaustionAt)) : null,
-    projected_unused_usd: dollars(Math.max(0, remaining - burn * daysLeft)),
+    projected_unused_usd: roundDollars(Math.max(0, remaining - burn * daysLeft)),
   };
 }
 

@@ -2,6 +2,7 @@ import { and, eq, sql } from 'drizzle-orm';
 import type { Agent } from 'undici';
 import dns from 'node:dns/promises';
 import { ApplicationFailure, Context } from '@temporalio/activity';
+import { allocateJob, allocationColumns } from '../core/attribution/job-attribution';
 import type { Clock } from '../core/clock';
 import type { Sealer } from '../core/crypto/sealing';
 import type { Database } from '../core/db/client';
@@ -245,6 +246,7 @@ export function createVideoJobActivities(deps: VideoJobDeps) {
           aspect_ratio: input.aspectRatio ?? asked.aspectRatio ?? 'unknown', mime_type: input.mimeType, bytes,
         },
         usage: { seconds, ...(price ? { cost: price.cost, price_source: price.source } : { cost: null }) },
+        ...allocationColumns(await allocateJob(deps.db, job, price ? price.cost : null)),
         completedAt: now,
         expiresAt,
       }, now, deps.links);
@@ -264,7 +266,10 @@ export function createVideoJobActivities(deps: VideoJobDeps) {
     async endJob(input: { jobId: string; status: 'failed' | 'canceled'; error?: JobError; submitRefusals?: SubmitRefusal[] }): Promise<{ status: string }> {
       const error = input.submitRefusals ? submitError(input.submitRefusals) : input.error ?? null;
       // No cost is recorded for failed or canceled jobs: finishJob gives their reservation back.
-      const { row, deliveries } = await finishJob(deps.db, input.jobId, input.status, { error, usage: null }, deps.clock.now(), deps.links);
+      // What the job would have been charged to is recorded all the same (with no cost).
+      const [job] = await deps.db.select().from(jobs).where(eq(jobs.id, input.jobId));
+      const allocation = job ? allocationColumns(await allocateJob(deps.db, job, null)) : {};
+      const { row, deliveries } = await finishJob(deps.db, input.jobId, input.status, { error, usage: null, ...allocation }, deps.clock.now(), deps.links);
       await endJobHold(deps.db, deps.redis.redis, input.jobId);
       await deps.startDeliveries(deliveries);
       return { status: row.status };

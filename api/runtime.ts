@@ -24,6 +24,7 @@ import { loadModelCatalog } from '../core/catalog/model-catalog';
 import { createLearnedParams } from '../core/chat/prepare';
 import { createUpstreamAgent } from '../core/providers/upstream';
 import { createRequestLogWriter } from '../core/request-log/writer';
+import { createRequestAttribution } from '../core/attribution/request-attribution';
 import { createBatchWriter } from '../core/db/batch-writer';
 import { budgetCrossings, spendLedger } from '../core/db/schema';
 import { createSpendLedger } from '../core/spend/ledger';
@@ -52,12 +53,14 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
   // One signer and one store for every output link: video jobs and media files alike.
   const signer = createLinkSigner(deriveKey(sealingKeys, 'output-links'));
   const storage = localOutputStorage(path.join(config.dataDir, 'outputs'));
+  // Cost-center attribution of request-log rows, with their batch (issue 23).
+  const attribution = createRequestAttribution(database.db);
   const gateway: GatewayServices = {
     orgConfig: createOrgConfigCache(database.db, manage.sealer),
     catalog: await loadModelCatalog(),
     agent: upstreamAgent,
     learned: createLearnedParams(),
-    requestLog: createRequestLogWriter(database.db, logger),
+    requestLog: createRequestLogWriter(database.db, logger, { attribution }),
     defaultTimeoutMs: DEFAULT_UPSTREAM_TIMEOUT_MS,
     jobs: {
       temporal: temporal.client,
@@ -82,10 +85,12 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
       keys.clearOrg(orgId);
       gateway.orgConfig.clearOrg(orgId);
       gateway.guardrails.clearOrg(orgId);
+      attribution.clearOrg(orgId);
     } else {
       keys.clear();
       gateway.orgConfig.clear();
       gateway.guardrails.clear();
+      attribution.clear();
     }
     logger.debug({ what, org_id: orgId }, 'config changed; caches cleared');
   });

@@ -18,9 +18,15 @@ export type BatchWriter<Row> = {
  * named by `inserted`, which has every column of the table under its database name. Since it is
  * one statement, a batch Postgres refuses takes neither the rows nor what the hook does with them.
  */
-export type AfterInsert = (inserted: SQL) => SQL;
+export type AfterInsert = (inserted: SQL) => SQL | SQL[];
 
-export type BatchWriterOptions = { flushMs?: number; maxBatch?: number; maxQueued?: number; afterInsert?: AfterInsert };
+/**
+ * Work on a batch before it is inserted (cost attribution fills in columns). It runs in the
+ * flush, never on the path of `record`; when it fails the rows are inserted as they are.
+ */
+export type BeforeInsert<Row> = (rows: Row[]) => Promise<void>;
+
+export type BatchWriterOptions<Row = unknown> = { flushMs?: number; maxBatch?: number; maxQueued?: number; afterInsert?: AfterInsert; beforeInsert?: BeforeInsert<Row> };
 
 /**
  * One statement for a whole batch with a single parameter: the rows as a JSON array, turned
@@ -54,7 +60,10 @@ function batchInsert<T extends PgTable>(table: T, afterInsert?: AfterInsert): (r
     const records = rows.map((row) => recordOf(row as Record<string, unknown>));
     const insert = sql`insert into ${tableName} (${names}) select ${names} from json_populate_recordset(null::${tableName}, ${JSON.stringify(records)}::json) on conflict do nothing`;
     if (!afterInsert) return insert;
-    return sql`with "inserted" as (${insert} returning *) ${afterInsert(sql.raw('"inserted"'))}`;
+    // Several statements ride as data-modifying CTEs of one statement, the last as its body.
+    const after = [afterInsert(sql.raw('"inserted"'))].flat();
+    const ctes = after.slice(0, -1).map((statement, i) => sql`, ${sql.raw(`"after_${i}"`)} as (${statement})`);
+    return sql`with "inserted" as (${insert} returning *)${sql.join(ctes, sql``)} ${after[after.length - 1]!}`;
   };
 }
 
@@ -71,7 +80,7 @@ function isDeadlock(err: unknown): boolean {
  * insert every `flushMs` or every `maxBatch` rows, whichever comes first. A failed insert is
  * logged and dropped: a request is never held up, and the queue never grows without bound.
  */
-export function createBatchWriter<T extends PgTable>(db: Database, table: T, logger: Logger, what: string, options: BatchWriterOptions = {}): BatchWriter<T['$inferInsert']> {
+export function createBatchWriter<T extends PgTable>(db: Database, table: T, logger: Logger, what: string, options: BatchWriterOptions<T['$inferInsert']> = {}): BatchWriter<T['$inferInsert']> {
   const flushMs = options.flushMs ?? 500;
   const maxBatch = options.maxBatch ?? 200;
   const maxQueued = options.maxQueued ?? 50_000;
@@ -98,6 +107,9 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
     queue = [];
     if (batch.length === 0) return inFlight;
     inFlight = inFlight.then(async () => {
+      if (options.beforeInsert) {
+        await options.beforeInsert(batch).catch((err: unknown) => logger.error({ err, rows: batch.length }, `${what} preparation failed; rows written as they are`));
+      }
       for (let i = 0; i < batch.length; i += maxBatch) {
         const rows = batch.slice(i, i + maxBatch);
         // A deadlock (two writers' hooks upserting the same rows) rolled the whole statement

@@ -2,16 +2,24 @@ import type { Database } from '../db/client';
 import { createBatchWriter, type BatchWriter, type BatchWriterOptions } from '../db/batch-writer';
 import { requestLogs } from '../db/schema';
 import type { Logger } from '../logger';
+import type { RequestAttribution } from '../attribution/request-attribution';
 import { usageRollupUpsert } from './usage-rollup';
 
 export type RequestLogEntry = typeof requestLogs.$inferInsert;
 export type RequestLogWriter = BatchWriter<RequestLogEntry>;
 
+type Options = Omit<BatchWriterOptions<RequestLogEntry>, 'afterInsert' | 'beforeInsert'> & { attribution?: RequestAttribution };
+
 /**
  * Request-log rows (spec 4.1) leave the hot path in batches; a failed insert is logged and
- * dropped. The same statement adds each batch to the hourly usage rollup (`usage_hourly`), so
- * the rollup holds exactly the rows the log took: a refused batch counts in neither.
+ * dropped. Before each batch is inserted its rows are attributed to cost centers (issue 23), and
+ * the same statement adds the batch to the hourly usage rollups, so the rollups hold exactly the
+ * rows the log took: a refused batch counts in neither.
  */
-export function createRequestLogWriter(db: Database, logger: Logger, options: BatchWriterOptions = {}): RequestLogWriter {
-  return createBatchWriter(db, requestLogs, logger, 'request log', Object.assign({}, options, { afterInsert: usageRollupUpsert }));
+export function createRequestLogWriter(db: Database, logger: Logger, options: Options = {}): RequestLogWriter {
+  const { attribution, ...batching } = options;
+  return createBatchWriter(db, requestLogs, logger, 'request log', Object.assign({}, batching, {
+    afterInsert: usageRollupUpsert,
+    beforeInsert: attribution ? (rows: RequestLogEntry[]) => attribution.attributeRows(rows) : undefined,
+  }));
 }

@@ -1,4 +1,5 @@
 import fc from 'fast-check';
+import { allocate, ruleHistoryOf } from '../../core/attribution/rule-history';
 import { firstMatch, orderRules, ruleMatches, splitCost, valueMatches, type AllocationRule, type AttributedRequest } from '../../core/attribution/rules';
 
 const at = (n: number) => new Date(Date.UTC(2026, 0, 1) + n * 1000);
@@ -58,5 +59,34 @@ describe('cost attribution rules', () => {
     expect(splitCost(500, rule({ costCenterId: 'OLD' }), new Set(['OLD']))).toEqual([{ costCenterId: null, nanos: 500 }]);
     const half = rule({ costCenterId: null, allocation: [{ cost_center_id: 'OLD', percent: 50 }, { cost_center_id: 'NEW', percent: 50 }] });
     expect(splitCost(101, half, new Set(['OLD']))).toEqual([{ costCenterId: null, nanos: 51 }, { costCenterId: 'NEW', nanos: 50 }]);
+  });
+
+  describe('rule history: the rules in force when a request was served', () => {
+    const t0 = Date.UTC(2026, 0, 1);
+    const version = (over: Record<string, unknown>) => Object.assign({
+      id: 'v1', rule_id: 'r1', version: 1, effective_at: new Date(t0), ended: false, priority: 10, match: {}, cost_center_id: 'A', allocation: null, rule_created_at: new Date(t0),
+    }, over);
+    const history = ruleHistoryOf([
+      version({}),
+      version({ id: 'v2', version: 2, effective_at: new Date(t0 + 60_000), cost_center_id: 'B' }),
+      version({ id: 'v3', version: 3, effective_at: new Date(t0 + 120_000), ended: true, cost_center_id: 'B' }),
+      version({ id: 'w1', rule_id: 'r2', effective_at: new Date(t0 + 30_000), priority: 50, cost_center_id: null, allocation: [{ cost_center_id: 'B', percent: 25 }, { cost_center_id: 'C', percent: 75 }] }),
+    ], [{ id: 'C', archivedAt: t0 + 90_000 }], t0);
+    const who = (at: number, cost: number | null = 0.000001) => allocate(history, request({}), cost, at);
+
+    it('allocates by the version in force at the request\'s time, including one superseded or ended since', () => {
+      expect(history.epochs.map((e) => e.from - t0)).toEqual([0, 30_000, 60_000, 90_000, 120_000]);
+      expect(who(t0 + 10)).toEqual({ ruleId: 'r1', versionId: 'v1', shares: [{ cost_center_id: 'A', percent: 100, cost: 0.000001 }] });
+      expect(who(t0 + 60_000).versionId).toBe('v2');
+      // A time before the history's start reads its first epoch.
+      expect(who(t0 - 5_000).versionId).toBe('v1');
+      // r1 ended at +120 s: the split rule allocates from then on, and C was archived at +90 s.
+      expect(who(t0 + 130_000)).toEqual({ ruleId: 'r2', versionId: 'w1', shares: [{ cost_center_id: 'B', percent: 25, cost: 0.00000025 }, { cost_center_id: null, percent: 75, cost: 0.00000075 }] });
+    });
+
+    it('records percents with a null cost when the request has none, and nothing for an organization without rules', () => {
+      expect(who(t0 + 130_000, null).shares).toEqual([{ cost_center_id: 'B', percent: 25, cost: null }, { cost_center_id: null, percent: 75, cost: null }]);
+      expect(allocate(ruleHistoryOf([], [], t0), request({}), 1, t0)).toEqual({ ruleId: null, versionId: null, shares: null });
+    });
   });
 });

@@ -118,4 +118,26 @@ describe('video job cost: what is rendered is what is held and settled', () => {
     expect(listed.status).toBe(202);
     expect(await ledger(listed.json.id)).toMatchObject({ state: 'reserved', amount: 3.2 });
   });
+
+  it('records the cost-center allocation in force when the job was accepted, split to the nano-dollar (issue 23)', async () => {
+    const center = async (code: string) => (await f.client.post<{ id: string }>('/cost_centers', { name: code, code })).body.id;
+    const [video, media] = [await center(`video-${seq}`), await center(`media-${seq}`)];
+    const rule = await f.client.post<{ id: string; version_id: string }>('/cost_center_rules', {
+      match: { provider: 'openai', model: 'openai/sora-*' }, priority: 1,
+      allocation: [{ cost_center_id: video, percent: 33.33 }, { cost_center_id: media, percent: 66.67 }],
+    });
+    expect(rule.status).toBe(201);
+    await new Promise((done) => setTimeout(done, 150));
+    const created = await post({ model: 'openai/sora-2', prompt: `split [sandbox render_ms=1500] ${seq++}`, duration_seconds: 4 });
+    expect(created.status).toBe(202);
+    // Changed while the job renders: the job keeps the version in force when it was accepted.
+    const patched = await f.client.patch(`/cost_center_rules/${rule.body.id}`, { cost_center_id: media }, '"1"');
+    expect(patched.status).toBe(200);
+    const done = await until(created.json.id, terminal);
+    expect(done).toMatchObject({ status: 'succeeded', usage: { cost: 0.4 } });
+    const [row] = await f.database.db.select().from(jobs).where(eq(jobs.id, created.json.id));
+    expect([row!.costRuleId, row!.costRuleVersionId]).toEqual([rule.body.id, rule.body.version_id]);
+    // $0.40 is 400,000,000 nano-dollars: 33.33% is 133,320,000 exactly, the rest 266,680,000.
+    expect(row!.costAllocation).toEqual([{ cost_center_id: video, percent: 33.33, cost: 0.13332 }, { cost_center_id: media, percent: 66.67, cost: 0.26668 }]);
+  });
 });

@@ -60,6 +60,13 @@ export type CostCenterMatch = {
 export type CostAllocation = Array<{ cost_center_id: string; percent: number }>;
 
 /**
+ * What a request or job was charged to (issue 23), as recorded when it was served: each cost
+ * center's percent and its part of the cost in dollars (exact nano-dollars; null when the request
+ * has no cost). `cost_center_id` null is "unallocated". The parts' costs add up to the request's.
+ */
+export type CostShareRecord = { cost_center_id: string | null; percent: number; cost: number | null };
+
+/**
  * Cost-center rules (spec 2.6, 9.3): the row is the lineage, whose id never changes, carrying
  * its current version; every create, patch and delete appends a version to
  * `cost_center_rule_versions`, so what allocated a request can always be read again.
@@ -100,7 +107,11 @@ export const costCenterRuleVersions = pgTable(
     effectiveAt: timestamp('effective_at', { withTimezone: true }).notNull(),
     actorTokenId: text('actor_token_id'),
   },
-  (t) => [uniqueIndex('cost_center_rule_versions_rule_version').on(t.ruleId, t.version)],
+  (t) => [
+    uniqueIndex('cost_center_rule_versions_rule_version').on(t.ruleId, t.version),
+    /** Attribution loads an organization's versions in force from a time on (core/attribution/rule-history.ts). */
+    index('cost_center_rule_versions_org_effective').on(t.orgId, t.ruleId, t.effectiveAt),
+  ],
 );
 
 export type CostCenterRuleRow = typeof costCenterRules.$inferSelect;

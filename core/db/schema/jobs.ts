@@ -1,4 +1,5 @@
 import { index, integer, jsonb, pgTable, real, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import type { CostShareRecord } from './cost-attribution';
 import { organizations } from './organizations';
 
 export const JOB_STATUSES = ['queued', 'running', 'succeeded', 'failed', 'canceled'] as const;
@@ -37,6 +38,10 @@ export const jobs = pgTable(
     output: jsonb('output').$type<JobOutputRecord | null>(),
     usage: jsonb('usage').$type<JobUsage | null>(),
     error: jsonb('error').$type<JobError | null>(),
+    /** The cost-center rule in force when the job was accepted, and its split, recorded as the job ends (issue 23). */
+    costRuleId: text('cost_rule_id'),
+    costRuleVersionId: text('cost_rule_version_id'),
+    costAllocation: jsonb('cost_allocation').$type<CostShareRecord[] | null>(),
     statusChecks: integer('status_checks').notNull().default(0),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     startedAt: timestamp('started_at', { withTimezone: true }),

@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { boolean, index, integer, jsonb, numeric, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
+import type { CostShareRecord } from './cost-attribution';
 import type { GuardrailOutcome } from './guardrail-policy';
 import { organizations } from './organizations';
 
@@ -58,6 +59,11 @@ export const requestLogs = pgTable(
     /** On a hit, the request whose answer was served. */
     cacheSourceRequestId: text('cache_source_request_id'),
     guardrails: jsonb('guardrails').$type<GuardrailOutcome | null>(),
+    /** The cost-center rule lineage and version that allocated the request; null when none matched. */
+    costRuleId: text('cost_rule_id'),
+    costRuleVersionId: text('cost_rule_version_id'),
+    /** The split (issue 23); null when no rule matched: all of it unallocated. */
+    costAllocation: jsonb('cost_allocation').$type<CostShareRecord[] | null>(),
     requestBody: jsonb('request_body'),
     responseBody: jsonb('response_body'),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),

@@ -60,6 +60,15 @@ export const requestLogSchema = z.object({
   }).nullable().meta({ description: 'What guardrails did; what they matched is never stored.' }),
   metadata: z.object({ user_id: z.string().nullable(), session_id: z.string().nullable(), tags: z.record(z.string(), z.string()) }),
   params_dropped: z.array(z.string()),
+  allocation: z.object({
+    rule_id: z.string().nullable().meta({ description: 'The cost-center rule (lineage id) that allocated the request; null when none matched.' }),
+    rule_version_id: z.string().nullable().meta({ description: 'The rule\'s version in force when the request was served.' }),
+    shares: z.array(z.object({
+      cost_center_id: z.string().nullable().meta({ description: 'Null: unallocated.' }),
+      percent: z.number(),
+      cost: z.number().nullable().meta({ description: 'This part of `estimated_cost`, US dollars; the parts add up to it exactly.' }),
+    })),
+  }).meta({ description: 'Who the request was charged to (cost centers).' }),
 }).meta({ id: 'RequestLog' });
 
 export type PresentedRequestLog = z.infer<typeof requestLogSchema>;
@@ -130,6 +139,17 @@ export function presentRequestLog(row: RequestLogMetadata): PresentedRequestLog 
     guardrails: row.guardrails ? { action: row.guardrails.action, findings: row.guardrails.findings.map((f) => ({ detector: f.detector, stage: f.stage, action: f.action, count: f.count })) } : null,
     metadata: { user_id: row.userId, session_id: row.sessionId, tags: row.tags ?? {} },
     params_dropped: row.paramsDropped ?? [],
+    allocation: presentAllocation(row),
+  };
+}
+
+/** No rule matched: the whole request, and its whole cost, unallocated. */
+function presentAllocation(row: RequestLogMetadata): PresentedRequestLog['allocation'] {
+  const cost = row.cost === null ? null : Number(row.cost);
+  return {
+    rule_id: row.costRuleId,
+    rule_version_id: row.costRuleVersionId,
+    shares: row.costAllocation ?? [{ cost_center_id: null, percent: 100, cost }],
   };
 }
 

@@ -34,6 +34,8 @@ export type RequestLogFilters = {
   route?: string;
   provider?: string;
   keyId?: string;
+  /** A cost center id the request was charged to, or `unallocated` (issue 23). */
+  costCenter?: string;
 };
 
 /** Who is reading: the organization, its plan (the history window), and any narrowing. */
@@ -50,10 +52,20 @@ export type RequestLogScope = {
 type QueryValue = string | string[] | undefined;
 export type QueryParams = Record<string, QueryValue>;
 
-const FILTER_PARAMS = ['model', 'status', 'from', 'to', 'user_id', 'session_id', 'route', 'provider', 'key_id'] as const;
+const FILTER_PARAMS = ['model', 'status', 'from', 'to', 'user_id', 'session_id', 'route', 'provider', 'key_id', 'cost_center'] as const;
 const PAGE_PARAMS = ['limit', 'after'] as const;
 const TAG_PREFIX = 'tags.';
 const TAG_NAME = /^[A-Za-z0-9_.:-]{1,64}$/;
+/** The `cost_center` filter's value for requests with an unallocated part (no rule, or an archived center's share). */
+export const UNALLOCATED_FILTER = 'unallocated';
+
+/** Requests charged (wholly or partly) to a center, or with an unallocated part. */
+function costCenterWhere(costCenter: string): SQL {
+  if (costCenter === UNALLOCATED_FILTER) {
+    return sql`(${requestLogs.costAllocation} is null or ${requestLogs.costAllocation} @> '[{"cost_center_id": null}]'::jsonb)`;
+  }
+  return sql`${requestLogs.costAllocation} @> ${JSON.stringify([{ cost_center_id: costCenter }])}::jsonb`;
+}
 
 const invalid = (message: string) => new GatewayError('invalid_request', message);
 
@@ -112,6 +124,11 @@ export function parseRequestLogQuery(query: QueryParams, options: { defaultLimit
   const keyId = single(query, 'key_id');
   if (keyId !== undefined && !/^key_[0-9a-z]{1,60}$/.test(keyId)) throw invalid(`Invalid \`key_id\`: \`${keyId}\` is not a gateway key id.`);
 
+  const costCenter = single(query, 'cost_center');
+  if (costCenter !== undefined && costCenter !== UNALLOCATED_FILTER && !/^ccen_[0-9a-z]{1,60}$/.test(costCenter)) {
+    throw invalid(`Invalid \`cost_center\`: \`${costCenter}\` is neither a cost center id nor \`${UNALLOCATED_FILTER}\`.`);
+  }
+
   const limitText = single(query, 'limit');
   const limit = limitText === undefined ? options.defaultLimit ?? REQUEST_LOG_PAGE_DEFAULT : Number(limitText);
   if (!/^\d+$/.test(limitText ?? '1') || !Number.isInteger(limit) || limit < 1 || limit > REQUEST_LOG_PAGE_MAX) {
@@ -133,6 +150,7 @@ export function parseRequestLogQuery(query: QueryParams, options: { defaultLimit
       route: bounded('route', single(query, 'route'), 64),
       provider,
       keyId,
+      costCenter,
     },
     limit,
     after,
@@ -186,6 +204,7 @@ export function requestLogWhere(scope: RequestLogScope, f: RequestLogFilters): S
     f.route !== undefined ? eq(requestLogs.routeSlug, f.route) : undefined,
     f.provider !== undefined ? eq(requestLogs.provider, f.provider) : undefined,
     f.keyId !== undefined ? eq(requestLogs.keyId, f.keyId) : undefined,
+    f.costCenter !== undefined ? costCenterWhere(f.costCenter) : undefined,
   )!;
 }
 

@@ -15,7 +15,7 @@ import { historyStart } from './history';
 
 export const USAGE_BUCKETS = ['hour', 'day'] as const;
 export type UsageBucket = (typeof USAGE_BUCKETS)[number];
-export const USAGE_GROUP_FIELDS = ['model', 'provider', 'key', 'project', 'user_id'] as const;
+export const USAGE_GROUP_FIELDS = ['model', 'provider', 'key', 'project', 'user_id', 'cost_center'] as const;
 /** A plain field, or `tags.<key>`. */
 export type UsageGroup = string;
 
@@ -89,6 +89,7 @@ function groupColumn(field: UsageGroup): SQL {
     case 'key': return sql`u.key_id`;
     case 'project': return sql`u.project_id`;
     case 'user_id': return sql`u.user_id`;
+    case 'cost_center': return sql`u.cost_center_id`;
     default: return sql`u.tags ->> ${field.slice(5)}`;
   }
 }
@@ -131,13 +132,17 @@ export async function usageReport(db: Database, scope: UsageScope, params: Usage
     conditions.push(scope.projectIds.length === 0 ? sql`false` : sql`u.project_id in (${sql.join(scope.projectIds.map((id) => sql`${id}`), sql`, `)})`);
   }
   const positions = sql.raw(Array.from({ length: params.groupBy.length + 1 }, (_, i) => String(i + 1)).join(', '));
+  // By cost center, buckets come from the rollup split by center; a split request counts in
+  // each of its centers, so the totals' counts are read from the plain rollup.
+  const byCostCenter = params.groupBy.includes('cost_center');
+  const table = sql.raw(byCostCenter ? 'usage_hourly_cost_centers' : 'usage_hourly');
 
   const result = await db.execute<Record<string, unknown>>(sql`
     select ${bucketStart} as bucket_start${groups.length ? sql`, ${sql.join(groups, sql`, `)}` : sql``},
       sum(u.requests)::text as requests, sum(u.prompt_tokens)::text as prompt_tokens,
       sum(u.completion_tokens)::text as completion_tokens, sum(u.total_tokens)::text as total_tokens,
       sum(u.cost)::text as cost, sum(u.unpriced_requests)::text as unpriced_requests
-    from usage_hourly u
+    from ${table} u
     where ${sql.join(conditions, sql` and `)}
     group by ${positions}
     order by ${positions}
@@ -177,6 +182,14 @@ export async function usageReport(db: Database, scope: UsageScope, params: Usage
   }
   // Bucket costs are exact decimals; their float sum is rounded back to a nanodollar.
   totals.cost = Math.round(cost * 1e9) / 1e9;
+  if (byCostCenter) {
+    const [counts] = (await db.execute<Record<string, unknown>>(sql`
+      select coalesce(sum(u.requests), 0)::text as requests, coalesce(sum(u.prompt_tokens), 0)::text as prompt_tokens,
+        coalesce(sum(u.completion_tokens), 0)::text as completion_tokens, coalesce(sum(u.total_tokens), 0)::text as total_tokens,
+        coalesce(sum(u.unpriced_requests), 0)::text as unpriced_requests
+      from usage_hourly u where ${sql.join(conditions, sql` and `)}`)).rows;
+    for (const counter of ['requests', 'prompt_tokens', 'completion_tokens', 'total_tokens', 'unpriced_requests'] as const) totals[counter] = num(counts?.[counter]);
+  }
   return report;
 }
 

@@ -67,6 +67,7 @@ export const requestLogFilterQuery = z.object({
   route: z.string().max(64).optional().meta({ description: 'Route slug.' }),
   provider: z.string().optional().meta({ description: 'Provider id.' }),
   key_id: z.string().optional().meta({ description: 'Gateway key id.' }),
+  cost_center: z.string().optional().meta({ description: 'A cost center id: requests charged to it, wholly or in part; `unallocated`: requests with an unallocated part.' }),
   limit: z.number().int().min(1).max(REQUEST_LOG_PAGE_MAX).optional().meta({ description: `Default ${REQUEST_LOG_PAGE_DEFAULT}.` }),
   after: z.string().optional().meta({ description: 'The `next_cursor` of the previous page; absent or empty reads the first page.' }),
 });

@@ -35,7 +35,7 @@ const counters = {
 export const usageBucketSchema = z.object({
   bucket_start: z.number().int().meta({ description: 'Unix seconds (UTC hour or day start).' }),
   bucket_end: z.number().int(),
-  group: z.record(z.string(), z.string().nullable()).optional().meta({ description: 'Present with `group_by`: each field\'s value, null when the request had none.' }),
+  group: z.record(z.string(), z.string().nullable()).optional().meta({ description: 'Present with `group_by`: each field\'s value, null when the request had none (`cost_center` null: unallocated).' }),
   ...counters,
 }).meta({ id: 'UsageBucket' });
 
@@ -57,7 +57,9 @@ export const usageQuerySchema = z.object({
   bucket: z.enum(USAGE_BUCKETS).optional().meta({ description: 'Bucket width, UTC. Default `day`.' }),
   from: z.string().optional().meta({ description: 'ISO 8601 or Unix seconds; default the start of the plan\'s history window. Hours overlapping [from, to) count.' }),
   to: z.string().optional().meta({ description: 'ISO 8601 or Unix seconds; default now.' }),
-  group_by: z.string().optional().meta({ description: `Comma-separated: ${USAGE_GROUP_FIELDS.join(', ')}, tags.<key>.` }),
+  group_by: z.string().optional().meta({
+    description: `Comma-separated: ${USAGE_GROUP_FIELDS.join(', ')}, tags.<key>. By \`cost_center\`, each request's cost is split as its cost-center rule allocated it when served; a bucket's centers and unallocated (null) add up to its whole cost, and a split request counts in each of its centers' \`requests\` (\`totals\` counts it once).`,
+  }),
   format: z.literal('json').optional().meta({ description: '`csv` is refused here (400); use `GET /v1/usage`.' }),
 });
 

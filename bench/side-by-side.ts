@@ -54,15 +54,17 @@ type Subject = {
 // ---------------------------------------------------------------- subjects
 
 /**
- * The gateway subjects. The last two are opt-in (BENCH_SUBJECTS) and price the features of issue
- * 12 against `gateway` in the same run: the response cache answering every request from Redis,
- * and a guardrail policy running every detector on input and output.
+ * The gateway subjects. The last three are opt-in (BENCH_SUBJECTS) and price features against
+ * `gateway` in the same run: the response cache answering every request from Redis, and a
+ * guardrail policy running every detector on input and output (issue 12); cost-center rules
+ * matching and splitting every request (issue 23).
  */
 const GATEWAY_SUBJECTS = [
   ['gateway', 'gateway', { promptLogging: false }],
   ['gateway_prompt_log', 'gateway, prompt log on', { promptLogging: true }],
   ['gateway_cache_hit', 'gateway, cache hits', { promptLogging: false, responseCache: true }],
   ['gateway_guardrails', 'gateway, guardrails', { promptLogging: false, guardrails: true }],
+  ['gateway_cost_rules', 'gateway, cost-center rules', { promptLogging: false, costRules: true }],
 ] as const satisfies ReadonlyArray<readonly [string, string, TenantFeatures]>;
 type GatewaySubjectId = (typeof GATEWAY_SUBJECTS)[number][0];
 

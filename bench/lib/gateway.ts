@@ -114,7 +114,21 @@ export async function benchKeys(apiUrl: string, token: string, count: number): P
  * What an organization turns on besides the defaults: prompt logging; the response cache (every
  * load request is the same question, so after the first one each is a hit); a guardrail policy.
  */
-export type TenantFeatures = { promptLogging: boolean; responseCache?: boolean; guardrails?: boolean };
+export type TenantFeatures = { promptLogging: boolean; responseCache?: boolean; guardrails?: boolean; costRules?: boolean };
+
+/**
+ * Cost attribution's worst case (issue 23): ten rules that never match tried before one that
+ * matches every request and splits it three ways, so every request-log row is matched and split.
+ */
+async function benchCostRules(apiUrl: string, token: string): Promise<void> {
+  const centers: string[] = [];
+  for (const code of ['search', 'ads', 'platform']) centers.push((await manage(apiUrl, token, 'POST', '/cost_centers', { name: code, code })).id as string);
+  for (let i = 0; i < 10; i++) await manage(apiUrl, token, 'POST', '/cost_center_rules', { match: { tags: { team: `nobody-${i}*` } }, priority: i, cost_center_id: centers[0] });
+  await manage(apiUrl, token, 'POST', '/cost_center_rules', {
+    match: {}, priority: 100,
+    allocation: [{ cost_center_id: centers[0], percent: 33.33 }, { cost_center_id: centers[1], percent: 33.33 }, { cost_center_id: centers[2], percent: 33.34 }],
+  });
+}
 
 /** Every input and output detector a policy can run, flagging (nothing in the bench text matches). */
 export const BENCH_GUARDRAIL_POLICY = {
@@ -141,6 +155,7 @@ export async function tenant(apiUrl: string, token: string, mockUrl: string, fea
     ...(features.responseCache && { response_cache: { enabled: true, default_ttl_seconds: 3600 } }),
   }, settings.etag as string);
   if (features.guardrails) await manage(apiUrl, token, 'POST', '/guardrail_policies', BENCH_GUARDRAIL_POLICY);
+  if (features.costRules) await benchCostRules(apiUrl, token);
   return benchKeys(apiUrl, token, KEYS_PER_SUBJECT);
 }
 

@@ -79,6 +79,18 @@ function epochAt(history: RuleHistory, at: number): RuleEpoch | null {
   return found;
 }
 
+/** Each rule's percents per center, computed once: a rule object belongs to one epoch, so to one archived set. */
+const rulePercents = new WeakMap<AllocationRule, Map<string | null, number>>();
+function percentsOf(rule: AllocationRule, archived: ReadonlySet<string>): Map<string | null, number> {
+  let percents = rulePercents.get(rule);
+  if (!percents) {
+    // A split of 10,000 hundredths: the same merging of archived centers as the cost's.
+    percents = new Map(splitCost(10_000, rule, archived).map((s) => [s.costCenterId, s.nanos / 100]));
+    rulePercents.set(rule, percents);
+  }
+  return percents;
+}
+
 /**
  * A request's allocation at `at`: the first matching rule's version and its split of `cost`
  * (dollars; null when the request has none, then the shares carry percents only).
@@ -88,8 +100,7 @@ export function allocate(history: RuleHistory, request: AttributedRequest, cost:
   if (!epoch || epoch.rules.length === 0) return UNALLOCATED;
   const rule = firstMatch(epoch.rules, request);
   if (!rule) return UNALLOCATED;
-  // Percents come from a split of 10,000 hundredths: the same merging of archived centers as the cost's.
-  const percents = new Map(splitCost(10_000, rule, epoch.archived).map((s) => [s.costCenterId, s.nanos / 100]));
+  const percents = percentsOf(rule, epoch.archived);
   const shares = cost === null
     ? [...percents].map(([center, percent]) => ({ cost_center_id: center, percent, cost: null }))
     : splitCost(toNanos(cost), rule, epoch.archived).map((s) => ({ cost_center_id: s.costCenterId, percent: percents.get(s.costCenterId)!, cost: toDollars(s.nanos) }));

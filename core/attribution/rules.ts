@@ -28,11 +28,15 @@ export function valueMatches(pattern: string, value: string | null): boolean {
 }
 
 export function ruleMatches(match: CostCenterMatch, r: AttributedRequest): boolean {
-  const fields: Array<[string | undefined, string | null]> = [
-    [match.project_id, r.projectId], [match.key_id, r.keyId], [match.model, r.model], [match.provider, r.provider], [match.route, r.route], [match.user_id, r.userId],
-  ];
-  if (fields.some(([pattern, value]) => pattern !== undefined && !valueMatches(pattern, value))) return false;
-  return Object.entries(match.tags ?? {}).every(([key, pattern]) => valueMatches(pattern, r.tags[key] ?? null));
+  // Field by field, without building anything: this runs for every rule tried on every request.
+  if (match.project_id !== undefined && !valueMatches(match.project_id, r.projectId)) return false;
+  if (match.key_id !== undefined && !valueMatches(match.key_id, r.keyId)) return false;
+  if (match.model !== undefined && !valueMatches(match.model, r.model)) return false;
+  if (match.provider !== undefined && !valueMatches(match.provider, r.provider)) return false;
+  if (match.route !== undefined && !valueMatches(match.route, r.route)) return false;
+  if (match.user_id !== undefined && !valueMatches(match.user_id, r.userId)) return false;
+  if (match.tags) for (const key in match.tags) if (!valueMatches(match.tags[key]!, r.tags[key] ?? null)) return false;
+  return true;
 }
 
 /** Rules in the order they are tried: priority, then the older first (a stable, total order). */
@@ -54,12 +58,25 @@ export function firstMatch(ordered: readonly AllocationRule[], r: AttributedRequ
 export function splitCost(nanos: number, rule: AllocationRule | null, archived: ReadonlySet<string>): CostShare[] {
   if (!rule) return [{ costCenterId: null, nanos }];
   const parts: CostAllocation = rule.allocation ?? [{ cost_center_id: rule.costCenterId!, percent: 100 }];
-  // In integers (bigint: a large cost times 10,000 passes 2^53), so nothing is lost to floats.
-  const products = parts.map((p) => BigInt(nanos) * BigInt(Math.round(p.percent * 100)));
-  const shares = products.map((x) => Number(x / 10_000n));
+  const hundredths = parts.map((p) => Math.round(p.percent * 100));
+  // Exact in doubles while nanos * 10,000 stays below 2^53 (about $900,000 a request); past that,
+  // in bigint, so nothing is ever lost to floats.
+  let shares: number[];
+  let rests: number[];
+  if (nanos <= MAX_NUMBER_NANOS) {
+    shares = hundredths.map((h) => Math.floor((nanos * h) / 10_000));
+    rests = hundredths.map((h) => (nanos * h) % 10_000);
+  } else {
+    const products = hundredths.map((h) => BigInt(nanos) * BigInt(h));
+    shares = products.map((x) => Number(x / 10_000n));
+    rests = products.map((x) => Number(x % 10_000n));
+  }
   let left = nanos - shares.reduce((a, b) => a + b, 0);
-  const byRemainder = products.map((x, i) => ({ i, rest: Number(x % 10_000n) })).sort((x, y) => y.rest - x.rest || x.i - y.i);
-  for (let k = 0; left > 0; k = (k + 1) % byRemainder.length, left--) shares[byRemainder[k]!.i]! += 1;
+  if (left > 0) {
+    const byRemainder = rests.map((rest, i) => ({ i, rest })).sort((x, y) => y.rest - x.rest || x.i - y.i);
+    for (let k = 0; left > 0; k = (k + 1) % byRemainder.length, left--) shares[byRemainder[k]!.i]! += 1;
+  }
+  if (!parts.some((p) => archived.has(p.cost_center_id))) return parts.map((p, i) => ({ costCenterId: p.cost_center_id, nanos: shares[i]! }));
   const merged = new Map<string | null, number>();
   parts.forEach((p, i) => {
     const center = archived.has(p.cost_center_id) ? null : p.cost_center_id;
@@ -67,3 +84,6 @@ export function splitCost(nanos: number, rule: AllocationRule | null, archived: 
   });
   return [...merged].map(([costCenterId, share]) => ({ costCenterId, nanos: share }));
 }
+
+/** The largest cost in nano-dollars whose products with 10,000 are exact doubles. */
+const MAX_NUMBER_NANOS = Math.floor(Number.MAX_SAFE_INTEGER / 10_000);

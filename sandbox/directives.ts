@@ -19,6 +19,8 @@
  *                       as some compatible servers do
  *   moderation          refuse the request as flagged content
  *   reply=<text>        answer with this text (URL-encoded)
+ *   raw_reply=<text>    answer with exactly this text even when structured output was asked
+ *                       (a model ignoring the schema); with times=<n>, only the first n requests
  *   parallel_tools      with several tools offered, call them all in one turn (unless the
  *                       request turned parallel calls off: OpenAI `parallel_tool_calls`,
  *                       Anthropic `tool_choice.disable_parallel_tool_use`)
@@ -48,6 +50,7 @@ export type Directives = {
   noUsage?: boolean;
   moderation?: boolean;
   reply?: string;
+  rawReply?: string;
   parallelTools?: boolean;
   words?: number;
   wordBytes?: number;
@@ -72,6 +75,7 @@ export function parseDirectives(text: string): Directives {
       case 'times': d.times = Number(value); break;
       case 'delay_ms': d.delayMs = Number(value); break;
       case 'reset': d.reset = true; break;
+      case 'raw_reply': d.rawReply = value; break;
       case 'cut_after': d.cutAfter = Number(value); break;
       case 'refuse_param': d.refuseParam = value; break;
       case 'report_cost': d.reportCost = Number(value); break;

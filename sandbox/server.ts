@@ -69,6 +69,8 @@ export type Sandbox = {
   received: ReceivedRequest[];
   /** Streams whose client (the gateway) went away before the stream ended. */
   abandonedStreams(): number;
+  /** Chat requests held by `delay_ms` whose client (the gateway) hung up before any answer. */
+  abandonedWaits(): number;
   /** SSE frames written so far, over all streams (a stream waits for `drain` when its client reads slowly). */
   framesSent(): number;
   /** Video renders created (a create replayed by Idempotency-Key does not count). */
@@ -97,6 +99,7 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
   const media = createMediaState();
   const failuresSeen = new Map<string, number>();
   let abandoned = 0;
+  let abandonedWaits = 0;
   let frames = 0;
 
   const server = http.createServer(async (req, res) => {
@@ -154,7 +157,19 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
     const directiveText = [prefixed?.[1] ?? '', directivesInText(parsed.promptText)].join(',');
     const directives = parseDirectives(directiveText);
 
-    if (directives.delayMs) await new Promise((r) => setTimeout(r, directives.delayMs));
+    if (directives.delayMs) {
+      let hungUp = false;
+      const onClose = () => {
+        hungUp = !res.writableFinished;
+      };
+      res.once('close', onClose);
+      await new Promise((r) => setTimeout(r, directives.delayMs));
+      res.off('close', onClose);
+      if (hungUp) {
+        abandonedWaits += 1;
+        return;
+      }
+    }
     if (failing(directives, `${prefixed?.[1] ?? ''}|${directiveText}`)) {
       if (directives.reset) return req.socket.destroy();
       if (directives.status) {
@@ -166,16 +181,21 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
     if (directives.refuseParam && parsed.params.includes(directives.refuseParam)) {
       return send(400, endpoint.wire.error(400, `Unsupported parameter: '${directives.refuseParam}' is not supported with this model.`, { param: directives.refuseParam }));
     }
-    await answer(res, endpoint, parsed, directives);
+    // A model ignoring the structured output it was asked for, for the first `times` requests.
+    const raw = directives.rawReply !== undefined && firstTimes(directives, `raw|${prefixed?.[1] ?? ''}|${directiveText}`);
+    await answer(res, endpoint, raw ? { ...parsed, json: undefined } : parsed, raw ? { ...directives, reply: directives.rawReply } : directives);
   });
 
   /** Whether this request is one of the first `times` with these directives (all, without `times`). */
-  function failing(d: Directives, key: string): boolean {
-    if (!d.status && !d.reset) return false;
+  function firstTimes(d: Directives, key: string): boolean {
     if (d.times === undefined) return true;
     const seen = failuresSeen.get(key) ?? 0;
     failuresSeen.set(key, seen + 1);
     return seen < d.times;
+  }
+
+  function failing(d: Directives, key: string): boolean {
+    return (Boolean(d.status) || d.reset === true) && firstTimes(d, key);
   }
 
   async function answer(res: http.ServerResponse, endpoint: Endpoint, parsed: ParsedChat, directives: Directives) {
@@ -231,6 +251,7 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
     url: `http://${host}:${bound}`,
     received,
     abandonedStreams: () => abandoned,
+    abandonedWaits: () => abandonedWaits,
     framesSent: () => frames,
     videoSubmits: () => video.submits,
     abandonedVideoSubmits: () => video.abandonedSubmits,

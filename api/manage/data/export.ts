@@ -52,6 +52,8 @@ export const RESTORE_ORDER = [
   'end_user_cap_rules',
   'end_user_cap_overrides',
   'guardrail_policies',
+  // Decision policies (issue 24) name projects and a route or model.
+  'decision_policies',
   // Tool gateway (issue 15): tools are re-made by discovery when a server is registered again.
   'mcp_servers',
   'mcp_server_tools',

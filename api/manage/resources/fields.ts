@@ -1,7 +1,7 @@
 import { and, eq, inArray } from 'drizzle-orm';
 import { z } from 'zod';
 import type { Executor } from '../../../core/db/client';
-import { environments as environmentsTable } from '../../../core/db/schema';
+import { environments as environmentsTable, projects } from '../../../core/db/schema';
 import { GatewayError } from '../../../core/errors';
 
 /** Field shapes several management resources share (spec 2.6). */
@@ -60,3 +60,13 @@ export function presentEnvironments(list: string[]) {
 
 /** Wire shape of timestamps: Unix seconds. */
 export const unixTime = z.number().int();
+
+/** `project_ids` of a resource that some projects' keys may reach (empty: all): every one must be the organization's. */
+export async function checkProjects(db: Executor, orgId: string, ids: string[]): Promise<string[]> {
+  const wanted = [...new Set(ids)];
+  if (wanted.length === 0) return [];
+  const known = await db.select({ id: projects.id }).from(projects).where(and(eq(projects.orgId, orgId), inArray(projects.id, wanted)));
+  const missing = wanted.find((w) => !known.some((k) => k.id === w));
+  if (missing) throw new GatewayError('invalid_request', `Invalid \`project_ids\`: the organization has no project \`${missing}\`.`);
+  return wanted;
+}

@@ -1,6 +1,7 @@
 import { commitmentsResource } from './commitments';
 import { costCenterRulesResource } from './cost-center-rules';
 import { costCentersResource } from './cost-centers';
+import { decisionPoliciesResource } from './decision-policies';
 import { endUserCapRulesResource } from './end-user-cap-rules';
 import { findingsResource } from './findings';
 import { gatewayKeysResource } from './gateway-keys';
@@ -40,4 +41,5 @@ export const RESOURCES = [
   costCentersResource,
   costCenterRulesResource,
   commitmentsResource,
+  decisionPoliciesResource,
 ] as unknown as readonly ResourceType[];

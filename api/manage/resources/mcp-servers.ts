@@ -1,9 +1,8 @@
-import { and, eq, inArray, sql } from 'drizzle-orm';
+import { and, eq, sql } from 'drizzle-orm';
 import { z } from 'zod';
-import type { Executor } from '../../../core/db/client';
 import {
   MCP_AUTH_TYPES, MCP_DEFAULT_MAX_RESULT_BYTES, MCP_DEFAULT_RATE_LIMIT_RPM, MCP_DEFAULT_TIMEOUT_MS, MCP_PROTOCOL_ERAS,
-  MCP_SERVER_HEALTH, MCP_SERVER_STATUSES, mcpServers, mcpServerTools, projects,
+  MCP_SERVER_HEALTH, MCP_SERVER_STATUSES, mcpServers, mcpServerTools,
 } from '../../../core/db/schema';
 import { GatewayError } from '../../../core/errors';
 import { newId } from '../../../core/ids';
@@ -14,7 +13,7 @@ import { resolveServerFailing, syncErrorText, syncSucceeded, type McpServerRow }
 import { applyToolListing } from '../../../core/mcp/tools';
 import { checkServiceUrl } from '../../../core/net/service-url';
 import { withErrorCode } from '../../validation';
-import { nameField, resolveEnvironments, unixTime } from './fields';
+import { checkProjects, nameField, resolveEnvironments, unixTime } from './fields';
 import { mcpGate } from './mcp-gates';
 import { newestFirst, selectOne, type ResourceCall, type ResourceType } from './resource-type';
 import { unix } from './router';
@@ -100,15 +99,6 @@ function checkedCredential(raw: unknown): CheckedCredential {
   const verdict = checkCredential(parsed.data);
   if (!verdict.ok) throw new GatewayError('invalid_mcp_credential', `Invalid \`credential\`: ${verdict.reason}.`);
   return verdict.credential;
-}
-
-async function checkProjects(db: Executor, orgId: string, ids: string[]): Promise<string[]> {
-  const wanted = [...new Set(ids)];
-  if (wanted.length === 0) return [];
-  const known = await db.select({ id: projects.id }).from(projects).where(and(eq(projects.orgId, orgId), inArray(projects.id, wanted)));
-  const missing = wanted.find((w) => !known.some((k) => k.id === w));
-  if (missing) throw new GatewayError('invalid_request', `Invalid \`project_ids\`: the organization has no project \`${missing}\`.`);
-  return wanted;
 }
 
 /** Lists the server's tools with the given headers, or 400 `mcp_discovery_failed`. Outside any transaction. */

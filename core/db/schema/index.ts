@@ -21,3 +21,4 @@ export * from './media-files';
 export * from './mcp';
 export * from './findings';
 export * from './cost-attribution';
+export * from './decision-policies';

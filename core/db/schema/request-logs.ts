@@ -59,6 +59,8 @@ export const requestLogs = pgTable(
     /** On a hit, the request whose answer was served. */
     cacheSourceRequestId: text('cache_source_request_id'),
     guardrails: jsonb('guardrails').$type<GuardrailOutcome | null>(),
+    /** `endpoint: decisions`: the decision (`dec_...`) this model call answered (issue 24). */
+    decisionId: text('decision_id'),
     /** The cost-center rule lineage and version that allocated the request; null when none matched. */
     costRuleId: text('cost_rule_id'),
     costRuleVersionId: text('cost_rule_version_id'),

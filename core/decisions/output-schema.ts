@@ -1,0 +1,33 @@
+import Ajv, { type ValidateFunction } from 'ajv';
+
+/**
+ * A decision policy's `output_schema` (issue 24), compiled with ajv (JSON Schema draft-07, the
+ * dialect structured-output APIs accept). A policy's schema is compiled at create and patch, so
+ * an invalid one is refused there, and again by the gateway the first time a version is called.
+ */
+
+/** At most this much schema text: it is sent with every call. */
+export const MAX_OUTPUT_SCHEMA_BYTES = 64 * 1024;
+
+export type OutputSchemaCheck = { ok: true; validate: ValidateFunction } | { ok: false; reason: string };
+
+/** Compiles a schema for an object; the reason says what is wrong otherwise. */
+export function compileOutputSchema(schema: unknown): OutputSchemaCheck {
+  if (typeof schema !== 'object' || schema === null || Array.isArray(schema)) return { ok: false, reason: 'expected a JSON Schema object' };
+  if ((schema as Record<string, unknown>).type !== 'object') return { ok: false, reason: 'the schema must describe an object (`"type": "object"`)' };
+  if (JSON.stringify(schema).length > MAX_OUTPUT_SCHEMA_BYTES) return { ok: false, reason: `at most ${MAX_OUTPUT_SCHEMA_BYTES} bytes` };
+  try {
+    // An instance per schema: ajv keeps every schema it compiled (and refuses a repeated `$id`),
+    // so one shared instance would grow with every policy version ever compiled.
+    return { ok: true, validate: new Ajv({ allErrors: false, strict: false }).compile(schema) };
+  } catch (err) {
+    return { ok: false, reason: (err as Error).message.slice(0, 300) };
+  }
+}
+
+/** What is wrong with a value against a compiled schema, in one line; null when it is valid. */
+export function schemaViolation(validate: ValidateFunction, value: unknown): string | null {
+  if (validate(value)) return null;
+  const [first] = validate.errors ?? [];
+  return first ? `${first.instancePath || '(root)'} ${first.message ?? 'is invalid'}` : 'is invalid';
+}

@@ -29,7 +29,7 @@ export function wireUsage(usage: Usage | null, estimate: CostEstimate): Record<s
   return wire;
 }
 
-type Call = SpendCall & {
+export type ChatCall = SpendCall & {
   /** Null when the request was refused before any candidate was found. */
   plan: Plan | null;
   body: ChatBody;
@@ -40,9 +40,12 @@ type Call = SpendCall & {
   cache: CacheOutcome | null;
   /** The request's guardrails, when an enabled policy applies to its key (core/guardrails). */
   guard?: RequestGuard;
+  /** A model call a decision made (api/gateway/decisions.ts): its row's id, and the decision's. */
+  decision?: { rowId: string; decisionId: string };
 };
+type Call = ChatCall;
 
-function costOf(call: Call, served: Served<unknown>, usage: Usage | null): CostEstimate {
+export function costOf(call: Call, served: Served<unknown>, usage: Usage | null): CostEstimate {
   return estimateCost({
     usage,
     kind: served.candidate.connection.kind,
@@ -54,7 +57,7 @@ function costOf(call: Call, served: Served<unknown>, usage: Usage | null): CostE
 }
 
 /** One request-log row (spec 4.1), queued off the hot path. */
-function logRequest(call: Call, outcome: {
+export function logRequest(call: Call, outcome: {
   status: number;
   served?: Served<unknown>;
   servedModel?: string | null;
@@ -69,8 +72,8 @@ function logRequest(call: Call, outcome: {
   cached?: { provider: string; connection: string; position: string };
 }): void {
   const capture = call.logging && call.config.promptLoggingEnabled;
-  call.services.requestLog.record(requestLogRow(call, {
-    endpoint: 'chat.completions',
+  const row = requestLogRow(call, {
+    endpoint: call.decision ? 'decisions' : 'chat.completions',
     requestedModel: call.body.model,
     routeSlug: call.plan?.route?.slug ?? null,
     servedModel: outcome.servedModel ?? outcome.served?.candidate.upstreamModel ?? null,
@@ -93,7 +96,9 @@ function logRequest(call: Call, outcome: {
     responseBody: capture ? (outcome.response ?? null) : null,
     cacheStatus: call.cache?.status ?? null,
     cacheSourceRequestId: outcome.hit?.requestId ?? null,
-  }));
+  });
+  if (call.decision) Object.assign(row, { id: call.decision.rowId, decisionId: call.decision.decisionId });
+  call.services.requestLog.record(row);
 }
 
 function refused(call: Call, result: NotServed): never {
@@ -107,7 +112,7 @@ function refused(call: Call, result: NotServed): never {
  * the rules redact is redacted in what is sent; a block (or a failed detector under
  * `on_engine_error: block`) is a 403 that reached nothing.
  */
-async function guardInput(call: Call): Promise<void> {
+export async function guardInput(call: Call): Promise<void> {
   const rules = await call.services.guardrails.rulesFor(call.key);
   if (!rules) return;
   const guard = (call.guard = new RequestGuard(rules));
@@ -131,7 +136,7 @@ function guardHeader(call: Call, stream: boolean): void {
  * Output stage on a whole answer: redacted in place, or a 403 instead of it. The provider was
  * called and billed, so a refused answer's spend is settled all the same.
  */
-function guardAnswer(call: Call, served: Served<ChatResult>, model: string, estimate: CostEstimate) {
+export function guardAnswer(call: Call, served: Served<ChatResult>, model: string, estimate: CostEstimate) {
   const guard = call.guard!;
   const result = served.value;
   const refusal = guard.checkAnswer(result.choices);
@@ -356,7 +361,7 @@ async function answerFromCache(call: Call, hit: CachedAnswer, stream: boolean, i
  * request is 402 with that scope's code (api/gateway/spend-step.ts). The key's rate count rides
  * in the same Redis step.
  */
-async function reserveBudget(call: Call): Promise<void> {
+export async function reserveBudget(call: Call): Promise<void> {
   const { config, plan, services } = call;
   if (!plan) return;
   try {

@@ -14,6 +14,7 @@ import { unlessMultipartRoute } from '../middleware/multipart';
 import { gatewayAuth } from '../middleware/gateway-auth';
 import { keyRateLimit, meterKnownKey, type KeyMeterDeps } from '../middleware/key-rate-limit';
 import { chatCompletions } from './chat';
+import { decisionRoutes } from './decisions';
 import { mediaRoutes } from './media-routes';
 import { jobRoutes } from './jobs';
 import { requestLogRoutes } from './requests';
@@ -68,6 +69,7 @@ export function gatewayRouter(deps: GatewayRouterDeps): Router<GatewayState> {
   requestLogRoutes(router, { db: deps.db, clock: deps.clock });
   usageRoutes(router, { db: deps.db, clock: deps.clock });
   mcpRoutes(router, { db: deps.db, gateway: deps.gateway });
+  decisionRoutes(router, { db: deps.db, gateway: deps.gateway });
 
   return router;
 }

@@ -128,19 +128,21 @@ export function upstreamTarget(plan: Plan, candidate: Candidate, deps: Pick<Exec
 }
 
 /**
- * A whole answer from the first candidate that gives one. A call once sent is never aborted: it
- * is awaited even when its client has left, since the provider bills it whether or not anyone
- * reads it, and its reported usage is then settled rather than guessed. `stop` only keeps the
- * walk from sending another one (WalkOptions).
+ * A whole answer from the first candidate that gives one. A chat call once sent is never
+ * aborted: it is awaited even when its client has left, since the provider bills it whether or
+ * not anyone reads it, and its reported usage is then settled rather than guessed. `stop` only
+ * keeps the walk from sending another one (WalkOptions). `abort` does cut the call in flight
+ * (a decision's deadline): the promise then rejects with the signal's reason.
  */
-export function completeChat(plan: Plan, body: ChatBody, deps: ExecuteDeps, stop?: AbortSignal): Promise<Served<ChatResult> | NotServed> {
+export function completeChat(plan: Plan, body: ChatBody, deps: ExecuteDeps, stop?: AbortSignal, abort?: AbortSignal): Promise<Served<ChatResult> | NotServed> {
   return runPlan(plan, body, deps, async (candidate, adapter, prepared): Promise<TryResult<ChatResult>> => {
     const upstream = adapter.buildRequest(prepared.body, { model: candidate.upstreamModel, stream: false, defaultMaxTokens: prepared.defaultMaxTokens, config: candidate.connection.config });
-    const sent = await sendUpstream(deps.agent, adapter, upstreamTarget(plan, candidate, deps), upstream);
+    const sent = await sendUpstream(deps.agent, adapter, upstreamTarget(plan, candidate, deps), upstream, abort);
     if (!sent.ok) return sent;
     try {
       return { ok: true, value: adapter.parseResponse(await sent.body.json()) };
     } catch (err) {
+      if (abort?.aborted) throw err;
       return { ok: false, failure: { kind: 'server_error', message: `unreadable answer: ${(err as Error).message}` } };
     }
   }, stop);

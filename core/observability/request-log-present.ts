@@ -60,6 +60,7 @@ export const requestLogSchema = z.object({
   }).nullable().meta({ description: 'What guardrails did; what they matched is never stored.' }),
   metadata: z.object({ user_id: z.string().nullable(), session_id: z.string().nullable(), tags: z.record(z.string(), z.string()) }),
   params_dropped: z.array(z.string()),
+  decision_id: z.string().nullable().meta({ description: 'Endpoint `decisions`: the decision (`dec_...`) this model call answered.' }),
   allocation: z.object({
     rule_id: z.string().nullable().meta({ description: 'The cost-center rule (lineage id) that allocated the request; null when none matched.' }),
     rule_version_id: z.string().nullable().meta({ description: 'The rule\'s version in force when the request was served.' }),
@@ -139,6 +140,7 @@ export function presentRequestLog(row: RequestLogMetadata): PresentedRequestLog 
     guardrails: row.guardrails ? { action: row.guardrails.action, findings: row.guardrails.findings.map((f) => ({ detector: f.detector, stage: f.stage, action: f.action, count: f.count })) } : null,
     metadata: { user_id: row.userId, session_id: row.sessionId, tags: row.tags ?? {} },
     params_dropped: row.paramsDropped ?? [],
+    decision_id: row.decisionId,
     allocation: presentAllocation(row),
   };
 }

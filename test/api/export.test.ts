@@ -41,6 +41,7 @@ describe('GET /manage/v1/export', () => {
     });
     expect(put.status).toBeLessThan(300);
     expect((await c.post('/guardrail_policies', { target: 'organization', rules: [{ detector: 'email', stage: 'input', action: 'redact' }] })).status).toBe(201);
+    expect((await c.post('/decision_policies', { slug: 'export-triage', model: 'export-route', output_schema: { type: 'object' }, fallback: {} })).status).toBe(201);
   });
   afterAll(() => f?.close());
 
@@ -58,7 +59,7 @@ describe('GET /manage/v1/export', () => {
     expect(doc.restore_order).toEqual([
       'org_settings', 'projects', 'provider_connections', 'model_prices', 'routes', 'member_budgets',
       'gateway_keys', 'webhook_endpoints', 'notification_channels', 'notification_rules', 'cost_centers', 'cost_center_rules', 'commitments', 'end_user_cap_rules', 'end_user_cap_overrides', 'guardrail_policies',
-      'mcp_servers', 'mcp_server_tools', 'mcp_key_grants',
+      'decision_policies', 'mcp_servers', 'mcp_server_tools', 'mcp_key_grants',
     ]);
     expect(Object.keys(doc.resources)).toEqual(doc.restore_order);
     // No data operation rides along.

@@ -96,6 +96,15 @@ const CASES: Case[] = [
     patch: { label: 'renamed', amount_usd: 1200, models: ['gpt-4o-mini'] },
     outOfBounds: [() => ({ provider_kind: 'openai', label: 'x', amount_usd: 10, period_start: 1, period_end: 2, discount_pct: 101 }), 'discount_pct'],
   },
+  {
+    type: 'decision_policies', scope: 'decisions', afterDelete: 'gone',
+    create: () => ({
+      slug: unique('triage'), model: 'openai/gpt-4o-mini', instructions: 'Route the ticket.', deadline_ms: 2000,
+      output_schema: { type: 'object', properties: { queue: { type: 'string' } }, required: ['queue'] }, fallback: { queue: 'general' },
+    }),
+    patch: { enabled: false, deadline_ms: 500, max_tokens: 50 },
+    outOfBounds: [() => ({ slug: unique('slow'), model: 'openai/gpt-4o-mini', output_schema: { type: 'object' }, deadline_ms: 50 }), 'deadline_ms'],
+  },
 ];
 
 /**

@@ -39,7 +39,7 @@ const OPERATIONS = [
   // Issue 22: alert channels and rules, findings.
   // Issue 23: cost centers, their rules (and their versions) and commitments.
   'get /cost_center_rules/{id}/versions',
-  ...['notification_channels', 'notification_rules', 'cost_centers', 'cost_center_rules', 'commitments'].flatMap((t) => [
+  ...['notification_channels', 'notification_rules', 'cost_centers', 'cost_center_rules', 'commitments', 'decision_policies'].flatMap((t) => [
     `get /${t}`, `post /${t}`, `get /${t}/{id}`, `patch /${t}/{id}`, `delete /${t}/{id}`,
   ]),
   'get /findings', 'get /findings/{id}', 'post /findings/{id}/acknowledge',

@@ -103,15 +103,13 @@ export function decisionRoutes(router: Router<GatewayState>, deps: { db: Databas
 
     const totals: Totals = { prompt: 0, completion: 0, cost: 0, priced: true, source: null };
     let last: Served<ChatResult> | null = null;
-    let end: CallEnd = { kind: 'deadline' };
+    let end: CallEnd | null = null;
     // At most two model calls: an answer that is not valid is asked once more if time is left.
     for (let round = 0; round < 2; round++) {
+      // No time left for the second try: the first answer's invalidity is the reason.
+      if (round > 0 && performance.now() >= deadlineAt) break;
       const call = round === 0 ? first : newCall(newId('req'));
       call.plan = plan;
-      if (performance.now() >= deadlineAt) {
-        end = { kind: 'deadline' };
-        break;
-      }
       end = await modelCall(call, plan, validate, deadlineAt);
       if (end.kind === 'served') {
         last = end.served;
@@ -139,6 +137,7 @@ export function decisionRoutes(router: Router<GatewayState>, deps: { db: Databas
         latency_ms: Math.round(performance.now() - started),
       };
     };
+    if (!end) throw new Error('a decision ended without a model call');
     if (end.kind === 'served' && end.decision) return answer(end.decision, 'model', null);
     const reason: FallbackReason = end.kind === 'deadline' ? 'deadline' : end.kind === 'failed' ? 'upstream_error' : 'invalid_output';
     if (policy.fallback) return answer(policy.fallback, 'fallback', reason);

@@ -4,7 +4,7 @@ import { decisionPolicies, type DecisionPolicyRow } from '../../../core/db/schem
 import { compileOutputSchema, schemaViolation } from '../../../core/decisions/output-schema';
 import { GatewayError } from '../../../core/errors';
 import { newId } from '../../../core/ids';
-import { checkProjects, nameField, unixTime } from './fields';
+import { checkProjects, nameField, slugField, unixTime } from './fields';
 import { newestFirst, selectOne, type ResourceType } from './resource-type';
 import { unix } from './router';
 
@@ -12,7 +12,6 @@ import { unix } from './router';
 export const DECISION_DEADLINE_MS = { min: 100, max: 120_000 } as const;
 export const MAX_INSTRUCTIONS_CHARS = 20_000;
 
-const slugField = z.string().min(1).max(64).regex(/^[A-Za-z0-9][A-Za-z0-9._:/@-]*$/, 'letters, digits and . _ : / @ -');
 const settable = {
   name: nameField,
   description: z.string().max(2_000).nullable(),

@@ -8,6 +8,9 @@ import { GatewayError } from '../../../core/errors';
 
 export const nameField = z.string().trim().min(1).max(80);
 
+/** A name applications send in a request (a route as `model`, a decision policy in its path): no spaces, like a model id. */
+export const slugField = z.string().min(1).max(64).regex(/^[A-Za-z0-9][A-Za-z0-9._:/@-]*$/, 'letters, digits and . _ : / @ -');
+
 export const timeoutMsField = z.number().int().min(1000).max(600_000);
 
 export const spendLimitSchema = z.strictObject({

@@ -5,7 +5,7 @@ import { FAILOVER_ACTIONS, FAILURE_KINDS, providerConnections, ROUTE_STRATEGIES,
 import { fullFailover } from '../../../core/routing/org-config';
 import { GatewayError } from '../../../core/errors';
 import { newId } from '../../../core/ids';
-import { environmentFields, environmentsRead, nameField, presentEnvironments, resolveEnvironments, timeoutMsField, unixTime } from './fields';
+import { environmentFields, environmentsRead, nameField, presentEnvironments, slugField, resolveEnvironments, timeoutMsField, unixTime } from './fields';
 import { newestFirst, selectOne, type ResourceType } from './resource-type';
 import { unix } from './router';
 
@@ -49,9 +49,6 @@ const settable = {
   rules: z.array(ruleSchema).max(MAX_ROUTE_RULES),
   failover: failoverField,
 };
-
-/** The name applications send as `model`: no spaces, so it reads as a model id. */
-const slugField = z.string().min(1).max(64).regex(/^[A-Za-z0-9][A-Za-z0-9._:/@-]*$/, 'letters, digits and . _ : / @ -');
 
 const createSchema = z.strictObject({ ...settable, slug: slugField }).partial().required({ slug: true, targets: true });
 const patchSchema = z.strictObject(settable).partial();

@@ -7,7 +7,7 @@ import type { Database } from '../core/db/client';
 import type { Logger } from '../core/logger';
 import type { RedisHandle } from '../core/redis';
 import type { GatewayState } from './context';
-import { consoleRouter } from './console';
+import { consoleRouter, consoleStatic } from './console';
 import { filesRouter } from './files';
 import { gatewayNotFound, gatewayPreAuthMeter, gatewayRouter } from './gateway/router';
 import type { GatewayServices } from './gateway/services';
@@ -50,6 +50,7 @@ export function createApp(deps: AppDeps): Koa<GatewayState> {
   const meterDeps = { keys: deps.keys, clock: deps.clock, redis: deps.redis };
   app.use(bodyLimit({ beforeRefusal: gatewayPreAuthMeter(meterDeps) }));
   for (const router of routers) app.use(router.routes());
+  app.use(consoleStatic());
   app.use(gatewayNotFound(meterDeps));
   return app;
 }

@@ -31,6 +31,8 @@ function main() {
     console.error('[setup] npm dependencies could not be installed (see above)');
     return 1;
   }
+  // The operator console's static build, when missing or older than its sources.
+  if (run(process.execPath, [path.join('scripts', 'build-console.cjs')]) !== 0) return 1;
   // Locates or builds the Temporal CLI once per machine; prints its path last.
   const setup = spawnSync('bash', [path.join('scripts', 'setup')], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
   if (setup.status !== 0) return 1;

@@ -4,6 +4,8 @@
  * redis-server, a mail catcher for alert emails (web inbox on 1080) when SMTP_URL is unset. Then migrations, a demo organization on an empty database, the API and every
  * worker. Ctrl-C stops everything it started; data stays under GW_DATA_DIR for the next start.
  */
+import type { DestinationStream } from 'pino';
+import pretty from 'pino-pretty';
 import fs from 'node:fs';
 import path from 'node:path';
 import { NativeConnection } from '@temporalio/worker';
@@ -168,7 +170,7 @@ async function main(): Promise<void> {
     REDIS_URL: services.redisUrl,
     TEMPORAL_ADDRESS: services.temporalAddress,
   });
-  const logger = createLogger(config.LOG_LEVEL);
+  const logger = createLogger(config.LOG_LEVEL, 'gw', terminalLogDestination());
   installTemporalRuntime(config.LOG_LEVEL === 'info' ? 'warn' : config.LOG_LEVEL);
 
   say('Workers', 'bundling workflows and connecting...');
@@ -203,9 +205,19 @@ async function main(): Promise<void> {
   });
   say('API', `${apiUrl}  (ready: ${apiUrl}/readyz)`);
   if (demoToken) await connectDemoToSandbox(apiUrl, demoToken, sandbox.url);
+  say('Console', `${apiUrl}/console  (sign in with a management token${demoToken ? ', such as the demo token above' : ''})`);
   if (services.temporalUi) say('Temporal UI', services.temporalUi);
   if (mailInbox) say('Mail inbox', mailInbox);
   say('Ready', 'Ctrl-C stops everything started here');
+}
+
+/**
+ * In a terminal, log lines read as text (pino's own pretty printer: time, level, message, then
+ * the fields); JSON when the output is not a terminal or `LOG_FORMAT=json`, for log collectors.
+ */
+function terminalLogDestination(): DestinationStream | undefined {
+  if (!process.stdout.isTTY || process.env.LOG_FORMAT === 'json') return undefined;
+  return pretty({ colorize: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,name', singleLine: true });
 }
 
 function redact(url: string): string {

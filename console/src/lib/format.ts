@@ -1,0 +1,4 @@
+/** Shared display formats. */
+export const usd = (n: number | null | undefined) => (n === null || n === undefined ? '—' : `$${n < 0.01 && n > 0 ? n.toPrecision(3) : n.toFixed(2)}`);
+export const when = (unix: number | null | undefined) => (unix ? new Date(unix * 1000).toISOString().replace('T', ' ').slice(0, 19) + ' UTC' : '—');
+export const count = (n: number | null | undefined) => (n === null || n === undefined ? '—' : n.toLocaleString('en-US'));

@@ -1,0 +1,26 @@
+/** The API's answers as the console reads them (the OpenAPI document at /manage/v1/openapi.json is the full contract). */
+export type UsageBucket = {
+  bucket_start: number; bucket_end: number; group?: Record<string, string | null>;
+  requests: number; prompt_tokens: number; completion_tokens: number; total_tokens: number; cost: number; unpriced_requests: number;
+};
+export type UsageReport = { object: 'list'; bucket: 'hour' | 'day'; from: number; to: number; group_by: string[]; data: UsageBucket[]; totals: Omit<UsageBucket, 'bucket_start' | 'bucket_end' | 'group'> };
+export type BudgetStatus = { scope: string; id: string; period: string; behavior: string; limit: number; spent: number; reserved: number; remaining: number };
+export type Finding = {
+  id: string; type: string; severity: string; status: string; title: string; summary: string; scope: { kind: string; id: string | null };
+  observed: number | null; expected: number | null; evidence: Record<string, unknown>; first_seen_at: number; last_seen_at: number;
+  acknowledged_at: number | null; resolved_at: number | null; occurrences: number;
+};
+export type Attempt = { connection_id: string; provider: string; model: string; position: string; outcome: string; failure_kind: string | null; status: number | null; latency_ms: number };
+export type RequestLog = {
+  id: string; created_at: number; endpoint: string; key_id: string; project_id: string; model: string | null; route: string | null; served_model: string | null;
+  provider: string | null; connection_id: string | null; chain_position: string | null; status: number; error: { type: string; code: string | null } | null;
+  stream: boolean; latency_ms: number; attempts: Attempt[]; usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number } | null;
+  estimated_cost: number | null; price_source: string | null; cache: { status: string | null; source_request_id: string | null };
+  guardrails: { action: string; findings: Array<{ detector: string; stage: string; action: string; count: number }> } | null;
+  metadata: { user_id: string | null; session_id: string | null; tags: Record<string, string> };
+  allocation: { rule_id: string | null; rule_version_id: string | null; shares: Array<{ cost_center_id: string | null; percent: number; cost: number | null }> };
+};
+export type GatewayKey = {
+  id: string; label: string; project_id: string; status?: string; disabled?: boolean; version: number; created_at: number; rate_limit_rpm?: number | null;
+  credit_limit?: { amount: number; period: string } | null; [field: string]: unknown;
+};

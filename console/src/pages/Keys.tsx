@@ -1,0 +1,116 @@
+import { useState, type FormEvent } from 'react';
+import type { ColumnDef } from '@tanstack/react-table';
+import { DataTable } from '../components/DataTable';
+import { ReadState } from '../components/ReadState';
+import { api, get, query, type ListPage } from '../lib/api';
+import { when } from '../lib/format';
+import { useUrlState } from '../lib/url-state';
+import { useRead } from '../lib/use-read';
+import type { GatewayKey } from '../lib/types';
+
+/** A secret the API shows once: shown here once, with a copy button, until dismissed. */
+function RevealedSecret({ secret, onDone }: { secret: string; onDone: () => void }) {
+  const [copied, setCopied] = useState(false);
+  return (
+    <div role="status" className="secret">
+      <p>Copy this secret now: it is not shown again.</p>
+      <code data-testid="secret">{secret}</code>
+      <button type="button" onClick={() => void navigator.clipboard?.writeText(secret).then(() => setCopied(true))}>{copied ? 'Copied' : 'Copy secret'}</button>
+      <button type="button" onClick={onDone}>Done</button>
+    </div>
+  );
+}
+
+/** Gateway keys: create (secret once), rotate with overlap, disable; paged with the API's cursors. */
+export function Keys() {
+  const [params, setParams] = useUrlState();
+  const keys = useRead(`keys?${params.after ?? ''}`, () => get<ListPage<GatewayKey>>(`/gateway_keys${query({ limit: 50, after: params.after })}`));
+  const projects = useRead('projects', () => get<ListPage<{ id: string; name: string }>>('/projects?limit=100'));
+  const [secret, setSecret] = useState<string | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const [label, setLabel] = useState('');
+  const [project, setProject] = useState('');
+  const [rpm, setRpm] = useState('');
+  const [limit, setLimit] = useState('');
+
+  const act = async (work: () => Promise<void>) => {
+    setError(null);
+    try {
+      await work();
+      keys.refresh();
+    } catch (err) {
+      setError((err as Error).message);
+    }
+  };
+  const create = (event: FormEvent) => {
+    event.preventDefault();
+    void act(async () => {
+      const { body } = await api<{ secret: string }>('POST', '/gateway_keys', {
+        body: {
+          label, project_id: project || projects.data?.data[0]?.id,
+          ...(rpm && { rate_limit_rpm: Number(rpm) }), ...(limit && { credit_limit: { amount: Number(limit), period: 'monthly' } }),
+        },
+        idempotencyKey: crypto.randomUUID(),
+      });
+      setSecret(body.secret);
+      setLabel('');
+    });
+  };
+  const rotate = (key: GatewayKey) => void act(async () => {
+    const overlap = window.prompt(`Rotate "${key.label}": seconds the old secret keeps working`, '3600');
+    if (overlap === null) return;
+    const { body } = await api<{ secret: string }>('POST', `/gateway_keys/${key.id}/rotate`, { body: { overlap_seconds: Number(overlap) }, idempotencyKey: crypto.randomUUID() });
+    setSecret(body.secret);
+  });
+  const toggle = (key: GatewayKey) => void act(async () => {
+    await api('PATCH', `/gateway_keys/${key.id}`, { body: { disabled: !key.disabled }, ifMatch: `"${key.version}"` });
+  });
+
+  const columns: ColumnDef<GatewayKey, unknown>[] = [
+    { header: 'Label', accessorKey: 'label' },
+    { header: 'Key', cell: ({ row }) => <code>{String(row.original.key_prefix ?? row.original.id)}</code> },
+    { header: 'Project', accessorKey: 'project_id' },
+    { header: 'Rate (rpm)', cell: ({ row }) => row.original.rate_limit_rpm ?? 'default' },
+    { header: 'Monthly limit', cell: ({ row }) => (row.original.credit_limit ? `$${row.original.credit_limit.amount} ${row.original.credit_limit.period}` : 'none') },
+    { header: 'State', cell: ({ row }) => (row.original.revoked_at ? 'revoked' : row.original.disabled ? 'disabled' : 'active') },
+    { header: 'Created', cell: ({ row }) => when(row.original.created_at) },
+    {
+      header: 'Actions',
+      cell: ({ row }) => (
+        <span className="actions">
+          <button type="button" onClick={() => rotate(row.original)} aria-label={`Rotate ${row.original.label}`}>Rotate</button>
+          <button type="button" onClick={() => toggle(row.original)} aria-label={`${row.original.disabled ? 'Enable' : 'Disable'} ${row.original.label}`}>{row.original.disabled ? 'Enable' : 'Disable'}</button>
+        </span>
+      ),
+    },
+  ];
+
+  return (
+    <>
+      <h1>Keys</h1>
+      {secret && <RevealedSecret secret={secret} onDone={() => setSecret(null)} />}
+      {error && <p role="alert" className="error">{error}</p>}
+      <form className="inline" onSubmit={create} aria-label="Create a key">
+        <label htmlFor="key-label">Label</label>
+        <input id="key-label" value={label} onChange={(e) => setLabel(e.target.value)} required maxLength={80} />
+        <label htmlFor="key-project">Project</label>
+        <select id="key-project" value={project} onChange={(e) => setProject(e.target.value)}>
+          {(projects.data?.data ?? []).map((p) => <option key={p.id} value={p.id}>{p.name}</option>)}
+        </select>
+        <label htmlFor="key-rpm">Rate limit (rpm)</label>
+        <input id="key-rpm" type="number" min={1} value={rpm} onChange={(e) => setRpm(e.target.value)} />
+        <label htmlFor="key-limit">Monthly limit (USD)</label>
+        <input id="key-limit" type="number" min={0.01} step={0.01} value={limit} onChange={(e) => setLimit(e.target.value)} />
+        <button type="submit">Create key</button>
+      </form>
+      <ReadState read={keys} what="keys">
+        {(page) => (
+          <>
+            <DataTable caption="Gateway keys" columns={columns} rows={page.data} />
+            {page.has_more && page.next_cursor && <button type="button" onClick={() => setParams({ after: page.next_cursor })}>Next page</button>}
+          </>
+        )}
+      </ReadState>
+    </>
+  );
+}

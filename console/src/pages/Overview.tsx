@@ -1,0 +1,84 @@
+import { useMemo } from 'react';
+import { Link } from 'wouter';
+import { Chart } from '../components/Chart';
+import { ReadState } from '../components/ReadState';
+import { get, query, type ListPage } from '../lib/api';
+import { count, usd, when } from '../lib/format';
+import { useRead } from '../lib/use-read';
+import type { BudgetStatus, Finding, UsageReport } from '../lib/types';
+
+const DAY = 86_400;
+
+/** Spend against every enforced limit, the last day by hour, open findings, and the top models and keys by cost. */
+export function Overview() {
+  const since = useMemo(() => Math.floor(Date.now() / 1000 / 3600) * 3600 - DAY, []);
+  const budgets = useRead('budgets', () => get<ListPage<BudgetStatus>>('/budget_status'));
+  const hourly = useRead('hourly', () => get<UsageReport>(`/usage${query({ bucket: 'hour', from: since })}`));
+  const findings = useRead('findings', () => get<ListPage<Finding>>(`/findings${query({ status: 'open', limit: 5 })}`));
+  const byModel = useRead('models', () => get<UsageReport>(`/usage${query({ bucket: 'day', from: since - 29 * DAY, group_by: 'model' })}`));
+  const byKey = useRead('keys', () => get<UsageReport>(`/usage${query({ bucket: 'day', from: since - 29 * DAY, group_by: 'key' })}`));
+  return (
+    <>
+      <h1>Overview</h1>
+      <section aria-labelledby="limits">
+        <h2 id="limits">Spend against limits</h2>
+        <ReadState read={budgets} what="budget status">
+          {(page) => page.data.length === 0 ? <p>No limit is enforced.</p> : (
+            <ul className="meters">
+              {page.data.map((b) => (
+                <li key={`${b.scope}:${b.id}`}>
+                  <span>{b.scope} {b.id} ({b.period}, {b.behavior})</span>
+                  <meter min={0} max={b.limit} value={b.spent} aria-label={`${b.scope} ${b.id} spent of limit`} />
+                  <span>{usd(b.spent)} of {usd(b.limit)}</span>
+                </li>
+              ))}
+            </ul>
+          )}
+        </ReadState>
+      </section>
+      <section aria-labelledby="day">
+        <h2 id="day">The last 24 hours</h2>
+        <ReadState read={hourly} what="usage">
+          {(report) => (
+            <Chart label="Requests and cost per hour over the last 24 hours" summary={`${count(report.totals.requests)} requests, ${usd(report.totals.cost)}`} config={{
+              type: 'bar',
+              data: {
+                labels: report.data.map((b) => when(b.bucket_start).slice(11, 16)),
+                datasets: [{ label: 'requests', data: report.data.map((b) => b.requests), yAxisID: 'y' }, { label: 'cost (USD)', data: report.data.map((b) => b.cost), yAxisID: 'cost', type: 'line' }],
+              },
+              options: { scales: { y: { position: 'left' }, cost: { position: 'right' } } },
+            }} />
+          )}
+        </ReadState>
+      </section>
+      <section aria-labelledby="open">
+        <h2 id="open">Open findings</h2>
+        <ReadState read={findings} what="findings">
+          {(page) => page.data.length === 0 ? <p>No open findings.</p> : (
+            <ul>{page.data.map((f) => <li key={f.id}><Link href={`/findings?status=open`}>{f.severity}: {f.title}</Link></li>)}</ul>
+          )}
+        </ReadState>
+      </section>
+      <section aria-labelledby="top" className="columns">
+        <h2 id="top">Top by cost, last 30 days</h2>
+        <ReadState read={byModel} what="usage by model">{(report) => <TopList title="Models" report={report} field="model" />}</ReadState>
+        <ReadState read={byKey} what="usage by key">{(report) => <TopList title="Keys" report={report} field="key" />}</ReadState>
+      </section>
+    </>
+  );
+}
+
+function TopList({ title, report, field }: { title: string; report: UsageReport; field: string }) {
+  const totals = new Map<string, number>();
+  for (const b of report.data) {
+    const name = b.group?.[field] ?? '(none)';
+    totals.set(name, (totals.get(name) ?? 0) + b.cost);
+  }
+  const top = [...totals].sort((a, b) => b[1] - a[1]).slice(0, 5);
+  return (
+    <div>
+      <h3>{title}</h3>
+      <ol>{top.map(([name, cost]) => <li key={name}>{name}: {usd(cost)}</li>)}</ol>
+    </div>
+  );
+}

@@ -22,6 +22,25 @@ function dependenciesStale() {
   return fs.statSync(marker).mtimeMs < fs.statSync(lock).mtimeMs;
 }
 
+function hasCommand(name) {
+  return spawnSync('sh', ['-c', `command -v ${name}`], { stdio: 'ignore' }).status === 0;
+}
+
+/**
+ * Installs Debian's `chromium` for the browser tests when no Chromium is on the machine and
+ * this runs as root with apt-get. Otherwise it says so; the browser tests then fail plainly.
+ */
+function ensureChromium() {
+  if (process.env.CHROME_PATH || ['chromium', 'chromium-browser', 'google-chrome'].some(hasCommand)) return;
+  if (process.getuid?.() !== 0 || !hasCommand('apt-get')) {
+    console.error('[setup] no Chromium for the console browser tests: install `chromium` or set CHROME_PATH');
+    return;
+  }
+  console.error('[setup] installing Debian\'s chromium for the console browser tests (apt-get; once per machine)...');
+  run('apt-get', ['update', '-qq']);
+  if (run('apt-get', ['install', '-y', '-qq', 'chromium']) !== 0) console.error('[setup] installing chromium failed; the browser tests will say so');
+}
+
 function main() {
   if (mode !== 'start' && mode !== 'test') {
     console.error('usage: node scripts/bootstrap.cjs start|test');
@@ -33,6 +52,8 @@ function main() {
   }
   // The operator console's static build, when missing or older than its sources.
   if (run(process.execPath, [path.join('scripts', 'build-console.cjs')]) !== 0) return 1;
+  // The console's browser tests need a Chromium: Debian's package, installed once when missing.
+  if (mode === 'test') ensureChromium();
   // Locates or builds the Temporal CLI once per machine; prints its path last.
   const setup = spawnSync('bash', [path.join('scripts', 'setup')], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
   if (setup.status !== 0) return 1;

@@ -64,13 +64,19 @@ export function Usage() {
           const labels = [...new Set(report.data.map((b) => b.bucket_start))].sort((a, b) => a - b);
           const groups = field ? [...new Set(report.data.map((b) => b.group?.[field] ?? null))] : [null];
           const costOf = (start: number, group: string | null) => report.data.filter((b) => b.bucket_start === start && (!field || (b.group?.[field] ?? null) === group)).reduce((s, b) => s + b.cost, 0);
+          const nameOf = (g: string | null) => g ?? (field === 'cost_center' ? 'unallocated' : '(none)');
+          // Each group's share of the span's cost, said in words under the chart.
+          const shares = field ? groups.map((g) => {
+            const cost = labels.reduce((s, start) => s + costOf(start, g), 0);
+            return `${nameOf(g)}: ${usd(cost)} (${report.totals.cost > 0 ? ((cost / report.totals.cost) * 100).toFixed(1) : '0.0'}%)`;
+          }).join('; ') : '';
           return (
             <>
-              <Chart label={`Cost per ${bucket}${field ? ` by ${field}` : ''}`} summary={`${count(report.totals.requests)} requests, ${usd(report.totals.cost)} in total`} config={{
+              <Chart label={`Cost per ${bucket}${field ? ` by ${field}` : ''}`} summary={`${count(report.totals.requests)} requests, ${usd(report.totals.cost)} in total${shares ? `. ${shares}` : ''}`} config={{
                 type: 'bar',
                 data: {
                   labels: labels.map((s) => when(s).slice(0, bucket === 'hour' ? 16 : 10)),
-                  datasets: groups.map((g) => ({ label: field ? g ?? (field === 'cost_center' ? 'unallocated' : '(none)') : 'cost', data: labels.map((s) => costOf(s, g)) })),
+                  datasets: groups.map((g) => ({ label: field ? nameOf(g) : 'cost', data: labels.map((s) => costOf(s, g)) })),
                 },
                 options: { scales: { x: { stacked: true }, y: { stacked: true } } },
               }} />

@@ -1,0 +1,214 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Browser, Page } from 'puppeteer-core';
+import { CONSOLE_BUILD_DIR } from '../../api/console';
+import { recordDetection } from '../../core/findings/store';
+import { launchBrowser } from '../helpers/browser';
+import { startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
+import { randomClientAddress } from '../helpers/harness';
+
+// The browser's globals, for the functions puppeteer runs in the page (this Node program has no DOM types).
+/* eslint-disable @typescript-eslint/no-explicit-any */
+declare const document: any, window: any, sessionStorage: any, location: any;
+type HTMLElement = { innerText: string };
+/* eslint-enable @typescript-eslint/no-explicit-any */
+
+const AXE = require.resolve('axe-core/axe.min.js');
+const SCREENSHOTS = path.resolve(__dirname, '../../docs/console');
+
+/**
+ * Issue 25: the operator console in a real headless Chromium against a real API, Postgres,
+ * Redis and the sandbox providers. Screenshots are written to docs/console/ when
+ * CONSOLE_SCREENSHOTS=1 (they are committed; the README links them).
+ */
+describe('operator console in a browser', () => {
+  let f: ChatFixture;
+  let browser: Browser;
+  let page: Page;
+  /** Every management API call the page made, as `METHOD path?query`. */
+  let calls: string[] = [];
+
+  const open = async (where: string) => {
+    calls = [];
+    await page.goto(`${f.api.url}/console${where}`, { waitUntil: 'networkidle0' });
+  };
+  const text = () => page.evaluate(() => document.body.innerText);
+  const waitText = (needle: string) => page.waitForFunction((n) => document.body.innerText.includes(n), { timeout: 15_000 }, needle);
+  const shot = async (name: string) => {
+    if (process.env.CONSOLE_SCREENSHOTS !== '1') return;
+    fs.mkdirSync(SCREENSHOTS, { recursive: true });
+    await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
+  };
+  /** axe-core on the page as it is: no serious or critical violation. */
+  const accessible = async (name: string) => {
+    await page.addScriptTag({ path: AXE });
+    const violations = await page.evaluate(async () => {
+      const result = await (window as unknown as { axe: { run(): Promise<{ violations: Array<{ id: string; impact: string; nodes: unknown[] }> }> } }).axe.run();
+      return result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.id} (${v.nodes.length})`);
+    });
+    expect([name, violations]).toEqual([name, []]);
+  };
+  const chat = async (secret: string, model: string, tags: Record<string, string>) => {
+    const res = await fetch(`${f.api.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress() },
+      body: JSON.stringify({ model, messages: [{ role: 'user', content: 'Say hello' }], metadata: { tags } }),
+    });
+    expect(res.status).toBe(200);
+    await res.text();
+    return res.headers.get('x-gw-request-id')!;
+  };
+
+  beforeAll(async () => {
+    if (!fs.existsSync(path.join(CONSOLE_BUILD_DIR, 'index.html'))) throw new Error('The console is not built: npm test builds it (scripts/build-console.cjs); or run `npm run build:console`.');
+    f = await startChatFixture();
+    await f.connect('openai');
+    browser = await launchBrowser();
+    page = await browser.newPage();
+    // axe-core is injected as an inline script, which the console's policy rightly refuses.
+    await page.setBypassCSP(true);
+    await page.setViewport({ width: 1280, height: 900 });
+    page.on('request', (req) => {
+      const url = new URL(req.url());
+      if (url.pathname.startsWith('/manage/v1/')) calls.push(`${req.method()} ${url.pathname.slice('/manage/v1'.length)}${url.search}`);
+    });
+  }, 60_000);
+  afterAll(async () => {
+    await browser?.close();
+    await f?.close();
+  });
+
+  it('signs in with a management token kept in session storage, never in the URL or a cookie', async () => {
+    await open('/');
+    await shot('sign-in');
+    await accessible('sign in');
+    await page.type('#token', f.tenant.token);
+    await page.click('button[type=submit]');
+    await waitText('Spend against limits');
+    expect(page.url()).not.toContain(f.tenant.token);
+    expect(await page.evaluate(() => document.cookie)).toBe('');
+    expect(await page.evaluate(() => sessionStorage.getItem('gw.console.token'))).toBe(f.tenant.token);
+  });
+
+  let keySecret = '';
+  it('creates a key and shows its secret once, then rotates it', async () => {
+    await open('/keys');
+    await page.type('#key-label', 'console key');
+    await page.click('form[aria-label="Create a key"] button[type=submit]');
+    await page.waitForSelector('[data-testid=secret]');
+    keySecret = await page.$eval('[data-testid=secret]', (el) => el.textContent ?? '');
+    expect(keySecret.length).toBeGreaterThan(20);
+    expect(await chat(keySecret, 'openai/gpt-4o-mini', { team: 'warmup' })).toBeTruthy();
+    await shot('keys');
+    await accessible('keys');
+    // Dismissed, and not shown again on a fresh load.
+    await page.click('.secret button:last-of-type');
+    await open('/keys');
+    await waitText('console key');
+    expect(await text()).not.toContain(keySecret);
+
+    page.once('dialog', (dialog) => void dialog.accept('0'));
+    await page.click('button[aria-label="Rotate console key"]');
+    await page.waitForSelector('[data-testid=secret]');
+    const rotated = await page.$eval('[data-testid=secret]', (el) => el.textContent ?? '');
+    expect(rotated).not.toBe(keySecret);
+    keySecret = rotated;
+  });
+
+  it('finds chat requests in the request log by a tag filter kept in the URL', async () => {
+    const ids = [await chat(keySecret, 'openai/gpt-4o-mini', { team: 'console-a' }), await chat(keySecret, 'openai/gpt-4o-mini', { team: 'console-a' })];
+    const other = await chat(keySecret, 'openai/gpt-4o-mini', { team: 'console-b' });
+    await f.settle();
+    await new Promise((r) => setTimeout(r, 700));
+    await open('/requests');
+    await page.type('#f-tags', 'team=console-a');
+    await page.click('form[aria-label="Request log filters"] button[type=submit]');
+    await page.waitForFunction(() => location.search.includes('tags.team=console-a'));
+    await page.waitForFunction(() => document.querySelectorAll('table.data tbody tr').length === 2, { timeout: 15_000 });
+    expect(calls.filter((c) => c.startsWith('GET /requests')).at(-1)).toContain('tags.team=console-a');
+    // The URL alone brings the same view back.
+    await open('/requests?tags.team=console-a');
+    await page.waitForFunction(() => document.querySelectorAll('table.data tbody tr').length === 2, { timeout: 15_000 });
+    const links = await page.$$eval('table.data tbody a', (as) => as.map((a) => a.getAttribute('href') ?? ''));
+    expect(links.map((l) => l.split('/').pop()).sort()).toEqual([...ids].sort());
+    expect(links.join(' ')).not.toContain(other);
+    await shot('requests');
+    await accessible('request log');
+  });
+
+  it('opens one request\'s attempts after a failover', async () => {
+    const failing = await f.connect('openai', { directives: 'status=503', name: 'failing primary' });
+    const healthy = await f.connect('anthropic', { name: 'healthy fallback' });
+    const route = await f.client.post<Loose>('/routes', {
+      slug: 'console-failover', targets: [{ connection_id: failing, model: 'gpt-4o-mini' }, { connection_id: healthy, model: 'claude-3-5-haiku-latest' }],
+    });
+    expect(route.status).toBe(201);
+    await f.settle();
+    const id = await chat(keySecret, 'console-failover', { team: 'failover' });
+    await new Promise((r) => setTimeout(r, 700));
+    await open(`/requests/${id}`);
+    await page.waitForSelector('tr.attempt');
+    const attempts = await page.$$eval('tr.attempt', (rows) => rows.map((r) => (r as HTMLElement).innerText));
+    expect(attempts.length).toBeGreaterThanOrEqual(2);
+    expect(attempts[0]).toContain(failing);
+    expect(attempts[0]).toMatch(/server_error|503/);
+    expect(attempts.at(-1)).toContain(healthy);
+    expect(attempts.at(-1)).toContain('ok');
+    await shot('request');
+    await accessible('one request');
+  });
+
+  it('acknowledges a finding from the inbox', async () => {
+    const now = new Date();
+    await recordDetection(f.database.db, {
+      orgId: f.tenant.orgId, type: 'spend.anomaly', severity: 'warning', title: 'Console test spike', summary: 'A spike made for the console test.',
+      scope: { kind: 'organization', id: f.tenant.orgId }, subject: {}, window: { from: new Date(now.getTime() - 3_600_000), to: now },
+      observed: 40, expected: 1.1, threshold: 6, evidence: { z: 26 },
+    }, now);
+    await open('/findings');
+    await waitText('Console test spike');
+    await shot('findings');
+    await accessible('findings');
+    await page.click('.findings button');
+    await page.waitForFunction(() => !document.body.innerText.includes('Console test spike'), { timeout: 15_000 });
+    await open('/findings?status=acknowledged');
+    await waitText('Console test spike');
+  });
+
+  it('shows a cost center\'s share in the usage chart', async () => {
+    const center = await f.client.post<Loose>('/cost_centers', { name: 'Console team', code: 'CONSOLE' });
+    await f.client.post('/cost_center_rules', { match: { tags: { team: 'console-c*' } }, priority: 1, cost_center_id: center.body.id });
+    await f.settle();
+    for (let i = 0; i < 3; i++) await chat(keySecret, 'openai/gpt-4o-mini', { team: 'console-cc' });
+    await new Promise((r) => setTimeout(r, 700));
+    await open('/usage?group_by=cost_center&bucket=day&days=1');
+    await waitText(center.body.id);
+    const caption = await page.$eval('figure.chart figcaption', (el) => el.textContent ?? '');
+    expect(caption).toMatch(new RegExp(`${center.body.id}: \\$[0-9.e-]+ \\([0-9.]+%\\)`));
+    expect(caption).toContain('unallocated');
+    await shot('usage');
+    await accessible('usage');
+  });
+
+  it('makes one request per list on each refresh, and answers keyboard navigation', async () => {
+    for (const where of ['/', '/usage', '/requests', '/findings', '/keys']) {
+      await open(where);
+      calls = [];
+      await page.reload({ waitUntil: 'networkidle0' });
+      const afterReload = calls.filter((c) => c.startsWith('GET '));
+      expect([where, afterReload.length, new Set(afterReload).size]).toEqual([where, afterReload.length, afterReload.length]);
+      expect([where, afterReload.length > 0]).toEqual([where, true]);
+    }
+    await open('/');
+    await shot('overview');
+    await accessible('overview');
+    // The first Tab reaches the skip link, the next ones the pages.
+    await page.keyboard.press('Tab');
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Skip to content');
+    await page.keyboard.press('Tab');
+    await page.keyboard.press('Tab');
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Usage');
+    await page.keyboard.press('Enter');
+    await page.waitForFunction(() => location.pathname === '/console/usage');
+  });
+});

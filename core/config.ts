@@ -31,6 +31,8 @@ const configSchema = z
     GW_TRUST_PROXY: booleanFlag,
     /** Failed authentications one address may make per minute before 429. */
     GW_AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().positive().default(30),
+    /** The Temporal UI, for links from a job to its workflow (`npm start` sets its dev server's). */
+    GW_TEMPORAL_UI_URL: z.string().url().optional(),
     /** The address clients reach the API at, for links it hands out (job output URLs). */
     GW_PUBLIC_URL: z.string().url().optional(),
     /** Where alert emails are sent (`smtp://user:pass@host:587`, `smtps://...`); unset: email channels fail their deliveries. */

@@ -169,6 +169,8 @@ async function main(): Promise<void> {
     DATABASE_URL: services.databaseUrl,
     REDIS_URL: services.redisUrl,
     TEMPORAL_ADDRESS: services.temporalAddress,
+    // The console links each job to its workflow in the dev server's UI.
+    GW_TEMPORAL_UI_URL: process.env.GW_TEMPORAL_UI_URL ?? services.temporalUi ?? undefined,
   });
   const logger = createLogger(config.LOG_LEVEL, 'gw', terminalLogDestination());
   installTemporalRuntime(config.LOG_LEVEL === 'info' ? 'warn' : config.LOG_LEVEL);

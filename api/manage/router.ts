@@ -15,6 +15,7 @@ import { auditEventRoutes } from './data/audit-events';
 import { budgetStatusRoutes } from './data/budget-status';
 import { exportRoutes } from './data/export';
 import { requestDataRoutes } from './data/requests';
+import { manageJobRoutes } from './data/jobs';
 import { endUserCapOverrideRoutes } from './end-user-cap-overrides';
 import { buildOpenApiDocument } from './openapi';
 import { RESOURCES } from './resources';
@@ -67,6 +68,7 @@ export function managementRouter(deps: ManagementRouterDeps): Router<GatewayStat
   auditEventRoutes(router, deps);
   exportRoutes(router, { db: deps.db, resources: RESOURCES.filter((r) => !r.data) });
   manageUsageRoutes(router, deps);
+  manageJobRoutes(router, deps);
 
   const resources = resourceRouter(RESOURCES as never, deps);
   router.use(resources.routes());

@@ -3,6 +3,7 @@ import { createRoot } from 'react-dom/client';
 import { Link, Route, Router, Switch, useLocation } from 'wouter';
 import { session } from './lib/api';
 import { Findings } from './pages/Findings';
+import { JobDetail, Jobs } from './pages/Jobs';
 import { Keys } from './pages/Keys';
 import { Overview } from './pages/Overview';
 import { RequestDetail } from './pages/RequestDetail';
@@ -11,7 +12,7 @@ import { SignIn } from './pages/SignIn';
 import { Usage } from './pages/Usage';
 import './styles.css';
 
-const PAGES = [['/', 'Overview'], ['/usage', 'Usage'], ['/requests', 'Requests'], ['/findings', 'Findings'], ['/keys', 'Keys']] as const;
+const PAGES = [['/', 'Overview'], ['/usage', 'Usage'], ['/requests', 'Requests'], ['/findings', 'Findings'], ['/jobs', 'Jobs'], ['/keys', 'Keys']] as const;
 
 function Shell({ onSignOut }: { onSignOut: () => void }) {
   const [location] = useLocation();
@@ -36,6 +37,8 @@ function Shell({ onSignOut }: { onSignOut: () => void }) {
           <Route path="/requests"><Requests /></Route>
           <Route path="/requests/:id">{(p) => <RequestDetail id={p.id} />}</Route>
           <Route path="/findings"><Findings /></Route>
+          <Route path="/jobs"><Jobs /></Route>
+          <Route path="/jobs/:id">{(p) => <JobDetail id={p.id} />}</Route>
           <Route path="/keys"><Keys /></Route>
           <Route><p>No such page. <Link href="/">Overview</Link></p></Route>
         </Switch>

@@ -43,6 +43,8 @@ const OPERATIONS = [
     `get /${t}`, `post /${t}`, `get /${t}/{id}`, `patch /${t}/{id}`, `delete /${t}/{id}`,
   ]),
   'get /findings', 'get /findings/{id}', 'post /findings/{id}/acknowledge',
+  // Issue 25: jobs as an operator reads them.
+  'get /jobs', 'get /jobs/{id}',
 ];
 
 describe('GET /manage/v1/openapi.json', () => {

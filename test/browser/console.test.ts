@@ -5,7 +5,8 @@ import { CONSOLE_BUILD_DIR } from '../../api/console';
 import { recordDetection } from '../../core/findings/store';
 import { launchBrowser } from '../helpers/browser';
 import { startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
-import { randomClientAddress } from '../helpers/harness';
+import { randomClientAddress, startTestWorkers, uniquePrefix } from '../helpers/harness';
+import { until } from '../helpers/until';
 
 // The browser's globals, for the functions puppeteer runs in the page (this Node program has no DOM types).
 /* eslint-disable @typescript-eslint/no-explicit-any */
@@ -23,6 +24,9 @@ const SCREENSHOTS = path.resolve(__dirname, '../../docs/console');
  */
 describe('operator console in a browser', () => {
   let f: ChatFixture;
+  let workers: Awaited<ReturnType<typeof startTestWorkers>> | null = null;
+  const prefix = uniquePrefix('console');
+  const env = { GW_TASK_QUEUE_PREFIX: prefix, GW_SCHEDULE_SCALE: '0.00003', GW_ALLOW_PRIVATE_NETWORK: 'true', GW_TEMPORAL_UI_URL: 'http://temporal-ui.test:8233' };
   let browser: Browser;
   let page: Page;
   /** Every management API call the page made, as `METHOD path?query`. */
@@ -61,7 +65,8 @@ describe('operator console in a browser', () => {
 
   beforeAll(async () => {
     if (!fs.existsSync(path.join(CONSOLE_BUILD_DIR, 'index.html'))) throw new Error('The console is not built: npm test builds it (scripts/build-console.cjs); or run `npm run build:console`.');
-    f = await startChatFixture();
+    f = await startChatFixture(env);
+    workers = await startTestWorkers(['jobs'], prefix, env);
     await f.connect('openai');
     browser = await launchBrowser();
     page = await browser.newPage();
@@ -75,6 +80,7 @@ describe('operator console in a browser', () => {
   }, 60_000);
   afterAll(async () => {
     await browser?.close();
+    await workers?.shutdown();
     await f?.close();
   });
 
@@ -190,8 +196,35 @@ describe('operator console in a browser', () => {
     await accessible('usage');
   });
 
+  it('opens a job\'s timeline, linked to its workflow in the Temporal UI', async () => {
+    const res = await fetch(`${f.api.url}/v1/videos`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${keySecret}`, 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress() },
+      body: JSON.stringify({ model: 'openai/sora-2', prompt: 'A console test [sandbox render_ms=50]', duration_seconds: 4 }),
+    });
+    expect(res.status).toBe(202);
+    const job = await res.json() as Loose;
+    const done = await until(async () => {
+      const read = await f.client.get<Loose>(`/jobs/${job.id}`);
+      return ['succeeded', 'failed', 'canceled'].includes(read.body.status) ? read.body : null;
+    }, 'the video job to end');
+    expect([done.status, done.error]).toEqual(['succeeded', null]);
+    await open('/jobs?status=succeeded');
+    await waitText(job.id);
+    await shot('jobs');
+    await accessible('jobs');
+    await page.click(`a[href="/console/jobs/${job.id}"]`);
+    await page.waitForSelector('ol.timeline li');
+    const events = await page.$$eval('ol.timeline li strong', (els) => els.map((e) => e.textContent));
+    expect(events).toEqual(expect.arrayContaining(['created', 'started', 'succeeded']));
+    const link = await page.$eval('dd a[target=_blank]', (a) => a.getAttribute('href'));
+    expect(link).toBe(`http://temporal-ui.test:8233/namespaces/default/workflows/${job.id}`);
+    await shot('job');
+    await accessible('one job');
+  });
+
   it('makes one request per list on each refresh, and answers keyboard navigation', async () => {
-    for (const where of ['/', '/usage', '/requests', '/findings', '/keys']) {
+    for (const where of ['/', '/usage', '/requests', '/findings', '/jobs', '/keys']) {
       await open(where);
       calls = [];
       await page.reload({ waitUntil: 'networkidle0' });

@@ -3,6 +3,8 @@ import { jobs, spendLedger } from '../../core/db/schema';
 import { startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
 import { startTestWorkers, uniquePrefix } from '../helpers/harness';
 import { videoClient } from '../helpers/video-client';
+import { manageClient } from '../helpers/manage-client';
+import { createTenant } from '../helpers/tenants';
 
 const SCALE = 0.00003;
 
@@ -139,5 +141,21 @@ describe('video job cost: what is rendered is what is held and settled', () => {
     expect([row!.costRuleId, row!.costRuleVersionId]).toEqual([rule.body.id, rule.body.version_id]);
     // $0.40 is 400,000,000 nano-dollars: 33.33% is 133,320,000 exactly, the rest 266,680,000.
     expect(row!.costAllocation).toEqual([{ cost_center_id: video, percent: 33.33, cost: 0.13332 }, { cost_center_id: media, percent: 66.67, cost: 0.26668 }]);
+  });
+
+  it('lists the organization\'s jobs to a management token, with one job\'s timeline and workflow (issue 25)', async () => {
+    const created = await post({ model: 'openai/sora-2', prompt: `timeline [sandbox render_ms=50] ${seq++}`, duration_seconds: 4 });
+    await until(created.json.id, terminal);
+    const list = await f.client.get<Loose>('/jobs?status=succeeded&limit=100');
+    expect(list.status).toBe(200);
+    expect((list.body.data as Loose[]).map((j) => j.id)).toContain(created.json.id);
+    expect((list.body.data as Loose[]).every((j) => j.status === 'succeeded')).toBe(true);
+    const one = await f.client.get<Loose>(`/jobs/${created.json.id}`);
+    expect(one.body).toMatchObject({ id: created.json.id, object: 'job', status: 'succeeded', provider: 'openai', workflow: { id: created.json.id } });
+    expect((one.body.timeline as Loose[]).map((e) => e.event)).toEqual(expect.arrayContaining(['created', 'started', 'succeeded', 'output_expires']));
+    expect((await f.client.get<Loose>('/jobs?status=done')).status).toBe(400);
+    const stranger = manageClient(f.api.url, (await createTenant(f.database.db)).token);
+    expect((await stranger.get(`/jobs/${created.json.id}`)).status).toBe(404);
+    expect(((await stranger.get<Loose>('/jobs')).body.data as Loose[])).toEqual([]);
   });
 });

@@ -24,3 +24,9 @@ export type GatewayKey = {
   id: string; label: string; project_id: string; status?: string; disabled?: boolean; version: number; created_at: number; rate_limit_rpm?: number | null;
   credit_limit?: { amount: number; period: string } | null; [field: string]: unknown;
 };
+export type Job = {
+  id: string; type: string; status: string; key_id: string; project_id: string; model: string; route: string | null; provider: string | null;
+  connection: string | null; progress: number; created_at: number; started_at: number | null; completed_at: number | null;
+  usage: { seconds: number; cost: number | null } | null; error: { message: string; type: string; code: string | null } | null;
+};
+export type JobDetail = Job & { status_checks: number; timeline: Array<{ at: number; event: string; detail: string }>; workflow: { id: string; url: string | null } };

@@ -2,7 +2,12 @@ import { StrictMode, useState } from 'react';
 import { createRoot } from 'react-dom/client';
 import { Link, Route, Router, Switch, useLocation } from 'wouter';
 import { session } from './lib/api';
+import { Audit } from './pages/Audit';
+import { Connections } from './pages/Connections';
+import { Costs } from './pages/Costs';
 import { Findings } from './pages/Findings';
+import { Tools } from './pages/Tools';
+import { Webhooks } from './pages/Webhooks';
 import { JobDetail, Jobs } from './pages/Jobs';
 import { Keys } from './pages/Keys';
 import { Overview } from './pages/Overview';
@@ -12,7 +17,7 @@ import { SignIn } from './pages/SignIn';
 import { Usage } from './pages/Usage';
 import './styles.css';
 
-const PAGES = [['/', 'Overview'], ['/usage', 'Usage'], ['/requests', 'Requests'], ['/findings', 'Findings'], ['/jobs', 'Jobs'], ['/keys', 'Keys']] as const;
+const PAGES = [['/', 'Overview'], ['/usage', 'Usage'], ['/requests', 'Requests'], ['/findings', 'Findings'], ['/jobs', 'Jobs'], ['/keys', 'Keys'], ['/connections', 'Connections'], ['/costs', 'Costs'], ['/webhooks', 'Webhooks'], ['/tools', 'Tools'], ['/audit', 'Audit']] as const;
 
 function Shell({ onSignOut }: { onSignOut: () => void }) {
   const [location] = useLocation();
@@ -40,6 +45,11 @@ function Shell({ onSignOut }: { onSignOut: () => void }) {
           <Route path="/jobs"><Jobs /></Route>
           <Route path="/jobs/:id">{(p) => <JobDetail id={p.id} />}</Route>
           <Route path="/keys"><Keys /></Route>
+          <Route path="/connections"><Connections /></Route>
+          <Route path="/costs"><Costs /></Route>
+          <Route path="/webhooks"><Webhooks /></Route>
+          <Route path="/tools"><Tools /></Route>
+          <Route path="/audit"><Audit /></Route>
           <Route><p>No such page. <Link href="/">Overview</Link></p></Route>
         </Switch>
       </main>

@@ -3,6 +3,7 @@ import path from 'node:path';
 import type { Browser, Page } from 'puppeteer-core';
 import { CONSOLE_BUILD_DIR } from '../../api/console';
 import { recordDetection } from '../../core/findings/store';
+import { issueManagementToken } from '../../core/tenancy/management-tokens';
 import { launchBrowser } from '../helpers/browser';
 import { startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
 import { randomClientAddress, startTestWorkers, uniquePrefix } from '../helpers/harness';
@@ -223,14 +224,35 @@ describe('operator console in a browser', () => {
     await accessible('one job');
   });
 
+  it('says plainly which pages a token may not read', async () => {
+    const narrow = await issueManagementToken(f.database.db, { orgId: f.tenant.orgId, name: 'keys only', scopes: ['keys:read', 'projects:read'], createdByMemberId: f.tenant.memberId });
+    await open('/');
+    await page.evaluate(() => sessionStorage.clear());
+    await open('/');
+    await page.type('#token', narrow.token);
+    await page.click('button[type=submit]');
+    await page.waitForSelector('header nav');
+    await open('/costs');
+    await waitText('This token may not read cost centers');
+    await open('/keys');
+    await waitText('console key');
+    expect(await text()).not.toContain('may not read keys');
+    // Back to the full token for what follows.
+    await page.evaluate((t) => sessionStorage.setItem('gw.console.token', t), f.tenant.token);
+  });
+
   it('makes one request per list on each refresh, and answers keyboard navigation', async () => {
-    for (const where of ['/', '/usage', '/requests', '/findings', '/jobs', '/keys']) {
+    for (const where of ['/', '/usage', '/requests', '/findings', '/jobs', '/keys', '/connections', '/costs', '/webhooks', '/tools', '/audit']) {
       await open(where);
       calls = [];
       await page.reload({ waitUntil: 'networkidle0' });
       const afterReload = calls.filter((c) => c.startsWith('GET '));
       expect([where, afterReload.length, new Set(afterReload).size]).toEqual([where, afterReload.length, afterReload.length]);
       expect([where, afterReload.length > 0]).toEqual([where, true]);
+      if (!['/', '/usage', '/requests', '/findings', '/jobs', '/keys'].includes(where)) {
+        await shot(where.slice(1));
+        await accessible(where);
+      }
     }
     await open('/');
     await shot('overview');

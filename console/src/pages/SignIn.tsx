@@ -12,6 +12,8 @@ export function SignIn({ onSignedIn }: { onSignedIn: () => void }) {
       await api('GET', '/organization');
       onSignedIn();
     } catch (err) {
+      // A valid token without `organization:read` still signs in: each page says what it may not read.
+      if (err instanceof ApiError && err.status === 403) return onSignedIn();
       session.signOut();
       setError(err instanceof ApiError && err.status === 401 ? 'That token was not accepted.' : (err as Error).message);
     }

@@ -189,12 +189,22 @@ describe('operator console in a browser', () => {
     for (let i = 0; i < 3; i++) await chat(keySecret, 'openai/gpt-4o-mini', { team: 'console-cc' });
     await new Promise((r) => setTimeout(r, 700));
     await open('/usage?group_by=cost_center&bucket=day&days=1');
-    await waitText(center.body.id);
+    await waitText('Console team');
     const caption = await page.$eval('figure.chart figcaption', (el) => el.textContent ?? '');
-    expect(caption).toMatch(new RegExp(`${center.body.id}: \\$[0-9.e-]+ \\([0-9.]+%\\)`));
+    expect(caption).toMatch(/Console team: \$[0-9.e-]+ \([0-9.]+%\)/);
     expect(caption).toContain('unallocated');
     await shot('usage');
     await accessible('usage');
+
+    // The cost pages: the rule's versions on request, a commitment's burn-down.
+    const start = new Date(Date.now() - 10 * 86_400_000).toISOString();
+    const end = new Date(Date.now() + 20 * 86_400_000).toISOString();
+    expect((await f.client.post('/commitments', { provider_kind: 'openai', label: 'Annual OpenAI', amount_usd: 100, period_start: start, period_end: end, discount_pct: 10 })).status).toBe(201);
+    await open('/costs');
+    await waitText('Annual OpenAI');
+    await page.click('button[aria-label^="Versions of rule"]');
+    await page.waitForSelector('ol.versions li');
+    expect(await page.$eval('ol.versions', (el) => el.textContent ?? '')).toContain('v1');
   });
 
   it('opens a job\'s timeline, linked to its workflow in the Temporal UI', async () => {

@@ -32,10 +32,13 @@ export function Usage() {
   const from = useMemo(() => Math.floor(Date.now() / 1000 / 3600) * 3600 - Number(days) * 86_400, [days]);
   const path = `/usage${query({ bucket, from, group_by: field || undefined })}`;
   const read = useRead(path, () => get<UsageReport>(path));
+  // Cost centers by name: read only when grouping by them.
+  const centers = useRead(field === 'cost_center' ? 'centers' : null, () => get<{ data: Array<{ id: string; name: string }> }>('/cost_centers?limit=100'));
+  const centerName = (id: string | null | undefined) => (id ? centers.data?.data.find((c) => c.id === id)?.name ?? id : 'unallocated');
 
   const columns: ColumnDef<UsageBucket, unknown>[] = [
     { header: 'Bucket', cell: ({ row }) => when(row.original.bucket_start) },
-    ...(field ? [{ header: field === 'cost_center' ? 'cost center' : field, cell: ({ row }: { row: { original: UsageBucket } }) => row.original.group?.[field] ?? (field === 'cost_center' ? 'unallocated' : '(none)') }] : []),
+    ...(field ? [{ header: field === 'cost_center' ? 'cost center' : field, cell: ({ row }: { row: { original: UsageBucket } }) => (field === 'cost_center' ? centerName(row.original.group?.[field]) : row.original.group?.[field] ?? '(none)') }] : []),
     { header: 'Requests', cell: ({ row }) => count(row.original.requests) },
     { header: 'Tokens', cell: ({ row }) => count(row.original.total_tokens) },
     { header: 'Cost', cell: ({ row }) => usd(row.original.cost) },
@@ -64,7 +67,7 @@ export function Usage() {
           const labels = [...new Set(report.data.map((b) => b.bucket_start))].sort((a, b) => a - b);
           const groups = field ? [...new Set(report.data.map((b) => b.group?.[field] ?? null))] : [null];
           const costOf = (start: number, group: string | null) => report.data.filter((b) => b.bucket_start === start && (!field || (b.group?.[field] ?? null) === group)).reduce((s, b) => s + b.cost, 0);
-          const nameOf = (g: string | null) => g ?? (field === 'cost_center' ? 'unallocated' : '(none)');
+          const nameOf = (g: string | null) => (field === 'cost_center' ? centerName(g) : g ?? '(none)');
           // Each group's share of the span's cost, said in words under the chart.
           const shares = field ? groups.map((g) => {
             const cost = labels.reduce((s, start) => s + costOf(start, g), 0);

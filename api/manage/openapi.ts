@@ -1,4 +1,5 @@
 import { manageJobPaths } from './data/jobs';
+import { requestStatsPaths } from './data/request-stats';
 import { z } from 'zod';
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject } from 'zod-openapi';
 import { DEFAULT_PAGE_SIZE, listEnvelope, MAX_PAGE_SIZE, pageQuery } from '../../core/paging';
@@ -197,7 +198,7 @@ export function buildOpenApiDocument(resources: readonly ResourceType[]) {
   };
   const overrides = resources.some((r) => r.type === 'end_user_cap_rules') ? endUserCapOverridePaths(errors) : {};
   const paths = Object.assign(fixed, ...resources.map(resourcePaths), overrides, usagePaths(errors), requestDataPaths(errors),
-    budgetStatusPaths(errors), auditEventPaths(errors), exportPaths(errors, resources.filter((r) => !r.data)), manageJobPaths(errors)) as ZodOpenApiPathsObject;
+    budgetStatusPaths(errors), auditEventPaths(errors), exportPaths(errors, resources.filter((r) => !r.data)), manageJobPaths(errors), requestStatsPaths(errors)) as ZodOpenApiPathsObject;
   return createDocument({
     openapi: '3.1.0',
     info: {

@@ -44,7 +44,7 @@ const OPERATIONS = [
   ]),
   'get /findings', 'get /findings/{id}', 'post /findings/{id}/acknowledge',
   // Issue 25: jobs as an operator reads them.
-  'get /jobs', 'get /jobs/{id}',
+  'get /jobs', 'get /jobs/{id}', 'get /request_stats',
 ];
 
 describe('GET /manage/v1/openapi.json', () => {

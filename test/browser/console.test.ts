@@ -120,6 +120,13 @@ describe('operator console in a browser', () => {
     const rotated = await page.$eval('[data-testid=secret]', (el) => el.textContent ?? '');
     expect(rotated).not.toBe(keySecret);
     keySecret = rotated;
+
+    // A monthly limit on the new key, from its row.
+    await open('/keys');
+    await waitText('console key');
+    page.once('dialog', (dialog) => void dialog.accept('25'));
+    await page.click('button[aria-label="Limit console key"]');
+    await waitText('$25 monthly');
   });
 
   it('finds chat requests in the request log by a tag filter kept in the URL', async () => {
@@ -265,6 +272,7 @@ describe('operator console in a browser', () => {
       }
     }
     await open('/');
+    await waitText('errors; the slowest hour');
     await shot('overview');
     await accessible('overview');
     // The first Tab reaches the skip link, the next ones the pages.

@@ -30,3 +30,4 @@ export type Job = {
   usage: { seconds: number; cost: number | null } | null; error: { message: string; type: string; code: string | null } | null;
 };
 export type JobDetail = Job & { status_checks: number; timeline: Array<{ at: number; event: string; detail: string }>; workflow: { id: string; url: string | null } };
+export type RequestStats = { bucket_start: number; requests: number; errors: number; p50_latency_ms: number | null; p95_latency_ms: number | null };

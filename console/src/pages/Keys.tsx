@@ -32,6 +32,7 @@ export function Keys() {
   const [project, setProject] = useState('');
   const [rpm, setRpm] = useState('');
   const [limit, setLimit] = useState('');
+  const [projectName, setProjectName] = useState('');
 
   const act = async (work: () => Promise<void>) => {
     setError(null);
@@ -56,6 +57,19 @@ export function Keys() {
       setLabel('');
     });
   };
+  const createProject = (event: FormEvent) => {
+    event.preventDefault();
+    void act(async () => {
+      await api('POST', '/projects', { body: { name: projectName }, idempotencyKey: crypto.randomUUID() });
+      setProjectName('');
+      projects.refresh();
+    });
+  };
+  const setKeyLimit = (key: GatewayKey) => void act(async () => {
+    const amount = window.prompt(`Monthly limit in USD for "${key.label}" (empty: none)`, key.credit_limit ? String(key.credit_limit.amount) : '');
+    if (amount === null) return;
+    await api('PATCH', `/gateway_keys/${key.id}`, { body: { credit_limit: amount.trim() ? { amount: Number(amount), period: 'monthly' } : null }, ifMatch: `"${key.version}"` });
+  });
   const rotate = (key: GatewayKey) => void act(async () => {
     const overlap = window.prompt(`Rotate "${key.label}": seconds the old secret keeps working`, '3600');
     if (overlap === null) return;
@@ -79,6 +93,7 @@ export function Keys() {
       cell: ({ row }) => (
         <span className="actions">
           <button type="button" onClick={() => rotate(row.original)} aria-label={`Rotate ${row.original.label}`}>Rotate</button>
+          <button type="button" onClick={() => setKeyLimit(row.original)} aria-label={`Limit ${row.original.label}`}>Limit</button>
           <button type="button" onClick={() => toggle(row.original)} aria-label={`${row.original.disabled ? 'Enable' : 'Disable'} ${row.original.label}`}>{row.original.disabled ? 'Enable' : 'Disable'}</button>
         </span>
       ),
@@ -103,6 +118,16 @@ export function Keys() {
         <input id="key-limit" type="number" min={0.01} step={0.01} value={limit} onChange={(e) => setLimit(e.target.value)} />
         <button type="submit">Create key</button>
       </form>
+      <h2>Projects</h2>
+      <form className="inline" onSubmit={createProject} aria-label="Create a project">
+        <label htmlFor="p-name">Project name</label>
+        <input id="p-name" value={projectName} onChange={(e) => setProjectName(e.target.value)} required maxLength={80} />
+        <button type="submit">Create project</button>
+      </form>
+      <ReadState read={projects} what="projects">
+        {(page) => <ul className="projects">{page.data.map((p) => <li key={p.id}>{p.name} <code>{p.id}</code></li>)}</ul>}
+      </ReadState>
+      <h2>Keys</h2>
       <ReadState read={keys} what="keys">
         {(page) => (
           <>

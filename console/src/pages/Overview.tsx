@@ -5,7 +5,7 @@ import { ReadState } from '../components/ReadState';
 import { get, query, type ListPage } from '../lib/api';
 import { count, usd, when } from '../lib/format';
 import { useRead } from '../lib/use-read';
-import type { BudgetStatus, Finding, UsageReport } from '../lib/types';
+import type { BudgetStatus, Finding, RequestStats, UsageReport } from '../lib/types';
 
 const DAY = 86_400;
 
@@ -13,7 +13,7 @@ const DAY = 86_400;
 export function Overview() {
   const since = useMemo(() => Math.floor(Date.now() / 1000 / 3600) * 3600 - DAY, []);
   const budgets = useRead('budgets', () => get<ListPage<BudgetStatus>>('/budget_status'));
-  const hourly = useRead('hourly', () => get<UsageReport>(`/usage${query({ bucket: 'hour', from: since })}`));
+  const stats = useRead('stats', () => get<{ data: RequestStats[] }>(`/request_stats${query({ from: since })}`));
   const findings = useRead('findings', () => get<ListPage<Finding>>(`/findings${query({ status: 'open', limit: 5 })}`));
   const byModel = useRead('models', () => get<UsageReport>(`/usage${query({ bucket: 'day', from: since - 29 * DAY, group_by: 'model' })}`));
   const byKey = useRead('keys', () => get<UsageReport>(`/usage${query({ bucket: 'day', from: since - 29 * DAY, group_by: 'key' })}`));
@@ -38,17 +38,26 @@ export function Overview() {
       </section>
       <section aria-labelledby="day">
         <h2 id="day">The last 24 hours</h2>
-        <ReadState read={hourly} what="usage">
-          {(report) => (
-            <Chart label="Requests and cost per hour over the last 24 hours" summary={`${count(report.totals.requests)} requests, ${usd(report.totals.cost)}`} config={{
-              type: 'bar',
-              data: {
-                labels: report.data.map((b) => when(b.bucket_start).slice(11, 16)),
-                datasets: [{ label: 'requests', data: report.data.map((b) => b.requests), yAxisID: 'y' }, { label: 'cost (USD)', data: report.data.map((b) => b.cost), yAxisID: 'cost', type: 'line' }],
-              },
-              options: { scales: { y: { position: 'left' }, cost: { position: 'right' } } },
-            }} />
-          )}
+        <ReadState read={stats} what="request statistics">
+          {(report) => {
+            const total = report.data.reduce((s, b) => s + b.requests, 0);
+            const errors = report.data.reduce((s, b) => s + b.errors, 0);
+            const worst = Math.max(0, ...report.data.map((b) => b.p95_latency_ms ?? 0));
+            return (
+              <Chart label="Requests, errors and p95 latency per hour over the last 24 hours" summary={`${count(total)} requests, ${count(errors)} errors; the slowest hour's p95 ${worst} ms`} config={{
+                type: 'bar',
+                data: {
+                  labels: report.data.map((b) => when(b.bucket_start).slice(11, 16)),
+                  datasets: [
+                    { label: 'requests', data: report.data.map((b) => b.requests - b.errors), yAxisID: 'y', stack: 'r' },
+                    { label: 'errors', data: report.data.map((b) => b.errors), yAxisID: 'y', stack: 'r', backgroundColor: '#c62828' },
+                    { label: 'p95 latency (ms)', data: report.data.map((b) => b.p95_latency_ms), yAxisID: 'ms', type: 'line' },
+                  ],
+                },
+                options: { scales: { y: { position: 'left', stacked: true }, ms: { position: 'right' } } },
+              }} />
+            );
+          }}
         </ReadState>
       </section>
       <section aria-labelledby="open">

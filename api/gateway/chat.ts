@@ -40,8 +40,8 @@ export type ChatCall = SpendCall & {
   cache: CacheOutcome | null;
   /** The request's guardrails, when an enabled policy applies to its key (core/guardrails). */
   guard?: RequestGuard;
-  /** A model call a decision made (api/gateway/decisions.ts): its row's id, and the decision's. */
-  decision?: { rowId: string; decisionId: string };
+  /** A model call a decision made (api/gateway/decisions.ts): the decision's id (the call's own is `callId`). */
+  decisionId?: string;
 };
 type Call = ChatCall;
 
@@ -73,7 +73,7 @@ export function logRequest(call: Call, outcome: {
 }): void {
   const capture = call.logging && call.config.promptLoggingEnabled;
   const row = requestLogRow(call, {
-    endpoint: call.decision ? 'decisions' : 'chat.completions',
+    endpoint: call.decisionId ? 'decisions' : 'chat.completions',
     requestedModel: call.body.model,
     routeSlug: call.plan?.route?.slug ?? null,
     servedModel: outcome.servedModel ?? outcome.served?.candidate.upstreamModel ?? null,
@@ -97,7 +97,7 @@ export function logRequest(call: Call, outcome: {
     cacheStatus: call.cache?.status ?? null,
     cacheSourceRequestId: outcome.hit?.requestId ?? null,
   });
-  if (call.decision) Object.assign(row, { id: call.decision.rowId, decisionId: call.decision.decisionId });
+  if (call.decisionId) Object.assign(row, { decisionId: call.decisionId });
   call.services.requestLog.record(row);
 }
 

@@ -83,9 +83,9 @@ export function decisionRoutes(router: Router<GatewayState>, deps: { db: Databas
     const config = await services.orgConfig.get(key.orgId);
     const body = decisionChatBody(policy.model, { slug: policy.slug, instructions: policy.instructions, outputSchema: policy.outputSchema, maxTokens: policy.maxTokens }, input.input);
     const decisionId = newId('dec');
-    const newCall = (rowId: string): ChatCall => ({
+    const newCall = (callId: string): ChatCall => ({
       ctx, services, key, config, plan: null, body, attribution, logging: true, started: performance.now(), createdAt: new Date(), hold: null, cache: null,
-      decision: { rowId, decisionId },
+      callId, decisionId,
     });
 
     let plan: Plan;
@@ -101,21 +101,26 @@ export function decisionRoutes(router: Router<GatewayState>, deps: { db: Databas
       throw err;
     }
 
+    const deadline = startDeadline(deadlineAt);
     const totals: Totals = { prompt: 0, completion: 0, cost: 0, priced: true, source: null };
     let last: Served<ChatResult> | null = null;
     let end: CallEnd | null = null;
     // At most two model calls: an answer that is not valid is asked once more if time is left.
-    for (let round = 0; round < 2; round++) {
-      // No time left for the second try: the first answer's invalidity is the reason.
-      if (round > 0 && performance.now() >= deadlineAt) break;
-      const call = round === 0 ? first : newCall(newId('req'));
-      call.plan = plan;
-      end = await modelCall(call, plan, validate, deadlineAt);
-      if (end.kind === 'served') {
-        last = end.served;
-        addUsage(totals, end.usage, end.estimate);
+    try {
+      for (let round = 0; round < 2; round++) {
+        // No time left for the second try: the first answer's invalidity is the reason.
+        if (round > 0 && deadline.signal.aborted) break;
+        const call = round === 0 ? first : newCall(newId('req'));
+        call.plan = plan;
+        end = await modelCall(call, plan, validate, deadline);
+        if (end.kind === 'served') {
+          last = end.served;
+          addUsage(totals, end.usage, end.estimate);
+        }
+        if (end.kind !== 'served' || end.decision !== null) break;
       }
-      if (end.kind !== 'served' || end.decision !== null) break;
+    } finally {
+      deadline.stop();
     }
 
     const answer = (decision: Record<string, unknown>, source: 'model' | 'fallback', reason: FallbackReason | null) => {
@@ -157,41 +162,60 @@ function addUsage(totals: Totals, usage: ChatResult['usage'], estimate: CostEsti
   }
 }
 
-/**
- * One model call of a decision: guardrails and the spend hold first (their refusals are thrown,
- * never replaced by the fallback), then the chat call, cut at the deadline. When the deadline
- * comes first the answer does not wait: the call is aborted, and its hold and its request-log
- * row are settled as it ends.
- */
-async function modelCall(call: ChatCall, plan: Plan, validate: ValidateFunction, deadlineAt: number): Promise<CallEnd> {
-  await guardInput(call);
-  await reserveBudget(call);
-  const services = call.services;
-  const deps = { agent: services.agent, catalog: services.catalog, learned: services.learned, defaultTimeoutMs: services.defaultTimeoutMs, forceOutputCeiling: call.hold?.scopes.some((s) => s.blocking) ?? false };
+/** A decision's deadline: a signal that aborts what is under way, and a promise that settles when it passes. */
+type Deadline = { signal: AbortSignal; reached: Promise<CallEnd>; stop(): void };
+
+function startDeadline(at: number): Deadline {
   const cut = new AbortController();
   let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<CallEnd>((resolve) => {
+  const reached = new Promise<CallEnd>((resolve) => {
     timer = setTimeout(() => {
       cut.abort(new Error('decision deadline'));
       resolve({ kind: 'deadline' });
-    }, Math.max(0, deadlineAt - performance.now()));
+    }, Math.max(0, at - performance.now()));
   });
-  const work = completeChat(plan, call.body, deps, cut.signal, cut.signal).then(
-    (result) => settle(call, result, validate),
-    (err: unknown) => {
-      // Cut at the deadline: nothing is known of what the provider did, so the hold is given back.
+  return { signal: cut.signal, reached, stop: () => clearTimeout(timer) };
+}
+
+/** The row and the hold of a call the deadline cut: nothing is known of what the provider did, so nothing is charged. */
+function endAtDeadline(call: ChatCall): CallEnd {
+  endSpend(call, null);
+  const error = new GatewayError('decision_deadline', 'The decision\'s deadline passed during this call; it was aborted.');
+  logRequest(call, { status: error.status, attempts: [], error });
+  return { kind: 'deadline' };
+}
+
+/**
+ * One model call of a decision: guardrails and the spend hold first (their refusals are thrown,
+ * never replaced by the fallback), then the chat call. The deadline covers all of it: when it
+ * passes the answer does not wait; the call is aborted (or never sent), and its hold and its
+ * request-log row are settled as it ends.
+ */
+async function modelCall(call: ChatCall, plan: Plan, validate: ValidateFunction, deadline: Deadline): Promise<CallEnd> {
+  const work = (async (): Promise<CallEnd> => {
+    await guardInput(call);
+    await reserveBudget(call);
+    if (deadline.signal.aborted) return endAtDeadline(call);
+    const services = call.services;
+    const deps = { agent: services.agent, catalog: services.catalog, learned: services.learned, defaultTimeoutMs: services.defaultTimeoutMs, forceOutputCeiling: call.hold?.scopes.some((s) => s.blocking) ?? false };
+    let result: Served<ChatResult> | NotServed;
+    try {
+      result = await completeChat(plan, call.body, deps, deadline.signal, deadline.signal);
+    } catch (err) {
+      if (deadline.signal.aborted) return endAtDeadline(call);
+      // A defect, not a deadline: the hold is given back and the error answered as one.
       endSpend(call, null);
-      const error = new GatewayError('decision_deadline', 'The decision\'s deadline passed during this call; it was aborted.');
-      logRequest(call, { status: error.status, attempts: [], error });
-      if (!cut.signal.aborted) call.ctx.state.log?.error({ err: errorSummary(err) }, 'decision model call failed');
-      return { kind: 'deadline' } as CallEnd;
-    },
-  );
-  try {
-    return await Promise.race([work, deadline]);
-  } finally {
-    clearTimeout(timer);
-  }
+      logRequest(call, { status: 500, attempts: [], error: new GatewayError('internal_error', 'The gateway hit an internal error.') });
+      throw err;
+    }
+    return settle(call, result, validate);
+  })();
+  // Once the deadline has answered, what the call does later (a refusal, a defect) is its own
+  // step's to log; it must not surface as an unhandled rejection.
+  work.catch((err: unknown) => {
+    if (deadline.signal.aborted) call.ctx.state.log?.warn({ err: errorSummary(err) }, 'decision model call ended after its deadline');
+  });
+  return Promise.race([work, deadline.reached]);
 }
 
 /** A call's end: cost settled, row logged, the answer read and checked against the schema. */
@@ -201,13 +225,18 @@ function settle(call: ChatCall, result: Served<ChatResult> | NotServed, validate
     logRequest(call, { status: result.error.status, attempts: result.attempts, error: result.error });
     return { kind: 'failed', error: result.error };
   }
-  const usage = wholeAnswerUsage(call.body, result.value);
-  const estimate = costOf(call, result, usage);
-  const model = result.value.model ?? result.candidate.upstreamModel;
-  if (call.guard) guardAnswer(call, result, model, estimate);
-  const object = answerObject(result.value);
-  const decision = object && schemaViolation(validate, object) === null ? object : null;
-  logRequest(call, { status: 200, served: result, servedModel: model, attempts: result.attempts, usage, estimate, response: result.value.choices });
-  endSpend(call, estimate);
-  return { kind: 'served', served: result, decision, estimate, usage };
+  let estimate: CostEstimate = null;
+  try {
+    const usage = wholeAnswerUsage(call.body, result.value);
+    estimate = costOf(call, result, usage);
+    const model = result.value.model ?? result.candidate.upstreamModel;
+    if (call.guard) guardAnswer(call, result, model, estimate);
+    const object = answerObject(result.value);
+    const decision = object && schemaViolation(validate, object) === null ? object : null;
+    logRequest(call, { status: 200, served: result, servedModel: model, attempts: result.attempts, usage, estimate, response: result.value.choices });
+    return { kind: 'served', served: result, decision, estimate, usage };
+  } finally {
+    // Once, whatever happened above (endSpend ends a hold at most once).
+    endSpend(call, estimate);
+  }
 }

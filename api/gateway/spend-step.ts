@@ -28,6 +28,11 @@ export type SpendCall = {
   hold: Hold | null;
   /** Keeps a long request's hold alive past its lease; stopped when the spend ends. */
   holdRenewal?: NodeJS.Timeout;
+  /**
+   * The id of this call's hold, ledger row and request-log row when a request makes more than
+   * one model call (a decision's retry); the request id otherwise.
+   */
+  callId?: string;
 };
 
 /**
@@ -40,7 +45,7 @@ export type SpendCall = {
 export function requestLogRow<Fields extends object>(call: SpendCall & { attribution: Attribution }, served: Fields) {
   const { key, attribution } = call;
   return {
-    id: call.ctx.state.requestId, orgId: key.orgId, keyId: key.keyId, projectId: key.projectId,
+    id: call.callId ?? call.ctx.state.requestId, orgId: key.orgId, keyId: key.keyId, projectId: key.projectId,
     userId: attribution.userId, sessionId: attribution.sessionId, tags: attribution.tags, createdAt: call.createdAt,
     ...served,
   };
@@ -66,7 +71,7 @@ export async function reserveSpend(call: SpendCall, worstCase: () => number): Pr
   };
   const scopes = spendScopes(key, config, await endUserCapsOf(call), call.createdAt);
   const blocking = anyBlocking(scopes);
-  const input = { holdId: ctx.state.requestId, scopes, amount: blocking ? worstCase() : 0, leaseMs: CHAT_HOLD_LEASE_MS, now: call.createdAt };
+  const input = { holdId: call.callId ?? ctx.state.requestId, scopes, amount: blocking ? worstCase() : 0, leaseMs: CHAT_HOLD_LEASE_MS, now: call.createdAt };
   const rate = { key: keyRateWindowKey(key), windowMs: KEY_RATE_WINDOW_MS, limit: key.rateLimitRpm };
   // Counted already (by the rate middleware, on a path that does not count itself): never twice.
   call.hold = ctx.state.rateCounted === true ? await services.spend.reserve(input) : await services.spend.reserveCounted({ rate, counted, ...input });
@@ -118,7 +123,7 @@ export function endSpend(call: SpendCall, estimate: CostEstimate): void {
   const done = cost > 0
     ? call.services.spend.settle(hold, cost, {
       id: newId('spend'), orgId: key.orgId, lineageId: key.lineageId, projectId: key.projectId, memberId: key.createdByMemberId,
-      endUserId: call.attribution.userId, endUserScope: endUserScopeIn(hold), requestId: call.ctx.state.requestId, createdAt: call.createdAt, updatedAt: call.createdAt,
+      endUserId: call.attribution.userId, endUserScope: endUserScopeIn(hold), requestId: call.callId ?? call.ctx.state.requestId, createdAt: call.createdAt, updatedAt: call.createdAt,
     })
     : call.services.spend.release(hold);
   // Off the answer's path; a hold that could not be ended lapses with its lease.

@@ -16,6 +16,8 @@ export function compileOutputSchema(schema: unknown): OutputSchemaCheck {
   if (typeof schema !== 'object' || schema === null || Array.isArray(schema)) return { ok: false, reason: 'expected a JSON Schema object' };
   if ((schema as Record<string, unknown>).type !== 'object') return { ok: false, reason: 'the schema must describe an object (`"type": "object"`)' };
   if (JSON.stringify(schema).length > MAX_OUTPUT_SCHEMA_BYTES) return { ok: false, reason: `at most ${MAX_OUTPUT_SCHEMA_BYTES} bytes` };
+  // An `$async` schema compiles to a validator answering a promise, which would pass anything.
+  if (JSON.stringify(schema).includes('"$async"')) return { ok: false, reason: '`$async` schemas are not supported' };
   try {
     // An instance per schema: ajv keeps every schema it compiled (and refuses a repeated `$id`),
     // so one shared instance would grow with every policy version ever compiled.

@@ -1,5 +1,5 @@
-import { and, eq } from 'drizzle-orm';
-import { requestLogs } from '../../core/db/schema';
+import { and, eq, inArray } from 'drizzle-orm';
+import { requestLogs, spendLedger } from '../../core/db/schema';
 import { randomClientAddress } from '../helpers/harness';
 import { manageClient } from '../helpers/manage-client';
 import { startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
@@ -116,6 +116,12 @@ describe('decision policies: POST /v1/decisions/{slug}', () => {
     expect(rows).toHaveLength(2);
     expect(new Set(rows.map((r) => r.id)).size).toBe(2);
     expect(res.json.usage.cost).toBeCloseTo(rows.reduce((sum, r) => sum + r.cost!, 0), 12);
+    // Each call held and settled its own spend: one ledger row per call, by its row's id.
+    const ledger = await until(async () => {
+      const found = await f.database.db.select().from(spendLedger).where(inArray(spendLedger.requestId, rows.map((r) => r.id)));
+      return found.length === 2 ? found : null;
+    }, 'two settled ledger rows');
+    expect(ledger.map((l) => l.state)).toEqual(['settled', 'settled']);
   });
 
   it('answers the fallback (invalid_output) after two answers that are not valid, or 502 without one', async () => {
@@ -172,6 +178,7 @@ describe('decision policies: POST /v1/decisions/{slug}', () => {
     const refusals: Array<[Record<string, unknown>, string]> = [
       [{ output_schema: { type: 'object', properties: { queue: { type: 'strange' } } } }, 'output_schema'],
       [{ output_schema: { type: 'string' } }, 'output_schema'],
+      [{ output_schema: { type: 'object', $async: true } }, 'output_schema'],
       [{ fallback: { queue: 'general' } }, 'fallback'],
       [{ deadline_ms: 99 }, 'deadline_ms'],
       [{ instructions: 'x'.repeat(20_001) }, 'instructions'],

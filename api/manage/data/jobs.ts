@@ -6,7 +6,7 @@ import type { Database } from '../../../core/db/client';
 import { JOB_STATUSES, jobEvents, jobs, webhookDeliveries, type JobStatus } from '../../../core/db/schema';
 import { GatewayError } from '../../../core/errors';
 import type { JobRow } from '../../../core/jobs/job-store';
-import { afterCursor, keysetOrder, pageOf, readPage, timestampKey, type Keyset } from '../../../core/paging';
+import { afterCursor, keysetOrder, listEnvelope, pageOf, readPage, timestampKey, type Keyset } from '../../../core/paging';
 import { workflowIds } from '../../../workflows/definitions';
 import type { GatewayState } from '../../context';
 import { authorize } from '../../middleware/management-auth';
@@ -63,6 +63,16 @@ function presentJob(row: JobRow): z.infer<typeof jobSchema> {
   };
 }
 
+/** A receiver's URL without its query or credentials, which may carry a token: a read of analytics is no place for them. */
+function urlWithoutQuery(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.protocol}//${u.host}${u.pathname}`;
+  } catch {
+    return '(unreadable URL)';
+  }
+}
+
 export function manageJobRoutes(router: Router<GatewayState>, deps: { db: Database; manage: ManagementServices }): void {
   router.get('/jobs', async (ctx) => {
     const principal = authorize(ctx, SCOPE);
@@ -93,7 +103,7 @@ export function manageJobRoutes(router: Router<GatewayState>, deps: { db: Databa
     if (row.startedAt) timeline.push({ at: unix(row.startedAt)!, event: 'started', detail: `accepted by ${row.provider ?? '?'} (${row.connectionId ?? '?'}, ${row.route ?? 'primary'})` });
     for (const e of events) timeline.push({ at: unix(e.createdAt)!, event: e.type.replace(/^job\./, ''), detail: row.error && e.type === 'job.failed' ? `${row.error.type}: ${row.error.message}` : e.type });
     if (row.completedAt && events.length === 0) timeline.push({ at: unix(row.completedAt)!, event: row.status, detail: row.status });
-    for (const d of deliveries) timeline.push({ at: unix(d.updatedAt)!, event: 'webhook', detail: `${d.eventType} to ${d.url}: ${d.status} after ${d.attempts} attempt(s)${d.lastResponseStatus ? `, last answer ${d.lastResponseStatus}` : ''}` });
+    for (const d of deliveries) timeline.push({ at: unix(d.updatedAt)!, event: 'webhook', detail: `${d.eventType} to ${urlWithoutQuery(d.url)}: ${d.status} after ${d.attempts} attempt(s)${d.lastResponseStatus ? `, last answer ${d.lastResponseStatus}` : ''}` });
     if (row.expiresAt) timeline.push({ at: unix(row.expiresAt)!, event: 'output_expires', detail: 'the output link stops working' });
     timeline.sort((a, b) => a.at - b.at);
     const workflowId = workflowIds.videoJob(row.id);
@@ -109,7 +119,7 @@ export function manageJobPaths(errors: Record<string, unknown>): ZodOpenApiPaths
         tags: ['jobs'], operationId: 'listJobs',
         summary: `The organization's asynchronous jobs, newest first, with their status. Scope \`${SCOPE}\`.`,
         requestParams: { query: z.object({ status: z.enum(JOB_STATUSES).optional(), limit: z.number().int().min(1).max(100).optional(), after: z.string().optional() }) },
-        responses: { '200': json(z.object({ object: z.literal('list'), data: z.array(jobSchema), has_more: z.boolean(), next_cursor: z.string().nullable() }), 'A page of jobs.'), ...errors },
+        responses: { '200': json(listEnvelope(jobSchema), 'A page of jobs.'), ...errors },
       },
     },
     '/jobs/{id}': {

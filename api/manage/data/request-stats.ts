@@ -49,6 +49,8 @@ export function requestStatsRoutes(router: Router<GatewayState>, deps: { db: Dat
     if (to.getTime() - from.getTime() > MAX_STATS_SPAN_MS) throw new GatewayError('invalid_request', 'Invalid `from`: at most 7 days before `to`.');
     const earliest = historyStart(principal.plan, now);
     if (from < earliest) from = earliest;
+    // A span wholly before the history window counts nothing.
+    if (from > to) from = to;
     const projects = principal.projectIds ? sql` and project_id in (${principal.projectIds.length ? sql.join(principal.projectIds.map((p) => sql`${p}`), sql`, `) : sql`''`})` : sql``;
     const result = await deps.db.execute<{ hour: Date | string; requests: number; errors: number; p50: number | null; p95: number | null }>(sql`
       select date_trunc('hour', created_at at time zone 'UTC') at time zone 'UTC' as hour, count(*)::int as requests,

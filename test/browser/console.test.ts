@@ -202,6 +202,10 @@ describe('operator console in a browser', () => {
     expect(caption).toContain('unallocated');
     await shot('usage');
     await accessible('usage');
+    // Grouped by a tag, from the URL alone.
+    await open('/usage?group_by=tags.team&bucket=day&days=1');
+    await waitText('console-cc');
+    expect(await page.$eval('#u-tag', (el) => (el as unknown as { value: string }).value)).toBe('team');
 
     // The cost pages: the rule's versions on request, a commitment's burn-down.
     const start = new Date(Date.now() - 10 * 86_400_000).toISOString();

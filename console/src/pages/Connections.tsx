@@ -1,8 +1,11 @@
 import { useState, type FormEvent } from 'react';
 import type { ColumnDef } from '@tanstack/react-table';
 import { DataTable } from '../components/DataTable';
+import { JsonBlock } from '../components/JsonBlock';
 import { ReadState } from '../components/ReadState';
-import { api, get, type ListPage } from '../lib/api';
+import { Pager } from '../components/Pager';
+import { api, get } from '../lib/api';
+import { useList } from '../lib/use-list';
 import { useAction } from '../lib/act';
 import { when } from '../lib/format';
 import { useRead } from '../lib/use-read';
@@ -15,8 +18,10 @@ type Route = {
 
 /** Provider connections (add with validation, replace a credential, status) and routes with their failure-kind matrix. */
 export function Connections() {
-  const connections = useRead('connections', () => get<ListPage<Connection>>('/provider_connections?limit=100'));
-  const routes = useRead('routes', () => get<ListPage<Route>>('/routes?limit=100'));
+  const connectionList = useList<Connection>('connections', '/provider_connections?limit=100');
+  const routeList = useList<Route>('routes', '/routes?limit=100');
+  const connections = connectionList.read;
+  const routes = routeList.read;
   const kinds = useRead('kinds', () => get<{ data: Array<{ id: string; name?: string }> }>('/provider_kinds'));
   const action = useAction(() => connections.refresh());
   const [form, setForm] = useState({ kind: 'openai', name: '', secret: '', base_url: '' });
@@ -63,14 +68,15 @@ export function Connections() {
         <input id="c-base" value={form.base_url} onChange={(e) => setForm({ ...form, base_url: e.target.value })} />
         <button type="submit">Add and validate</button>
       </form>
-      <ReadState read={connections} what="connections">{(page) => <DataTable caption="Provider connections" columns={columns} rows={page.data} />}</ReadState>
+      <ReadState read={connections} what="connections">{(page) => <><DataTable caption="Provider connections" columns={columns} rows={page.data} /><Pager page={page} what="connections" {...connectionList} /></>}</ReadState>
       <h2>Routes</h2>
       <ReadState read={routes} what="routes">
         {(page) => page.data.length === 0 ? <p>No routes.</p> : (
           <>
             {page.data.map((r) => (
               <section key={r.id} aria-labelledby={`r-${r.id}`} className="route">
-                <h3 id={`r-${r.id}`}>{r.slug} <small>({r.strategy}, {r.max_retries} retries, {r.rules.length} rules)</small></h3>
+                <h3 id={`r-${r.id}`}>{r.slug} <small>({r.strategy}, {r.max_retries} retries)</small></h3>
+                {r.rules.length > 0 && <JsonBlock summary={`${r.rules.length} routing rule(s)`} value={r.rules} />}
                 <table className="data">
                   <caption>Targets of {r.slug}</caption>
                   <thead><tr><th scope="col">#</th><th scope="col">Connection</th><th scope="col">Model</th><th scope="col">Weight</th></tr></thead>
@@ -83,6 +89,7 @@ export function Connections() {
                 </table>
               </section>
             ))}
+            <Pager page={page} what="routes" {...routeList} />
           </>
         )}
       </ReadState>

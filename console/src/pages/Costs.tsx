@@ -3,10 +3,12 @@ import type { ColumnDef } from '@tanstack/react-table';
 import { Chart } from '../components/Chart';
 import { DataTable } from '../components/DataTable';
 import { JsonBlock } from '../components/JsonBlock';
+import { Pager } from '../components/Pager';
 import { ReadState } from '../components/ReadState';
 import { api, get, type ListPage } from '../lib/api';
 import { useAction } from '../lib/act';
 import { usd, when } from '../lib/format';
+import { useList } from '../lib/use-list';
 import { useRead } from '../lib/use-read';
 
 type Center = { id: string; version: number; name: string; code: string; owner_email: string | null; archived: boolean };
@@ -33,9 +35,10 @@ function Versions({ rule }: { rule: Rule }) {
 
 /** Cost centers, their rules (versions listed), and commitments with burn-down and projected exhaustion. */
 export function Costs() {
-  const centers = useRead('centers', () => get<ListPage<Center>>('/cost_centers?limit=100'));
-  const rules = useRead('rules', () => get<ListPage<Rule>>('/cost_center_rules?limit=100'));
-  const commitments = useRead('commitments', () => get<ListPage<Commitment>>('/commitments?limit=100'));
+  const centerList = useList<Center>('centers', '/cost_centers?limit=100');
+  const ruleList = useList<Rule>('rules', '/cost_center_rules?limit=100');
+  const commitmentList = useList<Commitment>('commitments', '/commitments?limit=100');
+  const [centers, rules, commitments] = [centerList.read, ruleList.read, commitmentList.read];
   const action = useAction(() => centers.refresh());
   const [form, setForm] = useState({ name: '', code: '' });
   const nameOf = (id: string | null) => (id === null ? 'unallocated' : centers.data?.data.find((c) => c.id === id)?.name ?? id);
@@ -80,9 +83,9 @@ export function Costs() {
         <input id="cc-code" value={form.code} onChange={(e) => setForm({ ...form, code: e.target.value })} required maxLength={40} pattern="[A-Za-z0-9._-]+" />
         <button type="submit">Create cost center</button>
       </form>
-      <ReadState read={centers} what="cost centers">{(page) => <DataTable caption="Cost centers" columns={centerColumns} rows={page.data} />}</ReadState>
+      <ReadState read={centers} what="cost centers">{(page) => <><DataTable caption="Cost centers" columns={centerColumns} rows={page.data} /><Pager page={page} what="cost centers" {...centerList} /></>}</ReadState>
       <h2>Rules, first match by priority</h2>
-      <ReadState read={rules} what="cost-center rules">{(page) => <DataTable caption="Cost-center rules" columns={ruleColumns} rows={[...page.data].sort((a, b) => a.priority - b.priority)} />}</ReadState>
+      <ReadState read={rules} what="cost-center rules">{(page) => <><DataTable caption="Cost-center rules" columns={ruleColumns} rows={[...page.data].sort((a, b) => a.priority - b.priority)} /><Pager page={page} what="rules" {...ruleList} /></>}</ReadState>
       <h2>Commitments</h2>
       <ReadState read={commitments} what="commitments">
         {(page) => (
@@ -95,6 +98,7 @@ export function Costs() {
               }} />
             )}
             <DataTable caption="Commitments" columns={commitmentColumns} rows={page.data} />
+            <Pager page={page} what="commitments" {...commitmentList} />
           </>
         )}
       </ReadState>

@@ -3,9 +3,10 @@ import type { ColumnDef } from '@tanstack/react-table';
 import { DataTable } from '../components/DataTable';
 import { JsonBlock } from '../components/JsonBlock';
 import { ReadState } from '../components/ReadState';
-import { api, get, type ListPage } from '../lib/api';
+import { Pager } from '../components/Pager';
+import { api } from '../lib/api';
+import { useList } from '../lib/use-list';
 import { useAction } from '../lib/act';
-import { useRead } from '../lib/use-read';
 
 type Tool = {
   id: string; version: number; server_id: string; upstream_name: string; exposed_name: string | null; state: string; suggested_class: string;
@@ -15,7 +16,8 @@ const FIRST = ['pending', 'changed'];
 
 /** The tool gateway's tools: those waiting for a decision first, each with its definition and hash; approve or block. */
 export function Tools() {
-  const tools = useRead('tools', () => get<ListPage<Tool>>('/mcp_server_tools?limit=100'));
+  const toolList = useList<Tool>('tools', '/mcp_server_tools?limit=100');
+  const tools = toolList.read;
   const action = useAction(() => tools.refresh());
   const [classes, setClasses] = useState<Record<string, string>>({});
   const approve = (t: Tool) => void action.run(() => api('POST', `/mcp_server_tools/${t.id}/approve`, {
@@ -51,7 +53,12 @@ export function Tools() {
       <h1>Tool gateway</h1>
       {action.error && <p role="alert" className="error">{action.error}</p>}
       <ReadState read={tools} what="tools">
-        {(page) => <DataTable caption="Tools, those waiting for a decision first" columns={columns} rows={[...page.data].sort((a, b) => Number(FIRST.includes(b.state)) - Number(FIRST.includes(a.state)))} />}
+        {(page) => (
+          <>
+            <DataTable caption="Tools, those waiting for a decision first" columns={columns} rows={[...page.data].sort((a, b) => Number(FIRST.includes(b.state)) - Number(FIRST.includes(a.state)))} />
+            <Pager page={page} what="tools" {...toolList} />
+          </>
+        )}
       </ReadState>
     </>
   );

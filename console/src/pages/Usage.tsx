@@ -1,4 +1,4 @@
-import { useMemo } from 'react';
+import { useMemo, useState } from 'react';
 import type { ColumnDef } from '@tanstack/react-table';
 import { Chart } from '../components/Chart';
 import { DataTable } from '../components/DataTable';
@@ -9,7 +9,7 @@ import { useUrlState } from '../lib/url-state';
 import { useRead } from '../lib/use-read';
 import type { UsageBucket, UsageReport } from '../lib/types';
 
-const GROUPS = [['', 'nothing'], ['model', 'model'], ['provider', 'provider'], ['key', 'key'], ['project', 'project'], ['user_id', 'end user'], ['cost_center', 'cost center']] as const;
+const GROUPS = [['', 'nothing'], ['model', 'model'], ['provider', 'provider'], ['key', 'key'], ['project', 'project'], ['user_id', 'end user'], ['tags', 'a tag'], ['cost_center', 'cost center']] as const;
 const SPANS = [['1', 'last day'], ['7', 'last 7 days'], ['30', 'last 30 days'], ['90', 'last 90 days']] as const;
 
 /** CSV of what the table shows, made in the browser from the same answer (no second request). */
@@ -27,6 +27,7 @@ function downloadCsv(report: UsageReport, field: string): void {
 export function Usage() {
   const [params, setParams] = useUrlState();
   const field = params.group_by ?? '';
+  const [tagKey, setTagKey] = useState(field.startsWith('tags.') ? field.slice(5) : '');
   const bucket = params.bucket === 'hour' ? 'hour' : 'day';
   const days = params.days ?? '7';
   const from = useMemo(() => Math.floor(Date.now() / 1000 / 3600) * 3600 - Number(days) * 86_400, [days]);
@@ -50,9 +51,15 @@ export function Usage() {
       <h1>Usage</h1>
       <form className="inline" aria-label="Usage view" onSubmit={(e) => e.preventDefault()}>
         <label htmlFor="u-group">Group by</label>
-        <select id="u-group" value={field} onChange={(e) => setParams({ group_by: e.target.value })}>
+        <select id="u-group" value={field.startsWith('tags.') ? 'tags' : field} onChange={(e) => setParams({ group_by: e.target.value === 'tags' ? `tags.${tagKey || 'team'}` : e.target.value })}>
           {GROUPS.map(([value, label]) => <option key={value} value={value}>{label}</option>)}
         </select>
+        {field.startsWith('tags.') && (
+          <>
+            <label htmlFor="u-tag">Tag key</label>
+            <input id="u-tag" value={tagKey} onChange={(e) => setTagKey(e.target.value)} onBlur={() => tagKey && setParams({ group_by: `tags.${tagKey}` })} pattern="[A-Za-z0-9_.:-]{1,64}" />
+          </>
+        )}
         <label htmlFor="u-bucket">Bucket</label>
         <select id="u-bucket" value={bucket} onChange={(e) => setParams({ bucket: e.target.value })}>
           <option value="hour">hour</option><option value="day">day</option>

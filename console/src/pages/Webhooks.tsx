@@ -1,17 +1,18 @@
 import type { ColumnDef } from '@tanstack/react-table';
 import { DataTable } from '../components/DataTable';
 import { ReadState } from '../components/ReadState';
-import { get, type ListPage } from '../lib/api';
+import { Pager } from '../components/Pager';
+import { useList } from '../lib/use-list';
 import { when } from '../lib/format';
-import { useRead } from '../lib/use-read';
 
 type Endpoint = { id: string; url: string; description: string | null; events: string[]; secret_rotated_at: number | null };
 type Delivery = { id: string; event_type: string; job_id: string | null; url: string; status: string; attempts: number; last_response_status: number | null; last_error: string | null; next_attempt_at: number | null; created_at: number };
 
 /** Webhook endpoints and the delivery log. */
 export function Webhooks() {
-  const endpoints = useRead('endpoints', () => get<ListPage<Endpoint>>('/webhook_endpoints?limit=100'));
-  const deliveries = useRead('deliveries', () => get<ListPage<Delivery>>('/webhook_deliveries?limit=100'));
+  const endpointList = useList<Endpoint>('endpoints', '/webhook_endpoints?limit=100');
+  const deliveryList = useList<Delivery>('deliveries', '/webhook_deliveries?limit=100');
+  const [endpoints, deliveries] = [endpointList.read, deliveryList.read];
   const endpointColumns: ColumnDef<Endpoint, unknown>[] = [
     { header: 'URL', accessorKey: 'url' }, { header: 'Events', cell: ({ row }) => row.original.events.join(', ') },
     { header: 'Description', cell: ({ row }) => row.original.description ?? '—' }, { header: 'Secret rotated', cell: ({ row }) => when(row.original.secret_rotated_at) },
@@ -25,8 +26,8 @@ export function Webhooks() {
   return (
     <>
       <h1>Webhooks</h1>
-      <ReadState read={endpoints} what="webhook endpoints">{(page) => <DataTable caption="Endpoints" columns={endpointColumns} rows={page.data} />}</ReadState>
-      <ReadState read={deliveries} what="the delivery log">{(page) => <DataTable caption="Latest deliveries" columns={deliveryColumns} rows={page.data} />}</ReadState>
+      <ReadState read={endpoints} what="webhook endpoints">{(page) => <><DataTable caption="Endpoints" columns={endpointColumns} rows={page.data} /><Pager page={page} what="endpoints" {...endpointList} /></>}</ReadState>
+      <ReadState read={deliveries} what="the delivery log">{(page) => <><DataTable caption="Latest deliveries" columns={deliveryColumns} rows={page.data} /><Pager page={page} what="deliveries" {...deliveryList} /></>}</ReadState>
     </>
   );
 }

@@ -3,10 +3,11 @@ import type { ColumnDef } from '@tanstack/react-table';
 import { DataTable } from '../components/DataTable';
 import { JsonBlock } from '../components/JsonBlock';
 import { ReadState } from '../components/ReadState';
-import { get, query, type ListPage } from '../lib/api';
+import { Pager } from '../components/Pager';
+import { query } from '../lib/api';
+import { useList } from '../lib/use-list';
 import { when } from '../lib/format';
 import { useUrlState } from '../lib/url-state';
-import { useRead } from '../lib/use-read';
 
 type AuditEvent = { id: string; action: string; actor_token_id: string | null; actor_member_id: string | null; resource_type: string; resource_id: string; project_id: string | null; before_version: number | null; after_version: number | null; detail: Record<string, unknown> | null; created_at: number };
 const FILTERS = [['q', 'Search'], ['action', 'Action (projects.create)'], ['actor', 'Actor (token or member id)'], ['from', 'From'], ['to', 'To']] as const;
@@ -15,11 +16,11 @@ const FILTERS = [['q', 'Search'], ['action', 'Action (projects.create)'], ['acto
 export function Audit() {
   const [params, setParams] = useUrlState();
   const [draft, setDraft] = useState<Record<string, string>>(params);
-  const path = `/audit_events${query({ q: params.q, action: params.action, actor: params.actor, from: params.from, to: params.to, limit: 50, cursor: params.cursor })}`;
-  const page = useRead(path, () => get<ListPage<AuditEvent>>(path));
+  const list = useList<AuditEvent>('audit', `/audit_events${query({ q: params.q, action: params.action, actor: params.actor, from: params.from, to: params.to, limit: 50 })}`, 'cursor');
+  const page = list.read;
   const apply = (event: FormEvent) => {
     event.preventDefault();
-    setParams(Object.assign({ cursor: null }, ...FILTERS.map(([name]) => ({ [name]: draft[name] ?? null }))));
+    setParams(Object.assign({ audit_after: null }, ...FILTERS.map(([name]) => ({ [name]: draft[name] ?? null }))));
   };
   const columns: ColumnDef<AuditEvent, unknown>[] = [
     { header: 'Time', cell: ({ row }) => when(row.original.created_at) }, { header: 'Action', accessorKey: 'action' },
@@ -41,12 +42,7 @@ export function Audit() {
         <button type="submit">Apply filters</button>
       </form>
       <ReadState read={page} what="the audit log">
-        {(list) => (
-          <>
-            <DataTable caption="Audit events, newest first" columns={columns} rows={list.data} />
-            {list.has_more && list.next_cursor && <button type="button" onClick={() => setParams({ cursor: list.next_cursor })}>Older events</button>}
-          </>
-        )}
+        {(data) => <><DataTable caption="Audit events, newest first" columns={columns} rows={data.data} /><Pager page={data} what="audit events" {...list} /></>}
       </ReadState>
     </>
   );

@@ -2,7 +2,9 @@ import type { ColumnDef } from '@tanstack/react-table';
 import { Link } from 'wouter';
 import { DataTable } from '../components/DataTable';
 import { ReadState } from '../components/ReadState';
-import { get, query, type ListPage } from '../lib/api';
+import { Pager } from '../components/Pager';
+import { get, query } from '../lib/api';
+import { useList } from '../lib/use-list';
 import { usd, when } from '../lib/format';
 import { useUrlState } from '../lib/url-state';
 import { useRead } from '../lib/use-read';
@@ -13,8 +15,8 @@ const STATUSES = ['', 'queued', 'running', 'succeeded', 'failed', 'canceled'] as
 /** Asynchronous jobs with a status filter in the URL. */
 export function Jobs() {
   const [params, setParams] = useUrlState();
-  const path = `/jobs${query({ status: params.status, limit: 50, after: params.after })}`;
-  const page = useRead(path, () => get<ListPage<Job>>(path));
+  const list = useList<Job>('jobs', `/jobs${query({ status: params.status, limit: 50 })}`);
+  const page = list.read;
   const columns: ColumnDef<Job, unknown>[] = [
     { header: 'Job', cell: ({ row }) => <Link href={`/jobs/${row.original.id}`}>{row.original.id}</Link> },
     { header: 'Status', accessorKey: 'status' },
@@ -29,17 +31,12 @@ export function Jobs() {
       <h1>Jobs</h1>
       <form className="inline" aria-label="Job filters" onSubmit={(e) => e.preventDefault()}>
         <label htmlFor="j-status">Status</label>
-        <select id="j-status" value={params.status ?? ''} onChange={(e) => setParams({ status: e.target.value, after: null })}>
+        <select id="j-status" value={params.status ?? ''} onChange={(e) => setParams({ status: e.target.value, jobs_after: null })}>
           {STATUSES.map((s) => <option key={s} value={s}>{s || 'any'}</option>)}
         </select>
       </form>
       <ReadState read={page} what="jobs">
-        {(list) => (
-          <>
-            <DataTable caption="Jobs, newest first" columns={columns} rows={list.data} />
-            {list.has_more && list.next_cursor && <button type="button" onClick={() => setParams({ after: list.next_cursor })}>Older jobs</button>}
-          </>
-        )}
+        {(data) => <><DataTable caption="Jobs, newest first" columns={columns} rows={data.data} /><Pager page={data} what="jobs" {...list} /></>}
       </ReadState>
     </>
   );

@@ -2,9 +2,10 @@ import { useState, type FormEvent } from 'react';
 import type { ColumnDef } from '@tanstack/react-table';
 import { DataTable } from '../components/DataTable';
 import { ReadState } from '../components/ReadState';
-import { api, get, query, type ListPage } from '../lib/api';
+import { Pager } from '../components/Pager';
+import { api, get, type ListPage } from '../lib/api';
+import { useList } from '../lib/use-list';
 import { when } from '../lib/format';
-import { useUrlState } from '../lib/url-state';
 import { useRead } from '../lib/use-read';
 import type { GatewayKey } from '../lib/types';
 
@@ -23,8 +24,8 @@ function RevealedSecret({ secret, onDone }: { secret: string; onDone: () => void
 
 /** Gateway keys: create (secret once), rotate with overlap, disable; paged with the API's cursors. */
 export function Keys() {
-  const [params, setParams] = useUrlState();
-  const keys = useRead(`keys?${params.after ?? ''}`, () => get<ListPage<GatewayKey>>(`/gateway_keys${query({ limit: 50, after: params.after })}`));
+  const keyList = useList<GatewayKey>('keys', '/gateway_keys?limit=50');
+  const keys = keyList.read;
   const projects = useRead('projects', () => get<ListPage<{ id: string; name: string }>>('/projects?limit=100'));
   const [secret, setSecret] = useState<string | null>(null);
   const [error, setError] = useState<string | null>(null);
@@ -132,7 +133,7 @@ export function Keys() {
         {(page) => (
           <>
             <DataTable caption="Gateway keys" columns={columns} rows={page.data} />
-            {page.has_more && page.next_cursor && <button type="button" onClick={() => setParams({ after: page.next_cursor })}>Next page</button>}
+            <Pager page={page} what="keys" {...keyList} />
           </>
         )}
       </ReadState>

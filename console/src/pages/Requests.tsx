@@ -3,10 +3,10 @@ import type { ColumnDef } from '@tanstack/react-table';
 import { Link } from 'wouter';
 import { DataTable } from '../components/DataTable';
 import { ReadState } from '../components/ReadState';
-import { get, type ListPage } from '../lib/api';
+import { Pager } from '../components/Pager';
+import { useList } from '../lib/use-list';
 import { usd, when } from '../lib/format';
 import { useUrlState } from '../lib/url-state';
-import { useRead } from '../lib/use-read';
 import type { RequestLog } from '../lib/types';
 
 /** Every filter the request log takes (GET /requests), kept in the URL. */
@@ -23,14 +23,14 @@ function tagsText(params: Record<string, string>): string {
 export function Requests() {
   const [params, setParams] = useUrlState();
   const [draft, setDraft] = useState<Record<string, string>>({ ...params, tags: tagsText(params) });
-  const search = new URLSearchParams(params);
+  const search = new URLSearchParams(Object.entries(params).filter(([k]) => k !== 'requests_after'));
   search.set('limit', '50');
-  const key = search.toString();
-  const page = useRead(key, () => get<ListPage<RequestLog>>(`/requests?${key}`));
+  const list = useList<RequestLog>('requests', `/requests?${search.toString()}`);
+  const page = list.read;
 
   const apply = (event: FormEvent) => {
     event.preventDefault();
-    const changes: Record<string, string | null> = { after: null };
+    const changes: Record<string, string | null> = { requests_after: null };
     for (const [name] of FILTERS) changes[name] = draft[name] ?? null;
     for (const k of Object.keys(params)) if (k.startsWith('tags.')) changes[k] = null;
     for (const pair of (draft.tags ?? '').split(',').map((p) => p.trim()).filter(Boolean)) {
@@ -70,12 +70,7 @@ export function Requests() {
         <button type="button" onClick={() => page.refresh()}>Refresh</button>
       </form>
       <ReadState read={page} what="the request log">
-        {(list) => (
-          <>
-            <DataTable caption="Requests, newest first" columns={columns} rows={list.data} />
-            {list.has_more && list.next_cursor && <button type="button" onClick={() => setParams({ after: list.next_cursor })}>Older requests</button>}
-          </>
-        )}
+        {(data) => <><DataTable caption="Requests, newest first" columns={columns} rows={data.data} /><Pager page={data} what="requests" {...list} /></>}
       </ReadState>
     </>
   );

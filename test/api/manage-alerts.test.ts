@@ -43,7 +43,8 @@ describe('alert channels, rules and findings (management API)', () => {
       const patched = await f.client.patch<Resource>(`/notification_channels/${created.body.id}`, { chatapp_url: 'https://other.chat.example.org/hook/another-secret' }, '"1"');
       expect(patched.status).toBe(200);
       expect(patched.body.chatapp_host).toBe('other.chat.example.org');
-      const audit = await f.database.db.select().from(auditEvents).where(eq(auditEvents.resourceId, created.body.id));
+      // In the order written (a select without ORDER BY has none).
+      const audit = await f.database.db.select().from(auditEvents).where(eq(auditEvents.resourceId, created.body.id)).orderBy(auditEvents.createdAt, auditEvents.id);
       expect(audit.map((a) => a.action)).toEqual(['notification_channels.create', 'notification_channels.update']);
       expect(JSON.stringify(audit)).not.toContain('secret');
     });

@@ -2,6 +2,7 @@ import { useState, type FormEvent } from 'react';
 import type { ColumnDef } from '@tanstack/react-table';
 import { DataTable } from '../components/DataTable';
 import { ReadState } from '../components/ReadState';
+import { DEFAULT_RATE_LIMIT_RPM, RATE_LIMIT_TIERS } from '../../../core/ratelimit/tiers';
 import { Pager } from '../components/Pager';
 import { api, get, type ListPage } from '../lib/api';
 import { useList } from '../lib/use-list';
@@ -71,6 +72,11 @@ export function Keys() {
     if (amount === null) return;
     await api('PATCH', `/gateway_keys/${key.id}`, { body: { credit_limit: amount.trim() ? { amount: Number(amount), period: 'monthly' } : null }, ifMatch: `"${key.version}"` });
   });
+  const setKeyRate = (key: GatewayKey) => void act(async () => {
+    const rpm = window.prompt(`Rate tier of "${key.label}", in requests a minute: one of ${RATE_LIMIT_TIERS.join(', ')}`, String(key.rate_limit_rpm ?? DEFAULT_RATE_LIMIT_RPM));
+    if (rpm === null || !rpm.trim()) return;
+    await api('PATCH', `/gateway_keys/${key.id}`, { body: { rate_limit_rpm: Number(rpm) }, ifMatch: `"${key.version}"` });
+  });
   const rotate = (key: GatewayKey) => void act(async () => {
     const overlap = window.prompt(`Rotate "${key.label}": seconds the old secret keeps working`, '3600');
     if (overlap === null) return;
@@ -95,6 +101,7 @@ export function Keys() {
         <span className="actions">
           <button type="button" onClick={() => rotate(row.original)} aria-label={`Rotate ${row.original.label}`}>Rotate</button>
           <button type="button" onClick={() => setKeyLimit(row.original)} aria-label={`Limit ${row.original.label}`}>Limit</button>
+          <button type="button" onClick={() => setKeyRate(row.original)} aria-label={`Rate ${row.original.label}`}>Rate</button>
           <button type="button" onClick={() => toggle(row.original)} aria-label={`${row.original.disabled ? 'Enable' : 'Disable'} ${row.original.label}`}>{row.original.disabled ? 'Enable' : 'Disable'}</button>
         </span>
       ),
@@ -113,8 +120,11 @@ export function Keys() {
         <select id="key-project" value={project} onChange={(e) => setProject(e.target.value)}>
           {(projects.data?.data ?? []).map((p) => <option key={p.id} value={p.id}>{p.name}</option>)}
         </select>
-        <label htmlFor="key-rpm">Rate limit (rpm)</label>
-        <input id="key-rpm" type="number" min={1} value={rpm} onChange={(e) => setRpm(e.target.value)} />
+        <label htmlFor="key-rpm">Rate tier (requests a minute)</label>
+        <select id="key-rpm" value={rpm} onChange={(e) => setRpm(e.target.value)}>
+          <option value="">default ({DEFAULT_RATE_LIMIT_RPM})</option>
+          {RATE_LIMIT_TIERS.map((t) => <option key={t} value={t}>{t}</option>)}
+        </select>
         <label htmlFor="key-limit">Monthly limit (USD)</label>
         <input id="key-limit" type="number" min={0.01} step={0.01} value={limit} onChange={(e) => setLimit(e.target.value)} />
         <button type="submit">Create key</button>

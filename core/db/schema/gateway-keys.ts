@@ -4,8 +4,8 @@ import { members, organizations } from './organizations';
 import type { GuardrailPolicy } from './guardrail-policy';
 import { projects } from './projects';
 
-export const RATE_LIMIT_TIERS = [60, 100, 200, 300, 500, 1000, 2000, 5000, 10000, 20000, 50000] as const;
-export const DEFAULT_RATE_LIMIT_RPM = 200;
+import { DEFAULT_RATE_LIMIT_RPM } from '../../ratelimit/tiers';
+export { DEFAULT_RATE_LIMIT_RPM, RATE_LIMIT_TIERS } from '../../ratelimit/tiers';
 export const CREDIT_PERIODS = ['daily', 'weekly', 'monthly', 'never'] as const;
 export const OBSERVABILITY_ACCESS = ['none', 'scoped', 'organization'] as const;
 

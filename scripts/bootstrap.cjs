@@ -63,12 +63,14 @@ function main() {
   const bin = (name) => path.join(root, 'node_modules', '.bin', name);
   if (mode === 'start') return run(bin('tsx'), [path.join('scripts', 'dev.ts'), ...passThrough], { env });
   if (passThrough.length > 0) return run(bin('jest'), passThrough, { env });
-  // The console's browser tests drive a Chromium that takes a core of its own: they run after
-  // the rest, on their own, so they do not starve the memory- and backpressure-sensitive tests
-  // that would otherwise share the two cores with them. Both runs always run; either failing fails.
-  const rest = run(bin('jest'), ['--testPathIgnorePatterns', '/test/browser/'], { env });
-  const browser = run(bin('jest'), ['test/browser'], { env });
-  return rest !== 0 ? rest : browser;
+  // Suites that measure the machine run after the rest, one at a time: the console's browser
+  // tests drive a Chromium that takes a core of its own, and the multipart intake test measures
+  // its own process's memory peak, which another suite's load on the two cores pushes past its
+  // bar. Both runs always run; either failing fails.
+  const ALONE = ['/test/browser/', '/test/api/multipart-intake.test.ts'];
+  const rest = run(bin('jest'), ['--testPathIgnorePatterns', ...ALONE], { env });
+  const alone = run(bin('jest'), ['--runInBand', ...ALONE.map((p) => p.replace(/^\//, ''))], { env });
+  return rest !== 0 ? rest : alone;
 }
 
 process.exitCode = main();

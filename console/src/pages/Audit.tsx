@@ -1,6 +1,7 @@
 import { useState, type FormEvent } from 'react';
 import type { ColumnDef } from '@tanstack/react-table';
 import { DataTable } from '../components/DataTable';
+import { FilterFields } from '../components/FilterFields';
 import { JsonBlock } from '../components/JsonBlock';
 import { ReadState } from '../components/ReadState';
 import { Pager } from '../components/Pager';
@@ -33,12 +34,7 @@ export function Audit() {
     <>
       <h1>Audit log</h1>
       <form className="filters" onSubmit={apply} aria-label="Audit log filters">
-        {FILTERS.map(([name, label]) => (
-          <span key={name}>
-            <label htmlFor={`a-${name}`}>{label}</label>
-            <input id={`a-${name}`} value={draft[name] ?? ''} onChange={(e) => setDraft({ ...draft, [name]: e.target.value })} />
-          </span>
-        ))}
+        <FilterFields prefix="a" fields={FILTERS} draft={draft} onChange={setDraft} />
         <button type="submit">Apply filters</button>
       </form>
       <ReadState read={page} what="the audit log">

@@ -2,6 +2,7 @@ import { useState, type FormEvent } from 'react';
 import type { ColumnDef } from '@tanstack/react-table';
 import { Link } from 'wouter';
 import { DataTable } from '../components/DataTable';
+import { FilterFields } from '../components/FilterFields';
 import { ReadState } from '../components/ReadState';
 import { Pager } from '../components/Pager';
 import { useList } from '../lib/use-list';
@@ -56,12 +57,7 @@ export function Requests() {
     <>
       <h1>Request log</h1>
       <form className="filters" onSubmit={apply} aria-label="Request log filters">
-        {FILTERS.map(([name, label]) => (
-          <span key={name}>
-            <label htmlFor={`f-${name}`}>{label}</label>
-            <input id={`f-${name}`} value={draft[name] ?? ''} onChange={(e) => setDraft({ ...draft, [name]: e.target.value })} />
-          </span>
-        ))}
+        <FilterFields prefix="f" fields={FILTERS} draft={draft} onChange={setDraft} />
         <span>
           <label htmlFor="f-tags">Tags (team=search, env=prod)</label>
           <input id="f-tags" value={draft.tags ?? ''} onChange={(e) => setDraft({ ...draft, tags: e.target.value })} />

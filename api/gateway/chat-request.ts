@@ -59,6 +59,11 @@ export function parseAttribution(value: unknown): Attribution {
   return { userId: user_id ?? null, sessionId: session_id ?? null, tags: tags ?? {}, other };
 }
 
+/** The request's metadata as route rules match it (core/routing): the whole object, parsed. */
+export function routingMetadata(attribution: Attribution): Record<string, unknown> {
+  return Object.assign({}, attribution.other, { user_id: attribution.userId, session_id: attribution.sessionId, tags: attribution.tags });
+}
+
 const NAMESPACE = /^[A-Za-z0-9._:-]{1,128}$/;
 
 const cacheBodySchema = z.strictObject({ mode: z.enum(CACHE_MODES).optional(), ttl_seconds: z.number().int().optional(), namespace: z.string().regex(NAMESPACE).optional() });

@@ -12,7 +12,7 @@ import type { ChatBody, ChatResult, Choice, ChunkChoice, Usage } from '../../cor
 import { planCandidates, type Plan } from '../../core/routing/candidates';
 import type { GatewayContext } from '../context';
 import { parseInput } from '../validation';
-import { chatRequestSchema, EXTENSION_FIELDS, parseAttribution, parseCacheControl, type Attribution } from './chat-request';
+import { chatRequestSchema, EXTENSION_FIELDS, parseAttribution, parseCacheControl, routingMetadata, type Attribution } from './chat-request';
 import type { GatewayServices } from './services';
 import { relayStream, sseEvent, type StreamTally } from './stream-answer';
 import { ChoiceAssembler, replayChunks, type CachedAnswer } from '../../core/response-cache/answer';
@@ -418,7 +418,7 @@ export function chatCompletions(services: GatewayServices) {
         fallbacks: request.fallbacks ?? [],
         allow: request.routing?.providers?.allow,
         deny: request.routing?.providers?.deny,
-        metadata: Object.assign({}, attribution.other, { user_id: attribution.userId, session_id: attribution.sessionId, tags: attribution.tags }),
+        metadata: routingMetadata(attribution),
         key,
         config,
         catalog: services.catalog,

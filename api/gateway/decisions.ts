@@ -18,7 +18,7 @@ import type { GatewayContext, GatewayState } from '../context';
 import { parseInput } from '../validation';
 import { wholeAnswerUsage } from './billed-usage';
 import { costOf, guardAnswer, guardInput, logRequest, reserveBudget, type ChatCall } from './chat';
-import { parseAttribution } from './chat-request';
+import { parseAttribution, routingMetadata } from './chat-request';
 import type { GatewayServices } from './services';
 import { endSpend } from './spend-step';
 
@@ -93,7 +93,7 @@ export function decisionRoutes(router: Router<GatewayState>, deps: { db: Databas
     try {
       plan = planCandidates({
         model: policy.model, fallbacks: [], key, config, catalog: services.catalog, catalogModelsOnly: true,
-        metadata: Object.assign({}, attribution.other, { user_id: attribution.userId, session_id: attribution.sessionId, tags: attribution.tags }),
+        metadata: routingMetadata(attribution),
       });
     } catch (err) {
       if (err instanceof GatewayError && err.code !== null && MAY_NOT_CALL.has(err.code)) throw notFound(slug);

@@ -14,7 +14,7 @@ import type { ProviderKind } from '../../core/providers/kinds';
 import { planCandidates, type Candidate, type Plan } from '../../core/routing/candidates';
 import type { OrgConfig } from '../../core/routing/org-config';
 import type { GatewayContext } from '../context';
-import { parseAttribution, type Attribution } from './chat-request';
+import { parseAttribution, routingMetadata, type Attribution } from './chat-request';
 import type { GatewayServices } from './services';
 import { endSpend, requestLogRow, reserveSpend, type SpendCall } from './spend-step';
 
@@ -157,7 +157,7 @@ function planMedia(call: MediaCall): Plan {
     fallbacks: (routing.fallbacks ?? []).filter((id) => !otherModality(id)),
     allow: routing.routing?.providers?.allow,
     deny: routing.routing?.providers?.deny,
-    metadata: { ...call.attribution.other, user_id: call.attribution.userId, session_id: call.attribution.sessionId, tags: call.attribution.tags },
+    metadata: routingMetadata(call.attribution),
     key,
     config,
     catalog: services.catalog,

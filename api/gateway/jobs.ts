@@ -8,12 +8,12 @@ import { closeJobSpend, endJobHold, reserveJobSpend } from '../../core/spend/job
 import { spendScopes } from '../../core/spend/scopes';
 import type { Clock } from '../../core/clock';
 import type { Database } from '../../core/db/client';
-import { JOB_EVENT_TYPES, JOB_STATUSES, jobs, spendLedger, type JobStatus } from '../../core/db/schema';
+import { JOB_EVENT_TYPES, jobs, spendLedger } from '../../core/db/schema';
 import { GatewayError } from '../../core/errors';
 import { newId } from '../../core/ids';
 import { afterCursor, keysetOrder, pageOf, readPage, type Keyset } from '../../core/paging';
 import { withIdempotency, type Checkpoint, type IdempotencyClaim } from '../../core/idempotency';
-import { isTerminal, jobRowOf, type JobLinks, type JobRow, type NewJobRecord } from '../../core/jobs/job-store';
+import { isTerminal, jobRowOf, jobStatusFilter, type JobLinks, type JobRow, type NewJobRecord } from '../../core/jobs/job-store';
 import { presentJob } from '../../core/jobs/present';
 import { videoJobPrice } from '../../core/jobs/video-cost';
 import { videoParameters } from '../../core/jobs/video-request';
@@ -194,9 +194,7 @@ export function jobRoutes(router: Router<GatewayState>, deps: { db: Database; cl
 
   /** `GET /v1/jobs` (spec 4.2): newest first, filters, and a cursor that later inserts cannot shift. */
   router.get('/jobs', async (ctx) => {
-    const statuses = ([] as string[]).concat((ctx.query.status as string | string[] | undefined) ?? []);
-    const unknown = statuses.find((s) => !(JOB_STATUSES as readonly string[]).includes(s));
-    if (unknown) throw new GatewayError('invalid_request', `Invalid \`status\`: \`${unknown}\` is not one of ${JOB_STATUSES.join(', ')}.`);
+    const statuses = jobStatusFilter(ctx.query.status);
     const page = readPage(ctx.query, JOB_PAGE_SIZE);
     const type = ctx.query.type as string | undefined;
 
@@ -205,7 +203,7 @@ export function jobRoutes(router: Router<GatewayState>, deps: { db: Database; cl
     const rows = await deps.db.select().from(jobs)
       .where(and(
         visibility(ctx.state.key!),
-        statuses.length > 0 ? inArray(jobs.status, statuses as JobStatus[]) : undefined,
+        statuses.length > 0 ? inArray(jobs.status, statuses) : undefined,
         type ? eq(jobs.type, type) : undefined,
         afterCursor(JOB_ORDER, page.after),
       ))

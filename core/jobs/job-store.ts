@@ -1,7 +1,8 @@
 import { and, eq, sql } from 'drizzle-orm';
 import { closeJobSpend } from '../spend/job-spend';
 import type { Database } from '../db/client';
-import { jobEvents, jobs, TERMINAL_JOB_STATUSES, type JobStatus } from '../db/schema';
+import { JOB_STATUSES, jobEvents, jobs, TERMINAL_JOB_STATUSES, type JobStatus } from '../db/schema';
+import { GatewayError } from '../errors';
 import { newId } from '../ids';
 import { jobEventReceivers, pendingJobDeliveries, queueEvents, type QueuedDelivery } from '../webhooks/fan-out';
 import type { LinkSigner } from './output-links';
@@ -29,6 +30,14 @@ export function jobRowOf(job: NewJobRecord): typeof jobs.$inferInsert {
   return { ...job, status: 'queued', createdAt: new Date(job.createdAt), updatedAt: new Date(job.createdAt) };
 }
 export type JobLinks = { signer: LinkSigner; baseUrl: string };
+
+/** A job list's `status` filter (given once or repeated); an unknown status is 400 naming it. */
+export function jobStatusFilter(value: string | string[] | undefined): JobStatus[] {
+  const statuses = ([] as string[]).concat(value ?? []);
+  const unknown = statuses.find((s) => !(JOB_STATUSES as readonly string[]).includes(s));
+  if (unknown) throw new GatewayError('invalid_request', `Invalid \`status\`: \`${unknown}\` is not one of ${JOB_STATUSES.join(', ')}.`);
+  return statuses as JobStatus[];
+}
 
 export function isTerminal(status: JobStatus): boolean {
   return TERMINAL_JOB_STATUSES.includes(status);

@@ -3,9 +3,10 @@ import { and, asc, eq, inArray, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
 import type { ZodOpenApiPathsObject } from 'zod-openapi';
 import type { Database } from '../../../core/db/client';
-import { JOB_STATUSES, jobEvents, jobs, webhookDeliveries, type JobStatus } from '../../../core/db/schema';
+import { unixOrNull, unixSeconds } from '../../../core/clock';
+import { JOB_STATUSES, jobEvents, jobs, webhookDeliveries } from '../../../core/db/schema';
 import { GatewayError } from '../../../core/errors';
-import type { JobRow } from '../../../core/jobs/job-store';
+import { jobStatusFilter, type JobRow } from '../../../core/jobs/job-store';
 import { afterCursor, keysetOrder, listEnvelope, pageOf, readPage, timestampKey, type Keyset } from '../../../core/paging';
 import { workflowIds } from '../../../workflows/definitions';
 import type { GatewayState } from '../../context';
@@ -21,7 +22,6 @@ import type { ManagementServices } from '../services';
 const SCOPE = 'analytics:read';
 const PAGE_DEFAULT = 50;
 const NEWEST_FIRST: Keyset = { key: jobs.createdAt, id: jobs.id, order: 'desc', type: 'timestamptz' };
-const unix = (d: Date | null) => (d ? Math.floor(d.getTime() / 1000) : null);
 
 const jobSchema = z.object({
   id: z.string(),
@@ -57,8 +57,8 @@ const jobDetailSchema = jobSchema.extend({
 function presentJob(row: JobRow): z.infer<typeof jobSchema> {
   return {
     id: row.id, object: 'job', type: row.type, status: row.status, key_id: row.keyId, project_id: row.projectId, model: row.model, route: row.route,
-    provider: row.provider, connection: row.connectionId, progress: row.progress, created_at: unix(row.createdAt)!, started_at: unix(row.startedAt),
-    completed_at: unix(row.completedAt), usage: row.status === 'succeeded' && row.usage ? { seconds: row.usage.seconds, cost: row.usage.cost } : null,
+    provider: row.provider, connection: row.connectionId, progress: row.progress, created_at: unixSeconds(row.createdAt), started_at: unixOrNull(row.startedAt),
+    completed_at: unixOrNull(row.completedAt), usage: row.status === 'succeeded' && row.usage ? { seconds: row.usage.seconds, cost: row.usage.cost } : null,
     error: row.status === 'failed' ? row.error : null,
   };
 }
@@ -76,14 +76,12 @@ function urlWithoutQuery(url: string): string {
 export function manageJobRoutes(router: Router<GatewayState>, deps: { db: Database; manage: ManagementServices }): void {
   router.get('/jobs', async (ctx) => {
     const principal = authorize(ctx, SCOPE);
-    const statuses = ([] as string[]).concat((ctx.query.status as string | string[] | undefined) ?? []);
-    const unknown = statuses.find((s) => !(JOB_STATUSES as readonly string[]).includes(s));
-    if (unknown) throw new GatewayError('invalid_request', `Invalid \`status\`: \`${unknown}\` is not one of ${JOB_STATUSES.join(', ')}.`);
+    const statuses = jobStatusFilter(ctx.query.status);
     const page = readPage(ctx.query, PAGE_DEFAULT);
     const where: Array<SQL | undefined> = [
       eq(jobs.orgId, principal.orgId),
       principal.projectIds ? inArray(jobs.projectId, principal.projectIds.length ? principal.projectIds : ['']) : undefined,
-      statuses.length ? inArray(jobs.status, statuses as JobStatus[]) : undefined,
+      statuses.length ? inArray(jobs.status, statuses) : undefined,
       afterCursor(NEWEST_FIRST, page.after),
     ];
     const rows = await deps.db.select({ row: jobs, at: timestampKey(jobs.createdAt) }).from(jobs).where(and(...where)).orderBy(...keysetOrder(NEWEST_FIRST)).limit(page.limit + 1);
@@ -99,12 +97,12 @@ export function manageJobRoutes(router: Router<GatewayState>, deps: { db: Databa
       deps.db.select().from(jobEvents).where(eq(jobEvents.jobId, row.id)),
       deps.db.select().from(webhookDeliveries).where(eq(webhookDeliveries.jobId, row.id)).orderBy(asc(webhookDeliveries.createdAt)),
     ]);
-    const timeline: z.infer<typeof timelineSchema> = [{ at: unix(row.createdAt)!, event: 'created', detail: `${row.type} on ${row.model}` }];
-    if (row.startedAt) timeline.push({ at: unix(row.startedAt)!, event: 'started', detail: `accepted by ${row.provider ?? '?'} (${row.connectionId ?? '?'}, ${row.route ?? 'primary'})` });
-    for (const e of events) timeline.push({ at: unix(e.createdAt)!, event: e.type.replace(/^job\./, ''), detail: row.error && e.type === 'job.failed' ? `${row.error.type}: ${row.error.message}` : e.type });
-    if (row.completedAt && events.length === 0) timeline.push({ at: unix(row.completedAt)!, event: row.status, detail: row.status });
-    for (const d of deliveries) timeline.push({ at: unix(d.updatedAt)!, event: 'webhook', detail: `${d.eventType} to ${urlWithoutQuery(d.url)}: ${d.status} after ${d.attempts} attempt(s)${d.lastResponseStatus ? `, last answer ${d.lastResponseStatus}` : ''}` });
-    if (row.expiresAt) timeline.push({ at: unix(row.expiresAt)!, event: 'output_expires', detail: 'the output link stops working' });
+    const timeline: z.infer<typeof timelineSchema> = [{ at: unixSeconds(row.createdAt), event: 'created', detail: `${row.type} on ${row.model}` }];
+    if (row.startedAt) timeline.push({ at: unixOrNull(row.startedAt)!, event: 'started', detail: `accepted by ${row.provider ?? '?'} (${row.connectionId ?? '?'}, ${row.route ?? 'primary'})` });
+    for (const e of events) timeline.push({ at: unixSeconds(e.createdAt), event: e.type.replace(/^job\./, ''), detail: row.error && e.type === 'job.failed' ? `${row.error.type}: ${row.error.message}` : e.type });
+    if (row.completedAt && events.length === 0) timeline.push({ at: unixSeconds(row.completedAt), event: row.status, detail: row.status });
+    for (const d of deliveries) timeline.push({ at: unixSeconds(d.updatedAt), event: 'webhook', detail: `${d.eventType} to ${urlWithoutQuery(d.url)}: ${d.status} after ${d.attempts} attempt(s)${d.lastResponseStatus ? `, last answer ${d.lastResponseStatus}` : ''}` });
+    if (row.expiresAt) timeline.push({ at: unixSeconds(row.expiresAt), event: 'output_expires', detail: 'the output link stops working' });
     timeline.sort((a, b) => a.at - b.at);
     const workflowId = workflowIds.videoJob(row.id);
     ctx.body = { ...presentJob(row), status_checks: row.statusChecks, timeline, workflow: { id: workflowId, url: deps.manage.workflowUrl(workflowId) } };

@@ -6,9 +6,10 @@ import type { Clock } from '../../../core/clock';
 import type { Database } from '../../../core/db/client';
 import { GatewayError } from '../../../core/errors';
 import { historyStart } from '../../../core/observability/history';
-import { parseInstant } from '../../../core/observability/instant';
 import type { GatewayState } from '../../context';
 import { authorize } from '../../middleware/management-auth';
+import { parseInput } from '../../validation';
+import { instantParam } from './query';
 
 /**
  * `GET /manage/v1/request_stats` (issue 25): per UTC hour, requests, errors (status 400 and up)
@@ -18,6 +19,11 @@ import { authorize } from '../../middleware/management-auth';
  */
 const HOUR_MS = 3_600_000;
 export const MAX_STATS_SPAN_MS = 7 * 24 * HOUR_MS;
+
+const statsQuery = z.object({
+  from: instantParam.optional().meta({ description: 'Earliest time (inclusive); default 24 hours before `to`.' }),
+  to: instantParam.optional().meta({ description: 'Latest time (exclusive); default now.' }),
+});
 
 const statsSchema = z.object({
   object: z.literal('list'),
@@ -36,15 +42,9 @@ export function requestStatsRoutes(router: Router<GatewayState>, deps: { db: Dat
   router.get('/request_stats', async (ctx) => {
     const principal = authorize(ctx, 'analytics:read');
     const now = deps.clock.now();
-    const one = (name: string) => {
-      const v = ctx.query[name];
-      if (Array.isArray(v)) throw new GatewayError('invalid_request', `Invalid \`${name}\`: give it once.`);
-      return v;
-    };
-    const fromText = one('from');
-    const toText = one('to');
-    const to = toText === undefined ? now : parseInstant('to', toText);
-    let from = fromText === undefined ? new Date(to.getTime() - 24 * HOUR_MS) : parseInstant('from', fromText);
+    const query = parseInput(statsQuery, ctx.query, 'query');
+    const to = query.to ?? now;
+    let from = query.from ?? new Date(to.getTime() - 24 * HOUR_MS);
     if (from >= to) throw new GatewayError('invalid_request', 'Invalid `from`: it must be before `to`.');
     if (to.getTime() - from.getTime() > MAX_STATS_SPAN_MS) throw new GatewayError('invalid_request', 'Invalid `from`: at most 7 days before `to`.');
     const earliest = historyStart(principal.plan, now);
@@ -76,7 +76,7 @@ export function requestStatsPaths(errors: Record<string, unknown>): ZodOpenApiPa
         tags: ['analytics'],
         operationId: 'getRequestStats',
         summary: 'Per hour: requests, errors and p50/p95 latency from the request log; at most 7 days a read (default the last 24 hours). Scope `analytics:read`.',
-        requestParams: { query: z.object({ from: z.string().optional().meta({ description: 'ISO 8601 or Unix seconds.' }), to: z.string().optional() }) },
+        requestParams: { query: statsQuery },
         responses: { '200': { description: 'Hourly request statistics.', content: { 'application/json': { schema: statsSchema } } }, ...errors },
       },
     },

@@ -66,6 +66,17 @@ export type CostAllocation = Array<{ cost_center_id: string; percent: number }>;
  */
 export type CostShareRecord = { cost_center_id: string | null; percent: number; cost: number | null };
 
+/** What a rule says, on the lineage (its current version) and on each version alike. */
+function ruleContentColumns() {
+  return {
+    match: jsonb('match').$type<CostCenterMatch>().notNull(),
+    priority: integer('priority').notNull(),
+    note: text('note'),
+    costCenterId: text('cost_center_id'),
+    allocation: jsonb('allocation').$type<CostAllocation | null>(),
+  };
+}
+
 /**
  * Cost-center rules (spec 2.6, 9.3): the row is the lineage, whose id never changes, carrying
  * its current version; every create, patch and delete appends a version to
@@ -77,11 +88,7 @@ export const costCenterRules = pgTable(
     id: text('id').primaryKey(),
     orgId: text('org_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
     versionId: text('version_id').notNull(),
-    match: jsonb('match').$type<CostCenterMatch>().notNull(),
-    priority: integer('priority').notNull(),
-    note: text('note'),
-    costCenterId: text('cost_center_id'),
-    allocation: jsonb('allocation').$type<CostAllocation | null>(),
+    ...ruleContentColumns(),
     /** Set by DELETE: the lineage ended (its final version says so); reads no longer show it. */
     endedAt: timestamp('ended_at', { withTimezone: true }),
     ...resourceColumns(),
@@ -97,11 +104,7 @@ export const costCenterRuleVersions = pgTable(
     orgId: text('org_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
     /** The lineage's version number this became (its ETag). */
     version: integer('version').notNull(),
-    match: jsonb('match').$type<CostCenterMatch>().notNull(),
-    priority: integer('priority').notNull(),
-    note: text('note'),
-    costCenterId: text('cost_center_id'),
-    allocation: jsonb('allocation').$type<CostAllocation | null>(),
+    ...ruleContentColumns(),
     /** The final version of a deleted rule: it allocates nothing from its effective time on. */
     ended: boolean('ended').notNull().default(false),
     effectiveAt: timestamp('effective_at', { withTimezone: true }).notNull(),

@@ -40,11 +40,23 @@ function schemaName(slug: string): string {
 export function answerObject(result: ChatResult): Record<string, unknown> | null {
   const content = result.choices[0]?.message?.content;
   if (typeof content !== 'string') return null;
-  const text = content.trim().replace(/^```(?:json)?\s*\n?([\s\S]*?)\n?```$/i, '$1').trim();
+  const text = withoutCodeFence(content.trim());
   try {
     const value: unknown = JSON.parse(text);
     return typeof value === 'object' && value !== null && !Array.isArray(value) ? value as Record<string, unknown> : null;
   } catch {
     return null;
   }
+}
+
+/**
+ * The text inside a Markdown code fence (```` ``` ```` or ```` ```json ````) that wraps the whole
+ * answer, else the text. Plain string steps, linear in the answer's length: a backtracking
+ * regular expression over a model's (or a provider's) text could stall the event loop.
+ */
+export function withoutCodeFence(text: string): string {
+  if (text.length < 6 || !text.startsWith('```') || !text.endsWith('```')) return text;
+  let inner = text.slice(3, -3);
+  if (inner.slice(0, 4).toLowerCase() === 'json') inner = inner.slice(4);
+  return inner.trim();
 }

@@ -1,4 +1,5 @@
-import Ajv, { type ValidateFunction } from 'ajv';
+import type { ValidateFunction } from 'ajv';
+import { compiledWithinBounds, createSafeAjv, schemaTooLarge } from '../json-schema/safe-ajv';
 
 /**
  * A decision policy's `output_schema` (issue 24), compiled with ajv (JSON Schema draft-07, the
@@ -18,10 +19,15 @@ export function compileOutputSchema(schema: unknown): OutputSchemaCheck {
   if (JSON.stringify(schema).length > MAX_OUTPUT_SCHEMA_BYTES) return { ok: false, reason: `at most ${MAX_OUTPUT_SCHEMA_BYTES} bytes` };
   // An `$async` schema compiles to a validator answering a promise, which would pass anything.
   if (JSON.stringify(schema).includes('"$async"')) return { ok: false, reason: '`$async` schemas are not supported' };
+  const tooLarge = schemaTooLarge(schema);
+  if (tooLarge) return { ok: false, reason: tooLarge };
   try {
     // An instance per schema: ajv keeps every schema it compiled (and refuses a repeated `$id`),
-    // so one shared instance would grow with every policy version ever compiled.
-    return { ok: true, validate: new Ajv({ allErrors: false, strict: false }).compile(schema) };
+    // so one shared instance would grow with every policy version ever compiled. Patterns run
+    // on RE2 (core/json-schema/safe-ajv.ts): a policy's schema runs on the API's event loop.
+    const validate = createSafeAjv().compile(schema);
+    if (!compiledWithinBounds(validate)) return { ok: false, reason: 'the schema compiles to too much code' };
+    return { ok: true, validate };
   } catch (err) {
     return { ok: false, reason: (err as Error).message.slice(0, 300) };
   }

@@ -3,6 +3,7 @@ import type { JsonSchemaType, JsonSchemaValidator } from '@modelcontextprotocol/
 import { boundedCache } from '../bounded-cache';
 import type { McpToolDefinition } from '../db/schema';
 import { mcpAjvValidator, mcpTypes } from './sdk';
+import { createSafeAjv, schemaTooLarge } from '../json-schema/safe-ajv';
 
 /**
  * The pure parts of a tool call on the agent endpoint (`/v1/mcp/{server_slug}`, issue 15):
@@ -63,8 +64,11 @@ function validatorFor(cacheKey: string, schema: unknown): JsonSchemaValidator<un
   if (!validator) {
     // The `$schema` dialect marker is not needed to validate; an unknown one must not make ajv refuse to compile.
     const { $schema: _dialect, ...body } = (schema ?? {}) as Record<string, unknown>;
+    // A tool server's schema runs on the API's event loop: RE2 patterns, bounded size (core/json-schema/safe-ajv.ts).
+    const tooLarge = schemaTooLarge(body);
+    if (tooLarge) throw new Error(tooLarge);
     const { AjvJsonSchemaValidator } = mcpAjvValidator();
-    validator = new AjvJsonSchemaValidator().getValidator<unknown>(body as JsonSchemaType);
+    validator = new AjvJsonSchemaValidator(createSafeAjv({ allErrors: true }) as never).getValidator<unknown>(body as JsonSchemaType);
     validators.set(cacheKey, validator);
   }
   return validator;

@@ -195,4 +195,18 @@ describe('decision policies: POST /v1/decisions/{slug}', () => {
     const patched = await f.client.patch<Loose>(`/decision_policies/${p.id}`, { output_schema: { type: 'object', required: ['team'] } }, '"1"');
     expect([patched.status, patched.body.error?.message]).toEqual([400, expect.stringContaining('fallback')]);
   });
+
+  it('runs a policy\'s catastrophic pattern in linear time: at create (the fallback) and on every answer (issue 33)', async () => {
+    const hostile = { type: 'object', required: ['answer'], properties: { answer: { type: 'string', pattern: '^(a+)+$' } } };
+    const evil = `${'a'.repeat(50)}!`;
+    const refused = await f.client.post<Loose>('/decision_policies', { slug: `redos-${seq++}`, model: 'openai/gpt-4o-mini', output_schema: hostile, fallback: { answer: evil } });
+    expect([refused.status, refused.body.error?.message]).toEqual([400, expect.stringContaining('fallback')]);
+    // A back-reference RE2 cannot run is refused at create, naming the schema.
+    const backReference = await f.client.post<Loose>('/decision_policies', { slug: `redos-${seq++}`, model: 'openai/gpt-4o-mini', output_schema: { type: 'object', properties: { a: { type: 'string', pattern: '(a)\\1' } } } });
+    expect([backReference.status, backReference.body.error?.message]).toEqual([400, expect.stringContaining('output_schema')]);
+    const p = await policy({ output_schema: hostile, fallback: { answer: 'aaa' } });
+    const reply = encodeURIComponent(JSON.stringify({ answer: `${'a'.repeat(5_000)}!` }));
+    const res = await decide(p.slug, { input: `Match me [sandbox raw_reply=${reply}]` });
+    expect([res.status, res.json.source, res.json.reason, res.json.decision]).toEqual([200, 'fallback', 'invalid_output', { answer: 'aaa' }]);
+  });
 });

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ERROR_CATALOG, GatewayError, type ErrorKind } from '../core/errors';
+import { isStorableText } from '../core/db/storable-text';
 
 /** A code a field's refusal carries: a 400 `invalid_request_error` entry of the catalogue. */
 export type FieldErrorCode = ErrorKind;
@@ -96,3 +97,9 @@ export function parseInput<S extends z.ZodType>(schema: S, input: unknown, where
   const field = issue.path.length > 0 ? issue.path.join('.') : where;
   throw new GatewayError(codeAt(schema, input, issue.path) ?? 'invalid_request', `Invalid \`${field}\`: ${issue.message}`);
 }
+
+/** Why a text with a NUL or an unpaired surrogate is refused: Postgres cannot store it (core/db/storable-text.ts). */
+export const UNSTORABLE_TEXT = 'must not contain NUL or unpaired surrogate characters';
+
+/** A model name as every endpoint takes it: it is logged, rolled up and filtered on, so it must be storable. */
+export const modelName = z.string().min(1).max(256).refine(isStorableText, UNSTORABLE_TEXT);

@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { modelName, UNSTORABLE_TEXT } from '../validation';
+import { unstorablePath } from '../../core/db/storable-text';
 import { GatewayError } from '../../core/errors';
 import { CHAT_PARAMETERS } from './chat-params';
 import { CACHE_MODES, MAX_CACHE_TTL_SECONDS, MIN_CACHE_TTL_SECONDS, type CacheControl } from '../../core/response-cache/policy';
@@ -18,7 +20,7 @@ const message = z.looseObject({
  * (`routing`, `fallbacks`, `logging`, `metadata`, `cache`) are checked here and never sent on.
  */
 export const chatRequestSchema = z.looseObject({
-  model: z.string().min(1).max(256),
+  model: modelName,
   messages: z.array(message).min(1),
   ...CHAT_PARAMETERS,
   routing: z.object({
@@ -55,6 +57,10 @@ export function parseAttribution(value: unknown): Attribution {
     const issue = parsed.error.issues[0]!;
     throw new GatewayError('invalid_attribution', `Invalid \`metadata${issue.path.length ? `.${issue.path.join('.')}` : ''}\`: ${issue.message}.`);
   }
+  // One such character would make Postgres refuse the request-log row (and, before rows were
+  // retried one by one, the whole batch of every organization on this process).
+  const unstorable = unstorablePath(parsed.data);
+  if (unstorable) throw new GatewayError('invalid_attribution', `Invalid \`metadata.${unstorable.join('.')}\`: ${UNSTORABLE_TEXT}.`);
   const { user_id, session_id, tags, ...other } = parsed.data;
   return { userId: user_id ?? null, sessionId: session_id ?? null, tags: tags ?? {}, other };
 }

@@ -22,7 +22,7 @@ import { VIDEO_ADAPTERS } from '../../core/providers/video';
 import { chainPosition, planCandidates } from '../../core/routing/candidates';
 import { JOB_CANCEL_UPDATE, searchAttributeKeys, taskQueue, workflowIds, type JobCancelResult, type VideoJobInput } from '../../workflows/definitions';
 import type { GatewayContext, GatewayState } from '../context';
-import { parseInput } from '../validation';
+import { parseInput, modelName } from '../validation';
 import type { GatewayServices } from './services';
 
 /** What the job endpoints need besides the chat services. */
@@ -31,7 +31,7 @@ export type JobServices = { temporal: Client; links: Omit<JobLinks, 'baseUrl'> &
 export const VIDEO_JOB_TYPE = 'video.generation';
 
 const videoRequestSchema = z.looseObject({
-  model: z.string().min(1).max(256),
+  model: modelName,
   prompt: z.string().min(1).max(32_000),
   duration_seconds: z.number().positive().max(600).optional(),
   seed: z.number().int().optional(),

@@ -6,7 +6,7 @@ import { transcriptAs } from '../../core/providers/media/transcript-formats';
 import { TRANSCRIPTION_FORMATS, type TranscriptionFormat, type TranscriptionResult } from '../../core/providers/media/types';
 import type { UpstreamSuccess } from '../../core/providers/upstream';
 import type { GatewayContext } from '../context';
-import { parseInput } from '../validation';
+import { parseInput, modelName } from '../validation';
 import { MEDIA_EXTENSIONS, multipartRouting, promptField } from './media-images';
 import { serveMedia, servedFields } from './media-call';
 import type { GatewayServices } from './services';
@@ -25,7 +25,7 @@ export const TRANSCRIPTION_FIELDS = [
 const TRANSCRIPTION_EXTENSION_FIELDS = ['fallbacks[]', 'metadata', 'logging', 'routing'];
 
 const transcriptionSchema = z.object({
-  model: z.string().min(1).max(256),
+  model: modelName,
   response_format: z.enum(TRANSCRIPTION_FORMATS).optional(),
   // Streamed transcripts (server-sent events) are not relayed: refused rather than half-served.
   stream: z.enum(['false']).optional(),
@@ -109,7 +109,7 @@ export function audioTranscriptions(services: GatewayServices) {
 }
 
 const speechSchema = z.looseObject({
-  model: z.string().min(1).max(256),
+  model: modelName,
   input: z.string().min(1).max(4096),
   voice: z.union([z.string().min(1).max(64), z.looseObject({ id: z.string().min(1).max(256) })]),
   response_format: z.enum(['mp3', 'opus', 'aac', 'flac', 'wav', 'pcm']).optional(),

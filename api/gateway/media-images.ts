@@ -5,7 +5,7 @@ import { multipartForward, type SpooledMultipart } from '../../core/http/multipa
 import { imageCost, imageWorstCase } from '../../core/pricing/media-cost';
 import type { ImagesResult } from '../../core/providers/media/types';
 import type { GatewayContext } from '../context';
-import { parseInput } from '../validation';
+import { parseInput, modelName } from '../validation';
 import { chatRequestSchema } from './chat-request';
 import { serveMedia, servedFields, type MediaEndpointHandler, type MediaRouting, type MediaServed, type SendUpstream } from './media-call';
 import type { GatewayServices } from './services';
@@ -30,7 +30,7 @@ const EXTENSION_NAMES = Object.keys(MEDIA_EXTENSIONS);
 
 /** OpenAI's own bounds: a prompt of up to 32,000 characters (gpt-image-1), 1 to 10 images. */
 const imageFields = {
-  model: z.string().min(1).max(256),
+  model: modelName,
   prompt: z.string().min(1).max(32_000),
   n: z.number().int().min(1).max(10).optional(),
   size: z.string().max(32).optional(),

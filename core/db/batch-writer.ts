@@ -2,6 +2,7 @@ import { getTableColumns, getTableName, sql, type SQL } from 'drizzle-orm';
 import type { PgColumn, PgTable } from 'drizzle-orm/pg-core';
 import type { Database } from './client';
 import type { Logger } from '../logger';
+import { storableCopy } from './storable-text';
 
 export type BatchWriter<Row> = {
   /** Queues a row; never waits on Postgres. */
@@ -67,6 +68,12 @@ function batchInsert<T extends PgTable>(table: T, afterInsert?: AfterInsert): (r
   };
 }
 
+/** What the log says of a dropped row: its id and organization, never its content. */
+function rowIdentity(row: unknown): Record<string, unknown> {
+  const { id, orgId } = row as { id?: unknown; orgId?: unknown };
+  return { id, org_id: orgId };
+}
+
 /** SQLSTATE 40P01, as node-postgres reports it (drizzle may wrap it in `cause`). */
 function isDeadlock(err: unknown): boolean {
   for (let e = err as { code?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 3; e = e.cause as typeof e, depth++) {
@@ -77,8 +84,10 @@ function isDeadlock(err: unknown): boolean {
 
 /**
  * Rows written off the hot path: they queue in memory and go to Postgres in one multi-row
- * insert every `flushMs` or every `maxBatch` rows, whichever comes first. A failed insert is
- * logged and dropped: a request is never held up, and the queue never grows without bound.
+ * insert every `flushMs` or every `maxBatch` rows, whichever comes first. A refused batch is
+ * written again row by row (a row with text Postgres cannot store gets it replaced), and only a
+ * row Postgres still refuses alone is logged and dropped: a
+ * request is never held up, and the queue never grows without bound.
  */
 export function createBatchWriter<T extends PgTable>(db: Database, table: T, logger: Logger, what: string, options: BatchWriterOptions<T['$inferInsert']> = {}): BatchWriter<T['$inferInsert']> {
   const flushMs = options.flushMs ?? 500;
@@ -95,6 +104,27 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
     if (dropped === droppedReported) return;
     logger.warn({ dropped: dropped - droppedReported, total_dropped: dropped }, `${what} rows dropped`);
     droppedReported = dropped;
+  };
+
+  /**
+   * After Postgres refused a batch: each row on its own, so one bad row (text Postgres cannot
+   * store, say) costs only itself and never the other rows, which may be other organizations'.
+   */
+  const writeOneByOne = async (rows: Array<T['$inferInsert']>): Promise<void> => {
+    for (const row of rows) {
+      const written = await db.execute(insert([row]))
+        .catch((err: unknown) => (isDeadlock(err) ? db.execute(insert([row])) : Promise.reject(err)))
+        .then(() => true, () => false);
+      if (written) continue;
+      // Text Postgres cannot store (a NUL, a lone surrogate) in a prompt or an answer is no
+      // reason to lose the row and the money in it: once more with that text replaced.
+      await db.execute(insert([storableCopy(row) as T['$inferInsert']]))
+        .then(() => logger.warn({ row: rowIdentity(row) }, `${what} row written with unstorable characters replaced`))
+        .catch((err: unknown) => {
+          dropped++;
+          logger.error({ err, row: rowIdentity(row) }, `${what} row refused and dropped`);
+        });
+    }
   };
 
   const flush = (): Promise<void> => {
@@ -114,12 +144,13 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
         const rows = batch.slice(i, i + maxBatch);
         // A deadlock (two writers' hooks upserting the same rows) rolled the whole statement
         // back, so one more try cannot count anything twice.
-        await db.execute(insert(rows))
+        const written = await db.execute(insert(rows))
           .catch((err: unknown) => (isDeadlock(err) ? db.execute(insert(rows)) : Promise.reject(err)))
-          .catch((err: unknown) => {
-            dropped += rows.length;
-            logger.error({ err, rows: rows.length }, `${what} write failed`);
+          .then(() => true, (err: unknown) => {
+            logger.warn({ err, rows: rows.length }, `${what} batch refused; writing its rows one by one`);
+            return false;
           });
+        if (!written) await writeOneByOne(rows);
       }
     });
     return inFlight;

@@ -188,6 +188,23 @@ describe('chat cost, parameters, request log and models', () => {
       expect([header.status, header.json.error?.code]).toEqual([400, 'invalid_cache_control']);
     });
 
+    it('refuses text Postgres cannot store (NUL, lone surrogate) in model and attribution fields with 400 naming the field, before any provider call (issue 33)', async () => {
+      const before = f.sandbox.received.length;
+      const cases: Array<[Record<string, unknown>, string, string]> = [
+        [{ metadata: { user_id: 'user\u0000one' } }, 'invalid_attribution', 'metadata.user_id'],
+        [{ metadata: { session_id: 'sess\ud800' } }, 'invalid_attribution', 'metadata.session_id'],
+        [{ metadata: { tags: { team: 'a\u0000b' } } }, 'invalid_attribution', 'metadata.tags.team'],
+        [{ metadata: { other: { deep: ['fine', 'lone\udc00'] } } }, 'invalid_attribution', 'metadata.other.deep.1'],
+        [{ model: 'openai/gpt-4o-mini\u0000' }, 'invalid_request_error', '`model`'],
+      ];
+      for (const [extra, code, field] of cases) {
+        const res = await f.chat(secret, { model: 'openai/gpt-4o-mini', messages: hello, ...extra });
+        const got = [res.status, res.json.error?.code ?? res.json.error?.type, (res.json.error?.message as string).includes(field)];
+        expect([JSON.stringify(extra), ...got]).toEqual([JSON.stringify(extra), 400, code, true]);
+      }
+      expect(f.sandbox.received.length).toBe(before);
+    });
+
     it('resolves bare names to the one connected vendor; several vendors is 400 ambiguous_model; unknown 404', async () => {
       expect((await f.chat(secret, { model: 'gpt-4o-mini', messages: hello })).json.provider).toBe('openai');
       const unknown = await f.chat(secret, { model: 'no-such-model-anywhere', messages: hello });

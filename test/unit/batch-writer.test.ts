@@ -33,4 +33,26 @@ describe('batch writer', () => {
     await writer.close();
     expect(await database.db.select().from(budgetCrossings).where(eq(budgetCrossings.orgId, orgId))).toHaveLength(3);
   });
+
+  it('writes the rest of a batch Postgres refuses for one row; unstorable text is replaced, a row refused alone is dropped (issue 33)', async () => {
+    text = '';
+    const writer = createBatchWriter(database.db, budgetCrossings, logger, 'crossings', { flushMs: 10_000, maxBatch: 100 });
+    const row = (i: number, scope: string, org = orgId) => ({ id: `bcross_${orgId}_bad${i}`, orgId: org, scope, window: '2026-11-02', fraction: 0.5, limit: 1, spent: 1, behavior: 'alert' as const });
+    writer.record(row(0, 'project:fine-before'));
+    // Text Postgres cannot store: a NUL, and a lone surrogate (JSON.stringify escapes it).
+    writer.record(row(1, 'project:nul\u0000here'));
+    writer.record(row(2, 'project:lone\ud800'));
+    // A row Postgres refuses for what it is (no such organization).
+    writer.record(row(3, 'project:orphan', 'org_missing_for_batch'));
+    writer.record(row(4, 'project:fine-after'));
+    await writer.close();
+    const rows = await database.db.select().from(budgetCrossings).where(eq(budgetCrossings.window, '2026-11-02'));
+    expect(rows.map((r) => r.scope).sort()).toEqual(['project:fine-after', 'project:fine-before', 'project:lone\ufffd', 'project:nul\ufffdhere']);
+    expect(writer.dropped()).toBe(1);
+    expect(text).toContain('row refused and dropped');
+    expect(text).toContain(`bcross_${orgId}_bad3`);
+    expect(text).toContain('unstorable characters replaced');
+    // The log names the row, never its content.
+    expect(text).not.toContain('project:orphan');
+  });
 });

@@ -122,7 +122,8 @@ export const DETECTORS: readonly Detector[] = [
     types: ['unpriced.traffic'],
     windowMs: () => HOUR_MS,
     async detect(db, now) {
-      return (await unpricedModels(db, lastCompleteHour(now))).map(detectUnpricedTraffic).filter((d): d is Detection => d !== null);
+      // "In the last hour" is the 60 minutes up to now, so unpriced traffic is told within one scan.
+      return (await unpricedModels(db, new Date(now.getTime() - HOUR_MS), now)).map(detectUnpricedTraffic).filter((d): d is Detection => d !== null);
     },
   },
   {

@@ -3,7 +3,7 @@ import { commitments, modelPrices, priceSnapshots, type CommitmentRow } from '..
 import { MCP_CALL_ENDPOINT } from '../mcp/log-endpoint';
 import type { Executor } from '../db/client';
 import { FAILURE_REASONS, type ConnectionWindow, type FailureReason } from './detectors/connection-failing';
-import { DAY_MS, HOUR_MS } from './detectors/robust';
+import { DAY_MS } from './detectors/robust';
 import type { Crossing } from './detectors/threshold-crossed';
 import type { HourlySpend, SpendSeries } from './detectors/spend-anomaly';
 import type { UnpricedModel } from './detectors/unpriced-traffic';
@@ -72,12 +72,17 @@ export async function spendSeries(db: Executor, target: Date): Promise<SpendSeri
 }
 
 /** Requests served in the hour `[from, from + 1 h)` by a model with no price, per organization and model. */
-export async function unpricedModels(db: Executor, from: Date): Promise<UnpricedModel[]> {
-  const to = new Date(from.getTime() + HOUR_MS);
+/**
+ * Answered requests with no price in the last `from` to `to` (the last 60 minutes up to now),
+ * from the request log: the hourly rollup would only tell about a whole clock hour, an hour late.
+ * As the rollup counts them: status 2xx, cost null, by the model asked for.
+ */
+export async function unpricedModels(db: Executor, from: Date, to: Date): Promise<UnpricedModel[]> {
   const found = await rows(db, sql`
-    select org_id, model, sum(unpriced_requests)::int as requests from usage_hourly
-    where hour = ${from.toISOString()}::timestamptz and unpriced_requests > 0
-    group by org_id, model`);
+    select org_id, coalesce(requested_model, '') as model, count(*)::int as requests from request_logs
+    where created_at > ${from.toISOString()}::timestamptz and created_at <= ${to.toISOString()}::timestamptz
+      and cost is null and status between 200 and 299
+    group by 1, 2`);
   return found.map((r) => ({ orgId: String(r.org_id), model: String(r.model) || '(unnamed)', from, to, requests: Number(r.requests) }));
 }
 

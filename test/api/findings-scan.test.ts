@@ -72,17 +72,37 @@ describe('finding detectors over the database', () => {
     expect((await found('connection.failing')).map((r) => r.status)).toEqual(['resolved', 'resolved']);
   });
 
-  it('unpriced.traffic: the last hour\'s requests of a model with no price, counted per model', async () => {
-    const hour = new Date(Math.floor(now.getTime() / HOUR_MS) * HOUR_MS - HOUR_MS);
-    await db().insert(usageHourly).values([
-      { orgId: tenant.orgId, hour, keyId: tenant.key.id, projectId: tenant.projectId, model: 'mystery-model', provider: 'custom', requests: 9, unpricedRequests: 7 },
-      { orgId: tenant.orgId, hour, keyId: tenant.key.id, projectId: tenant.projectId, model: 'gpt-4o-mini', provider: 'openai', requests: 50, cost: 0.2 },
+  it('unpriced.traffic: the last 60 minutes up to now of answered requests with no price, per model, the current hour included (issue 33)', async () => {
+    // An organization of its own: the other tests' rows have no cost either.
+    const own = await createTenant(db());
+    const at = (agoMs: number, r: Partial<RequestLogEntry>) => {
+      const createdAt = new Date(now.getTime() - agoMs);
+      return Object.assign({ id: newId('req', createdAt.getTime()), orgId: own.orgId, keyId: own.key.id, projectId: own.projectId, endpoint: 'chat.completions', requestedModel: 'mystery-model', provider: 'custom', status: 200, latencyMs: 50, createdAt }, r) satisfies RequestLogEntry;
+    };
+    await db().insert(requestLogs).values([
+      // `now` is half past: four in this clock hour, three in the one before, all within 60 minutes.
+      ...[1, 5, 10, 20].map((m) => at(m * MINUTE_MS, {})),
+      ...[35, 45, 55].map((m) => at(m * MINUTE_MS, {})),
+      // Older than 60 minutes, a failure (nothing billed) and a priced request: not counted.
+      at(65 * MINUTE_MS, {}),
+      at(2 * MINUTE_MS, { status: 502 }),
+      at(2 * MINUTE_MS, { requestedModel: 'gpt-4o-mini', provider: 'openai', cost: 0.001 }),
     ]);
-    await run('unpriced-traffic');
-    const [row, ...more] = await found('unpriced.traffic');
-    expect(more).toHaveLength(0);
-    expect(row).toMatchObject({ scopeKind: 'model', scopeId: 'mystery-model', observed: 7 });
-    expect(row!.summary).not.toContain('$0');
+    await runDetector(db(), detectorNamed('unpriced-traffic'), now, SETTINGS, null);
+    const rows = await db().select().from(findings).where(and(eq(findings.orgId, own.orgId), eq(findings.type, 'unpriced.traffic')));
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatchObject({ scopeKind: 'model', scopeId: 'mystery-model', observed: 7 });
+    expect(rows[0]!.summary).not.toContain('$0');
+  });
+
+  it('unpriced.traffic is raised by the first scan after traffic in a fresh clock hour, not an hour later (issue 33)', async () => {
+    const own = await createTenant(db());
+    const freshHour = new Date(Math.floor(now.getTime() / HOUR_MS) * HOUR_MS + 2 * MINUTE_MS);
+    const createdAt = new Date(freshHour.getTime() - MINUTE_MS);
+    await db().insert(requestLogs).values({ id: newId('req', createdAt.getTime()), orgId: own.orgId, keyId: own.key.id, projectId: own.projectId, endpoint: 'chat.completions', requestedModel: 'new-model', provider: 'custom', status: 200, latencyMs: 50, createdAt });
+    await runDetector(db(), detectorNamed('unpriced-traffic'), freshHour, SETTINGS, null);
+    const rows = await db().select().from(findings).where(and(eq(findings.orgId, own.orgId), eq(findings.type, 'unpriced.traffic')));
+    expect(rows.map((r) => [r.scopeId, r.observed])).toEqual([['new-model', 1]]);
   });
 
   it('traffic.regression and traffic.model_changed from the request log against the trailing week', async () => {

@@ -22,7 +22,7 @@ import { createLogger } from '../core/logger';
 import { connectRedis } from '../core/redis';
 import { bootstrapOrganization } from '../core/tenancy/organizations';
 import { TASK_QUEUES, taskQueue, type TaskQueueName } from '../workflows/definitions';
-import { createActivityServices, startQueueWorkers } from '../workers/queues';
+import { queueWorkerDeps, startQueueWorkers } from '../workers/queues';
 import { installTemporalRuntime } from '../workers/temporal';
 import { SANDBOX_SECRET_PREFIX, startSandbox } from '../sandbox/server';
 import { DataDirLockedError, lockDataDir, type DataDirLock } from './lib/data-dir-lock';
@@ -180,12 +180,7 @@ async function main(): Promise<void> {
   const workerDatabase = connectDatabase(services.databaseUrl);
   const workerRedis = connectRedis(services.redisUrl, config.REDIS_KEY_PREFIX);
   const queues = Object.keys(TASK_QUEUES) as TaskQueueName[];
-  const workers = await startQueueWorkers(queues, {
-    connection,
-    namespace: config.TEMPORAL_NAMESPACE,
-    taskQueuePrefix: config.GW_TASK_QUEUE_PREFIX,
-    services: createActivityServices(config, workerDatabase.db, workerRedis),
-  });
+  const workers = await startQueueWorkers(queues, queueWorkerDeps(config, connection, workerDatabase.db, workerRedis));
   stops.push(['Workers', async () => {
     await workers.shutdown();
     await Promise.allSettled([connection.close(), workerDatabase.close(), workerRedis.close()]);

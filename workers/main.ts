@@ -6,7 +6,7 @@ import { connectDatabase } from '../core/db/client';
 import { createLogger } from '../core/logger';
 import { connectRedis } from '../core/redis';
 import type { TaskQueueName } from '../workflows/definitions';
-import { createActivityServices, startQueueWorkers } from './queues';
+import { queueWorkerDeps, startQueueWorkers } from './queues';
 import { installTemporalRuntime } from './temporal';
 
 /**
@@ -30,14 +30,7 @@ export async function runWorkerProcess(names: readonly TaskQueueName[]): Promise
     const database = connectDatabase(requireSetting(config, 'DATABASE_URL'));
     const redis = connectRedis(requireSetting(config, 'REDIS_URL'), config.REDIS_KEY_PREFIX);
     const connection = await NativeConnection.connect({ address: requireSetting(config, 'TEMPORAL_ADDRESS') });
-    const running = await startQueueWorkers(names, {
-      connection,
-      namespace: config.TEMPORAL_NAMESPACE,
-      taskQueuePrefix: config.GW_TASK_QUEUE_PREFIX,
-      services: createActivityServices(config, database.db, redis),
-      scheduleScale: config.GW_SCHEDULE_SCALE,
-      workflowBundle: prebuiltWorkflowBundle(),
-    });
+    const running = await startQueueWorkers(names, queueWorkerDeps(config, connection, database.db, redis, prebuiltWorkflowBundle()));
     log.info({ queues: names }, 'worker polling');
     const stop = () => void running.shutdown();
     process.once('SIGINT', stop);

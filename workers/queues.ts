@@ -34,9 +34,25 @@ export type QueueWorkerDeps = {
   taskQueuePrefix: string;
   workflowBundle?: WorkerSpec['workflowBundle'];
   services: ActivityServices;
-  /** GW_SCHEDULE_SCALE, for the maintenance schedules' intervals (1 when absent). */
-  scheduleScale?: number;
+  /** GW_SCHEDULE_SCALE, for the maintenance schedules' intervals. */
+  scheduleScale: number;
 };
+
+/**
+ * The one wiring of queue workers from configuration, for the worker processes and for the
+ * launcher alike (the launcher once wired its own and left out the schedule scale, so a scaled
+ * `npm start` ran its findings on the real clock over scaled windows and never raised one).
+ */
+export function queueWorkerDeps(config: Config, connection: NativeConnection, db: Database, redis: RedisHandle, workflowBundle?: WorkerSpec['workflowBundle']): QueueWorkerDeps {
+  return {
+    connection,
+    namespace: config.TEMPORAL_NAMESPACE,
+    taskQueuePrefix: config.GW_TASK_QUEUE_PREFIX,
+    services: createActivityServices(config, db, redis),
+    scheduleScale: config.GW_SCHEDULE_SCALE,
+    workflowBundle,
+  };
+}
 
 /** What activities reach: the worker process connects these once and shares them. */
 export type ActivityServices = {
@@ -143,7 +159,7 @@ export async function startQueueWorkers(names: readonly TaskQueueName[], deps: Q
     }),
   );
   // The maintenance queue's schedules exist once a worker can serve them.
-  if (names.includes('maintenance')) await ensureMaintenanceSchedules(temporal, deps.taskQueuePrefix, deps.scheduleScale ?? 1);
+  if (names.includes('maintenance')) await ensureMaintenanceSchedules(temporal, deps.taskQueuePrefix, deps.scheduleScale);
   const done = Promise.all(workers.map((w) => w.run())).then(() => undefined);
   return {
     workers,

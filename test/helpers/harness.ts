@@ -7,7 +7,7 @@ import { connectDatabase, type DatabaseHandle } from '../../core/db/client';
 import { createLogger } from '../../core/logger';
 import { connectRedis, type RedisHandle } from '../../core/redis';
 import type { TaskQueueName } from '../../workflows/definitions';
-import { createActivityServices, startQueueWorkers, type ActivityServices, type RunningWorkers } from '../../workers/queues';
+import { queueWorkerDeps, startQueueWorkers, type ActivityServices, type RunningWorkers } from '../../workers/queues';
 import { installTemporalRuntime } from '../../workers/temporal';
 import type { AppDeps } from '../../api/app';
 
@@ -78,13 +78,11 @@ export async function startTestWorkers(
   const connection = await NativeConnection.connect({ address: process.env.TEMPORAL_ADDRESS! });
   const database = testDatabase();
   const redis = testRedis();
-  const running = await startQueueWorkers(names, {
-    connection,
-    namespace: 'default',
-    taskQueuePrefix,
-    workflowBundle: { codePath: process.env.GW_TEST_WORKFLOW_BUNDLE! },
-    services: adjust(createActivityServices(testConfig(env), database.db, redis)),
-  });
+  const config = testConfig({ GW_TASK_QUEUE_PREFIX: taskQueuePrefix, ...env });
+  const deps = queueWorkerDeps(config, connection, database.db, redis, { codePath: process.env.GW_TEST_WORKFLOW_BUNDLE! });
+  // Tests start the scheduled workflows they check themselves: the schedules keep the real
+  // interval, so none fires in the middle of a test whatever GW_SCHEDULE_SCALE the test sets.
+  const running = await startQueueWorkers(names, { ...deps, namespace: 'default', taskQueuePrefix, scheduleScale: 1, services: adjust(deps.services) });
   return {
     ...running,
     connection,

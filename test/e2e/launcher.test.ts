@@ -56,6 +56,8 @@ describe('development launcher', () => {
       TEMPORAL_UI_PORT: String(ports[2]),
       REDIS_KEY_PREFIX: `${process.env.REDIS_KEY_PREFIX}launcher:`,
       LOG_LEVEL: 'warn',
+      // Findings every 3 s rather than every 5 minutes: the scale must reach the schedules.
+      GW_SCHEDULE_SCALE: '0.01',
     });
     child = spawn(path.join(ROOT, 'node_modules/.bin/tsx'), ['scripts/dev.ts'], {
       cwd: ROOT,
@@ -80,6 +82,27 @@ describe('development launcher', () => {
     expect(ready.status).toBe(200);
     expect((await fetch(`http://127.0.0.1:${uiPort}/`)).status).toBe(200);
     expect(fs.existsSync(path.join(dataDir, 'temporal.sqlite'))).toBe(true);
+
+    // A scaled run raises a finding within a few scans (issue 33): a connection failing every
+    // request is `connection.failing`, found by the scheduled scan, not by anything the test runs.
+    const token = /management token \(shown once, keep it\): (gwm_\S+)/.exec(output)![1]!;
+    const key = /\[gw\] Demo key +(\S+)/.exec(output)![1]!;
+    for (let i = 0; i < 12; i++) {
+      const res = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: `Fail ${i} [sandbox status=500]` }] }),
+      });
+      expect(res.status).toBeGreaterThanOrEqual(500);
+      await res.text();
+    }
+    let types: string[] = [];
+    for (const until = Date.now() + 45_000; Date.now() < until && !types.includes('connection.failing');) {
+      await new Promise((r) => setTimeout(r, 1000));
+      const res = await fetch(`http://127.0.0.1:${port}/manage/v1/findings`, { headers: { authorization: `Bearer ${token}` } });
+      types = ((await res.json()) as { data: Array<{ type: string }> }).data.map((f) => f.type);
+    }
+    expect(types).toContain('connection.failing');
 
     // A second launcher on the same folder starts nothing: one line naming the first's pid.
     const holder = fs.readFileSync(path.join(dataDir, 'gw.lock'), 'utf8').trim();

@@ -33,6 +33,11 @@ const configSchema = z
     GW_AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().positive().default(30),
     /** The Temporal UI, for links from a job to its workflow (`npm start` sets its dev server's). */
     GW_TEMPORAL_UI_URL: z.string().url().optional(),
+    /**
+     * The operator's own organization: only its tokens see the Temporal UI's address and
+     * namespace in a job's read (`npm start` sets its demo organization). Unset: no one does.
+     */
+    GW_OPERATOR_ORG_ID: z.string().min(1).optional(),
     /** The address clients reach the API at, for links it hands out (job output URLs). */
     GW_PUBLIC_URL: z.string().url().optional(),
     /** Where alert emails are sent (`smtp://user:pass@host:587`, `smtps://...`); unset: email channels fail their deliveries. */

@@ -101,13 +101,23 @@ function developmentSealingKeys(dataDir: string): string {
   return fs.readFileSync(file, 'utf8').trim();
 }
 
+/** Where the launcher keeps the demo organization's id, the operator's own (GW_OPERATOR_ORG_ID) on this machine. */
+const operatorOrgFile = (dataDir: string) => path.join(dataDir, 'operator-org');
+
+function developmentOperatorOrg(dataDir: string): string | undefined {
+  const file = operatorOrgFile(dataDir);
+  return fs.existsSync(file) ? fs.readFileSync(file, 'utf8').trim() || undefined : undefined;
+}
+
 /** On an empty database: a demo organization, its token printed once. */
-async function bootstrapDemoOrganization(databaseUrl: string): Promise<string | null> {
+async function bootstrapDemoOrganization(databaseUrl: string, dataDir: string): Promise<string | null> {
   const database = connectDatabase(databaseUrl, { max: 1 });
   try {
     const [row] = await database.db.select({ n: count() }).from(organizations);
     if ((row?.n ?? 0) > 0) return null;
     const demo = await bootstrapOrganization(database.db, { name: 'Demo', plan: 'business' });
+    // On this machine the demo organization is the operator's: its tokens see Temporal UI links.
+    fs.writeFileSync(operatorOrgFile(dataDir), `${demo.org_id}\n`);
     say('Demo org', `${demo.org_id}; management token (shown once, keep it): ${demo.management_token}`);
     return demo.management_token;
   } finally {
@@ -142,7 +152,7 @@ async function main(): Promise<void> {
   const services = await startServices(base);
   await applyMigrations(services.databaseUrl);
   say('Migrations', 'applied');
-  const demoToken = await bootstrapDemoOrganization(services.databaseUrl);
+  const demoToken = await bootstrapDemoOrganization(services.databaseUrl, base.dataDir);
 
   const sandbox = await startSandbox(await preferredPort(Number(process.env.GW_SANDBOX_PORT ?? 8090)));
   stops.push(['Sandbox', sandbox.close]);
@@ -171,6 +181,7 @@ async function main(): Promise<void> {
     TEMPORAL_ADDRESS: services.temporalAddress,
     // The console links each job to its workflow in the dev server's UI.
     GW_TEMPORAL_UI_URL: process.env.GW_TEMPORAL_UI_URL ?? services.temporalUi ?? undefined,
+    GW_OPERATOR_ORG_ID: process.env.GW_OPERATOR_ORG_ID || developmentOperatorOrg(base.dataDir),
   });
   const logger = createLogger(config.LOG_LEVEL, 'gw', terminalLogDestination());
   installTemporalRuntime(config.LOG_LEVEL === 'info' ? 'warn' : config.LOG_LEVEL);

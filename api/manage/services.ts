@@ -23,11 +23,15 @@ export type ManagementServices = {
   checkCredential(kind: ProviderKind, baseUrl: string, secret: string): Promise<CredentialCheck>;
   /** The guarded dispatcher (core/net), for calls to customer-chosen addresses such as MCP servers. */
   outbound: Dispatcher;
-  /** A workflow's page in the Temporal UI, when GW_TEMPORAL_UI_URL is set. */
-  workflowUrl(workflowId: string): string | null;
+  /**
+   * A workflow's page in the Temporal UI, for the operator's own organization only
+   * (GW_OPERATOR_ORG_ID) and when GW_TEMPORAL_UI_URL is set: the UI's address and namespace
+   * are the operator's infrastructure, not a tenant's to see.
+   */
+  workflowUrl(orgId: string, workflowId: string): string | null;
 };
 
-type ServiceConfig = Pick<Config, 'GW_SEALING_KEYS' | 'GW_ALLOW_PRIVATE_NETWORK' | 'GW_SCHEDULE_SCALE' | 'GW_TASK_QUEUE_PREFIX'> & Partial<Pick<Config, 'GW_TEMPORAL_UI_URL' | 'TEMPORAL_NAMESPACE'>>;
+type ServiceConfig = Pick<Config, 'GW_SEALING_KEYS' | 'GW_ALLOW_PRIVATE_NETWORK' | 'GW_SCHEDULE_SCALE' | 'GW_TASK_QUEUE_PREFIX'> & Partial<Pick<Config, 'GW_TEMPORAL_UI_URL' | 'TEMPORAL_NAMESPACE' | 'GW_OPERATOR_ORG_ID'>>;
 
 /** `outbound` is the guarded dispatcher (core/net) the API process built once from config. */
 export function createManagementServices(config: ServiceConfig & { GW_SEALING_KEYS: string }, temporal: Client, outbound: Dispatcher): ManagementServices {
@@ -36,7 +40,7 @@ export function createManagementServices(config: ServiceConfig & { GW_SEALING_KE
     sealer: createSealer(config.GW_SEALING_KEYS),
     allowPrivateNetwork: config.GW_ALLOW_PRIVATE_NETWORK,
     scaleMs: (ms) => Math.round(ms * config.GW_SCHEDULE_SCALE),
-    workflowUrl: (workflowId) => (config.GW_TEMPORAL_UI_URL
+    workflowUrl: (orgId, workflowId) => (config.GW_TEMPORAL_UI_URL && config.GW_OPERATOR_ORG_ID && orgId === config.GW_OPERATOR_ORG_ID
       ? `${config.GW_TEMPORAL_UI_URL.replace(/\/+$/, '')}/namespaces/${encodeURIComponent(config.TEMPORAL_NAMESPACE ?? 'default')}/workflows/${encodeURIComponent(workflowId)}`
       : null),
     async scheduleKeyRevocation(input) {

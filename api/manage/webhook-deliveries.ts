@@ -1,9 +1,10 @@
 import type Router from '@koa/router';
-import { and, eq, inArray } from 'drizzle-orm';
+import { and, eq, inArray, isNull, or, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
 import { unixOrNull } from '../../core/clock';
 import type { Database } from '../../core/db/client';
-import { DELIVERY_STATUSES, webhookDeliveries } from '../../core/db/schema';
+import { DELIVERY_STATUSES, jobs, webhookDeliveries } from '../../core/db/schema';
+import { displayUrl } from '../../core/net/display-url';
 import { afterCursor, type Keyset, keysetOrder, listEnvelope, pageOf, readPage, timestampKey } from '../../core/paging';
 import type { GatewayState } from '../context';
 import { authorize } from '../middleware/management-auth';
@@ -18,7 +19,7 @@ const deliverySchema = z.object({
   event_type: z.string(),
   job_id: z.string().nullable(),
   endpoint_id: z.string().nullable().meta({ description: 'Null for a job\'s per-request URL.' }),
-  url: z.string(),
+  url: z.string().meta({ description: 'The receiver\'s scheme, host and path: never its user-info or query.' }),
   status: z.enum(DELIVERY_STATUSES),
   attempts: z.number().int(),
   last_response_status: z.number().int().nullable(),
@@ -39,7 +40,7 @@ function presentDelivery(row: DeliveryRow): z.infer<typeof deliverySchema> {
     event_type: row.eventType,
     job_id: row.jobId,
     endpoint_id: row.endpointId,
-    url: row.url,
+    url: displayUrl(row.url),
     status: row.status,
     attempts: row.attempts,
     last_response_status: row.lastResponseStatus,
@@ -57,10 +58,15 @@ const DELIVERY_ORDER: Keyset = { key: webhookDeliveries.createdAt, id: webhookDe
  */
 export function webhookDeliveryRoutes(router: Router<GatewayState>, deps: { db: Database }): void {
   router.get('/webhook_deliveries', async (ctx) => {
-    const { orgId } = authorize(ctx, 'webhooks:read');
+    const { orgId, projectIds } = authorize(ctx, 'webhooks:read');
     const page = readPage(ctx.query);
+    // A token restricted to projects sees no delivery of another project's job (its per-request
+    // URL is that project's); deliveries of no job (console endpoints' alerts) are the organization's.
+    const visible: SQL | undefined = projectIds
+      ? or(isNull(webhookDeliveries.jobId), inArray(webhookDeliveries.jobId, deps.db.select({ id: jobs.id }).from(jobs).where(and(eq(jobs.orgId, orgId), inArray(jobs.projectId, projectIds.length ? projectIds : [''])))))
+      : undefined;
     // The log is the latest DELIVERY_LOG_SIZE; a page is cut from them in keyset order.
-    const latest = deps.db.select({ id: webhookDeliveries.id }).from(webhookDeliveries).where(eq(webhookDeliveries.orgId, orgId))
+    const latest = deps.db.select({ id: webhookDeliveries.id }).from(webhookDeliveries).where(and(eq(webhookDeliveries.orgId, orgId), visible))
       .orderBy(...keysetOrder(DELIVERY_ORDER)).limit(DELIVERY_LOG_SIZE);
     const rows = await deps.db.select({ row: webhookDeliveries, at: timestampKey(webhookDeliveries.createdAt) }).from(webhookDeliveries)
       .where(and(eq(webhookDeliveries.orgId, orgId), inArray(webhookDeliveries.id, latest), afterCursor(DELIVERY_ORDER, page.after)))

@@ -66,7 +66,8 @@ describe('operator console in a browser', () => {
 
   beforeAll(async () => {
     if (!fs.existsSync(path.join(CONSOLE_BUILD_DIR, 'index.html'))) throw new Error('The console is not built: npm test builds it (scripts/build-console.cjs); or run `npm run build:console`.');
-    f = await startChatFixture(env);
+    // The console's tenant is the operator's own: only its tokens see Temporal UI links.
+    f = await startChatFixture(env, { operator: true });
     workers = await startTestWorkers(['jobs'], prefix, env);
     await f.connect('openai');
     browser = await launchBrowser();

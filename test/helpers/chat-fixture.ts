@@ -30,9 +30,9 @@ export type ChatFixture = ManagementFixture & {
 let seq = 0;
 
 /** A real API on the sandbox providers (private network allowed, as in development). */
-export async function startChatFixture(env: Record<string, string> = {}): Promise<ChatFixture> {
+export async function startChatFixture(env: Record<string, string> = {}, options: { operator?: boolean } = {}): Promise<ChatFixture> {
   const sandbox = await startSandbox();
-  const fixture = await startManagementFixture({ env: { GW_ALLOW_PRIVATE_NETWORK: 'true', ...env } });
+  const fixture = await startManagementFixture({ env: { GW_ALLOW_PRIVATE_NETWORK: 'true', ...env }, operator: options.operator });
   const settle = () => new Promise<void>((r) => setTimeout(r, 150));
   return {
     ...fixture,

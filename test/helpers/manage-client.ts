@@ -38,10 +38,11 @@ export type ManagementFixture = {
   close(): Promise<void>;
 };
 
-export async function startManagementFixture(options: { env?: Record<string, string> } = {}): Promise<ManagementFixture> {
-  const api = await startTestApi({ env: options.env });
+/** `operator`: the fixture's tenant is the operator's own organization (GW_OPERATOR_ORG_ID). */
+export async function startManagementFixture(options: { env?: Record<string, string>; operator?: boolean } = {}): Promise<ManagementFixture> {
   const database = testDatabase();
   const tenant = await createTenant(database.db);
+  const api = await startTestApi({ env: options.operator ? { ...options.env, GW_OPERATOR_ORG_ID: tenant.orgId } : options.env });
   return {
     api,
     database,

@@ -30,7 +30,7 @@ const stripe = new Stripe('sk_test_unused');
 describe('webhook deliveries', () => {
   const prefix = uniquePrefix('webhooks');
   // Private network allowed, as in development: the sandbox and the receiver are on loopback.
-  const env = { GW_TASK_QUEUE_PREFIX: prefix, GW_SCHEDULE_SCALE: String(SCALE), GW_PUBLIC_URL: 'https://gw.test', GW_ALLOW_PRIVATE_NETWORK: 'true' };
+  const env = { GW_TASK_QUEUE_PREFIX: prefix, GW_SCHEDULE_SCALE: String(SCALE), GW_PUBLIC_URL: 'https://gw.test', GW_ALLOW_PRIVATE_NETWORK: 'true', GW_TEMPORAL_UI_URL: 'http://temporal-ui.test:8233' };
   let f: ChatFixture;
   let ca: LocalCa;
   let receiver: WebhookReceiver;
@@ -248,6 +248,26 @@ describe('webhook deliveries', () => {
     expect((await reader.get<{ data: Loose[] }>('/webhook_deliveries')).body.data.map((d) => d.id)).toEqual(entries.map((d) => d.id));
     const other = await manageClient(f.api.url, await tokenWith(['projects:read'])).get('/webhook_deliveries');
     expect([other.status, other.body.error?.code]).toEqual([403, 'insufficient_scope']);
+  });
+
+  it('shows a per-request URL as scheme, host and path only, never to a token restricted to other projects, and no Temporal UI link to a tenant (issue 33)', async () => {
+    const job = await runJob({ webhook: { url: `${receiver.url('/tokened')}?token=secret-in-query` } });
+    const [delivery] = await finished(job.id);
+    expect(delivery!.url).toBe(receiver.url('/tokened'));
+    expect(JSON.stringify(await log())).not.toContain('secret-in-query');
+    const detail = await f.client.get<Loose>(`/jobs/${job.id}`);
+    expect(JSON.stringify(detail.body.timeline)).toContain(receiver.url('/tokened'));
+    expect(JSON.stringify(detail.body)).not.toContain('secret-in-query');
+    // This organization is not the operator's: no Temporal UI address or namespace.
+    expect(detail.body.workflow).toEqual({ id: job.id, url: null });
+    const restricted = async (projectIds: string[]) => manageClient(f.api.url, (await issueManagementToken(f.database.db, {
+      orgId: f.tenant.orgId, name: `restricted ${seq++}`, scopes: ['webhooks:read'], projectIds, createdByMemberId: f.tenant.memberId,
+    })).token);
+    const elsewhere = await (await restricted(['proj_elsewhere'])).get<{ data: Loose[] }>('/webhook_deliveries');
+    expect(elsewhere.status).toBe(200);
+    expect(elsewhere.body.data.filter((d) => d.job_id !== null)).toEqual([]);
+    const own = await (await restricted([f.tenant.projectId])).get<{ data: Loose[] }>('/webhook_deliveries');
+    expect(own.body.data.map((d) => d.id)).toContain(delivery!.id);
   });
 
   it('sends an alert only to endpoints a notification rule attaches, at or above its severity', async () => {

@@ -7,6 +7,7 @@ import { unixOrNull, unixSeconds } from '../../../core/clock';
 import { JOB_STATUSES, jobEvents, jobs, webhookDeliveries } from '../../../core/db/schema';
 import { GatewayError } from '../../../core/errors';
 import { jobStatusFilter, type JobRow } from '../../../core/jobs/job-store';
+import { displayUrl } from '../../../core/net/display-url';
 import { afterCursor, keysetOrder, listEnvelope, pageOf, readPage, timestampKey, type Keyset } from '../../../core/paging';
 import { workflowIds } from '../../../workflows/definitions';
 import type { GatewayState } from '../../context';
@@ -51,7 +52,7 @@ const timelineSchema = z.array(z.object({
 const jobDetailSchema = jobSchema.extend({
   status_checks: z.number().int(),
   timeline: timelineSchema,
-  workflow: z.object({ id: z.string(), url: z.string().nullable().meta({ description: 'Its page in the Temporal UI, when GW_TEMPORAL_UI_URL is set.' }) }),
+  workflow: z.object({ id: z.string(), url: z.string().nullable().meta({ description: 'Its page in the Temporal UI: only for the operator\'s own organization (GW_OPERATOR_ORG_ID) when GW_TEMPORAL_UI_URL is set; null for every other.' }) }),
 }).meta({ id: 'ManagedJobDetail' });
 
 function presentJob(row: JobRow): z.infer<typeof jobSchema> {
@@ -61,16 +62,6 @@ function presentJob(row: JobRow): z.infer<typeof jobSchema> {
     completed_at: unixOrNull(row.completedAt), usage: row.status === 'succeeded' && row.usage ? { seconds: row.usage.seconds, cost: row.usage.cost } : null,
     error: row.status === 'failed' ? row.error : null,
   };
-}
-
-/** A receiver's URL without its query or credentials, which may carry a token: a read of analytics is no place for them. */
-function urlWithoutQuery(url: string): string {
-  try {
-    const u = new URL(url);
-    return `${u.protocol}//${u.host}${u.pathname}`;
-  } catch {
-    return '(unreadable URL)';
-  }
 }
 
 export function manageJobRoutes(router: Router<GatewayState>, deps: { db: Database; manage: ManagementServices }): void {
@@ -101,11 +92,11 @@ export function manageJobRoutes(router: Router<GatewayState>, deps: { db: Databa
     if (row.startedAt) timeline.push({ at: unixOrNull(row.startedAt)!, event: 'started', detail: `accepted by ${row.provider ?? '?'} (${row.connectionId ?? '?'}, ${row.route ?? 'primary'})` });
     for (const e of events) timeline.push({ at: unixSeconds(e.createdAt), event: e.type.replace(/^job\./, ''), detail: row.error && e.type === 'job.failed' ? `${row.error.type}: ${row.error.message}` : e.type });
     if (row.completedAt && events.length === 0) timeline.push({ at: unixSeconds(row.completedAt), event: row.status, detail: row.status });
-    for (const d of deliveries) timeline.push({ at: unixSeconds(d.updatedAt), event: 'webhook', detail: `${d.eventType} to ${urlWithoutQuery(d.url)}: ${d.status} after ${d.attempts} attempt(s)${d.lastResponseStatus ? `, last answer ${d.lastResponseStatus}` : ''}` });
+    for (const d of deliveries) timeline.push({ at: unixSeconds(d.updatedAt), event: 'webhook', detail: `${d.eventType} to ${displayUrl(d.url)}: ${d.status} after ${d.attempts} attempt(s)${d.lastResponseStatus ? `, last answer ${d.lastResponseStatus}` : ''}` });
     if (row.expiresAt) timeline.push({ at: unixSeconds(row.expiresAt), event: 'output_expires', detail: 'the output link stops working' });
     timeline.sort((a, b) => a.at - b.at);
     const workflowId = workflowIds.videoJob(row.id);
-    ctx.body = { ...presentJob(row), status_checks: row.statusChecks, timeline, workflow: { id: workflowId, url: deps.manage.workflowUrl(workflowId) } };
+    ctx.body = { ...presentJob(row), status_checks: row.statusChecks, timeline, workflow: { id: workflowId, url: deps.manage.workflowUrl(principal.orgId, workflowId) } };
   });
 }
 

@@ -228,6 +228,26 @@ describe('management isolation (issue 20)', () => {
     });
   });
 
+  describe('issue 33 item 5: a fixed-host kind repointed inside a private network keeps no credential', () => {
+    it('an openai connection moved to another private host loses its credential and sends none there', async () => {
+      const key = await f.key();
+      const conn = await f.client.post<Loose>('/provider_connections', { kind: 'openai', name: unique('self-hosted'), secret: 'sk-sandbox-private', config: { base_url: `${f.sandbox.url}/openai/v1` } });
+      expect(conn.status).toBe(201);
+      const id = conn.body.id as string;
+      // The same sandbox under another private name: a kept key would be sent there and accepted.
+      const elsewhere = `${f.sandbox.url.replace('127.0.0.1', 'localhost')}/openai/v1`;
+      const moved = await f.client.patch<Loose>(`/provider_connections/${id}`, { config: { base_url: elsewhere } }, conn.etag!);
+      expect([moved.status, moved.body.has_credential]).toEqual([200, false]);
+      await f.settle();
+      const before = f.sandbox.received.length;
+      await f.chat(key, { model: 'openai/gpt-4o-mini', messages: hello });
+      expect(f.sandbox.received.slice(before).filter((r) => JSON.stringify(r.headers ?? {}).includes('sk-sandbox-private'))).toEqual([]);
+      const given = await f.client.post<Loose>(`/provider_connections/${id}/credential`, { secret: 'sk-sandbox-private-2' });
+      expect([given.status, given.body.has_credential]).toEqual([200, true]);
+      await f.client.delete(`/provider_connections/${id}`, `"${given.body.version}"`);
+    });
+  });
+
   describe('item 14: audit events and budget status of a restricted token stay in its projects', () => {
     let t: Tenant;
     let owner: Manage;

@@ -139,15 +139,17 @@ function credentialHosts(baseUrl: string, alternates: readonly string[]): Set<st
 }
 
 /**
- * Whether a patch sends the credential somewhere it was not given for: a kind whose URL the
- * customer types (`alternateHosts: 'any'`) whose new base URL or alternates name a host the
- * connection did not have. Fixed-host kinds stay on the provider's own hosts (`checkProviderHost`).
+ * Whether a patch sends the credential somewhere it was not given for: its new base URL or
+ * alternates name a host the connection did not have, whatever its kind. The one exception is
+ * a host the provider of a fixed-host kind owns (`us.api.openai.com` for an `openai` key): the
+ * provider's own. A private host (allowed where private networks are, for self-hosted models)
+ * is never one, so repointing an `openai` connection inside the network drops its credential.
  */
 function credentialMoves(kind: ProviderKind, row: ConnectionRow, next: { config?: Record<string, unknown>; alternates?: string[] }): boolean {
-  if (kindSpec(kind).alternateHosts !== 'any') return false;
   const before = credentialHosts(connectionBaseUrl(kind, row.config), row.alternateBaseUrls);
   const after = credentialHosts(connectionBaseUrl(kind, next.config ?? row.config), next.alternates ?? row.alternateBaseUrls);
-  return [...after].some((host) => !before.has(host));
+  const providerOwns = (host: string) => kindSpec(kind).alternateHosts !== 'any' && providerHostVerdict(kind, new URL(`https://${host}`).hostname) === 'ok';
+  return [...after].some((host) => !before.has(host) && !providerOwns(host));
 }
 
 /** No credential: what a connection keeps after it moved to a host its credential was not given for. */

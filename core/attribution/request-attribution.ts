@@ -41,10 +41,14 @@ export function createRequestAttribution(db: Database, now: () => number = Date.
   return {
     async attributeRows(rows) {
       const orgs = new Map<string, RuleHistory>();
-      for (const orgId of new Set(rows.map((r) => r.orgId))) orgs.set(orgId, await historyOf(orgId));
+      // One organization's rules failing to load leaves its rows unattributed, never the others'.
+      const failed: string[] = [];
+      for (const orgId of new Set(rows.map((r) => r.orgId))) {
+        await historyOf(orgId).then((history) => orgs.set(orgId, history), () => failed.push(orgId));
+      }
       for (const row of rows) {
-        const history = orgs.get(row.orgId)!;
-        if (history.epochs.length === 0) continue;
+        const history = orgs.get(row.orgId);
+        if (!history || history.epochs.length === 0) continue;
         const at = row.createdAt instanceof Date ? row.createdAt.getTime() : now();
         const allocation = allocate(history, {
           projectId: row.projectId, keyId: row.keyId, model: row.requestedModel ?? null, provider: row.provider ?? null, route: row.routeSlug ?? null,
@@ -54,6 +58,7 @@ export function createRequestAttribution(db: Database, now: () => number = Date.
         row.costRuleVersionId = allocation.versionId;
         row.costAllocation = allocation.shares;
       }
+      if (failed.length > 0) throw new Error(`cost-center rules of ${failed.join(', ')} could not be loaded; their rows are written unattributed`);
     },
     clearOrg: (orgId) => void histories.delete(orgId),
     clear: () => histories.clear(),

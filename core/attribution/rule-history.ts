@@ -44,7 +44,34 @@ export async function loadRuleHistory(db: Executor, orgId: string, since: Date):
   if (versions.rows.length === 0) return { epochs: [] };
   const centers = await db.execute<{ id: string; archived_at: Date | string }>(sql`
     select id, archived_at from cost_centers where org_id = ${orgId} and archived_at is not null`);
-  return ruleHistoryOf(versions.rows, centers.rows.map((c) => ({ id: c.id, archivedAt: ms(c.archived_at) })), since.getTime());
+  const history = ruleHistoryOf(versions.rows, centers.rows.map((c) => ({ id: c.id, archivedAt: ms(c.archived_at) })), since.getTime());
+  await followKeyLineages(db, orgId, history);
+  return history;
+}
+
+/**
+ * A rule naming one key (`key_id` without `*`) matches every key of that key's lineage: a
+ * rotation issues a new key id, and the rule must not stop matching. A rotation is a management
+ * write, which clears the cached history, so a new key is in the lineage the next load reads.
+ */
+async function followKeyLineages(db: Executor, orgId: string, history: RuleHistory): Promise<void> {
+  const named = new Set<string>();
+  for (const epoch of history.epochs) for (const rule of epoch.rules) if (rule.match.key_id && !rule.match.key_id.endsWith('*')) named.add(rule.match.key_id);
+  if (named.size === 0) return;
+  const found = await db.execute<{ named: string; id: string }>(sql`
+    select l.id as named, k.id from gateway_keys l join gateway_keys k on k.lineage_id = l.lineage_id and k.org_id = l.org_id
+    where l.org_id = ${orgId} and l.id in (${sql.join([...named].map((id) => sql`${id}`), sql`, `)})`);
+  const lineages = new Map<string, Set<string>>();
+  for (const row of found.rows) {
+    if (!lineages.has(row.named)) lineages.set(row.named, new Set());
+    lineages.get(row.named)!.add(row.id);
+  }
+  for (const epoch of history.epochs) {
+    for (const rule of epoch.rules) {
+      const lineage = rule.match.key_id ? lineages.get(rule.match.key_id) : undefined;
+      if (lineage) rule.keyLineage = lineage;
+    }
+  }
 }
 
 /** The epochs of a set of versions and archived centers (pure; exported for tests). */

@@ -12,10 +12,13 @@ export type AttributedRequest = {
   tags: Record<string, string>;
 };
 
-/** A rule as attribution reads it: its current version. */
+/**
+ * A rule as attribution reads it: its current version. `keyLineage`: where `match.key_id`
+ * names one key, every key of its lineage (rotation makes a new key id; the rule follows it).
+ */
 export type AllocationRule = {
   ruleId: string; versionId: string; priority: number; createdAt: Date; match: CostCenterMatch;
-  costCenterId: string | null; allocation: CostAllocation | null;
+  costCenterId: string | null; allocation: CostAllocation | null; keyLineage?: ReadonlySet<string>;
 };
 
 /** One cost center's share of a request (`null`: unallocated), in nano-dollars. */
@@ -27,10 +30,10 @@ export function valueMatches(pattern: string, value: string | null): boolean {
   return pattern.endsWith('*') ? value.startsWith(pattern.slice(0, -1)) : value === pattern;
 }
 
-export function ruleMatches(match: CostCenterMatch, r: AttributedRequest): boolean {
+export function ruleMatches(match: CostCenterMatch, r: AttributedRequest, keyLineage?: ReadonlySet<string>): boolean {
   // Field by field, without building anything: this runs for every rule tried on every request.
   if (match.project_id !== undefined && !valueMatches(match.project_id, r.projectId)) return false;
-  if (match.key_id !== undefined && !valueMatches(match.key_id, r.keyId)) return false;
+  if (match.key_id !== undefined && !(keyLineage?.has(r.keyId) || valueMatches(match.key_id, r.keyId))) return false;
   if (match.model !== undefined && !valueMatches(match.model, r.model)) return false;
   if (match.provider !== undefined && !valueMatches(match.provider, r.provider)) return false;
   if (match.route !== undefined && !valueMatches(match.route, r.route)) return false;
@@ -46,7 +49,7 @@ export function orderRules(rules: readonly AllocationRule[]): AllocationRule[] {
 
 /** The first rule (of rules in `orderRules` order) that matches, or null: unallocated. */
 export function firstMatch(ordered: readonly AllocationRule[], r: AttributedRequest): AllocationRule | null {
-  return ordered.find((rule) => ruleMatches(rule.match, r)) ?? null;
+  return ordered.find((rule) => ruleMatches(rule.match, r, rule.keyLineage)) ?? null;
 }
 
 /**

@@ -16,9 +16,10 @@ export function toNanos(dollars: number): number {
 export function toDollars(nanos: number | bigint | string | null | undefined): number {
   if (nanos === null || nanos === undefined || nanos === '') return 0;
   const whole = typeof nanos === 'bigint' ? nanos : BigInt(typeof nanos === 'number' ? Math.round(nanos) : nanos.split('.')[0]!);
-  const dollars = whole / BigInt(NANOS_PER_DOLLAR);
-  const rest = whole % BigInt(NANOS_PER_DOLLAR);
-  return Number(dollars) + Number(rest) / NANOS_PER_DOLLAR;
+  // One conversion, from the exact decimal text: the double nearest the amount, so it prints as
+  // the amount (11.771765394, never the 11.771765393999999 that a sum of two doubles gave).
+  const magnitude = (whole < 0n ? -whole : whole).toString().padStart(10, '0');
+  return Number(`${whole < 0n ? '-' : ''}${magnitude.slice(0, -9)}.${magnitude.slice(-9)}`);
 }
 
 /** An exact sum of nano-dollar amounts. */

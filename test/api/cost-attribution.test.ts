@@ -209,4 +209,15 @@ describe('cost attribution of requests', () => {
     const unmatched = await f.client.get<Loose>(`/requests/${sent.noMatch}`);
     expect(unmatched.body.allocation).toEqual({ rule_id: null, rule_version_id: null, shares: [{ cost_center_id: null, percent: 100, cost: unmatched.body.estimated_cost }] });
   });
+
+  it('a key_id rule follows the key\'s lineage through a rotation (issue 33)', async () => {
+    const rotated = await f.client.post<{ id: string; secret: string }>(`/gateway_keys/${second.id}/rotate`, { overlap_seconds: 60 }, { 'idempotency-key': `rot-attr-${Date.now()}` });
+    expect(rotated.status).toBe(200);
+    expect(rotated.body.id).not.toBe(second.id);
+    await f.settle();
+    await ask('rotatedKey', { secret: rotated.body.secret }, 'openai/gpt-4o-mini');
+    const row = await rowOf('rotatedKey');
+    // (Its center was archived by an earlier test, so the share itself is unallocated.)
+    expect([row.keyId, row.costRuleId]).toEqual([rotated.body.id, rules.secondKey.id]);
+  });
 });

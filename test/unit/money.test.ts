@@ -28,4 +28,17 @@ describe('money in nano-dollars (DESIGN 6.5)', () => {
     expect(toNanos(1_000_000_000)).toBe(1e18);
     expect(toNanos(-0.5)).toBe(-500_000_000);
   });
+
+  it('converts nano-dollars to the double nearest the exact amount, once (issue 33)', () => {
+    expect(toDollars(11_771_765_394)).toBe(11.771765394);
+    expect(String(toDollars('11771765394'))).toBe('11.771765394');
+    expect(toDollars(-11_771_765_394n)).toBe(-11.771765394);
+    expect(toDollars(7)).toBe(0.000000007);
+    expect(toDollars(-7)).toBe(-0.000000007);
+    // Every amount is the double JavaScript reads from its exact decimal text, over many amounts.
+    for (let n = 1n; n < 10n ** 15n; n = n * 7n + 3n) {
+      const text = `${n / 1_000_000_000n}.${(n % 1_000_000_000n).toString().padStart(9, '0')}`;
+      expect([n, toDollars(n)]).toEqual([n, Number(text)]);
+    }
+  });
 });

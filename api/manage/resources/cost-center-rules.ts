@@ -13,8 +13,8 @@ import { unix } from './router';
 const matchValue = z.string().min(1).max(200);
 const matchSchema = z.strictObject({
   project_id: matchValue.optional(),
-  key_id: matchValue.optional(),
-  model: matchValue.optional(),
+  key_id: matchValue.optional().describe('A key id: every key of its lineage (keys rotated from it) matches. With `*`, a prefix of the key id.'),
+  model: matchValue.optional().describe('The model as the client named it: for a request or a video job through a route, the route\'s slug (also `route`); otherwise the model asked for, e.g. `openai/gpt-4o`.'),
   provider: matchValue.optional(),
   route: matchValue.optional(),
   user_id: matchValue.optional(),

@@ -1,4 +1,5 @@
 import { and, eq, sql } from 'drizzle-orm';
+import { jobUsageRollup } from '../request-log/usage-rollup';
 import { closeJobSpend } from '../spend/job-spend';
 import type { Database } from '../db/client';
 import { JOB_STATUSES, jobEvents, jobs, TERMINAL_JOB_STATUSES, type JobStatus } from '../db/schema';
@@ -71,6 +72,8 @@ export async function finishJob(db: Database, jobId: string, status: JobStatus, 
       return { row: row!, moved: false, deliveries: await pendingJobDeliveries(tx, jobId) };
     }
     await closeJobSpend(tx, jobId, spendOutcome(moved), now);
+    // Usage counts the job with the move, once: a retried move finds nothing to move.
+    for (const statement of jobUsageRollup(jobId)) await tx.execute(statement);
     const type = EVENT_OF[status]!;
     const data = presentJob(moved, links);
     await tx.insert(jobEvents).values({ id: newId('evt'), orgId: moved.orgId, jobId, type, data, createdAt: now }).onConflictDoNothing();

@@ -18,6 +18,22 @@ export function usageRollupUpsert(inserted: SQL): SQL[] {
   return [rollupUpsert(inserted, false), rollupUpsert(inserted, true)];
 }
 
+/**
+ * A video job's part of the rollups, upserted once, in the transaction that moves it to its
+ * end (core/jobs/job-store.ts): what keys, budgets and commitments count must be in usage too.
+ * It counts as one request in the hour the job was accepted (its ledger row's time, so usage
+ * and the ledger agree hour by hour), under the model as the client named it (a route's slug),
+ * with its cost when it succeeded and its cost-center split; no tokens.
+ */
+export function jobUsageRollup(jobId: string): SQL[] {
+  const job = sql`(select j.org_id, j.created_at, j.key_id, j.project_id, coalesce(j.route_slug, j.model) as requested_model, j.provider,
+      null::text as user_id, '{}'::jsonb as tags, null::jsonb as usage,
+      case when j.status = 'succeeded' then (j.usage ->> 'cost')::numeric end as cost,
+      case j.status when 'succeeded' then 200 when 'canceled' then 499 else 502 end as status, j.cost_allocation
+    from jobs j where j.id = ${jobId})`;
+  return usageRollupUpsert(job);
+}
+
 const COUNTERS = ['requests', 'prompt_tokens', 'completion_tokens', 'total_tokens', 'cost', 'unpriced_requests'];
 
 function rollupUpsert(inserted: SQL, byCostCenter: boolean): SQL {

@@ -143,6 +143,24 @@ describe('video job cost: what is rendered is what is held and settled', () => {
     expect(row!.costAllocation).toEqual([{ cost_center_id: video, percent: 33.33, cost: 0.13332 }, { cost_center_id: media, percent: 66.67, cost: 0.26668 }]);
   });
 
+  it('counts video spend in usage: usage, cost-center usage and the ledger agree to the nano-dollar (issue 33)', async () => {
+    const nanos = (dollars: number) => Math.round(dollars * 1e9);
+    const created = await post({ model: 'openai/sora-2', prompt: `usage [sandbox render_ms=50] ${seq++}`, duration_seconds: 4 });
+    await until(created.json.id, terminal);
+    // Every job of this organization has ended (the last test's reservation aside, which usage does not count).
+    const from = Math.floor(Date.now() / 1000) - 86_400;
+    const to = Math.floor(Date.now() / 1000) + 7_200;
+    const plain = await f.client.get<Loose>(`/usage?bucket=hour&from=${from}&to=${to}`);
+    const grouped = await f.client.get<Loose>(`/usage?bucket=hour&from=${from}&to=${to}&group_by=cost_center`);
+    const settled = (await f.database.db.select().from(spendLedger).where(eq(spendLedger.orgId, f.tenant.orgId))).filter((l) => l.state === 'settled');
+    const ledgerNanos = settled.reduce((sum, l) => sum + nanos(l.amount), 0);
+    expect(ledgerNanos).toBeGreaterThan(0);
+    expect(nanos(plain.body.totals.cost)).toBe(ledgerNanos);
+    expect((grouped.body.data as Loose[]).reduce((sum, b) => sum + nanos(b.cost), 0)).toBe(ledgerNanos);
+    const bySora = await f.client.get<Loose>(`/usage?bucket=day&from=${from}&to=${to}&group_by=model`);
+    expect((bySora.body.data as Loose[]).some((b) => b.group.model === 'openai/sora-2' && b.requests >= 1)).toBe(true);
+  });
+
   it('lists the organization\'s jobs to a management token, with one job\'s timeline and workflow (issue 25)', async () => {
     const created = await post({ model: 'openai/sora-2', prompt: `timeline [sandbox render_ms=50] ${seq++}`, duration_seconds: 4 });
     await until(created.json.id, terminal);

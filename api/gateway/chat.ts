@@ -46,6 +46,8 @@ export type ChatCall = SpendCall & {
 type Call = ChatCall;
 
 export function costOf(call: Call, served: Served<unknown>, usage: Usage | null): CostEstimate {
+  // What is priced here is what the spend settles for: the ledger row names it.
+  call.servedBy = { provider: served.candidate.connection.kind, model: served.candidate.upstreamModel };
   return estimateCost({
     usage,
     kind: served.candidate.connection.kind,

@@ -233,6 +233,7 @@ function settleAbandoned<T>(call: MediaCall, handler: MediaEndpointHandler<T>, w
     return;
   }
   const served: MediaServed<T> = { ...walked, adapter: mediaAdapterFor(walked.candidate.connection.kind, call.endpoint)! };
+  call.servedBy = { provider: walked.candidate.connection.kind, model: walked.candidate.upstreamModel };
   handler.discard?.(served);
   let priced: ReturnType<MediaEndpointHandler<T>['cost']> = { estimate: null, usage: null };
   try {
@@ -297,6 +298,7 @@ export async function serveMedia<T>(ctx: GatewayContext, services: GatewayServic
   }
 
   const served: MediaServed<T> = { ...walked, adapter: mediaAdapterFor(walked.candidate.connection.kind, endpoint)! };
+  call.servedBy = { provider: walked.candidate.connection.kind, model: walked.candidate.upstreamModel };
   // The provider was called and bills for it: the spend settles whatever happens to the answer.
   let priced: ReturnType<MediaEndpointHandler<T>['cost']>;
   try {

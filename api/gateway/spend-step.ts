@@ -33,6 +33,8 @@ export type SpendCall = {
    * one model call (a decision's retry); the request id otherwise.
    */
   callId?: string;
+  /** The provider kind and model that served the call, once known: the ledger row records them (commitments match on them). */
+  servedBy?: { provider: string; model: string };
 };
 
 /**
@@ -124,6 +126,7 @@ export function endSpend(call: SpendCall, estimate: CostEstimate): void {
     ? call.services.spend.settle(hold, cost, {
       id: newId('spend'), orgId: key.orgId, lineageId: key.lineageId, projectId: key.projectId, memberId: key.createdByMemberId,
       endUserId: call.attribution.userId, endUserScope: endUserScopeIn(hold), requestId: call.callId ?? call.ctx.state.requestId, createdAt: call.createdAt, updatedAt: call.createdAt,
+      provider: call.servedBy?.provider ?? null, model: call.servedBy?.model ?? null,
     })
     : call.services.spend.release(hold);
   // Off the answer's path; a hold that could not be ended lapses with its lease.

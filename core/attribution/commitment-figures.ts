@@ -1,7 +1,8 @@
 import { sql } from 'drizzle-orm';
 import type { Executor } from '../db/client';
 import type { CommitmentRow } from '../db/schema';
-import { roundDollars } from '../spend/money';
+import { canonicalModel } from '../catalog/canonical-model';
+import { decimalToNanos, roundDollars, toDollars } from '../spend/money';
 
 const DAY_MS = 86_400_000;
 /** The burn rate is the trailing week's. */
@@ -14,6 +15,8 @@ export type CommitmentFigures = {
   burn_rate_usd_per_day: number;
   projected_exhaustion_at: Date | null;
   projected_unused_usd: number;
+  /** Consumed has reached the amount: `projected_exhaustion_at` then says about when. */
+  exhausted: boolean;
 };
 
 
@@ -30,8 +33,13 @@ export function commitmentFigures(c: Pick<CommitmentRow, 'amountUsd' | 'periodSt
   const weekDays = Math.max(1, Math.min(BURN_WINDOW_DAYS, (at - c.periodStart.getTime()) / DAY_MS));
   const burn = roundDollars((spend.trailingWeek * keep) / weekDays);
   const daysLeft = (c.periodEnd.getTime() - at) / DAY_MS;
-  const exhaustionAt = burn > 0 && remaining > 0 ? at + (remaining / burn) * DAY_MS : null;
+  const exhausted = consumed >= c.amountUsd;
+  // Run out already: about when, going back from now at the burn rate by what is over the amount.
+  const exhaustionAt = exhausted
+    ? Math.max(c.periodStart.getTime(), at - (burn > 0 ? ((consumed - c.amountUsd) / burn) * DAY_MS : 0))
+    : burn > 0 ? at + (remaining / burn) * DAY_MS : null;
   return {
+    exhausted,
     consumed_usd: consumed,
     remaining_usd: remaining,
     burn_rate_usd_per_day: burn,
@@ -42,33 +50,30 @@ export function commitmentFigures(c: Pick<CommitmentRow, 'amountUsd' | 'periodSt
 
 /**
  * The settled spend (before discount) on a commitment's provider kind and models: in its period
- * up to now, and in the trailing week of it. A chat or media request's ledger row is matched to
- * its request-log row (provider, served model); a job's to its job.
+ * up to now, and in the trailing week of it. From the spend ledger alone, which has every
+ * settled chat, media and video cost (the request log's partitions are dropped and a batch
+ * can be lost); models match by the price data's canonical model, so a provider's snapshot
+ * name counts for the model it stands for.
  */
 export async function commitmentSpend(db: Executor, c: Pick<CommitmentRow, 'orgId' | 'providerKind' | 'models' | 'periodStart' | 'periodEnd'>, now: Date): Promise<{ period: number; trailingWeek: number }> {
   const to = new Date(Math.min(now.getTime(), c.periodEnd.getTime()));
   const weekFrom = new Date(Math.max(c.periodStart.getTime(), to.getTime() - BURN_WINDOW_DAYS * DAY_MS));
-  const models = c.models && c.models.length > 0 ? c.models : null;
-  const modelMatch = (column: ReturnType<typeof sql>) => (models ? sql`and ${column} in ${models}` : sql``);
-  const result = await db.execute(sql`
-    with spent as (
-      select l.amount, l.created_at from spend_ledger l
-        join request_logs r on r.id = l.request_id and r.org_id = l.org_id
-      where l.org_id = ${c.orgId} and l.state = 'settled' and l.request_id is not null
-        and l.created_at >= ${c.periodStart.toISOString()}::timestamptz and l.created_at < ${to.toISOString()}::timestamptz
-        and r.provider = ${c.providerKind} ${modelMatch(sql`r.served_model`)}
-      union all
-      select l.amount, l.created_at from spend_ledger l
-        join jobs j on j.id = l.job_id
-      where l.org_id = ${c.orgId} and l.state = 'settled' and l.job_id is not null
-        and l.created_at >= ${c.periodStart.toISOString()}::timestamptz and l.created_at < ${to.toISOString()}::timestamptz
-        and j.provider = ${c.providerKind} ${modelMatch(sql`j.model`)}
-    )
-    select coalesce(sum(amount), 0)::float8 as period,
-           coalesce(sum(amount) filter (where created_at >= ${weekFrom.toISOString()}::timestamptz), 0)::float8 as week
-    from spent`);
-  const row = result.rows[0] as { period: number; week: number };
-  return { period: Number(row.period), trailingWeek: Number(row.week) };
+  const result = await db.execute<{ model: string | null; period: string; week: string }>(sql`
+    select model, coalesce(sum(amount), 0)::text as period,
+           coalesce(sum(amount) filter (where created_at >= ${weekFrom.toISOString()}::timestamptz), 0)::text as week
+    from spend_ledger
+    where org_id = ${c.orgId} and state = 'settled' and provider = ${c.providerKind}
+      and created_at >= ${c.periodStart.toISOString()}::timestamptz and created_at < ${to.toISOString()}::timestamptz
+    group by model`);
+  const wanted = c.models && c.models.length > 0 ? new Set(c.models.map((m) => canonicalModel(c.providerKind, m))) : null;
+  let period = 0n;
+  let week = 0n;
+  for (const row of result.rows) {
+    if (wanted && (row.model === null || !wanted.has(canonicalModel(c.providerKind, row.model)))) continue;
+    period += decimalToNanos(row.period);
+    week += decimalToNanos(row.week);
+  }
+  return { period: toDollars(period), trailingWeek: toDollars(week) };
 }
 
 /**

@@ -45,8 +45,9 @@ export function isTerminal(status: JobStatus): boolean {
 }
 
 /** Success settles the reservation at the actual cost; failure and cancel release it. */
-function spendOutcome(row: JobRow): { cost: number | null } | 'released' {
-  return row.status === 'succeeded' ? { cost: row.usage?.cost ?? null } : 'released';
+function spendOutcome(row: JobRow): { cost: number | null; provider: string | null; model: string } | 'released' {
+  // The model that rendered: for a route, its target that ran (the job row's model).
+  return row.status === 'succeeded' ? { cost: row.usage?.cost ?? null, provider: row.provider, model: row.model } : 'released';
 }
 
 const EVENT_OF: Partial<Record<JobStatus, string>> = { succeeded: 'job.succeeded', failed: 'job.failed', canceled: 'job.canceled' };

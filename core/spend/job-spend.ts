@@ -86,8 +86,8 @@ export async function endJobHold(db: Executor, redis: Redis, jobId: string): Pro
 }
 
 /** Success: the reservation becomes the actual cost. Failure or cancel: it is released. */
-export async function closeJobSpend(db: Executor, jobId: string, outcome: { cost: number | null } | 'released', now: Date): Promise<void> {
+export async function closeJobSpend(db: Executor, jobId: string, outcome: { cost: number | null; provider: string | null; model: string } | 'released', now: Date): Promise<void> {
   await db.update(spendLedger)
-    .set(outcome === 'released' ? { state: 'released', updatedAt: now } : { state: 'settled', amount: outcome.cost ?? 0, updatedAt: now })
+    .set(outcome === 'released' ? { state: 'released', updatedAt: now } : { state: 'settled', amount: outcome.cost ?? 0, provider: outcome.provider, model: outcome.model, updatedAt: now })
     .where(and(eq(spendLedger.jobId, jobId), eq(spendLedger.state, 'reserved')));
 }

@@ -122,6 +122,8 @@ describe('decision policies: POST /v1/decisions/{slug}', () => {
       return found.length === 2 ? found : null;
     }, 'two settled ledger rows');
     expect(ledger.map((l) => l.state)).toEqual(['settled', 'settled']);
+    // Each names what served it, which commitments match on (issue 33).
+    expect(ledger.map((l) => [l.provider, l.model])).toEqual([['openai', 'gpt-4o-mini'], ['openai', 'gpt-4o-mini']]);
   });
 
   it('answers the fallback (invalid_output) after two answers that are not valid, or 502 without one', async () => {

@@ -1,5 +1,5 @@
 import { and, eq } from 'drizzle-orm';
-import { findings, requestLogs, spendLedger } from '../../core/db/schema';
+import { findings, spendLedger } from '../../core/db/schema';
 import { detectorNamed, runDetector } from '../../core/findings/scan';
 import { newId } from '../../core/ids';
 import { startManagementFixture, type ManagementFixture } from '../helpers/manage-client';
@@ -18,17 +18,16 @@ describe('commitments', () => {
   });
   afterAll(() => f.close());
 
-  /** A settled request of `amount` dollars `daysAgo` days ago, served by `provider`/`model`. */
-  async function spent(daysAgo: number, amount: number, provider: string, model: string): Promise<void> {
+  /**
+   * A settled request of `amount` dollars `daysAgo` days ago, served by `provider`/`model`: its
+   * ledger row only, as after the request log's partition was dropped or its batch was lost.
+   */
+  async function spent(daysAgo: number, amount: number, provider: string, model: string, extra: { jobId?: string } = {}): Promise<void> {
     const at = new Date(Date.now() - daysAgo * DAY_MS);
-    const requestId = newId('req', at.getTime());
     const t = f.tenant;
-    await f.database.db.insert(requestLogs).values({
-      id: requestId, orgId: t.orgId, keyId: t.key.id, projectId: t.projectId, endpoint: 'chat.completions', requestedModel: model, servedModel: model,
-      provider, status: 200, latencyMs: 10, cost: amount, createdAt: at,
-    });
     await f.database.db.insert(spendLedger).values({
-      id: newId('spend'), orgId: t.orgId, lineageId: t.key.id, projectId: t.projectId, requestId, amount, state: 'settled', createdAt: at, updatedAt: at,
+      id: newId('spend'), orgId: t.orgId, lineageId: t.key.id, projectId: t.projectId, requestId: extra.jobId ? null : newId('req', at.getTime()), jobId: extra.jobId ?? null,
+      provider, model, amount, state: 'settled', createdAt: at, updatedAt: at,
     });
   }
 
@@ -67,6 +66,33 @@ describe('commitments', () => {
 
     const all = await f.client.patch<Commitment>(`/commitments/${created.body.id}`, { models: null, discount_pct: null }, '"2"');
     expect(all.body).toMatchObject({ consumed_usd: 85, models: null });
+  });
+
+  it('matches a provider\'s snapshot name to its model, counts video spend, includes a date-only end\'s day, and says when it is exhausted (issue 33)', async () => {
+    // Anthropic here, so the first test's OpenAI rows do not count.
+    await spent(1, 3, 'anthropic', 'claude-3-5-haiku-20241022');
+    await spent(2, 4, 'anthropic', 'claude-3-5-haiku-latest');
+    await spent(1, 100, 'anthropic', 'claude-3-5-sonnet-20241022'); // another model
+    const start = Math.floor((Date.now() - 5 * DAY_MS) / 1000);
+    const created = await f.client.post<Commitment>('/commitments', {
+      provider_kind: 'anthropic', label: 'haiku', amount_usd: 6, period_start: start, period_end: Math.floor((Date.now() + 5 * DAY_MS) / 1000), models: ['claude-3-5-haiku-latest'],
+    });
+    expect(created.status).toBe(201);
+    expect(created.body).toMatchObject({ consumed_usd: 7, remaining_usd: 0, exhausted: true });
+    // Run out already: it says about when, not null.
+    expect(created.body.projected_exhaustion_at).toEqual(expect.any(Number));
+    expect(created.body.projected_exhaustion_at as number).toBeLessThanOrEqual(Date.now() / 1000);
+
+    // A video job's settled spend counts for its model.
+    await spent(1, 0.4, 'openai', 'openai/sora-2', { jobId: newId('job') });
+    const video = await f.client.post<Commitment>('/commitments', {
+      provider_kind: 'openai', label: 'video', amount_usd: 10, period_start: start, period_end: Math.floor((Date.now() + 5 * DAY_MS) / 1000), models: ['sora-2'],
+    });
+    expect(video.body).toMatchObject({ consumed_usd: 0.4, exhausted: false });
+
+    // A date-only end is that whole day: up to the next day's start.
+    const dated = await f.client.post<Commitment>('/commitments', { provider_kind: 'openai', label: 'year', amount_usd: 1, period_start: '2026-01-01', period_end: '2026-12-31' });
+    expect(dated.body.period_end).toBe(Date.UTC(2027, 0, 1) / 1000);
   });
 
   it('refuses a period that ends before it starts, and an unknown provider kind', async () => {

@@ -66,7 +66,7 @@ describe('video job cost: what is rendered is what is held and settled', () => {
     expect(await ledger(created.json.id)).toMatchObject({ state: 'reserved', amount: 0.4 });
     const done = await until(created.json.id, terminal);
     expect(done).toMatchObject({ status: 'succeeded', usage: { seconds: 4, cost: 0.4, price_source: 'list' } });
-    expect(await ledger(created.json.id)).toMatchObject({ state: 'settled', amount: 0.4 });
+    expect(await ledger(created.json.id)).toMatchObject({ state: 'settled', amount: 0.4, provider: 'openai', model: 'openai/sora-2' });
     expect((await submitted(created.json.id, '/openai/v1/videos')).map((b) => b.seconds)).toEqual(['4']);
   });
 

@@ -24,12 +24,30 @@ const instant = z.union([z.number().int().nonnegative(), z.string().min(1).max(6
   return at;
 });
 
+const DATE_ONLY = /^\d{4}-\d{2}-\d{2}$/;
+/**
+ * A period's end: an instant, or a date (`2026-12-31`) meaning that whole day, so up to the
+ * start of the next UTC day. A contract that runs "to December 31" includes the 31st.
+ */
+const periodEnd = z.union([z.number().int().nonnegative(), z.string().min(1).max(64)]).transform((value, ctx) => {
+  if (typeof value === 'string' && DATE_ONLY.test(value)) {
+    const day = toInstant(value);
+    if (day) return new Date(day.getTime() + 86_400_000);
+  }
+  const at = typeof value === 'number' ? new Date(value * 1000) : toInstant(value);
+  if (!at) {
+    ctx.addIssue({ code: 'custom', message: 'expected Unix seconds, an ISO 8601 time, or a date (that whole day)' });
+    return z.NEVER;
+  }
+  return at;
+});
+
 const fields = {
   provider_kind: z.enum(PROVIDER_KINDS),
   label: nameField,
   amount_usd: z.number().positive().max(1_000_000_000),
   period_start: instant,
-  period_end: instant,
+  period_end: periodEnd,
   discount_pct: z.number().min(0).max(100).nullable(),
   models: z.array(z.string().min(1).max(200)).max(200).nullable().describe('Which models count; absent or null: every model of the kind.'),
   notes: z.string().max(2000).nullable(),
@@ -65,10 +83,11 @@ export const commitmentsResource: ResourceType<Commitment> = {
     discount_pct: z.number().nullable(),
     models: z.array(z.string()).nullable(),
     notes: z.string().nullable(),
-    consumed_usd: z.number().describe('Estimated spend in the period on this provider kind and these models, after `discount_pct`.'),
+    consumed_usd: z.number().describe('Settled spend (spend ledger, chat and video) in the period on this provider kind and these models (a snapshot name counts as its model), after `discount_pct`.'),
     remaining_usd: z.number(),
     burn_rate_usd_per_day: z.number().describe('Over the trailing 7 days of the period.'),
-    projected_exhaustion_at: unixTime.nullable().describe('When the remaining amount runs out at the burn rate, if before `period_end`.'),
+    projected_exhaustion_at: unixTime.nullable().describe('When the remaining amount runs out at the burn rate, if before `period_end`; when it already ran out, when it did (about).'),
+    exhausted: z.boolean().describe('Whether what was consumed has reached `amount_usd`.'),
     projected_unused_usd: z.number().describe('What would be left at `period_end` at the burn rate.'),
     created_at: unixTime,
     updated_at: unixTime,
@@ -127,6 +146,7 @@ export const commitmentsResource: ResourceType<Commitment> = {
     remaining_usd: row.figures.remaining_usd,
     burn_rate_usd_per_day: row.figures.burn_rate_usd_per_day,
     projected_exhaustion_at: unix(row.figures.projected_exhaustion_at),
+    exhausted: row.figures.exhausted,
     projected_unused_usd: row.figures.projected_unused_usd,
     created_at: unix(row.createdAt),
     updated_at: unix(row.updatedAt),

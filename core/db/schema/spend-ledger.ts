@@ -30,6 +30,9 @@ export const spendLedger = pgTable(
       orgId: string; scope: string; window: string; limitNanos: number | null; ttlSeconds: number;
       limit?: number | null; alertAt?: number[]; behavior?: 'block' | 'alert';
     }>>(),
+    /** The provider kind and the model it served (a snapshot name as the provider answered it): what commitments match on, through the catalogue's canonical model. */
+    provider: text('provider'),
+    model: text('model'),
     amount: numeric('amount', { mode: 'number' }).notNull(),
     state: text('state', { enum: SPEND_STATES }).notNull(),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),

@@ -6,7 +6,8 @@ import { choiceCount, estimateOutputTokens, estimatePromptTokens } from '../../c
  * What an answer is settled and logged at (a limit is a ceiling only if every answer costs what
  * it cost): the usage the provider reported once it is final; else (a stream broken off or
  * abandoned before its end, or a provider that reports nothing) an estimate from the prompt (as
- * the worst case estimates it) and the output sent so far, never below what was reported.
+ * the worst case estimates it), the output sent so far and the reasoning reported so far, never
+ * below what was reported.
  * `final` says the answer ended, so a reported usage is the provider's whole count.
  */
 export function billedUsage(body: ChatBody, reported: Usage | null, outputBytes: number, final: boolean): Usage {
@@ -14,7 +15,8 @@ export function billedUsage(body: ChatBody, reported: Usage | null, outputBytes:
   const prompt = reported?.prompt_tokens || estimatePromptTokens(body);
   // The estimate leans high; it never passes the output cap the request set (per choice).
   const cap = requestedMaxTokens(body);
-  const delivered = estimateOutputTokens(outputBytes);
+  // Reasoning the provider reported counts on top of the visible output, which does not show it.
+  const delivered = estimateOutputTokens(outputBytes) + (reported?.completion_tokens_details?.reasoning_tokens ?? 0);
   const estimated = cap === undefined ? delivered : Math.min(delivered, cap * choiceCount(body));
   const completion = Math.max(reported?.completion_tokens ?? 0, estimated);
   return Object.assign({}, reported, { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion });

@@ -18,7 +18,7 @@ import { relayStream, sseEvent, type StreamTally } from './stream-answer';
 import { ChoiceAssembler, replayChunks, type CachedAnswer } from '../../core/response-cache/answer';
 import { resolveCachePolicy, type CachePolicy } from '../../core/response-cache/policy';
 import { ageSeconds, cacheField, consultCache, storeAnswer, type CacheOutcome } from './cache-step';
-import { endSpend, requestLogRow, reserveSpend, type SpendCall } from './spend-step';
+import { addCutCost, chargedEstimate, endSpend, requestLogRow, reserveSpend, type SpendCall } from './spend-step';
 
 /** The usage object of spec 2.2: counts as reported, the cost estimate and where it came from. */
 export function wireUsage(usage: Usage | null, estimate: CostEstimate): Record<string, unknown> {
@@ -44,6 +44,22 @@ export type ChatCall = SpendCall & {
   decisionId?: string;
 };
 type Call = ChatCall;
+
+/**
+ * The execute deps of a chat call: a call sent and then cut before it answered is charged its
+ * prompt (the provider worked on it), estimated as an abandoned stream's is (billedUsage).
+ */
+export function chatCallDeps(call: Call) {
+  const services = call.services;
+  return {
+    agent: services.agent, catalog: services.catalog, learned: services.learned, defaultTimeoutMs: services.defaultTimeoutMs,
+    forceOutputCeiling: call.hold?.scopes.some((s) => s.blocking) ?? false,
+    onCut(candidate: Served<unknown>['candidate']) {
+      const usage = billedUsage(call.body, null, 0, false);
+      addCutCost(call, candidate, estimateCost({ usage, kind: candidate.connection.kind, upstreamModel: candidate.upstreamModel, modelId: candidate.modelId, prices: call.config.prices, catalog: services.catalog }));
+    },
+  };
+}
 
 export function costOf(call: Call, served: Served<unknown>, usage: Usage | null): CostEstimate {
   // What is priced here is what the spend settles for: the ledger row names it.
@@ -89,8 +105,8 @@ export function logRequest(call: Call, outcome: {
     latencyMs: Math.round(performance.now() - call.started),
     attempts: outcome.attempts,
     usage: outcome.usage ? { ...outcome.usage } : null,
-    cost: outcome.estimate?.cost ?? null,
-    priceSource: outcome.estimate?.source ?? null,
+    cost: chargedEstimate(call, outcome.estimate ?? null)?.cost ?? null,
+    priceSource: chargedEstimate(call, outcome.estimate ?? null)?.source ?? null,
     paramsDropped: outcome.served?.dropped ?? [],
     guardrails: call.guard?.outcome() ?? null,
     // What a guardrail matched is never stored, whatever its rule's action.
@@ -447,13 +463,14 @@ export function chatCompletions(services: GatewayServices) {
     ctx.res.once('close', () => {
       if (!ctx.res.writableFinished) clientGone.abort();
     });
-    const deps = { agent: services.agent, catalog: services.catalog, learned: services.learned, defaultTimeoutMs: services.defaultTimeoutMs, forceOutputCeiling: call.hold?.scopes.some((s) => s.blocking) ?? false };
+    const deps = chatCallDeps(call);
 
     // A client gone before an answer began is not an error of ours: log it (499) and stop.
     const unlessGone = async <T>(work: Promise<T>): Promise<T | null> => {
       try {
         return await work;
       } catch (err) {
+        // A call the client's leaving cut is charged its prompt (deps.onCut); nothing else is.
         endSpend(call, null);
         if (!clientGone.signal.aborted) throw err;
         logRequest(call, { status: 499, attempts: [] });

@@ -17,7 +17,7 @@ import { planCandidates, type Plan } from '../../core/routing/candidates';
 import type { GatewayContext, GatewayState } from '../context';
 import { parseInput } from '../validation';
 import { wholeAnswerUsage } from './billed-usage';
-import { costOf, guardAnswer, guardInput, logRequest, reserveBudget, type ChatCall } from './chat';
+import { chatCallDeps, costOf, guardAnswer, guardInput, logRequest, reserveBudget, type ChatCall } from './chat';
 import { parseAttribution, routingMetadata } from './chat-request';
 import type { GatewayServices } from './services';
 import { endSpend } from './spend-step';
@@ -177,7 +177,10 @@ function startDeadline(at: number): Deadline {
   return { signal: cut.signal, reached, stop: () => clearTimeout(timer) };
 }
 
-/** The row and the hold of a call the deadline cut: nothing is known of what the provider did, so nothing is charged. */
+/**
+ * The row and the hold of a call the deadline cut: a call already sent is charged its prompt
+ * (the provider works on, and bills, what it was sent; chatCallDeps), one never sent nothing.
+ */
 function endAtDeadline(call: ChatCall): CallEnd {
   endSpend(call, null);
   const error = new GatewayError('decision_deadline', 'The decision\'s deadline passed during this call; it was aborted.');
@@ -196,8 +199,7 @@ async function modelCall(call: ChatCall, plan: Plan, validate: ValidateFunction,
     await guardInput(call);
     await reserveBudget(call);
     if (deadline.signal.aborted) return endAtDeadline(call);
-    const services = call.services;
-    const deps = { agent: services.agent, catalog: services.catalog, learned: services.learned, defaultTimeoutMs: services.defaultTimeoutMs, forceOutputCeiling: call.hold?.scopes.some((s) => s.blocking) ?? false };
+    const deps = chatCallDeps(call);
     let result: Served<ChatResult> | NotServed;
     try {
       result = await completeChat(plan, call.body, deps, deadline.signal, deadline.signal);

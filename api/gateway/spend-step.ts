@@ -1,6 +1,7 @@
 import type { KeyContext } from '../../core/auth/gateway-key-auth';
 import { GatewayError } from '../../core/errors';
 import { newId } from '../../core/ids';
+import { roundDollars } from '../../core/spend/money';
 import type { CostEstimate } from '../../core/pricing/cost';
 import type { WindowCount } from '../../core/ratelimit/fixed-window';
 import { KEY_RATE_WINDOW_MS, keyRateWindowKey, rateLimitHeaders } from '../../core/ratelimit/key-rate';
@@ -35,7 +36,25 @@ export type SpendCall = {
   callId?: string;
   /** The provider kind and model that served the call, once known: the ledger row records them (commitments match on them). */
   servedBy?: { provider: string; model: string };
+  /**
+   * What calls sent and then cut before they answered cost (their prompt, estimated): the
+   * provider bills them, so they settle with the request's own cost (issue 33).
+   */
+  cut?: { cost: number; source: NonNullable<CostEstimate>['source'] };
 };
+
+/** A cut call's estimate joins the request's cut cost (ExecuteDeps.onCut). */
+export function addCutCost(call: SpendCall, candidate: { connection: { kind: string }; upstreamModel: string }, estimate: CostEstimate): void {
+  call.servedBy ??= { provider: candidate.connection.kind, model: candidate.upstreamModel };
+  if (!estimate) return;
+  call.cut = { cost: roundDollars((call.cut?.cost ?? 0) + estimate.cost), source: estimate.source };
+}
+
+/** What a request is charged: its answer's estimate and what its cut calls cost, together. */
+export function chargedEstimate(call: SpendCall, estimate: CostEstimate): CostEstimate {
+  if (!call.cut) return estimate;
+  return { cost: roundDollars((estimate?.cost ?? 0) + call.cut.cost), source: estimate?.source ?? call.cut.source };
+}
 
 /**
  * A request-log row of a synchronous request (spec 4.1): who asked (the request id, the key's
@@ -112,8 +131,9 @@ async function endUserCapsOf(call: SpendCall): Promise<EndUserCap[]> {
 }
 
 /**
- * The request's spend ends once: its cost replaces the hold in every scope and goes to the
- * ledger; with no cost known (an error, a client gone, an unpriced answer) the hold is released.
+ * The request's spend ends once: its cost (with what its cut calls cost) replaces the hold in
+ * every scope and goes to the ledger; with no cost known (an error before anything was sent, an
+ * unpriced answer) the hold is released.
  */
 export function endSpend(call: SpendCall, estimate: CostEstimate): void {
   const hold = call.hold;
@@ -121,7 +141,7 @@ export function endSpend(call: SpendCall, estimate: CostEstimate): void {
   call.hold = null;
   clearInterval(call.holdRenewal);
   const { key } = call;
-  const cost = estimate?.cost ?? 0;
+  const cost = chargedEstimate(call, estimate)?.cost ?? 0;
   const done = cost > 0
     ? call.services.spend.settle(hold, cost, {
       id: newId('spend'), orgId: key.orgId, lineageId: key.lineageId, projectId: key.projectId, memberId: key.createdByMemberId,

@@ -10,7 +10,17 @@ import { attemptRecord, finalError, type FailedAttempt } from './outcome';
 import { isDroppable, prepareBody, type LearnedParams } from './prepare';
 import { readSse } from './sse';
 
-export type ExecuteDeps = { agent: Agent; catalog: ModelCatalog; learned: LearnedParams; defaultTimeoutMs: number; /** A blocking budget applies: cap every candidate's output. */ forceOutputCeiling?: boolean };
+export type ExecuteDeps = {
+  agent: Agent; catalog: ModelCatalog; learned: LearnedParams; defaultTimeoutMs: number;
+  /** A blocking budget applies: cap every candidate's output. */
+  forceOutputCeiling?: boolean;
+  /**
+   * Told of each call that was sent and then cut before it answered (our timeout before a
+   * retry or failover, a deadline's abort, a client gone before the first token): the
+   * provider works on, and bills, what it was sent, so the caller settles an estimate of it.
+   */
+  onCut?(candidate: Candidate): void;
+};
 
 export type Served<T> = { ok: true; candidate: Candidate; position: string; dropped: string[]; attempts: RequestAttempt[]; value: T };
 export type NotServed = { ok: false; error: GatewayError; attempts: RequestAttempt[] };
@@ -137,13 +147,23 @@ export function upstreamTarget(plan: Plan, candidate: Candidate, deps: Pick<Exec
 export function completeChat(plan: Plan, body: ChatBody, deps: ExecuteDeps, stop?: AbortSignal, abort?: AbortSignal): Promise<Served<ChatResult> | NotServed> {
   return runPlan(plan, body, deps, async (candidate, adapter, prepared): Promise<TryResult<ChatResult>> => {
     const upstream = adapter.buildRequest(prepared.body, { model: candidate.upstreamModel, stream: false, defaultMaxTokens: prepared.defaultMaxTokens, config: candidate.connection.config });
-    const sent = await sendUpstream(deps.agent, adapter, upstreamTarget(plan, candidate, deps), upstream, abort);
-    if (!sent.ok) return sent;
+    const sending = !abort?.aborted;
     try {
-      return { ok: true, value: adapter.parseResponse(await sent.body.json()) };
+      const sent = await sendUpstream(deps.agent, adapter, upstreamTarget(plan, candidate, deps), upstream, abort);
+      if (!sent.ok) {
+        if (sent.failure.kind === 'timeout') deps.onCut?.(candidate);
+        return sent;
+      }
+      try {
+        return { ok: true, value: adapter.parseResponse(await sent.body.json()) };
+      } catch (err) {
+        if (abort?.aborted) throw err;
+        return { ok: false, failure: { kind: 'server_error', message: `unreadable answer: ${(err as Error).message}` } };
+      }
     } catch (err) {
-      if (abort?.aborted) throw err;
-      return { ok: false, failure: { kind: 'server_error', message: `unreadable answer: ${(err as Error).message}` } };
+      // Aborted (a deadline) after it was sent: the provider was already working on it.
+      if (sending && abort?.aborted) deps.onCut?.(candidate);
+      throw err;
     }
   }, stop);
 }
@@ -169,8 +189,19 @@ export function startChatStream(plan: Plan, body: ChatBody, deps: ExecuteDeps, s
     const own = new AbortController();
     if (signal.aborted) own.abort(signal.reason);
     else signal.addEventListener('abort', () => own.abort(signal.reason), { once: true });
-    const sent = await sendUpstream(deps.agent, adapter, upstreamTarget(plan, candidate, deps), upstream, own.signal);
-    if (!sent.ok) return sent;
+    const sending = !signal.aborted;
+    let sent: Awaited<ReturnType<typeof sendUpstream>>;
+    try {
+      sent = await sendUpstream(deps.agent, adapter, upstreamTarget(plan, candidate, deps), upstream, own.signal);
+    } catch (err) {
+      // The client left while the provider was thinking: it bills what it was sent.
+      if (sending && signal.aborted) deps.onCut?.(candidate);
+      throw err;
+    }
+    if (!sent.ok) {
+      if (sent.failure.kind === 'timeout') deps.onCut?.(candidate);
+      return sent;
+    }
     const rest = decodeStream(sent, adapter);
     const buffered: StreamOutput[] = [];
     // A candidate given up on before its first token must not keep its pooled socket.
@@ -190,9 +221,15 @@ export function startChatStream(plan: Plan, body: ChatBody, deps: ExecuteDeps, s
       }
     } catch (err) {
       own.abort();
-      if (signal.aborted) throw err;
+      if (signal.aborted) {
+        deps.onCut?.(candidate);
+        throw err;
+      }
       const code = (err as { code?: string }).code;
-      if (code === 'UND_ERR_BODY_TIMEOUT') return { ok: false, failure: { kind: 'timeout', message: 'the stream stalled before the first token' } };
+      if (code === 'UND_ERR_BODY_TIMEOUT') {
+        deps.onCut?.(candidate);
+        return { ok: false, failure: { kind: 'timeout', message: 'the stream stalled before the first token' } };
+      }
       return { ok: false, failure: { kind: 'connection', message: `the stream broke before the first token (${code ?? (err as Error).message})` } };
     }
   });

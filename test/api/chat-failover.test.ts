@@ -1,5 +1,6 @@
 import { eq } from 'drizzle-orm';
-import { requestLogs } from '../../core/db/schema';
+import { requestLogs, spendLedger } from '../../core/db/schema';
+import { until } from '../helpers/until';
 import { sseData, startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
 
 const hello = [{ role: 'user', content: 'Say hello' }];
@@ -75,6 +76,56 @@ describe('chat failover, fallbacks and provider selection', () => {
     const slug = await route({ targets: [{ connection_id: a, model: 'gpt-4o-mini' }, { connection_id: b, model: 'gpt-4o-mini' }], max_retries: 0 });
     const res = await f.chat(secret, { model: slug, messages: hello });
     expect([res.status, res.json.error?.type, res.json.error?.code]).toEqual([408, 'request_timeout', null]);
+  });
+
+  it('charges a call our timeout cut before failing over: the prompt it was sent, with the answer that served (issue 33)', async () => {
+    const slow = tag();
+    const a = await f.connect('openai', { directives: `delay_ms=3000,${slow}`, extra: { timeout_ms: 1000 } });
+    const b = await f.connect('openai');
+    const slug = await route({ targets: [{ connection_id: a, model: 'gpt-4o-mini' }, { connection_id: b, model: 'gpt-4o-mini' }], max_retries: 0 });
+    const body = { model: slug, messages: [{ role: 'user', content: `Cut then served ${slow}` }] };
+    const res = await f.chat(secret, body);
+    expect([res.status, res.json.connection]).toEqual([200, b]);
+    // The same request served by b alone: what the answer itself costs.
+    const alone = await f.chat(secret, { ...body, model: await route({ targets: [{ connection_id: b, model: 'gpt-4o-mini' }] }) });
+    expect(alone.status).toBe(200);
+    const row = await logRow(res.json.id);
+    expect(row.attempts.map((x) => x.outcome)).toEqual(['timeout', 'ok']);
+    expect(row.cost!).toBeGreaterThan(alone.json.usage.cost);
+    expect(res.json.usage.cost).toBe(alone.json.usage.cost);
+    const ledger = await until(async () => {
+      const found = await f.database.db.select().from(spendLedger).where(eq(spendLedger.requestId, res.json.id));
+      return found.length === 1 ? found[0]! : null;
+    }, 'the ledger row');
+    expect([ledger.state, ledger.amount]).toEqual(['settled', row.cost]);
+  });
+
+  it('charges a stream whose client left while the provider was thinking, before any visible token (issue 33)', async () => {
+    const thinking = tag();
+    const a = await f.connect('openai', { directives: `delay_ms=2000,${thinking}` });
+    const slug = await route({ targets: [{ connection_id: a, model: 'gpt-4o-mini' }] });
+    const session = `gone-${thinking}`;
+    const controller = new AbortController();
+    const pending = fetch(`${f.api.url}/v1/chat/completions`, {
+      method: 'POST', signal: controller.signal,
+      headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'x-forwarded-for': '10.9.9.8' },
+      body: JSON.stringify({ model: slug, messages: hello, stream: true, metadata: { session_id: session } }),
+    }).catch(() => null);
+    await until(async () => hits(thinking) > 0, 'the call to reach the provider');
+    controller.abort();
+    await pending;
+    const row = await until(async () => {
+      await f.api.runtime.deps.gateway.requestLog.flush();
+      const [found] = await f.database.db.select().from(requestLogs).where(eq(requestLogs.sessionId, session));
+      return found ?? null;
+    }, 'the 499 row');
+    expect(row.status).toBe(499);
+    expect(row.cost!).toBeGreaterThan(0);
+    const ledger = await until(async () => {
+      const found = await f.database.db.select().from(spendLedger).where(eq(spendLedger.requestId, row.id));
+      return found.length === 1 ? found[0]! : null;
+    }, 'the ledger row');
+    expect([ledger.state, ledger.amount, ledger.provider]).toEqual(['settled', row.cost, 'openai']);
   });
 
   it('answers 429 provider_rate_limited with the provider Retry-After capped at 300 when the last failure was a rate limit', async () => {

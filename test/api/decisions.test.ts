@@ -88,7 +88,14 @@ describe('decision policies: POST /v1/decisions/{slug}', () => {
     expect(res.elapsed).toBeLessThan(4000);
     await until(async () => f.sandbox.abandonedWaits() > abandoned, 'the sandbox to see the upstream request aborted');
     const [row] = await rowsOf(res.json.id, 1);
-    expect(row).toMatchObject({ status: 408, errorCode: 'decision_deadline', cost: null });
+    // The provider was sent the call and bills it: the prompt is charged, not $0 (issue 33).
+    expect(row).toMatchObject({ status: 408, errorCode: 'decision_deadline', provider: null });
+    expect(row!.cost).toBeGreaterThan(0);
+    const [charged] = await until(async () => {
+      const found = await f.database.db.select().from(spendLedger).where(eq(spendLedger.requestId, row!.id));
+      return found.length === 1 ? found : null;
+    }, 'the cut call settled in the ledger');
+    expect([charged!.state, charged!.amount, charged!.provider, charged!.model]).toEqual(['settled', row!.cost, 'openai', 'gpt-4o-mini']);
 
     // The caller may shorten the deadline, never lengthen it.
     const shorter = await decide(p.slug, { input: 'Slow again [sandbox delay_ms=1500]', deadline_ms: 150 });

@@ -26,6 +26,13 @@ describe('billedUsage', () => {
     expect(billedUsage({ ...body, max_completion_tokens: 20, n: 2 }, null, 300, false)).toMatchObject({ completion_tokens: 40 });
   });
 
+  it('counts reasoning the provider reported so far on top of the visible output of an unfinished answer (issue 33)', () => {
+    // Gemini's usage so far: 40 thinking tokens, 2 visible; then 300 visible bytes arrived.
+    const partial = { prompt_tokens: 10, completion_tokens: 42, total_tokens: 52, completion_tokens_details: { reasoning_tokens: 40 } };
+    expect(billedUsage(body, partial, 300, false)).toMatchObject({ completion_tokens: 140 });
+    expect(billedUsage({ ...body, max_tokens: 50 }, partial, 300, false)).toMatchObject({ completion_tokens: 50 });
+  });
+
   it('counts a whole answer\'s text and tool calls in UTF-8 bytes', () => {
     const choices = [
       { index: 0, message: { role: 'assistant', content: 'héllo' }, finish_reason: 'stop' },

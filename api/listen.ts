@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
  * unauthenticated upload is refused before the client sends its body (the body reader sends
  * the 100 only when it is about to read).
  */
-export async function listen(app: { callback(): http.RequestListener }, port: number, host = '0.0.0.0'): Promise<{ server: http.Server; port: number; close(): Promise<void> }> {
+export async function listen(app: { callback(): http.RequestListener }, port: number, host = '0.0.0.0'): Promise<{ server: http.Server; port: number; close(graceMs?: number): Promise<void> }> {
   const handler = app.callback();
   const server = http.createServer(handler);
   server.on('checkContinue', handler);
@@ -20,10 +20,24 @@ export async function listen(app: { callback(): http.RequestListener }, port: nu
   return {
     server,
     port: (server.address() as AddressInfo).port,
-    close: () =>
+    /**
+     * Stops accepting, lets the requests under way answer (at most `graceMs`), then cuts what
+     * is left. Idle keep-alive connections close at once, so clients reconnect elsewhere.
+     */
+    close: (graceMs = 0) =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());
-        server.closeAllConnections();
+        server.closeIdleConnections();
+        if (graceMs <= 0) return server.closeAllConnections();
+        const cut = setTimeout(() => server.closeAllConnections(), graceMs);
+        cut.unref();
+        // A connection whose request answered while draining goes idle: closed at the next look.
+        const idle = setInterval(() => server.closeIdleConnections(), 100);
+        idle.unref();
+        server.once('close', () => {
+          clearTimeout(cut);
+          clearInterval(idle);
+        });
       }),
   };
 }

@@ -33,6 +33,8 @@ import { createOrgConfigCache } from '../core/routing/org-config';
 import { createGuardrailPolicies } from '../core/guardrails/policy-cache';
 import type { ReadinessCheck } from './health';
 
+import { createInFlight } from '../core/in-flight';
+
 export type ApiRuntime = { deps: AppDeps; temporal: Client; close(): Promise<void> };
 
 /** Connects everything the API process needs, from configuration. */
@@ -79,6 +81,7 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
     responseCache: createResponseCacheStore(redis.redis),
     spoolDir: spoolRoot(config.dataDir),
     sealer: manage.sealer,
+    inFlight: createInFlight(),
   };
   const unsubscribe = await subscribeConfigChanges(redis, ({ orgId, what }) => {
     if (orgId) {
@@ -129,6 +132,9 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
     },
     async close() {
       await unsubscribe();
+      // Model calls still running settle and log before the writers flush (bounded).
+      const drained = await gateway.inFlight.drained(config.GW_SHUTDOWN_GRACE_MS);
+      if (!drained) logger.warn({ in_flight: gateway.inFlight.count }, 'stopping with model calls still in flight after the grace period; their holds lapse with their lease');
       await gateway.requestLog.close();
       await gateway.spendRows.close();
       await budgetCrossingRows.close();

@@ -23,8 +23,10 @@ async function main(): Promise<void> {
     const runtime = await startApiRuntime(config, log);
     const http = await listen(createApp(runtime.deps), config.PORT, config.HOST);
     log.info({ port: http.port }, `API listening on http://localhost:${http.port}`);
+    // Stop accepting, let requests under way answer, wait for model calls to settle and log,
+    // flush the writers, then close (each step bounded by GW_SHUTDOWN_GRACE_MS).
     const stop = async () => {
-      await http.close();
+      await http.close(config.GW_SHUTDOWN_GRACE_MS);
       await runtime.close();
     };
     process.once('SIGINT', () => void stop());

@@ -26,6 +26,8 @@ const configSchema = z
     GW_DATA_DIR: z.string().default('.data'),
     /** Multiplies every durable wait (job checks, webhook schedule, retention, rotation overlaps). */
     GW_SCHEDULE_SCALE: z.coerce.number().positive().max(1000).default(1),
+    /** How long a graceful stop (SIGTERM) waits for requests and model calls in flight before it closes anyway. */
+    GW_SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).max(600_000).default(30_000),
     GW_ALLOW_PRIVATE_NETWORK: booleanFlag,
     /** Trust X-Forwarded-For from a load balancer when deciding the client address. */
     GW_TRUST_PROXY: booleanFlag,

@@ -201,7 +201,7 @@ async function main(): Promise<void> {
   const runtime = await startApiRuntime(config, logger);
   const http = await listen(createApp(runtime.deps), config.PORT, config.HOST);
   stops.push(['API', async () => {
-    await http.close();
+    await http.close(config.GW_SHUTDOWN_GRACE_MS);
     await runtime.close();
   }]);
   const apiUrl = `http://localhost:${http.port}`;

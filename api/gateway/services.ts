@@ -15,6 +15,8 @@ import type { JobServices } from './jobs';
 import type { Sealer } from '../../core/crypto/sealing';
 
 /** What the chat path needs besides the key: configuration, catalog, upstream pools, the log. */
+import type { InFlight } from '../../core/in-flight';
+
 export type GatewayServices = {
   orgConfig: OrgConfigCache;
   catalog: ModelCatalog;
@@ -42,6 +44,8 @@ export type GatewayServices = {
   spoolDir: string;
   /** Opens sealed tool-gateway server credentials for calls on `/v1/mcp/{server_slug}` (issue 15). */
   sealer: Sealer;
+  /** Model calls between their spend hold and its end: a graceful stop waits for them (core/in-flight.ts). */
+  inFlight: InFlight;
 };
 
 /** Default upstream timeout: long answers from large models take minutes. */

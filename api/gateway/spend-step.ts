@@ -29,6 +29,8 @@ export type SpendCall = {
   hold: Hold | null;
   /** Keeps a long request's hold alive past its lease; stopped when the spend ends. */
   holdRenewal?: NodeJS.Timeout;
+  /** Ends this call's count in flight (GatewayServices.inFlight), once its spend has ended. */
+  endInFlight?: () => void;
   /**
    * The id of this call's hold, ledger row and request-log row when a request makes more than
    * one model call (a decision's retry); the request id otherwise.
@@ -97,6 +99,8 @@ export async function reserveSpend(call: SpendCall, worstCase: () => number): Pr
   // Counted already (by the rate middleware, on a path that does not count itself): never twice.
   call.hold = ctx.state.rateCounted === true ? await services.spend.reserve(input) : await services.spend.reserveCounted({ rate, counted, ...input });
   if (!call.hold) refuseOverRate(key, window!);
+  // From here the call is in flight until its spend ends: a graceful stop waits for it.
+  call.endInFlight = services.inFlight.begin();
   if (!blocking) return;
   const hold = call.hold!;
   call.holdRenewal = setInterval(() => void services.spend.renew(hold, CHAT_HOLD_LEASE_MS, new Date()).catch(() => undefined), CHAT_HOLD_RENEW_MS);
@@ -149,6 +153,8 @@ export function endSpend(call: SpendCall, estimate: CostEstimate): void {
       provider: call.servedBy?.provider ?? null, model: call.servedBy?.model ?? null,
     })
     : call.services.spend.release(hold);
-  // Off the answer's path; a hold that could not be ended lapses with its lease.
-  void done.catch(() => undefined);
+  // Off the answer's path; a hold that could not be ended lapses with its lease. The call stays
+  // in flight until then, and a turn longer, for the row its caller logs right after this.
+  const endInFlight = call.endInFlight;
+  void done.catch(() => undefined).finally(() => setImmediate(() => endInFlight?.()));
 }

@@ -34,6 +34,8 @@ export type TestApi = {
   config: Config;
   runtime: ApiRuntime;
   close(): Promise<void>;
+  /** The production stop: requests under way may answer for `graceMs`, then the runtime closes. Close after it does nothing. */
+  stop(graceMs: number): Promise<void>;
 };
 
 /** The real API (real Postgres, Redis, Temporal client) on a free port; deps can be overridden. */
@@ -44,12 +46,20 @@ export async function startTestApi(
   const runtime = await startApiRuntime(config, createLogger('silent'));
   const deps = options.deps ? options.deps(runtime.deps) : runtime.deps;
   const server = await listen(createApp(deps), 0, '127.0.0.1');
+  let stopped = false;
   return {
     url: `http://127.0.0.1:${server.port}`,
     config,
     runtime,
     async close() {
+      if (stopped) return;
+      stopped = true;
       await server.close();
+      await runtime.close();
+    },
+    async stop(graceMs) {
+      stopped = true;
+      await server.close(graceMs);
       await runtime.close();
     },
   };

@@ -8,6 +8,7 @@ import { alertEmail, chatappMessage, findingLink } from './messages';
 type RuleWithChannel = {
   scopeKind: string | null;
   scopeId: string | null;
+  includeEndUser: boolean;
   channel: typeof notificationChannels.$inferSelect;
   endpointUrl: string | null;
 };
@@ -31,6 +32,14 @@ export function ruleScopeMatches(rule: Pick<RuleWithChannel, 'scopeKind' | 'scop
   return false;
 }
 
+/**
+ * Whether a finding is about one end customer (their spend anomaly, their cap crossed): a rule
+ * notifies on those only with `include_end_user` (spec 2.6), since they name the customer.
+ */
+export function aboutEndUser(finding: Pick<FindingRow, 'scopeKind'>): boolean {
+  return finding.scopeKind === 'end_user';
+}
+
 /** Where a delivery goes, as the delivery log shows it: never a chat app's sealed address. */
 function shownUrl(rule: RuleWithChannel): string | null {
   const { channel } = rule;
@@ -51,6 +60,7 @@ export async function queueFindingNotifications(db: Executor, finding: FindingRo
   const rules: RuleWithChannel[] = await db.select({
     scopeKind: notificationRules.scopeKind,
     scopeId: notificationRules.scopeId,
+    includeEndUser: notificationRules.includeEndUser,
     channel: notificationChannels,
     endpointUrl: webhookEndpoints.url,
   })
@@ -66,7 +76,8 @@ export async function queueFindingNotifications(db: Executor, finding: FindingRo
       eq(notificationChannels.status, 'active'),
     ));
   const byChannel = new Map<string, RuleWithChannel>();
-  for (const rule of rules) if (ruleScopeMatches(rule, finding) && shownUrl(rule)) byChannel.set(rule.channel.id, rule);
+  const endUser = aboutEndUser(finding);
+  for (const rule of rules) if ((!endUser || rule.includeEndUser) && ruleScopeMatches(rule, finding) && shownUrl(rule)) byChannel.set(rule.channel.id, rule);
   if (byChannel.size === 0) return [];
 
   const link = findingLink(publicUrl, finding);

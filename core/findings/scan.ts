@@ -17,7 +17,7 @@ import { detectThresholdCrossed } from './detectors/threshold-crossed';
 import { detectRegression } from './detectors/traffic-regression';
 import { DAY_MS, floorToDay, floorToHour, HOUR_MS, MINUTE_MS } from './detectors/robust';
 import { detectUnpricedTraffic } from './detectors/unpriced-traffic';
-import { activeCommitments, answeredMismatches, budgetUses, connectionWindows, orgPrices, providerCostDays, servedModelKeys, swapPriceSnapshot, latencyWindows, recentCrossings, servedModels, spendSeries, unpricedModels } from './series';
+import { activeCommitments, answeredMismatches, budgetUses, connectionWindows, orgPrices, providerCostDays, servedModelKeys, readPriceSnapshot, writePriceSnapshot, latencyWindows, recentCrossings, servedModels, spendSeries, unpricedModels } from './series';
 import { knownFingerprints, recordDetection, resolveCleared, type NotifyOptions } from './store';
 
 /** `spend.anomaly` fires only on at least this many dollars above the usual hour (issue 22). */
@@ -41,7 +41,8 @@ export type Detector = {
   name: string;
   types: readonly AlertEventType[];
   windowMs(settings: ScanSettings): number;
-  detect(db: Executor, now: Date, settings: ScanSettings): Promise<Detection[]>;
+  /** The detections; with `afterRecorded`, work to do once they are recorded (state the next run compares with). */
+  detect(db: Executor, now: Date, settings: ScanSettings): Promise<Detection[] | { detections: Detection[]; afterRecorded(): Promise<void> }>;
 };
 
 const lastCompleteHour = (now: Date) => new Date(floorToHour(now).getTime() - HOUR_MS);
@@ -94,13 +95,15 @@ export const DETECTORS: readonly Detector[] = [
         return prices.get(orgId)!;
       };
       const found: Detection[] = [];
+      const seen: Array<() => Promise<void>> = [];
       // A model's effective price (catalogue or custom rate) against the one seen before.
       for (const key of served) {
         if (!isProviderKind(key.provider)) continue;
         const price = resolvedPrice({ kind: key.provider, upstreamModel: key.model, modelId: key.model, prices: await pricesOf(key.orgId), catalog });
         const perMillion = (input: number, output: number) => costAt(price, input, 0, output)?.cost ?? null;
         const current = { input: perMillion(1e6, 0), output: perMillion(0, 1e6) };
-        const previous = await swapPriceSnapshot(db, key, current, now);
+        const previous = await readPriceSnapshot(db, key);
+        seen.push(() => writePriceSnapshot(db, key, current, now));
         const changed = previous && detectPriceChange({ orgId: key.orgId, model: key.model, day: floorToDay(now), previous, current });
         if (changed) found.push(changed);
       }
@@ -114,7 +117,9 @@ export const DETECTORS: readonly Detector[] = [
         const detection = detectCostDrift({ orgId: d.orgId, model: d.model, day, requests: d.requests, reported: d.reported, estimated: estimate.cost });
         if (detection) found.push(detection);
       }
-      return found;
+      // The prices seen are kept only after this run's findings are: a run that fails between
+      // the two is retried and still sees the change.
+      return { detections: found, afterRecorded: async () => { for (const write of seen) await write(); } };
     },
   },
   {
@@ -212,13 +217,16 @@ export type ScanResult = { detections: number; opened: number; raised: number; r
  */
 export async function runDetector(db: Executor, detector: Detector, now: Date, settings: ScanSettings, notify: NotifyOptions): Promise<ScanResult> {
   const result: ScanResult = { detections: 0, opened: 0, raised: 0, resolved: 0, deliveries: [] };
-  for (const detection of await detector.detect(db, now, settings)) {
+  const run = await detector.detect(db, now, settings);
+  const detections = Array.isArray(run) ? run : run.detections;
+  for (const detection of detections) {
     const change = await recordDetection(db, detection, now, notify);
     result.detections++;
     if (change.change === 'opened') result.opened++;
     if (change.change === 'raised') result.raised++;
     result.deliveries.push(...change.deliveries);
   }
+  if (!Array.isArray(run)) await run.afterRecorded();
   const clearSince = new Date(now.getTime() - detector.windowMs(settings));
   result.resolved = (await resolveCleared(db, detector.types, clearSince, now)).length;
   return result;

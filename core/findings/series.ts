@@ -25,7 +25,7 @@ async function rows(db: Executor, query: ReturnType<typeof sql>): Promise<Row[]>
 }
 
 /**
- * Hourly spend of every organization, project and key that spent in `target` (an hour's start),
+ * Hourly spend of every organization, project, key and end customer that spent in `target` (an hour's start),
  * over the five weeks before it and the hour itself: the detector needs four full weeks of
  * history for its same-hour-of-week baseline, and so must see whether spend began earlier.
  */
@@ -65,6 +65,15 @@ export async function spendSeries(db: Executor, target: Date): Promise<SpendSeri
     add(orgId, 'project', String(r.project_id), hour, cost, requests);
     add(orgId, 'key', String(r.key_id), hour, cost, requests);
   }
+  // End customers who spent in the hour, each their own series (findings about them notify
+  // only rules with `include_end_user`): their history only, not every customer's.
+  const customers = await rows(db, sql`
+    select org_id, user_id, hour, sum(cost)::float8 as cost, sum(requests)::int as requests
+    from usage_hourly
+    where hour >= ${from.toISOString()}::timestamptz and hour <= ${target.toISOString()}::timestamptz
+      and (org_id, user_id) in (select distinct org_id, user_id from usage_hourly where hour = ${target.toISOString()}::timestamptz and requests > 0 and user_id <> '')
+    group by org_id, user_id, hour`);
+  for (const r of customers) add(String(r.org_id), 'end_user', String(r.user_id), new Date(r.hour as string | Date), Number(r.cost), Number(r.requests));
   const sorted = [...series.values()].map(({ orgId, scope, hours }) => ({ orgId, scope, hours: hours.sort((a, b) => a.hour.getTime() - b.hour.getTime()) }));
   const orgIds = [...new Set(sorted.map((s) => s.orgId))];
   const floors = orgIds.length === 0 ? [] : await rows(db, sql`select org_id, anomaly_dollar_floor::float8 as floor from org_settings where org_id in ${orgIds}`);
@@ -298,13 +307,17 @@ export type PricePoint = { input: number | null; output: number | null };
  * Records a model's effective price now and answers the one recorded before it, if any: what
  * a price change is measured against. One row per organization, provider and model.
  */
-export async function swapPriceSnapshot(db: Executor, key: { orgId: string; provider: string; model: string }, current: PricePoint, now: Date): Promise<PricePoint | null> {
+export async function readPriceSnapshot(db: Executor, key: { orgId: string; provider: string; model: string }): Promise<PricePoint | null> {
   const [before] = await db.select().from(priceSnapshots)
     .where(and(eq(priceSnapshots.orgId, key.orgId), eq(priceSnapshots.provider, key.provider), eq(priceSnapshots.model, key.model)));
+  return before ? { input: before.inputPerMillion, output: before.outputPerMillion } : null;
+}
+
+/** Keeps `current` as the price seen; written only once the run's findings are recorded (a retried run must still see the change). */
+export async function writePriceSnapshot(db: Executor, key: { orgId: string; provider: string; model: string }, current: PricePoint, now: Date): Promise<void> {
   const values = { inputPerMillion: current.input, outputPerMillion: current.output, seenAt: now };
   await db.insert(priceSnapshots).values(Object.assign({ orgId: key.orgId, provider: key.provider, model: key.model }, values))
     .onConflictDoUpdate({ target: [priceSnapshots.orgId, priceSnapshots.provider, priceSnapshots.model], set: values });
-  return before ? { input: before.inputPerMillion, output: before.outputPerMillion } : null;
 }
 
 /**

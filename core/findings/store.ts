@@ -1,4 +1,4 @@
-import { and, eq, inArray, lte, ne, sql } from 'drizzle-orm';
+import { and, eq, gt, inArray, lte, ne, sql } from 'drizzle-orm';
 import type { Executor } from '../db/client';
 import { findings, type AlertEventType, type FindingRow } from '../db/schema';
 import { newId } from '../ids';
@@ -54,6 +54,7 @@ export async function recordDetection(db: Executor, detection: Detection, now: D
         }).where(eq(findings.id, live.id)).returning();
         const change: FindingChange['change'] = severityRank(severity) > severityRank(live.severity) ? 'raised' : 'updated';
         const deliveries = change === 'raised' && notify ? await queueFindingNotifications(tx, finding!, now, notify.publicUrl) : [];
+        if (deliveries.length > 0) await tx.update(findings).set({ notifiedAt: now }).where(eq(findings.id, live.id));
         return { finding: finding!, change, deliveries };
       }
       const [finding] = await tx.insert(findings).values({
@@ -80,12 +81,25 @@ export async function recordDetection(db: Executor, detection: Detection, now: D
         updatedAt: now,
       }).onConflictDoNothing().returning();
       if (!finding) return null;
-      const deliveries = notify ? await queueFindingNotifications(tx, finding, now, notify.publicUrl) : [];
+      // A condition that flaps (resolved, then back) opens a finding each time; it notifies
+      // once an hour at most, counted across the fingerprint's findings.
+      const flapping = notify ? await notifiedSince(tx, detection.orgId, fingerprint, new Date(now.getTime() - RENOTIFY_AFTER_MS)) : false;
+      const deliveries = notify && !flapping ? await queueFindingNotifications(tx, finding, now, notify.publicUrl) : [];
+      if (deliveries.length > 0) await tx.update(findings).set({ notifiedAt: now }).where(eq(findings.id, finding.id));
       return { finding, change: 'opened' as const, deliveries };
     });
     if (result) return result;
     if (attempt > 0) throw new Error(`finding ${fingerprint} could neither be opened nor found live`);
   }
+}
+
+/** A fingerprint whose finding was notified this recently is not notified again when it reopens. */
+export const RENOTIFY_AFTER_MS = 3_600_000;
+
+async function notifiedSince(db: Executor, orgId: string, fingerprint: string, since: Date): Promise<boolean> {
+  const [row] = await db.select({ id: findings.id }).from(findings)
+    .where(and(eq(findings.orgId, orgId), eq(findings.fingerprint, fingerprint), gt(findings.notifiedAt, since))).limit(1);
+  return row !== undefined;
 }
 
 /**

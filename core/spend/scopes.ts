@@ -73,6 +73,9 @@ export type EndUserCap = {
   refusalDetails: Record<string, unknown>;
 };
 
+/** An end customer's cap is crossed once it is reached (end-customer cap rules set no `alert_at`). */
+const END_USER_CAP_ALERT_AT = [1];
+
 /**
  * An end customer's window under one cap rule (also read by `GET /manage/v1/budget_status`).
  * The counter is per rule and customer; rebuilt from the ledger, a project rule's counter sums
@@ -82,7 +85,9 @@ export type EndUserCap = {
 export function endUserCapScope(orgId: string, cap: Omit<EndUserCap, 'refusalDetails'>, now: Date, billingDay: number): SpendScope {
   const scope = endUserScopeOf(cap);
   const ledger: SpendScope['ledger'] = cap.organizationWide ? { column: 'end_user_id', value: cap.endUserId } : { column: 'end_user_scope', value: scope };
-  return scopeAt(orgId, { kind: 'end_user', id: scope, code: 'end_user_budget', limit: cap.amount, blocking: cap.behavior === 'block', period: cap.period, ledger }, now, billingDay);
+  // Reaching the cap is recorded as a crossing: a finding about the customer (budget.threshold_crossed),
+  // which notification rules with `include_end_user` pass on.
+  return scopeAt(orgId, { kind: 'end_user', id: scope, code: 'end_user_budget', limit: cap.amount, blocking: cap.behavior === 'block', period: cap.period, ledger, alertAt: END_USER_CAP_ALERT_AT }, now, billingDay);
 }
 
 /**

@@ -1,10 +1,12 @@
-import { and, eq } from 'drizzle-orm';
+import { and, eq, inArray } from 'drizzle-orm';
 import type { DatabaseHandle } from '../../core/db/client';
 import { budgetCrossings, findings, modelPrices, notificationChannels, notificationRules, orgSettings, requestLogs, usageHourly, webhookDeliveries, type AlertEventType, type RequestAttempt } from '../../core/db/schema';
 import { loadModelCatalog, type ModelCatalog } from '../../core/catalog/model-catalog';
 import type { Detection } from '../../core/findings/detection';
 import { detectorNamed, runDetector, type ScanSettings } from '../../core/findings/scan';
-import { recordDetection } from '../../core/findings/store';
+import { recordDetection, resolveFinding } from '../../core/findings/store';
+import { detectThresholdCrossed } from '../../core/findings/detectors/threshold-crossed';
+import { fingerprintOf } from '../../core/findings/detection';
 import { newId } from '../../core/ids';
 import type { RequestLogEntry } from '../../core/request-log/writer';
 import { testDatabase } from '../helpers/harness';
@@ -195,6 +197,22 @@ describe('finding detectors over the database', () => {
     expect(await anomalies()).toMatchObject([{ scopeKind: 'key', scopeId: org.key.id, observed: 40, status: 'open' }]);
   });
 
+  it('spend.anomaly also finds an end customer\'s own spike, naming them (issue 33)', async () => {
+    const org = await createTenant(db());
+    const target = new Date(Math.floor(now.getTime() / HOUR_MS) * HOUR_MS - HOUR_MS);
+    // Two customers with a steady two weeks; one of them spends $40 in the target hour.
+    const steady = (userId: string) => Array.from({ length: 14 * 24 }, (_, i) => ({
+      orgId: org.orgId, hour: new Date(target.getTime() - (i + 1) * HOUR_MS), keyId: org.key.id, projectId: org.projectId, model: 'm', userId, requests: 30, cost: 1 + (i % 3) / 10,
+    }));
+    await db().insert(usageHourly).values([...steady('calm'), ...steady('spiky'),
+      { orgId: org.orgId, hour: target, keyId: org.key.id, projectId: org.projectId, model: 'm', userId: 'calm', requests: 30, cost: 1.1 },
+      { orgId: org.orgId, hour: target, keyId: org.key.id, projectId: org.projectId, model: 'm', userId: 'spiky', requests: 300, cost: 40 }]);
+    await run('spend-anomaly');
+    const found = await db().select().from(findings).where(and(eq(findings.orgId, org.orgId), eq(findings.type, 'spend.anomaly'), eq(findings.scopeKind, 'end_user')));
+    expect(found.map((f) => [f.scopeId, f.observed])).toEqual([['spiky', 40]]);
+    expect(found[0]!.title).toContain('end customer spiky');
+  });
+
   it('cost.drift: a served model\'s effective price changing since it was last seen is an info finding', async () => {
     const org = await createTenant(db());
     const price = newId('price');
@@ -236,5 +254,69 @@ describe('finding detectors over the database', () => {
     const [row] = await db().select().from(webhookDeliveries).where(eq(webhookDeliveries.id, after.deliveries[0]!.id));
     expect(row).toMatchObject({ receiver: channel, url: 'mailto:m@example.com', eventType: 'unpriced.traffic', endpointId: null });
     expect(JSON.parse(row!.payload)).toMatchObject({ to: ['m@example.com'], subject: '[warning] Unpriced' });
+  });
+
+  it('notifies on a finding about an end customer only through rules with include_end_user, naming them (issue 33)', async () => {
+    const org = await createTenant(db());
+    const channel = async (email: string) => {
+      const id = newId('nch');
+      await db().insert(notificationChannels).values({ id, orgId: org.orgId, kind: 'email', label: email, emails: [email] });
+      return id;
+    };
+    const [withCustomers, without] = [await channel('with@example.com'), await channel('without@example.com')];
+    await db().insert(notificationRules).values([
+      { id: newId('nrule'), orgId: org.orgId, eventType: 'budget.threshold_crossed', channelId: withCustomers, includeEndUser: true },
+      { id: newId('nrule'), orgId: org.orgId, eventType: 'budget.threshold_crossed', channelId: without, includeEndUser: false },
+    ]);
+    const crossing = (kind: 'end_user' | 'project', id: string) => detectThresholdCrossed({
+      orgId: org.orgId, scope: { kind, id } as never, budget: `${kind}_budget`, window: '2026-11-01', fraction: 1, limit: 10, spent: 10, crossedAt: now,
+    });
+    const notify = { publicUrl: 'https://gw.test' };
+    const receivers = async (deliveries: Array<{ id: string }>) => (await db().select().from(webhookDeliveries).where(inArray(webhookDeliveries.id, deliveries.map((d) => d.id)))).map((d) => d.receiver).sort();
+    const customer = await recordDetection(db(), crossing('end_user', 'eucap_rule1:cust-42'), now, notify);
+    expect(await receivers(customer.deliveries)).toEqual([withCustomers]);
+    expect(customer.finding.title).toContain('End customer cust-42');
+    expect(customer.finding.evidence).toMatchObject({ end_user_id: 'cust-42' });
+    const project = await recordDetection(db(), crossing('project', org.projectId), now, notify);
+    expect(await receivers(project.deliveries)).toEqual([withCustomers, without].sort());
+  });
+
+  it('a finding that flaps (resolved, reopened) notifies at most once an hour (issue 33)', async () => {
+    const org = await createTenant(db());
+    const channel = newId('nch');
+    await db().insert(notificationChannels).values({ id: channel, orgId: org.orgId, kind: 'email', label: 'ops', emails: ['ops@example.com'] });
+    await db().insert(notificationRules).values({ id: newId('nrule'), orgId: org.orgId, eventType: 'connection.failing', channelId: channel });
+    const failing: Detection = {
+      orgId: org.orgId, type: 'connection.failing', severity: 'warning', title: 'Failing', summary: 'Failing.', scope: { kind: 'connection', id: 'conn_flap' }, subject: {},
+      window: { from: now, to: now }, observed: 1, expected: null, threshold: null, evidence: {},
+    };
+    const notify = { publicUrl: 'https://gw.test' };
+    const at = (minutes: number) => new Date(now.getTime() + minutes * MINUTE_MS);
+    const counts: number[] = [];
+    for (const minute of [0, 10, 20, 30, 75]) {
+      const change = await recordDetection(db(), failing, at(minute), notify);
+      expect(change.change).toBe('opened');
+      counts.push(change.deliveries.length);
+      await resolveFinding(db(), org.orgId, fingerprintOf(failing), at(minute + 5));
+    }
+    expect(counts).toEqual([1, 0, 0, 0, 1]);
+  });
+
+  it('keeps a price change for a retried run: the price seen is written only after the run\'s findings (issue 33)', async () => {
+    const org = await createTenant(db());
+    const price = newId('price');
+    await db().insert(modelPrices).values({ id: price, orgId: org.orgId, model: 'retried-model', provider: 'openai', inputPerMillion: 1, outputPerMillion: 2 });
+    await db().insert(requestLogs).values({
+      id: newId('req'), orgId: org.orgId, keyId: org.key.id, projectId: org.projectId, endpoint: 'chat.completions', requestedModel: 'retried-model',
+      servedModel: 'retried-model', provider: 'openai', status: 200, latencyMs: 50, createdAt: new Date(now.getTime() - HOUR_MS),
+    });
+    await run('cost-drift');
+    await db().update(modelPrices).set({ outputPerMillion: 5 }).where(eq(modelPrices.id, price));
+    // A run that detects the change and dies before recording it...
+    await detectorNamed('cost-drift').detect(db(), new Date(now.getTime() + MINUTE_MS), SETTINGS);
+    // ...is retried, and the retry still sees the change.
+    await run('cost-drift', new Date(now.getTime() + 2 * MINUTE_MS));
+    const changed = await db().select().from(findings).where(and(eq(findings.orgId, org.orgId), eq(findings.type, 'cost.drift')));
+    expect(changed.map((c) => c.scopeId)).toEqual(['retried-model#price']);
   });
 });

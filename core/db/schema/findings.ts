@@ -6,7 +6,7 @@ import type { AlertEventType, AlertSeverity } from './webhook-deliveries';
 
 export const FINDING_STATUSES = ['open', 'acknowledged', 'resolved'] as const;
 export type FindingStatus = (typeof FINDING_STATUSES)[number];
-export const FINDING_SCOPE_KINDS = ['organization', 'project', 'member', 'key', 'connection', 'model', 'mcp_server', 'commitment'] as const;
+export const FINDING_SCOPE_KINDS = ['organization', 'project', 'member', 'key', 'connection', 'model', 'mcp_server', 'commitment', 'end_user'] as const;
 export type FindingScopeKind = (typeof FINDING_SCOPE_KINDS)[number];
 
 /** What a finding is about beyond its scope (spec 4.4): the model, connection or route, where one applies; for a budget crossing, which budget, window and fraction. */
@@ -42,6 +42,8 @@ export const findings = pgTable(
     firstSeenAt: timestamp('first_seen_at', { withTimezone: true }).notNull(),
     lastSeenAt: timestamp('last_seen_at', { withTimezone: true }).notNull(),
     resolvedAt: timestamp('resolved_at', { withTimezone: true }),
+    /** When its notifications were last queued: a fingerprint that flaps notifies at most once an hour. */
+    notifiedAt: timestamp('notified_at', { withTimezone: true }),
     acknowledgedAt: timestamp('acknowledged_at', { withTimezone: true }),
     /** The management token that acknowledged it. */
     acknowledgedBy: text('acknowledged_by'),
@@ -51,6 +53,8 @@ export const findings = pgTable(
   (t) => [
     // One live finding per fingerprint: a detection updates it instead of opening another.
     uniqueIndex('findings_live_fingerprint').on(t.orgId, t.fingerprint).where(sql`${t.status} <> 'resolved'`),
+    /** A reopened finding looks up when its fingerprint was last notified. */
+    index('findings_notified').on(t.orgId, t.fingerprint, t.notifiedAt),
     index('findings_org_created').on(t.orgId, t.createdAt, t.id),
     index('findings_org_project').on(t.orgId, t.projectId),
   ],

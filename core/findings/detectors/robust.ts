@@ -91,7 +91,14 @@ export function formatRange(from: Date, to: Date): string {
 export function describeScope(scope: { kind: string; id: string }): string {
   if (scope.kind === 'organization') return 'the organization';
   if (scope.kind === 'mcp_server') return `MCP server ${scope.id}`;
+  // An end customer's cap scope is `<cap rule>:<customer id>`; their spend series, the id alone.
+  if (scope.kind === 'end_user') return `end customer ${endUserOf(scope.id)}`;
   return `${scope.kind} ${scope.id}`;
+}
+
+/** The customer's own id in an end-customer scope id (`<cap rule>:<customer>` or the id alone). */
+export function endUserOf(scopeId: string): string {
+  return scopeId.startsWith('eucap_') ? scopeId.slice(scopeId.indexOf(':') + 1) : scopeId;
 }
 
 export function capitalize(text: string): string {

@@ -2,7 +2,7 @@ import type { Detection } from '../detection';
 import { capitalize, describeScope, floorToHour, formatCount, formatDollars, formatUtc, HOUR_MS, mad, median, WEEK_MS } from './robust';
 
 /** What a spend detector watches: the organization as a whole, one project, or one key. */
-export type SpendScope = { kind: 'organization' | 'project' | 'member' | 'key' | 'commitment'; id: string };
+export type SpendScope = { kind: 'organization' | 'project' | 'member' | 'key' | 'commitment' | 'end_user'; id: string };
 
 /** One hour's spend; `hour` is the start of the UTC hour. */
 export type HourlySpend = { hour: Date; cost: number; requests: number };

@@ -1,12 +1,12 @@
 import type { AlertSeverity } from '../../db/schema';
 import type { Detection } from '../detection';
-import { capitalize, describeScope, formatDollars, formatPercent, formatUtc } from './robust';
+import { capitalize, describeScope, endUserOf, formatDollars, formatPercent, formatUtc } from './robust';
 import type { SpendScope } from './spend-anomaly';
 
 /** A budget's spend crossing one of its alert fractions (0.5, 0.8, 1 ...) in one budget window. */
 export type Crossing = {
   orgId: string;
-  scope: SpendScope;
+  scope: SpendScope | { kind: 'end_user'; id: string };
   budget: string;
   /** The budget window's start, `YYYY-MM-DD`, or `lifetime`. */
   window: string;
@@ -47,6 +47,6 @@ export function detectThresholdCrossed(c: Crossing): Detection {
     observed: c.spent,
     expected: null,
     threshold: c.fraction * c.limit,
-    evidence: { budget: c.budget, window: c.window, fraction: c.fraction, limit: c.limit, spent: c.spent },
+    evidence: Object.assign({ budget: c.budget, window: c.window, fraction: c.fraction, limit: c.limit, spent: c.spent }, c.scope.kind === 'end_user' ? { end_user_id: endUserOf(c.scope.id) } : {}),
   };
 }

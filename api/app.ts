@@ -22,6 +22,11 @@ export type AppDeps = {
   config: Pick<Config, 'GW_TRUST_PROXY'>;
   db: Database;
   redis: RedisHandle;
+  /**
+   * Where spend counters and key rate windows live: SPEND_REDIS_URL's Redis, else the one
+   * Redis. It must never evict (core/spend/spend-redis.ts); the other may (cached answers).
+   */
+  spendRedis: RedisHandle;
   keys: KeyResolver;
   authFailures: AuthFailureLimiter;
   clock: Clock;
@@ -47,7 +52,7 @@ export function createApp(deps: AppDeps): Koa<GatewayState> {
 
   app.use(requestContext(deps.logger));
   app.use(errorHandler());
-  const meterDeps = { keys: deps.keys, clock: deps.clock, redis: deps.redis };
+  const meterDeps = { keys: deps.keys, clock: deps.clock, redis: deps.spendRedis };
   app.use(bodyLimit({ beforeRefusal: gatewayPreAuthMeter(meterDeps) }));
   for (const router of routers) app.use(router.routes());
   app.use(consoleStatic());

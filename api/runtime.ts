@@ -34,6 +34,7 @@ import { createGuardrailPolicies } from '../core/guardrails/policy-cache';
 import type { ReadinessCheck } from './health';
 
 import { createInFlight } from '../core/in-flight';
+import { checkSpendRedis, connectSpendRedis } from '../core/spend/spend-redis';
 
 export type ApiRuntime = { deps: AppDeps; temporal: Client; close(): Promise<void> };
 
@@ -42,6 +43,8 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
   const sealingKeys = requireSetting(config, 'GW_SEALING_KEYS');
   const database = connectDatabase(requireSetting(config, 'DATABASE_URL'));
   const redis = connectRedis(requireSetting(config, 'REDIS_URL'), config.REDIS_KEY_PREFIX);
+  const spendRedis = connectSpendRedis(config, redis);
+  await checkSpendRedis(spendRedis.redis, config, (message) => logger.warn(message));
   const temporal = await connectClient(requireSetting(config, 'TEMPORAL_ADDRESS'), config.TEMPORAL_NAMESPACE);
   const keys = createKeyResolver(database.db);
   // Multipart spool directories a crashed process left behind (older than an hour).
@@ -74,7 +77,8 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
     // Kept as long as a job's output, scaled like every durable wait.
     mediaFiles: createMediaFiles({ db: database.db, storage, signer, clock: systemClock, retentionMs: Math.round(OUTPUT_RETENTION_MS * config.GW_SCHEDULE_SCALE) }),
     redis,
-    spend: createSpendLedger({ db: database.db, redis, rows: spendRows, crossings: budgetCrossingRows }),
+    spendRedis,
+    spend: createSpendLedger({ db: database.db, redis: spendRedis, rows: spendRows, crossings: budgetCrossingRows }),
     endUserCap: (orgConfig, request) => resolveEndUserCapIn(database.db, orgConfig, request),
     spendRows,
     guardrails: createGuardrailPolicies(database.db),
@@ -122,6 +126,7 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
       config,
       db: database.db,
       redis,
+      spendRedis,
       keys,
       authFailures: createAuthFailureLimiter(redis.redis, config.GW_AUTH_FAILURES_PER_MINUTE),
       clock: systemClock,
@@ -139,7 +144,7 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
       await gateway.spendRows.close();
       await budgetCrossingRows.close();
       await gateway.agent.close();
-      await Promise.allSettled([database.close(), redis.close(), temporal.close()]);
+      await Promise.allSettled([database.close(), redis.close(), spendRedis === redis ? undefined : spendRedis.close(), temporal.close()]);
     },
   };
 }

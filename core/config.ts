@@ -18,6 +18,8 @@ const configSchema = z
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     DATABASE_URL: z.string().url().optional(),
     REDIS_URL: z.string().url().optional(),
+    /** A Redis of their own for spend counters and key rate windows (one that never evicts), when REDIS_URL's may evict. */
+    SPEND_REDIS_URL: z.string().url().optional(),
     REDIS_KEY_PREFIX: z.string().default('gw:'),
     TEMPORAL_ADDRESS: z.string().optional(),
     TEMPORAL_NAMESPACE: z.string().default('default'),

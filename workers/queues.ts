@@ -22,6 +22,7 @@ import { createUpstreamAgent } from '../core/providers/upstream';
 import { localOutputStorage } from '../core/storage/output-storage';
 import type { Database } from '../core/db/client';
 import type { RedisHandle } from '../core/redis';
+import { checkSpendRedis, connectSpendRedis } from '../core/spend/spend-redis';
 import { FINDINGS_SCAN_EVERY_MS, taskQueue, type TaskQueueName } from '../workflows/definitions';
 import { createFindingsActivities } from '../activities/findings';
 import { ANOMALY_DOLLAR_FLOOR, type ScanSettings } from '../core/findings/scan';
@@ -36,6 +37,8 @@ export type QueueWorkerDeps = {
   services: ActivityServices;
   /** GW_SCHEDULE_SCALE, for the maintenance schedules' intervals. */
   scheduleScale: number;
+  /** SPEND_REDIS_URL, when spend counters have a Redis of their own (for the start-up check's message). */
+  spendRedisUrl?: string;
 };
 
 /**
@@ -50,6 +53,7 @@ export function queueWorkerDeps(config: Config, connection: NativeConnection, db
     taskQueuePrefix: config.GW_TASK_QUEUE_PREFIX,
     services: createActivityServices(config, db, redis),
     scheduleScale: config.GW_SCHEDULE_SCALE,
+    spendRedisUrl: config.SPEND_REDIS_URL,
     workflowBundle,
   };
 }
@@ -58,6 +62,8 @@ export function queueWorkerDeps(config: Config, connection: NativeConnection, db
 export type ActivityServices = {
   db: Database;
   redis: RedisHandle;
+  /** Spend counters (a job's hold ends there): SPEND_REDIS_URL's Redis, else `redis`. */
+  spendRedis: RedisHandle;
   clock: Clock;
   video: Omit<VideoJobDeps, 'db' | 'clock' | 'redis' | 'startDeliveries'>;
   /** The detectors' settings (issue 22), and where links in alerts point. */
@@ -80,6 +86,7 @@ export function createActivityServices(config: Config, db: Database, redis: Redi
   return {
     db,
     redis,
+    spendRedis: connectSpendRedis(config, redis),
     clock: systemClock,
     findings: {
       anomalyDollarFloor: ANOMALY_DOLLAR_FLOOR,
@@ -114,7 +121,7 @@ function activitiesFor(name: TaskQueueName, queue: string, services: ActivitySer
   switch (name) {
     case 'jobs': {
       const startDeliveries = createDeliveryStarter(temporal, deliveryOptions(services, taskQueuePrefix));
-      return { ...probe, ...createVideoJobActivities({ ...services.video, db: services.db, redis: services.redis, clock: services.clock, startDeliveries }) };
+      return { ...probe, ...createVideoJobActivities({ ...services.video, db: services.db, redis: services.spendRedis, clock: services.clock, startDeliveries }) };
     }
     case 'webhooks':
       return { ...probe, ...createWebhookDeliveryActivities({ db: services.db, clock: services.clock, sealer: services.video.sealer, dispatcher: services.webhooks.dispatcher, mailer: services.webhooks.mailer }) };
@@ -142,6 +149,8 @@ export type RunningWorkers = { workers: Worker[]; done: Promise<void>; shutdown(
 
 /** Starts one worker per named queue and keeps them polling until shutdown. */
 export async function startQueueWorkers(names: readonly TaskQueueName[], deps: QueueWorkerDeps): Promise<RunningWorkers> {
+  // A job worker ends spend holds: not on a Redis that may evict them.
+  if (names.includes('jobs')) await checkSpendRedis(deps.services.spendRedis.redis, { SPEND_REDIS_URL: deps.spendRedisUrl });
   // Every queue's worker runs the same workflow code: bundle it once, not once per queue.
   const workflowBundle = deps.workflowBundle ?? (await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quietBundlerLogger }));
   // Activities that queue webhook events start their delivery workflows over the worker's own connection.

@@ -341,7 +341,7 @@ function couldHaveServed(plan: Plan, hit: CachedAnswer): boolean {
 async function answerFromCache(call: Call, hit: CachedAnswer, stream: boolean, includeUsage: boolean): Promise<void> {
   const { ctx, key, services } = call;
   if (ctx.state.rateCounted !== true) {
-    const window = await meterKey(ctx, services.redis, key);
+    const window = await meterKey(ctx, services.spendRedis, key);
     ctx.state.rateCounted = true;
     refuseOverRate(key, window);
   }

@@ -165,7 +165,7 @@ export function jobRoutes(router: Router<GatewayState>, deps: { db: Database; cl
           // given back only when the workflow surely does not exist.
           if (await workflowAbsent(deps.jobs.temporal, workflowIds.videoJob(job.id))) {
             await closeJobSpend(deps.db, job.id, 'released', now);
-            await endJobHold(deps.db, deps.gateway.redis.redis, job.id);
+            await endJobHold(deps.db, deps.gateway.spendRedis.redis, job.id);
           }
           throw err;
         }

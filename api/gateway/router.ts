@@ -23,7 +23,7 @@ import { mcpRoutes } from './mcp';
 import type { Database } from '../../core/db/client';
 import type { GatewayServices } from './services';
 
-export type GatewayRouterDeps = { keys: KeyResolver; authFailures: AuthFailureLimiter; clock: Clock; redis: RedisHandle; db: Database; gateway: GatewayServices };
+export type GatewayRouterDeps = { keys: KeyResolver; authFailures: AuthFailureLimiter; clock: Clock; redis: RedisHandle; spendRedis: RedisHandle; db: Database; gateway: GatewayServices };
 
 /** `/v1`: key auth first (DESIGN 3, step 2), the key's rate tier, then the body, then the endpoint. */
 export function gatewayRouter(deps: GatewayRouterDeps): Router<GatewayState> {
@@ -31,7 +31,7 @@ export function gatewayRouter(deps: GatewayRouterDeps): Router<GatewayState> {
   // Chat completions count the key's request in the same Redis step as their spend reservation.
   const countsItself = (ctx: GatewayContext) => ctx.method === 'POST' && ctx.path.toLowerCase().replace(/\/+$/, '') === '/v1/chat/completions';
   // A route that takes multipart (multipartBody) streams its own body; JSON is parsed for the rest.
-  router.use(gatewayAuth(deps), keyRateLimit(deps.redis, { countsItself }), unlessMultipartRoute(jsonBody()));
+  router.use(gatewayAuth({ ...deps, redis: deps.spendRedis }), keyRateLimit(deps.spendRedis, { countsItself }), unlessMultipartRoute(jsonBody()));
 
   router.get('/models', async (ctx) => {
     const key = ctx.state.key!;

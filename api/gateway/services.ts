@@ -30,6 +30,8 @@ export type GatewayServices = {
   /** Image and speech outputs, stored and linked for their retention (core/media/stored-files.ts). */
   mediaFiles: MediaFiles;
   redis: RedisHandle;
+  /** Spend counters and key rate windows (AppDeps.spendRedis). */
+  spendRedis: RedisHandle;
   /** Every budget scope's spend: reserved before a priced request, settled after (core/spend). */
   spend: SpendLedger;
   /** The end-customer cap a request meets (cached per organization; core/spend/end-user-caps.ts). */

@@ -24,7 +24,7 @@ import { resourceRouter } from './resources/router';
 import type { ManagementServices } from './services';
 import { webhookDeliveryRoutes } from './webhook-deliveries';
 
-export type ManagementRouterDeps = { db: Database; redis: RedisHandle; authFailures: AuthFailureLimiter; clock: Clock; manage: ManagementServices };
+export type ManagementRouterDeps = { db: Database; redis: RedisHandle; spendRedis: RedisHandle; authFailures: AuthFailureLimiter; clock: Clock; manage: ManagementServices };
 
 export function managementRouter(deps: ManagementRouterDeps): Router<GatewayState> {
   const router = new Router<GatewayState>({ prefix: '/manage/v1' });
@@ -65,7 +65,7 @@ export function managementRouter(deps: ManagementRouterDeps): Router<GatewayStat
   endUserCapOverrideRoutes(router, deps);
   requestDataRoutes(router, deps);
   // Data operations (issue 13): not resources, so before the generic `/:type` routes.
-  budgetStatusRoutes(router, deps);
+  budgetStatusRoutes(router, { ...deps, redis: deps.spendRedis });
   auditEventRoutes(router, deps);
   exportRoutes(router, { db: deps.db, resources: RESOURCES.filter((r) => !r.data) });
   manageUsageRoutes(router, deps);

@@ -25,7 +25,21 @@ export function windowKeys(w: Pick<ScopeWindow, 'orgId' | 'scope' | 'window'>): 
   return [`${base}:s`, `${base}:h`, `${base}:z`, `${base}:a`];
 }
 
-const RESERVE = redisScript(`
+const LOST_WINDOW = `
+-- A window is lost when its settled counter is gone, or its held total, leases and amounts
+-- disagree (one of them evicted or flushed): it is repaired from Postgres before anything else.
+local function lost(s, h, z, a)
+  if redis.call('EXISTS', s) == 0 then return true end
+  local na = redis.call('HLEN', a)
+  if redis.call('ZCARD', z) ~= na then return true end
+  local held = redis.call('GET', h)
+  if not held then return na > 0 end
+  held = tonumber(held)
+  return held < 0 or (held > 0 and na == 0)
+end
+`;
+
+const RESERVE = redisScript(LOST_WINDOW + `
 local now = tonumber(ARGV[1])
 local expiry = ARGV[2]
 local id = ARGV[3]
@@ -41,7 +55,7 @@ if tonumber(ARGV[6]) > 0 then
 end
 local missing = {}
 for i = 1, n do
-  if redis.call('EXISTS', KEYS[4 * i - 3]) == 0 then missing[#missing + 1] = i end
+  if lost(KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]) then missing[#missing + 1] = i end
 end
 if #missing > 0 then
   table.insert(missing, 1, ttl)
@@ -88,7 +102,7 @@ return {'ok', count, ttl}
 // Drops the hold and adds the actual cost to each scope that still has its counter: a counter
 // lost with Redis is rebuilt from the Postgres ledger, which records this cost too. A hold is
 // settled once: a marker (the last key) makes a repeated settle change nothing.
-const SETTLE = redisScript(`
+const SETTLE = redisScript(LOST_WINDOW + `
 local id = ARGV[1]
 local actual = tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
@@ -97,7 +111,7 @@ local totals = {}
 if ARGV[5] == '1' then
   local missing = {}
   for i = 1, n do
-    if redis.call('EXISTS', KEYS[4 * i - 3]) == 0 then missing[#missing + 1] = i end
+    if lost(KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]) then missing[#missing + 1] = i end
   end
   if #missing > 0 then
     table.insert(missing, 1, 'missing')
@@ -190,6 +204,44 @@ return 'ok'
 export async function renewHold(redis: Redis, holdId: string, windows: ScopeWindow[], leaseExpiresAt: Date): Promise<void> {
   if (windows.length === 0) return;
   await RENEW(redis, windows.map((w) => windowKeys(w)[2]), [holdId, leaseExpiresAt.getTime()]);
+}
+
+/** A hold that outlives a lost window: a running job's, from its reserved ledger row. */
+export type KeptHold = { id: string; nanos: number; expiresAt: number };
+
+const REPAIR = redisScript(`
+local s, h, z, a = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local ttl = tonumber(ARGV[2])
+local fresh = ARGV[3]
+redis.call('SET', s, ARGV[1], 'NX')
+for i = 4, #ARGV, 3 do
+  redis.call('HSETNX', a, ARGV[i], ARGV[i + 1])
+  redis.call('ZADD', z, 'NX', ARGV[i + 2], ARGV[i])
+end
+-- An amount whose lease was lost is leased afresh; a lease whose amount was lost is dropped.
+for _, id in ipairs(redis.call('HKEYS', a)) do redis.call('ZADD', z, 'NX', fresh, id) end
+for _, id in ipairs(redis.call('ZRANGE', z, 0, -1)) do
+  if redis.call('HEXISTS', a, id) == 0 then redis.call('ZREM', z, id) end
+end
+-- The held total is what the amounts say.
+local total = 0
+for _, v in ipairs(redis.call('HVALS', a)) do total = total + tonumber(v) end
+redis.call('SET', h, string.format('%.0f', total))
+if ttl > 0 then
+  for _, k in ipairs({s, h, z, a}) do redis.call('EXPIRE', k, ttl) end
+end
+return 'ok'
+`);
+
+/**
+ * Repairs a lost window: the settled total rebuilt from the ledger (unless another instance
+ * wrote it first), running jobs' holds put back from Postgres, amounts and leases made to agree,
+ * and the held total recomputed from the amounts. Chat holds lost with their amounts are not
+ * known; their requests still settle into the settled total when they end.
+ */
+export async function repairWindow(redis: Redis, window: ScopeWindow, settledNanos: bigint, kept: readonly KeptHold[], freshLeaseExpiresAt: Date): Promise<void> {
+  const args = kept.flatMap((k) => [k.id, k.nanos, k.expiresAt]);
+  await REPAIR(redis, windowKeys(window), [settledNanos.toString(), window.ttlSeconds, freshLeaseExpiresAt.getTime(), ...args]);
 }
 
 /** Writes a window's settled total (rebuilt from the ledger) unless another instance did first. */

@@ -6,7 +6,7 @@ import { GatewayError } from '../errors';
 import { newId } from '../ids';
 import videoListPrices from '../pricing/video-list-prices.json';
 import { settleHold } from './holds';
-import { crossingRows, type SpendLedger } from './ledger';
+import { crossingRows, JOB_HOLD_LEASE_MS, type SpendLedger } from './ledger';
 import { toNanos } from './money';
 import { anyBlocking, type SpendScope } from './scopes';
 
@@ -37,8 +37,7 @@ export async function videoPrice(db: Executor, orgId: string, kind: string, mode
   return list ? { cost: perSecond(seconds, list.usd_per_second), source: 'list' } : null;
 }
 
-/** A job's hold lives this long if nothing ends it: past the longest a render is tracked. */
-export const JOB_HOLD_LEASE_MS = 12 * 60 * 60_000;
+export { JOB_HOLD_LEASE_MS } from './ledger';
 
 /**
  * Reserves a job's estimated cost in every budget scope of its key (spec 8), through the same

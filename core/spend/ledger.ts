@@ -1,11 +1,11 @@
-import { and, eq, gte, sql } from 'drizzle-orm';
+import { and, eq, gte, isNotNull, sql } from 'drizzle-orm';
 import type { Database } from '../db/client';
 import type { BatchWriter } from '../db/batch-writer';
 import { spendLedger, type budgetCrossings } from '../db/schema';
 import { newId } from '../ids';
 import { GatewayError } from '../errors';
 import type { RedisHandle } from '../redis';
-import { holdSpend, renewHold, seedWindow, settleHold, settleHoldUnlessMissing, settledNanos, windowKeys, type RateCount, type RateWindow } from './holds';
+import { holdSpend, renewHold, repairWindow, settleHold, settleHoldUnlessMissing, settledNanos, windowKeys, type KeptHold, type RateCount, type RateWindow } from './holds';
 import { decimalToNanos, sumNanos, toDollars, toNanos } from './money';
 import type { SpendScope } from './scopes';
 
@@ -96,6 +96,27 @@ export async function ledgerWindowTotal(db: Database, scope: Pick<SpendScope, 'o
   return decimalToNanos(row?.total ?? '0');
 }
 
+/** A job's hold lives this long if nothing ends it: past the longest a render is tracked. */
+export const JOB_HOLD_LEASE_MS = 12 * 60 * 60_000;
+
+/**
+ * The holds of running jobs in a window, from their reserved ledger rows (which record the
+ * windows they were held in): what a lost window must hold again, or the ceiling would rise.
+ */
+export async function runningJobHolds(db: Database, scope: Pick<SpendScope, 'orgId' | 'scope' | 'window'>, now: Date): Promise<KeptHold[]> {
+  const rows = await db.select({ jobId: spendLedger.jobId, amount: spendLedger.amount, createdAt: spendLedger.createdAt, windows: spendLedger.holdWindows }).from(spendLedger).where(and(
+    eq(spendLedger.orgId, scope.orgId),
+    eq(spendLedger.state, 'reserved'),
+    isNotNull(spendLedger.jobId),
+    sql`${spendLedger.holdWindows} @> ${JSON.stringify([{ scope: scope.scope, window: scope.window }])}::jsonb`,
+  ));
+  // Only a job under a blocking scope was held in Redis (reserveJobSpend).
+  return rows
+    .filter((r) => r.windows?.some((w) => w.limitNanos !== null))
+    .map((r) => ({ id: r.jobId!, nanos: toNanos(Number(r.amount)), expiresAt: r.createdAt.getTime() + JOB_HOLD_LEASE_MS }))
+    .filter((h) => h.expiresAt > now.getTime());
+}
+
 export function createSpendLedger(deps: { db: Database; redis: RedisHandle; rows: BatchWriter<SpendLedgerRow>; crossings?: BatchWriter<BudgetCrossingRow> }): SpendLedger {
   const rebuild = (scope: SpendScope) => ledgerWindowTotal(deps.db, scope);
 
@@ -103,8 +124,10 @@ export function createSpendLedger(deps: { db: Database; redis: RedisHandle; rows
     for (const row of crossingRows(scopes, totals, nanos, new Date())) deps.crossings?.record(row);
   }
 
+  /** Lost windows repaired from Postgres: the settled total, and the holds of running jobs (core/spend/holds.ts). */
   async function seedMissing(scopes: SpendScope[]): Promise<void> {
-    await Promise.all(scopes.map(async (s) => seedWindow(deps.redis.redis, s, await rebuild(s))));
+    const now = new Date();
+    await Promise.all(scopes.map(async (s) => repairWindow(deps.redis.redis, s, await rebuild(s), await runningJobHolds(deps.db, s, now), new Date(now.getTime() + CHAT_HOLD_LEASE_MS))));
   }
 
   async function reserve({ holdId, scopes, amount, leaseMs, now }: ReserveInput, rate?: RateWindow & { counted(rate: RateCount): void }): Promise<Hold | null> {

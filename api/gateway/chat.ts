@@ -5,6 +5,7 @@ import { GatewayError } from '../../core/errors';
 import { RequestGuard } from '../../core/guardrails/request-guard';
 import { errorSummary } from '../../core/logger';
 import { estimateCost, type CostEstimate } from '../../core/pricing/cost';
+import { changesPrice, priceChangingFeatures, withPriceChangingFeatures } from '../../core/pricing/priced-features';
 import { meterKey, refuseOverRate } from '../middleware/key-rate-limit';
 import { worstCaseCost } from '../../core/spend/worst-case';
 import { billedUsage, wholeAnswerUsage } from './billed-usage';
@@ -64,7 +65,7 @@ export function chatCallDeps(call: Call) {
 export function costOf(call: Call, served: Served<unknown>, usage: Usage | null): CostEstimate {
   // What is priced here is what the spend settles for: the ledger row names it.
   call.servedBy = { provider: served.candidate.connection.kind, model: served.candidate.upstreamModel };
-  return estimateCost({
+  const estimate = estimateCost({
     usage,
     kind: served.candidate.connection.kind,
     upstreamModel: served.candidate.upstreamModel,
@@ -72,6 +73,9 @@ export function costOf(call: Call, served: Served<unknown>, usage: Usage | null)
     prices: call.config.prices,
     catalog: call.services.catalog,
   });
+  // A priority tier, audio output or web search is never settled as plain text (core/pricing/priced-features.ts).
+  const features = priceChangingFeatures(call.body as Record<string, unknown>);
+  return changesPrice(features) ? withPriceChangingFeatures(estimate, features, served.candidate.connection.kind, served.candidate.upstreamModel) : estimate;
 }
 
 /** One request-log row (spec 4.1), queued off the hot path. */

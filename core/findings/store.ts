@@ -83,7 +83,7 @@ export async function recordDetection(db: Executor, detection: Detection, now: D
       if (!finding) return null;
       // A condition that flaps (resolved, then back) opens a finding each time; it notifies
       // once an hour at most, counted across the fingerprint's findings.
-      const flapping = notify ? await notifiedSince(tx, detection.orgId, fingerprint, new Date(now.getTime() - RENOTIFY_AFTER_MS)) : false;
+      const flapping = notify && FLAPPING_TYPES.has(detection.type) ? await notifiedSince(tx, detection.orgId, fingerprint, new Date(now.getTime() - RENOTIFY_AFTER_MS)) : false;
       const deliveries = notify && !flapping ? await queueFindingNotifications(tx, finding, now, notify.publicUrl) : [];
       if (deliveries.length > 0) await tx.update(findings).set({ notifiedAt: now }).where(eq(findings.id, finding.id));
       return { finding, change: 'opened' as const, deliveries };
@@ -95,6 +95,13 @@ export async function recordDetection(db: Executor, detection: Detection, now: D
 
 /** A fingerprint whose finding was notified this recently is not notified again when it reopens. */
 export const RENOTIFY_AFTER_MS = 3_600_000;
+
+/**
+ * Health conditions that come and go (a connection failing on and off): their reopenings are
+ * the flapping the hourly limit is for. Events (a tool's definition changed again, a budget
+ * crossed, a price changed) are news each time and always notify.
+ */
+const FLAPPING_TYPES: ReadonlySet<string> = new Set(['connection.failing', 'mcp.server_failing', 'traffic.regression']);
 
 async function notifiedSince(db: Executor, orgId: string, fingerprint: string, since: Date): Promise<boolean> {
   const [row] = await db.select({ id: findings.id }).from(findings)

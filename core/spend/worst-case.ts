@@ -1,5 +1,6 @@
 import type { ModelCatalog } from '../catalog/model-catalog';
 import { outputCeiling, requestedMaxTokens } from '../chat/prepare';
+import { changesPrice, priceChangingFeatures, withPriceChangingFeatures } from '../pricing/priced-features';
 import { GatewayError } from '../errors';
 import { costAt } from '../pricing/cost';
 import { resolvedPrice } from '../pricing/resolved-price';
@@ -46,14 +47,18 @@ export function worstCaseCost(candidates: readonly Candidate[], body: ChatBody, 
   const choices = choiceCount(body);
   const requested = requestedMaxTokens(body);
   let worst = 0;
+  const features = priceChangingFeatures(body as Record<string, unknown>);
   for (const c of candidates) {
     const output = choices * (requested ?? outputCeiling(catalog, c.connection.kind, c.upstreamModel));
     // The entry the settled cost will read too (core/pricing/resolved-price.ts).
     const price = resolvedPrice({ kind: c.connection.kind, upstreamModel: c.upstreamModel, modelId: c.modelId, prices: config.prices, catalog });
-    const estimate = costAt(price, promptTokens, 0, output);
+    const text = costAt(price, promptTokens, 0, output);
+    // A priority tier, audio output or web search is priced from the price data, or unpriced.
+    const estimate = changesPrice(features) ? withPriceChangingFeatures(text, features, c.connection.kind, c.upstreamModel) : text;
     if (!estimate) {
       if (config.unpricedBudgetPolicy !== 'allow') {
-        throw new GatewayError('unpriced_model_under_budget', `\`${c.modelId}\` has no price, and a spend limit applies to this request; enter a rate or allow unpriced traffic.`);
+        const what = text && features.unpriced.length > 0 ? `\`${features.unpriced[0]}\` on \`${c.modelId}\`` : text ? `Web search on \`${c.modelId}\`` : `\`${c.modelId}\``;
+        throw new GatewayError('unpriced_model_under_budget', `${what} has no price, and a spend limit applies to this request; enter a rate or allow unpriced traffic.`);
       }
       continue;
     }

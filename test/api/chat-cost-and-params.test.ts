@@ -299,6 +299,30 @@ describe('chat cost, parameters, request log and models', () => {
     });
   });
 
+  describe('fields that change the price (issue 33)', () => {
+    it('holds and settles a web search at the price data\'s per-search price on top of the tokens', async () => {
+      const plain = await f.chat(secret, { model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'Search me' }] });
+      const searched = await f.chat(secret, { model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'Search me' }], web_search_options: {} });
+      expect([plain.status, searched.status]).toEqual([200, 200]);
+      // gpt-4o-mini: $10 per thousand searches, one search per request.
+      expect(Math.round((searched.json.usage.cost - plain.json.usage.cost) * 1e9)).toBe(10_000_000);
+    });
+
+    it('prices a priority tier or audio output as unknown, never as text: unpriced without a limit, refused under one', async () => {
+      const limited = await f.key({ credit_limit: { amount: 5, period: 'monthly' } });
+      for (const [extra, named] of [[{ service_tier: 'priority' }, 'service_tier'], [{ modalities: ['text', 'audio'], audio: { voice: 'alloy', format: 'wav' } }, 'audio output']] as const) {
+        const refused = await f.chat(limited, { model: 'openai/gpt-4o-mini', messages: hello, ...extra });
+        expect([named, refused.status, refused.json.error?.code]).toEqual([named, 402, 'unpriced_model_under_budget']);
+        expect(refused.json.error?.message).toContain(named);
+        const served = await f.chat(secret, { model: 'openai/gpt-4o-mini', messages: hello, ...extra });
+        expect([named, served.status, served.json.usage?.cost]).toEqual([named, 200, null]);
+      }
+      // The standard tiers are the text price.
+      const standard = await f.chat(limited, { model: 'openai/gpt-4o-mini', messages: hello, service_tier: 'default' });
+      expect([standard.status, standard.json.usage.cost > 0]).toEqual([200, true]);
+    });
+  });
+
   describe('request log', () => {
     it('writes one row per request, with attempts, usage, cost and attribution, and no prompt unless prompt logging is on', async () => {
       const res = await f.chat(secret, { model: 'openai/gpt-4o-mini', messages: hello, metadata: { user_id: 'u-42', session_id: 's-1', tags: { team: 'search' } } });

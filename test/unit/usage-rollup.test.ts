@@ -59,23 +59,24 @@ describe('usage rollup on the request-log batch', () => {
     writer.record(row('1'));
     writer.record(row('5', { cost: 0.5 }));
     await writer.flush();
-    // A batch Postgres refuses (an unknown organization) leaves the rollup alone and is counted as dropped.
+    // A batch Postgres refuses for one row (an unknown organization) is written row by row
+    // (issue 33): the refused row is dropped and counted nowhere; the other row counts once.
     writer.record(row('6', { orgId: 'org_missing', cost: 100 }));
     writer.record(row('7', { cost: 100 }));
     await writer.close();
-    expect(writer.dropped()).toBe(2);
+    expect(writer.dropped()).toBe(1);
 
     const rollup = await database.db.select().from(usageHourly).where(eq(usageHourly.orgId, orgId)).orderBy(usageHourly.hour);
     expect(rollup.map(({ orgId: _o, ...r }) => r)).toEqual([
       {
         hour: new Date('2026-03-01T10:00:00Z'), keyId: 'key_a', projectId: 'proj_a', model: 'openai/gpt-4o-mini', provider: 'openai', userId: '', tags: {},
-        requests: 4, promptTokens: 6, completionTokens: 18, totalTokens: 24, cost: 0.75, unpricedRequests: 1,
+        requests: 5, promptTokens: 8, completionTokens: 24, totalTokens: 32, cost: 100.75, unpricedRequests: 1,
       },
       {
         hour: new Date('2026-03-01T11:00:00Z'), keyId: 'key_a', projectId: 'proj_a', model: 'openai/gpt-4o-mini', provider: 'openai', userId: 'u1', tags: { team: 'a' },
         requests: 1, promptTokens: 0, completionTokens: 2, totalTokens: 2, cost: 0.25, unpricedRequests: 0,
       },
     ]);
-    expect(await database.db.select().from(requestLogs).where(eq(requestLogs.orgId, orgId))).toHaveLength(5);
+    expect(await database.db.select().from(requestLogs).where(eq(requestLogs.orgId, orgId))).toHaveLength(6);
   });
 });

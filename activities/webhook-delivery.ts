@@ -6,11 +6,18 @@ import type { Database } from '../core/db/client';
 import { notificationChannels, webhookDeliveries, type DeliveryStatus } from '../core/db/schema';
 import type { Mailer, MailMessage } from '../core/notifications/mailer';
 import { sendWebhook, type SendOutcome } from '../core/webhooks/send';
+import { appendAudit } from '../core/audit';
+import { CHATAPP_REFUSALS_TO_DISABLE, chatappRecipient, emailRecipient, recipientsWithRoom, recordSends } from '../core/notifications/limits';
+import { unsubscribeHeaders } from '../core/notifications/unsubscribe';
 import { signatureHeader } from '../core/webhooks/signature';
 import { signingSecrets } from '../core/webhooks/signing-secrets';
 import { unixSeconds } from '../core/clock';
 
-export type WebhookDeliveryDeps = { db: Database; clock: Clock; sealer: Sealer; dispatcher: Dispatcher; mailer: Mailer };
+export type WebhookDeliveryDeps = {
+  db: Database; clock: Clock; sealer: Sealer; dispatcher: Dispatcher; mailer: Mailer;
+  /** Where an alert email's one-click unsubscribe link points (the API's public address), and the key its tokens are signed with. */
+  unsubscribe: { publicUrl: string; key: Buffer };
+};
 
 type Delivery = typeof webhookDeliveries.$inferSelect;
 
@@ -50,15 +57,60 @@ export function createWebhookDeliveryActivities(deps: WebhookDeliveryDeps) {
     const [channel] = await deps.db.select().from(notificationChannels)
       .where(and(eq(notificationChannels.orgId, delivery.orgId), eq(notificationChannels.id, delivery.receiver)));
     if (!channel) return null;
+    if (channel.status !== 'active') return { ok: false, status: null, error: 'the notification channel is disabled' };
+    const now = deps.clock.now();
     if (channel.kind === 'chatapp' && channel.chatappUrlSealed) {
       const url = deps.sealer.open(channel.chatappUrlSealed, { orgId: channel.orgId, recordId: channel.id, field: 'chatapp_url' });
-      return sendWebhook(deps.dispatcher, { url, payload: delivery.payload, headers: {} });
+      const recipient = chatappRecipient(url);
+      const room = await recipientsWithRoom(deps.db, channel.id, [recipient], now);
+      if (room.allowed.length === 0) return { ok: false, status: null, error: room.channelFull ? 'the channel reached its alerts for this hour' : 'the chat app address reached its alerts for this hour' };
+      const sent = await sendWebhook(deps.dispatcher, { url, payload: delivery.payload, headers: {} });
+      await recordSends(deps.db, channel.orgId, channel.id, [recipient], now);
+      await countChatappAnswer(channel, sent);
+      return sent;
     }
     if (channel.kind === 'email') {
       const message = JSON.parse(delivery.payload) as MailMessage;
-      return deps.mailer(Object.assign(message, { to: channel.emails ?? message.to }));
+      const unsubscribed = new Set(channel.unsubscribedEmails.map((e) => e.toLowerCase()));
+      const addresses = (channel.emails ?? message.to).filter((e) => !unsubscribed.has(e.toLowerCase()));
+      if (addresses.length === 0) return { ok: true, status: null, error: null };
+      const room = await recipientsWithRoom(deps.db, channel.id, addresses.map(emailRecipient), now);
+      const allowed = addresses.filter((e) => room.allowed.includes(emailRecipient(e)));
+      if (allowed.length === 0) return { ok: false, status: null, error: room.channelFull ? 'the channel reached its alerts for this hour' : 'every recipient reached its alerts for this hour' };
+      // One email per address, each with its own one-click unsubscribe.
+      const outcomes: SendOutcome[] = [];
+      for (const to of allowed) {
+        const headers = unsubscribeHeaders(deps.unsubscribe.publicUrl, deps.unsubscribe.key, { channelId: channel.id, email: to });
+        outcomes.push(await deps.mailer(Object.assign({}, message, { to: [to], headers })));
+      }
+      await recordSends(deps.db, channel.orgId, channel.id, allowed.filter((_, i) => outcomes[i]!.ok).map(emailRecipient), now);
+      return outcomes.find((o) => !o.ok) ?? outcomes[0]!;
     }
     return { ok: false, status: null, error: `a ${channel.kind} channel has nowhere to send` };
+  }
+
+  /**
+   * A chat app address that keeps refusing (4xx: revoked, not found) is disabled after a few
+   * refusals in a row, with an audit event; an answer that is not a refusal starts the count over.
+   */
+  async function countChatappAnswer(channel: typeof notificationChannels.$inferSelect, sent: SendOutcome): Promise<void> {
+    const refused = sent.status !== null && sent.status >= 400 && sent.status < 500;
+    if (!refused) {
+      if (channel.consecutiveRefusals > 0) await deps.db.update(notificationChannels).set({ consecutiveRefusals: 0 }).where(eq(notificationChannels.id, channel.id));
+      return;
+    }
+    await deps.db.transaction(async (tx) => {
+      const [counted] = await tx.update(notificationChannels).set({ consecutiveRefusals: sql`${notificationChannels.consecutiveRefusals} + 1` })
+        .where(eq(notificationChannels.id, channel.id)).returning();
+      if (!counted || counted.status !== 'active' || counted.consecutiveRefusals < CHATAPP_REFUSALS_TO_DISABLE) return;
+      const [disabled] = await tx.update(notificationChannels).set({ status: 'disabled', version: sql`${notificationChannels.version} + 1`, updatedAt: deps.clock.now() })
+        .where(and(eq(notificationChannels.id, channel.id), eq(notificationChannels.status, 'active'))).returning();
+      if (!disabled) return;
+      await appendAudit(tx, {
+        orgId: channel.orgId, actor: { tokenId: null, memberId: null }, action: 'notification_channels.disabled', resourceType: 'notification_channels', resourceId: channel.id,
+        beforeVersion: counted.version, afterVersion: disabled.version, detail: { reason: 'the chat app address refused alerts', refusals: counted.consecutiveRefusals, last_status: sent.status },
+      });
+    });
   }
 
   return {

@@ -1,4 +1,5 @@
 import Koa from 'koa';
+import { unsubscribeRouter } from './unsubscribe';
 import type { AuthFailureLimiter } from '../core/auth/auth-failure-limiter';
 import type { KeyResolver } from '../core/auth/gateway-key-auth';
 import type { Clock } from '../core/clock';
@@ -48,6 +49,7 @@ export function createApp(deps: AppDeps): Koa<GatewayState> {
     managementRouter(deps),
     consoleRouter(),
     filesRouter({ db: deps.db, clock: deps.clock, signer: deps.gateway.jobs.links.signer, storage: deps.gateway.storage }),
+    unsubscribeRouter({ db: deps.db, key: deps.manage.unsubscribeKey }),
   ];
 
   app.use(requestContext(deps.logger));

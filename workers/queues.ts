@@ -23,6 +23,7 @@ import { localOutputStorage } from '../core/storage/output-storage';
 import type { Database } from '../core/db/client';
 import type { RedisHandle } from '../core/redis';
 import { checkSpendRedis, connectSpendRedis } from '../core/spend/spend-redis';
+import { UNSUBSCRIBE_KEY_PURPOSE } from '../core/notifications/unsubscribe';
 import { FINDINGS_SCAN_EVERY_MS, taskQueue, type TaskQueueName } from '../workflows/definitions';
 import { createFindingsActivities } from '../activities/findings';
 import { ANOMALY_DOLLAR_FLOOR, type ScanSettings } from '../core/findings/scan';
@@ -70,7 +71,7 @@ export type ActivityServices = {
   findings: ScanSettings;
   publicUrl: string;
   /** Webhook receivers are reached through the guarded dispatcher, on the scaled schedule. */
-  webhooks: { dispatcher: Dispatcher; mailer: Mailer; attemptDelaysMs: number[]; alertAttemptDelaysMs: number[] };
+  webhooks: { dispatcher: Dispatcher; mailer: Mailer; attemptDelaysMs: number[]; alertAttemptDelaysMs: number[]; unsubscribeKey: Buffer };
 };
 
 /**
@@ -100,6 +101,7 @@ export function createActivityServices(config: Config, db: Database, redis: Redi
       mailer: createMailer(config.SMTP_URL, config.SMTP_FROM),
       attemptDelaysMs: webhookAttemptDelays(config.GW_SCHEDULE_SCALE),
       alertAttemptDelaysMs: alertAttemptDelays(config.GW_SCHEDULE_SCALE),
+      unsubscribeKey: deriveKey(keyring, UNSUBSCRIBE_KEY_PURPOSE),
     },
     video: {
       sealer,
@@ -124,7 +126,7 @@ function activitiesFor(name: TaskQueueName, queue: string, services: ActivitySer
       return { ...probe, ...createVideoJobActivities({ ...services.video, db: services.db, redis: services.spendRedis, clock: services.clock, startDeliveries }) };
     }
     case 'webhooks':
-      return { ...probe, ...createWebhookDeliveryActivities({ db: services.db, clock: services.clock, sealer: services.video.sealer, dispatcher: services.webhooks.dispatcher, mailer: services.webhooks.mailer }) };
+      return { ...probe, ...createWebhookDeliveryActivities({ db: services.db, clock: services.clock, sealer: services.video.sealer, dispatcher: services.webhooks.dispatcher, mailer: services.webhooks.mailer, unsubscribe: { publicUrl: services.publicUrl, key: services.webhooks.unsubscribeKey } }) };
     case 'maintenance': {
       // The MCP sync raises alerts and the sweep starts deliveries left unstarted; both run them on the webhooks queue.
       const deliveries = deliveryOptions(services, taskQueuePrefix);

@@ -1,7 +1,7 @@
 import nodemailer from 'nodemailer';
 import type { SendOutcome } from '../webhooks/send';
 
-export type MailMessage = { to: string[]; subject: string; text: string; html: string };
+export type MailMessage = { to: string[]; subject: string; text: string; html: string; headers?: Record<string, string> };
 
 /** Sends one email; answers like a webhook attempt, so a delivery records either the same way. */
 export type Mailer = (message: MailMessage) => Promise<SendOutcome>;
@@ -27,7 +27,7 @@ export function createMailer(smtpUrl: string | undefined, from: string): Mailer 
   } as Parameters<typeof nodemailer.createTransport>[0]);
   return async (message) => {
     try {
-      await transport.sendMail({ from, to: message.to, subject: message.subject, text: message.text, html: message.html });
+      await transport.sendMail({ from, to: message.to, subject: message.subject, text: message.text, html: message.html, headers: message.headers });
       return { ok: true, status: null, error: null };
     } catch (err) {
       // The server's words only: never the URL, which may carry credentials.

@@ -253,7 +253,7 @@ describe('finding detectors over the database', () => {
     expect(after.deliveries).toHaveLength(1);
     const [row] = await db().select().from(webhookDeliveries).where(eq(webhookDeliveries.id, after.deliveries[0]!.id));
     expect(row).toMatchObject({ receiver: channel, url: 'mailto:m@example.com', eventType: 'unpriced.traffic', endpointId: null });
-    expect(JSON.parse(row!.payload)).toMatchObject({ to: ['m@example.com'], subject: '[warning] Unpriced' });
+    expect(JSON.parse(row!.payload)).toMatchObject({ to: ['m@example.com'], subject: '[warning] Unpriced traffic' });
   });
 
   it('notifies on a finding about an end customer only through rules with include_end_user, naming them (issue 33)', async () => {

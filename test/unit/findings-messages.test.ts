@@ -16,12 +16,16 @@ describe('alert messages', () => {
     expect(marked).toContain('&lt;!channel&gt;');
     expect(marked).toContain('&amp; more');
     expect(message.text).toContain('https://gw.test/manage/v1/findings/fnd_1');
-    expect(message.blocks[0]!.text).toMatchObject({ type: 'plain_text', text: '🚨 [critical] MCP server <!channel> is failing' });
+    // The header is the gateway's own words: the tenant's title is only in the escaped section (issue 33).
+    expect(message.blocks[0]!.text).toMatchObject({ type: 'plain_text', text: '🚨 [critical] Tool server failing' });
+    expect(message.blocks[1]!.text!.text).toContain('MCP server &lt;!channel&gt; is failing');
   });
 
   it('writes an email with the summary, the facts and the link, HTML escaped', () => {
     const mail = alertEmail(finding, 'https://gw.test/manage/v1/findings/fnd_1');
-    expect(mail.subject).toBe('[critical] MCP server <!channel> is failing');
+    // The subject is a header: no tenant text in it (issue 33); the title is in the escaped body.
+    expect(mail.subject).toBe('[critical] Tool server failing');
+    expect(mail.text).toContain('MCP server <!channel> is failing');
     expect(mail.text).toContain('Scope: mcp_server mcps_1');
     expect(mail.text).toContain('https://gw.test/manage/v1/findings/fnd_1');
     expect(mail.html).not.toContain('<https://evil');

@@ -16,7 +16,7 @@ import { until } from '../helpers/until';
 
 type Loose = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 type Received = { path: string; headers: IncomingMessage['headers']; body: string };
-type Mail = { to: string; subject: string; text: string; html: string };
+type Mail = { to: string; subject: string; text: string; html: string; headerLines: string[] };
 
 const HOUR_MS = 3_600_000;
 const SCALE = 0.0002;
@@ -52,7 +52,7 @@ async function startMailServer(): Promise<{ url: string; mails: Mail[]; close():
     logger: false,
     onData(stream, _session, done) {
       simpleParser(stream).then((m) => {
-        mails.push({ to: [m.to].flat().map((a) => a?.text ?? '').join(','), subject: m.subject ?? '', text: m.text ?? '', html: typeof m.html === 'string' ? m.html : '' });
+        mails.push({ to: [m.to].flat().map((a) => a?.text ?? '').join(','), subject: m.subject ?? '', text: m.text ?? '', html: typeof m.html === 'string' ? m.html : '', headerLines: m.headerLines.map((h) => h.line.replace(/\r?\n[ \t]+/g, ' ')) });
         done();
       }, done);
     },
@@ -161,7 +161,10 @@ describe('findings: detection, lifecycle and notification', () => {
     expect(chat!.headers['gw-signature']).toBeUndefined();
 
     const [mail] = await until(async () => (smtp.mails.length > 0 ? smtp.mails : null), 'the email');
-    expect(mail).toMatchObject({ to: 'oncall@example.com', subject: `[critical] ${finding!.title}` });
+    // No tenant text in the subject (issue 33): the title is in the body, with a one-click unsubscribe.
+    expect(mail).toMatchObject({ to: 'oncall@example.com', subject: '[critical] Spend anomaly' });
+    expect(mail!.text).toContain(finding!.title);
+    expect(mail!.headerLines).toEqual(expect.arrayContaining([expect.stringMatching(/^List-Unsubscribe: +<https:\/\/gw\.test\/unsubscribe\/[\w-]+\.[\w-]+>$/i), 'List-Unsubscribe-Post: List-Unsubscribe=One-Click']));
     expect(mail!.text).toContain(finding!.summary);
     expect(mail!.html).toContain(finding!.id);
 

@@ -1,4 +1,5 @@
-import { and, eq, isNull } from 'drizzle-orm';
+import { and, count, eq, isNull, sql } from 'drizzle-orm';
+import { MAX_CHANNELS_PER_ORGANIZATION } from '../../../core/notifications/limits';
 import { z } from 'zod';
 import { notificationChannels, webhookEndpoints } from '../../../core/db/schema';
 import { GatewayError } from '../../../core/errors';
@@ -50,6 +51,7 @@ export const notificationChannelsResource: ResourceType<ChannelRow> = {
     webhook_endpoint_id: z.string().nullable(),
     chatapp_host: z.string().nullable().describe('The host of the sealed chat app address; the address itself is never returned.'),
     emails: z.array(z.string()).nullable(),
+    unsubscribed_emails: z.array(z.string()).describe('Addresses that used the one-click unsubscribe of an alert email: this channel no longer mails them.'),
     created_at: unixTime,
     updated_at: unixTime,
   }),
@@ -68,6 +70,13 @@ export const notificationChannelsResource: ResourceType<ChannelRow> = {
   async create(call, input: z.infer<typeof createSchema>) {
     const id = newId('nch');
     const orgId = call.principal.orgId;
+    // Channels are bounded per organization (core/notifications/limits.ts); concurrent creates
+    // of one organization take turns, so the bound is exact.
+    await call.db.execute(sql`select pg_advisory_xact_lock(hashtext(${`notification_channels:${orgId}`}))`);
+    const [{ n } = { n: 0 }] = await call.db.select({ n: count() }).from(notificationChannels).where(eq(notificationChannels.orgId, orgId));
+    if (n >= MAX_CHANNELS_PER_ORGANIZATION) {
+      throw new GatewayError('invalid_request', `An organization has at most ${MAX_CHANNELS_PER_ORGANIZATION} notification channels; remove one before adding another.`);
+    }
     let fields: Partial<ChannelRow> = {};
     if (input.kind === 'chatapp') fields = sealedChatapp(call, id, input.chatapp_url);
     if (input.kind === 'email') fields = { emails: [...new Set(input.emails)] };
@@ -104,6 +113,7 @@ export const notificationChannelsResource: ResourceType<ChannelRow> = {
     webhook_endpoint_id: row.webhookEndpointId,
     chatapp_host: row.chatappHost,
     emails: row.emails,
+    unsubscribed_emails: row.unsubscribedEmails,
     created_at: unix(row.createdAt),
     updated_at: unix(row.updatedAt),
   }),

@@ -70,9 +70,30 @@ export const notificationChannels = pgTable(
     /** The sealed address's host, the only part of it a read shows. */
     chatappHost: text('chatapp_host'),
     emails: text('emails').array(),
+    /** Addresses that unsubscribed from this channel (the email's one-click link): never sent to again. */
+    unsubscribedEmails: text('unsubscribed_emails').array().notNull().default([]),
+    /** A chat app's 4xx answers in a row: at CHATAPP_REFUSALS_TO_DISABLE the channel is disabled. */
+    consecutiveRefusals: integer('consecutive_refusals').notNull().default(0),
     ...resourceColumns(),
   },
   (t) => [index('notification_channels_org').on(t.orgId)],
+);
+
+/**
+ * Each alert sent to a recipient (an email address, or a chat app address by its hash), so
+ * sends are limited per channel and per recipient across organizations: one tenant cannot make
+ * the gateway mail or post to anyone at will.
+ */
+export const notificationSends = pgTable(
+  'notification_sends',
+  {
+    id: text('id').primaryKey(),
+    orgId: text('org_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
+    channelId: text('channel_id').notNull(),
+    recipient: text('recipient').notNull(),
+    sentAt: timestamp('sent_at', { withTimezone: true }).notNull(),
+  },
+  (t) => [index('notification_sends_recipient').on(t.recipient, t.sentAt), index('notification_sends_channel').on(t.channelId, t.sentAt)],
 );
 
 /** Which alert types reach which channel (spec 2.6 notification rules). */

@@ -1,0 +1,155 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { and, eq } from 'drizzle-orm';
+import { createWebhookDeliveryActivities } from '../../activities/webhook-delivery';
+import { systemClock } from '../../core/clock';
+import { createSealer, deriveKey } from '../../core/crypto/sealing';
+import { auditEvents, notificationChannels, notificationRules, notificationSends } from '../../core/db/schema';
+import type { Detection } from '../../core/findings/detection';
+import { recordDetection } from '../../core/findings/store';
+import { newId } from '../../core/ids';
+import { createGuardedDispatcher } from '../../core/net/guarded-dispatcher';
+import { emailRecipient, MAX_CHANNELS_PER_ORGANIZATION, SENDS_PER_CHANNEL_PER_HOUR, SENDS_PER_RECIPIENT_PER_HOUR } from '../../core/notifications/limits';
+import type { MailMessage } from '../../core/notifications/mailer';
+import { UNSUBSCRIBE_KEY_PURPOSE } from '../../core/notifications/unsubscribe';
+import { manageClient, startManagementFixture, type ManagementFixture } from '../helpers/manage-client';
+import { createTenant, type Tenant } from '../helpers/tenants';
+
+type Loose = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+/**
+ * Issue 33 item 3: alert channels cannot be used to mail or post to anyone at will. Channels are
+ * bounded per organization, sends per channel and per recipient (across organizations), tenant
+ * text stays out of subjects and headers, every email has a one-click unsubscribe, and a chat
+ * app address that keeps refusing disables its channel.
+ */
+describe('alert channel limits', () => {
+  let f: ManagementFixture;
+  const mails: MailMessage[] = [];
+  const keyring = () => process.env.GW_SEALING_KEYS!;
+  let activities: ReturnType<typeof createWebhookDeliveryActivities>;
+
+  beforeAll(async () => {
+    f = await startManagementFixture({ env: { GW_ALLOW_PRIVATE_NETWORK: 'true' } });
+    activities = createWebhookDeliveryActivities({
+      db: f.database.db, clock: systemClock, sealer: createSealer(keyring()), dispatcher: createGuardedDispatcher({ allowPrivateNetwork: true }),
+      mailer: async (message) => {
+        mails.push(message);
+        return { ok: true, status: null, error: null };
+      },
+      unsubscribe: { publicUrl: f.api.url, key: deriveKey(keyring(), UNSUBSCRIBE_KEY_PURPOSE) },
+    });
+  });
+  afterAll(() => f.close());
+
+  const db = () => f.database.db;
+  const detection = (orgId: string, model: string): Detection => ({
+    orgId, type: 'unpriced.traffic', severity: 'warning', title: `Unpriced traffic to ${model}`, summary: `Requests to ${model} had no price.`,
+    scope: { kind: 'model', id: model }, subject: {}, window: { from: new Date(), to: new Date() }, observed: 1, expected: null, threshold: null, evidence: {},
+  });
+  /** An alert to the organization's channels for a fresh model, attempted once; the attempt's outcome. */
+  const alert = async (orgId: string, model = `m-${newId('req')}`) => {
+    const { deliveries } = await recordDetection(db(), detection(orgId, model), new Date(), { publicUrl: f.api.url });
+    return Promise.all(deliveries.map((d) => activities.attemptDelivery({ deliveryId: d.id, attempt: 1, nextAttemptInMs: 60_000 })));
+  };
+  const emailChannel = async (t: Tenant, emails: string[]) => {
+    const channel = await manageClient(f.api.url, t.token).post<Loose>('/notification_channels', { kind: 'email', label: `mail ${newId('req')}`, emails });
+    expect(channel.status).toBe(201);
+    await db().insert(notificationRules).values({ id: newId('nrule'), orgId: t.orgId, eventType: 'unpriced.traffic', channelId: channel.body.id });
+    return channel.body.id as string;
+  };
+
+  it('keeps tenant text out of the subject, sends each address its own email with a one-click unsubscribe that stops it, recorded and audited', async () => {
+    const t = await createTenant(db());
+    const channel = await emailChannel(t, ['ops@example.com', 'cfo@example.com']);
+    mails.length = 0;
+    const [outcome] = await alert(t.orgId, 'evil-model\r\nBcc: victim@example.com');
+    expect(outcome).toEqual({ status: 'succeeded' });
+    expect(mails.map((m) => m.to)).toEqual([['ops@example.com'], ['cfo@example.com']]);
+    for (const mail of mails) {
+      expect(mail.subject).toBe('[warning] Unpriced traffic');
+      expect(JSON.stringify(mail.headers)).not.toContain('evil-model');
+      expect(mail.headers!['List-Unsubscribe-Post']).toBe('List-Unsubscribe=One-Click');
+      expect(mail.headers!['List-Unsubscribe']).toMatch(new RegExp(`^<${f.api.url}/unsubscribe/[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+>$`));
+    }
+    // The tenant's text is in the body, escaped.
+    expect(mails[0]!.html).toContain('evil-model');
+    expect(mails[0]!.html).not.toContain('<script');
+
+    const link = mails[1]!.headers!['List-Unsubscribe']!.slice(1, -1);
+    // A link scanner's GET changes nothing; a forged token is refused.
+    expect((await fetch(link)).status).toBe(200);
+    expect((await fetch(`${link}x`, { method: 'POST' })).status).toBe(404);
+    let [row] = await db().select().from(notificationChannels).where(eq(notificationChannels.id, channel));
+    expect(row!.unsubscribedEmails).toEqual([]);
+    const oneClick = await fetch(link, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'List-Unsubscribe=One-Click' });
+    expect(oneClick.status).toBe(200);
+    [row] = await db().select().from(notificationChannels).where(eq(notificationChannels.id, channel));
+    expect(row!.unsubscribedEmails).toEqual(['cfo@example.com']);
+    const audits = await db().select().from(auditEvents).where(and(eq(auditEvents.orgId, t.orgId), eq(auditEvents.action, 'notification_channels.unsubscribed')));
+    expect(audits.map((a) => [a.resourceId, a.detail])).toEqual([[channel, { email: 'cfo@example.com' }]]);
+
+    mails.length = 0;
+    await alert(t.orgId);
+    expect(mails.map((m) => m.to)).toEqual([['ops@example.com']]);
+  });
+
+  it('limits alerts per recipient across organizations, and per channel', async () => {
+    const [a, b] = [await createTenant(db()), await createTenant(db())];
+    const shared = `shared-${newId('req')}@example.com`;
+    await emailChannel(a, [shared]);
+    await emailChannel(b, [shared]);
+    // The address already heard its hour's worth from organization A.
+    await db().insert(notificationSends).values(Array.from({ length: SENDS_PER_RECIPIENT_PER_HOUR }, () => ({
+      id: newId('nsend'), orgId: a.orgId, channelId: 'nch_elsewhere', recipient: emailRecipient(shared), sentAt: new Date(),
+    })));
+    mails.length = 0;
+    const [outcome] = await alert(b.orgId);
+    expect(outcome).toEqual({ status: 'pending' });
+    expect(mails).toHaveLength(0);
+
+    // A channel that sent its hour's worth sends nothing more, whoever its recipients are.
+    const c = await createTenant(db());
+    const busy = await emailChannel(c, [`fresh-${newId('req')}@example.com`]);
+    await db().insert(notificationSends).values(Array.from({ length: SENDS_PER_CHANNEL_PER_HOUR }, (_, i) => ({
+      id: newId('nsend'), orgId: c.orgId, channelId: busy, recipient: emailRecipient(`r${i}@example.com`), sentAt: new Date(),
+    })));
+    expect(await alert(c.orgId)).toEqual([{ status: 'pending' }]);
+    expect(mails).toHaveLength(0);
+  });
+
+  it('caps the channels of an organization', async () => {
+    const t = await createTenant(db());
+    const client = manageClient(f.api.url, t.token);
+    for (let i = 0; i < MAX_CHANNELS_PER_ORGANIZATION; i++) {
+      expect((await client.post('/notification_channels', { kind: 'email', label: `c${i}`, emails: ['x@example.com'] })).status).toBe(201);
+    }
+    const refused = await client.post<Loose>('/notification_channels', { kind: 'email', label: 'one more', emails: ['x@example.com'] });
+    expect([refused.status, refused.body.error?.type]).toEqual([400, 'invalid_request_error']);
+    expect(refused.body.error?.message).toContain(String(MAX_CHANNELS_PER_ORGANIZATION));
+  });
+
+  it('disables a chat app channel whose address keeps answering 4xx, with an audit event', async () => {
+    const server = http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => res.writeHead(404).end('no such webhook'));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    try {
+      const t = await createTenant(db());
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks/revoked`;
+      const channel = await manageClient(f.api.url, t.token).post<Loose>('/notification_channels', { kind: 'chatapp', label: 'room', chatapp_url: url });
+      expect(channel.status).toBe(201);
+      await db().insert(notificationRules).values({ id: newId('nrule'), orgId: t.orgId, eventType: 'unpriced.traffic', channelId: channel.body.id });
+      for (let i = 0; i < 3; i++) expect(await alert(t.orgId)).toEqual([{ status: 'pending' }]);
+      const [row] = await db().select().from(notificationChannels).where(eq(notificationChannels.id, channel.body.id));
+      expect([row!.status, row!.consecutiveRefusals]).toEqual(['disabled', 3]);
+      const audits = await db().select().from(auditEvents).where(and(eq(auditEvents.orgId, t.orgId), eq(auditEvents.action, 'notification_channels.disabled')));
+      expect(audits).toHaveLength(1);
+      // A disabled channel is not sent to (and takes no new alerts).
+      expect(await alert(t.orgId)).toEqual([]);
+    } finally {
+      server.close();
+    }
+  });
+});

@@ -94,7 +94,10 @@ export async function reserveSpend(call: SpendCall, worstCase: () => number): Pr
   };
   const scopes = spendScopes(key, config, await endUserCapsOf(call), call.createdAt);
   const blocking = anyBlocking(scopes);
-  const input = { holdId: call.callId ?? ctx.state.requestId, scopes, amount: blocking ? worstCase() : 0, leaseMs: CHAT_HOLD_LEASE_MS, now: call.createdAt };
+  const holdId = call.callId ?? ctx.state.requestId;
+  // What the ledger records if this process dies before the call ends: the hold at its amount.
+  const lapseRow = blocking ? ledgerRowOf(call, holdId, endUserScopeOf(scopes)) : undefined;
+  const input = { holdId, scopes, amount: blocking ? worstCase() : 0, leaseMs: CHAT_HOLD_LEASE_MS, now: call.createdAt, lapseRow };
   const rate = { key: keyRateWindowKey(key), windowMs: KEY_RATE_WINDOW_MS, limit: key.rateLimitRpm };
   // Counted already (by the rate middleware, on a path that does not count itself): never twice.
   call.hold = ctx.state.rateCounted === true ? await services.spend.reserve(input) : await services.spend.reserveCounted({ rate, counted, ...input });
@@ -108,9 +111,19 @@ export async function reserveSpend(call: SpendCall, worstCase: () => number): Pr
 }
 
 /** The end-customer counter a hold settles into first (its governing rule's), as the ledger row records it. */
-function endUserScopeIn(hold: Hold): string | null {
-  const scope = hold.scopes.find((s) => s.kind === 'end_user');
+function endUserScopeOf(scopes: Hold['scopes']): string | null {
+  const scope = scopes.find((s) => s.kind === 'end_user');
   return scope ? scope.scope.slice('end_user:'.length) : null;
+}
+
+/** A call's ledger row, without its amount and state: written when it settles, or when its hold lapses. */
+function ledgerRowOf(call: SpendCall, requestId: string, endUserScope: string | null) {
+  const { key } = call;
+  return {
+    id: newId('spend'), orgId: key.orgId, lineageId: key.lineageId, projectId: key.projectId, memberId: key.createdByMemberId,
+    endUserId: call.attribution.userId, endUserScope, requestId, createdAt: call.createdAt, updatedAt: call.createdAt,
+    provider: call.servedBy?.provider ?? null, model: call.servedBy?.model ?? null,
+  };
 }
 
 /**
@@ -144,14 +157,9 @@ export function endSpend(call: SpendCall, estimate: CostEstimate): void {
   if (!hold) return;
   call.hold = null;
   clearInterval(call.holdRenewal);
-  const { key } = call;
   const cost = chargedEstimate(call, estimate)?.cost ?? 0;
   const done = cost > 0
-    ? call.services.spend.settle(hold, cost, {
-      id: newId('spend'), orgId: key.orgId, lineageId: key.lineageId, projectId: key.projectId, memberId: key.createdByMemberId,
-      endUserId: call.attribution.userId, endUserScope: endUserScopeIn(hold), requestId: call.callId ?? call.ctx.state.requestId, createdAt: call.createdAt, updatedAt: call.createdAt,
-      provider: call.servedBy?.provider ?? null, model: call.servedBy?.model ?? null,
-    })
+    ? call.services.spend.settle(hold, cost, ledgerRowOf(call, call.callId ?? call.ctx.state.requestId, endUserScopeOf(hold.scopes)))
     : call.services.spend.release(hold);
   // Off the answer's path; a hold that could not be ended lapses with its lease. The call stays
   // in flight until then, and a turn longer, for the row its caller logs right after this.

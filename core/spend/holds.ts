@@ -20,9 +20,68 @@ export type ScopeWindow = {
   ttlSeconds: number;
 };
 
+function windowBase(w: Pick<ScopeWindow, 'orgId' | 'scope' | 'window'>): string {
+  return `spend:{${w.orgId}}:${w.scope}:${w.window}`;
+}
+
 export function windowKeys(w: Pick<ScopeWindow, 'orgId' | 'scope' | 'window'>): [string, string, string, string] {
-  const base = `spend:{${w.orgId}}:${w.scope}:${w.window}`;
+  const base = windowBase(w);
   return [`${base}:s`, `${base}:h`, `${base}:z`, `${base}:a`];
+}
+
+/**
+ * The organization's registry of chat holds that hold money: `live` (hold id by lease expiry)
+ * and `meta` (what to record if it lapses). A hold whose instance died never settles; when its
+ * lease passes it is found here, settled at its amount in every window and recorded in the
+ * ledger, so a crash mid-call does not make the call free (`sweepLapsedHolds`).
+ */
+function holdRegistryKeys(windows: ReadonlyArray<Pick<ScopeWindow, 'orgId'>>): [string, string] {
+  const org = windows[0]?.orgId ?? '';
+  return [`spend:{${org}}:live`, `spend:{${org}}:meta`];
+}
+
+/** The ledger row a lapsed hold is recorded with (its amount and state are added then). */
+export type LapseRecord = Record<string, unknown>;
+
+const SWEEP = redisScript(`
+local live, meta = KEYS[1], KEYS[2]
+local prefix = ARGV[2]
+local out = {}
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', live, '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))) do
+  local record = redis.call('HGET', meta, id)
+  redis.call('ZREM', live, id)
+  redis.call('HDEL', meta, id)
+  -- Settled once: a late settle of the same hold (its instance was not dead after all) adds nothing.
+  local marker = prefix .. string.sub(live, #prefix + 1, -5) .. 'settled:' .. id
+  if record and redis.call('SET', marker, '1', 'NX', 'EX', ARGV[4]) then
+    local d = cjson.decode(record)
+    for _, base in ipairs(d.w) do
+      local s, h, z, a = prefix .. base .. ':s', prefix .. base .. ':h', prefix .. base .. ':z', prefix .. base .. ':a'
+      local held = redis.call('HGET', a, id)
+      if held then
+        redis.call('DECRBY', h, held)
+        redis.call('HDEL', a, id)
+        redis.call('ZREM', z, id)
+      end
+      if redis.call('EXISTS', s) == 1 then redis.call('INCRBY', s, string.format('%.0f', d.n)) end
+    end
+    out[#out + 1] = record
+  end
+end
+return out
+`);
+
+/**
+ * Settles the organization's lapsed chat holds at their amounts (at most `limit` a call) and
+ * answers what to record for each: its amount in nano-dollars and its ledger row.
+ */
+export async function sweepLapsedHolds(redis: Redis, orgId: string, now: Date, limit = 100): Promise<Array<{ nanos: number; row: LapseRecord }>> {
+  const prefix = (redis.options.keyPrefix as string | undefined) ?? '';
+  const found = (await SWEEP(redis, holdRegistryKeys([{ orgId }]), [now.getTime(), prefix, limit, SETTLED_MARKER_SECONDS])) as string[];
+  return found.map((text) => {
+    const d = JSON.parse(text) as { n: number; r: LapseRecord };
+    return { nanos: d.n, row: d.r };
+  });
 }
 
 const LOST_WINDOW = `
@@ -47,7 +106,7 @@ local amount = tonumber(ARGV[4])
 local n = tonumber(ARGV[5])
 local count, ttl = 0, 0
 if tonumber(ARGV[6]) > 0 then
-  local rate = KEYS[4 * n + 2]
+  local rate = KEYS[4 * n + 4]
   count = redis.call('INCR', rate)
   if count == 1 then redis.call('PEXPIRE', rate, ARGV[6]) end
   ttl = redis.call('PTTL', rate)
@@ -72,10 +131,14 @@ for i = 1, n do
     redis.call('ZREM', z, gone)
   end
 end
+-- Chat holds whose instance died (their lease passed with no settle): the caller records them.
+local live, meta = KEYS[4 * n + 2], KEYS[4 * n + 3]
+local lapsed = #redis.call('ZRANGEBYSCORE', live, '-inf', now, 'LIMIT', 0, 1)
 -- The same hold twice (a retried step) holds once: its lease is renewed, nothing is added.
 if n > 0 and redis.call('HEXISTS', KEYS[4], id) == 1 then
   for i = 1, n do redis.call('ZADD', KEYS[4 * i - 1], 'XX', expiry, id) end
-  return {'ok', count, ttl}
+  redis.call('ZADD', live, 'XX', expiry, id)
+  return {'ok', count, ttl, lapsed}
 end
 for i = 1, n do
   local limit = tonumber(ARGV[6 + 2 * i])
@@ -96,7 +159,13 @@ for i = 1, n do
     for _, k in ipairs({s, h, z, a}) do redis.call('EXPIRE', k, keep) end
   end
 end
-return {'ok', count, ttl}
+-- A hold with a ledger row to write if it lapses (a chat call holding money) is registered.
+local record = ARGV[8 + 2 * n]
+if record and record ~= '' then
+  redis.call('ZADD', live, expiry, id)
+  redis.call('HSET', meta, id, record)
+end
+return {'ok', count, ttl, lapsed}
 `);
 
 // Drops the hold and adds the actual cost to each scope that still has its counter: a counter
@@ -118,6 +187,9 @@ if ARGV[5] == '1' then
     return missing
   end
 end
+-- Ended: no longer a hold that could lapse.
+redis.call('ZREM', KEYS[4 * n + 2], id)
+redis.call('HDEL', KEYS[4 * n + 3], id)
 if redis.call('SET', KEYS[4 * n + 1], '1', 'NX', 'EX', ARGV[4]) == false then
   for i = 1, n do totals[i] = -1 end
   return totals
@@ -144,7 +216,7 @@ export type RateCount = { count: number; resetInMs: number };
 export type RateWindow = { key: string; windowMs: number; limit: number };
 
 export type ReserveOutcome = { rate: RateCount | null } & (
-  | { state: 'ok' }
+  | { state: 'ok'; lapsed: boolean }
   | { state: 'rate_limited' }
   | { state: 'missing'; windows: ScopeWindow[] }
   | { state: 'refused'; window: ScopeWindow; usedNanos: number });
@@ -153,12 +225,14 @@ export type ReserveOutcome = { rate: RateCount | null } & (
  * Holds `amountNanos` in every window until `leaseExpiresAt`, if each blocking one has room; with
  * `rate`, the request is first counted in its key's rate window in the same round trip.
  */
-export async function holdSpend(redis: Redis, holdId: string, windows: ScopeWindow[], amountNanos: number, now: Date, leaseExpiresAt: Date, rate?: RateWindow): Promise<ReserveOutcome> {
-  const keys = [...windows.flatMap(windowKeys), settledMarkerKey(windows, holdId), ...(rate ? [rate.key] : [])];
+export async function holdSpend(redis: Redis, holdId: string, windows: ScopeWindow[], amountNanos: number, now: Date, leaseExpiresAt: Date, rate?: RateWindow, lapseRecord?: LapseRecord): Promise<ReserveOutcome> {
+  const keys = [...windows.flatMap(windowKeys), settledMarkerKey(windows, holdId), ...holdRegistryKeys(windows), ...(rate ? [rate.key] : [])];
   const args = windows.flatMap((w) => [w.limitNanos ?? -1, w.ttlSeconds]);
-  const answer = (await RESERVE(redis, keys, [now.getTime(), leaseExpiresAt.getTime(), holdId, amountNanos, windows.length, rate?.windowMs ?? 0, rate?.limit ?? 0, ...args])) as Array<string | number>;
+  // Registered only when the hold holds money: a lapse of nothing records nothing.
+  const record = lapseRecord && amountNanos > 0 ? JSON.stringify({ n: amountNanos, w: windows.map((w) => windowBase(w)), r: lapseRecord }) : '';
+  const answer = (await RESERVE(redis, keys, [now.getTime(), leaseExpiresAt.getTime(), holdId, amountNanos, windows.length, rate?.windowMs ?? 0, rate?.limit ?? 0, ...args, record])) as Array<string | number>;
   const counted = rate ? { count: Number(answer[1]), resetInMs: Number(answer[2]) > 0 ? Number(answer[2]) : rate.windowMs } : null;
-  if (answer[0] === 'ok') return { state: 'ok', rate: counted };
+  if (answer[0] === 'ok') return { state: 'ok', rate: counted, lapsed: Number(answer[3]) > 0 };
   if (answer[0] === 'rate') return { state: 'rate_limited', rate: counted };
   if (answer[0] === 'missing') return { state: 'missing', rate: counted, windows: answer.slice(3).map((i) => windows[Number(i) - 1]!) };
   return { state: 'refused', rate: counted, window: windows[Number(answer[3]) - 1]!, usedNanos: Number(answer[4]) };
@@ -181,7 +255,7 @@ export type SettleOutcome = { state: 'settled'; totals: Array<number | null> } |
  */
 export async function settleHoldUnlessMissing(redis: Redis, holdId: string, windows: ScopeWindow[], actualNanos: number, checkMissing = true): Promise<SettleOutcome> {
   if (windows.length === 0) return { state: 'settled', totals: [] };
-  const keys = [...windows.flatMap(windowKeys), settledMarkerKey(windows, holdId)];
+  const keys = [...windows.flatMap(windowKeys), settledMarkerKey(windows, holdId), ...holdRegistryKeys(windows)];
   const answer = (await SETTLE(redis, keys, [holdId, actualNanos, windows.length, SETTLED_MARKER_SECONDS, checkMissing ? 1 : 0])) as Array<number | string>;
   if (answer[0] === 'missing') return { state: 'missing', windows: answer.slice(1).map((i) => windows[Number(i) - 1]!) };
   return { state: 'settled', totals: (answer as number[]).map((t) => (t < 0 ? null : t)) };
@@ -203,7 +277,7 @@ return 'ok'
 /** Moves a live hold's lease to `leaseExpiresAt` (a long stream keeps its room). */
 export async function renewHold(redis: Redis, holdId: string, windows: ScopeWindow[], leaseExpiresAt: Date): Promise<void> {
   if (windows.length === 0) return;
-  await RENEW(redis, windows.map((w) => windowKeys(w)[2]), [holdId, leaseExpiresAt.getTime()]);
+  await RENEW(redis, [...windows.map((w) => windowKeys(w)[2]), holdRegistryKeys(windows)[0]], [holdId, leaseExpiresAt.getTime()]);
 }
 
 /** A hold that outlives a lost window: a running job's, from its reserved ledger row. */

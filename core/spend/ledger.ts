@@ -5,7 +5,7 @@ import { spendLedger, type budgetCrossings } from '../db/schema';
 import { newId } from '../ids';
 import { GatewayError } from '../errors';
 import type { RedisHandle } from '../redis';
-import { holdSpend, renewHold, repairWindow, settleHold, settleHoldUnlessMissing, settledNanos, windowKeys, type KeptHold, type RateCount, type RateWindow } from './holds';
+import { holdSpend, renewHold, repairWindow, settleHold, sweepLapsedHolds, settleHoldUnlessMissing, settledNanos, windowKeys, type KeptHold, type RateCount, type RateWindow } from './holds';
 import { decimalToNanos, sumNanos, toDollars, toNanos } from './money';
 import type { SpendScope } from './scopes';
 
@@ -17,7 +17,11 @@ export const CHAT_HOLD_RENEW_MS = 5 * 60_000;
 export type SpendLedgerRow = typeof spendLedger.$inferInsert;
 export type BudgetCrossingRow = typeof budgetCrossings.$inferInsert;
 
-export type ReserveInput = { holdId: string; scopes: SpendScope[]; amount: number; leaseMs: number; now: Date };
+export type ReserveInput = {
+  holdId: string; scopes: SpendScope[]; amount: number; leaseMs: number; now: Date;
+  /** A chat call's ledger row (without amount and state): written at the hold's amount if the hold lapses unsettled. */
+  lapseRow?: Omit<SpendLedgerRow, 'amount' | 'state'>;
+};
 
 /** A reservation in flight: what to settle or release. */
 export type Hold = { id: string; scopes: SpendScope[]; amount: number };
@@ -130,16 +134,28 @@ export function createSpendLedger(deps: { db: Database; redis: RedisHandle; rows
     await Promise.all(scopes.map(async (s) => repairWindow(deps.redis.redis, s, await rebuild(s), await runningJobHolds(deps.db, s, now), new Date(now.getTime() + CHAT_HOLD_LEASE_MS))));
   }
 
-  async function reserve({ holdId, scopes, amount, leaseMs, now }: ReserveInput, rate?: RateWindow & { counted(rate: RateCount): void }): Promise<Hold | null> {
+  /**
+   * Lapsed chat holds of an organization (their instance died mid-call) settled at their
+   * amounts and written to the ledger: a crash never makes a call free. Off the request's path.
+   */
+  async function recordLapsed(orgId: string, now: Date): Promise<void> {
+    for (const lapsed of await sweepLapsedHolds(deps.redis.redis, orgId, now)) {
+      const row = lapsed.row as Omit<SpendLedgerRow, 'amount' | 'state'>;
+      deps.rows.record(Object.assign({}, row, { amount: toDollars(lapsed.nanos), state: 'settled' as const, createdAt: new Date(row.createdAt as unknown as string), updatedAt: now }));
+    }
+  }
+
+  async function reserve({ holdId, scopes, amount, leaseMs, now, lapseRow }: ReserveInput, rate?: RateWindow & { counted(rate: RateCount): void }): Promise<Hold | null> {
     const amountNanos = toNanos(amount);
     const lease = new Date(now.getTime() + leaseMs);
-    let outcome = await holdSpend(deps.redis.redis, holdId, scopes, amountNanos, now, lease, rate);
+    let outcome = await holdSpend(deps.redis.redis, holdId, scopes, amountNanos, now, lease, rate, lapseRow);
     if (rate && outcome.rate) rate.counted(outcome.rate);
     if (outcome.state === 'rate_limited') return null;
     if (outcome.state === 'missing') {
       await seedMissing(outcome.windows as SpendScope[]);
-      outcome = await holdSpend(deps.redis.redis, holdId, scopes, amountNanos, now, lease);
+      outcome = await holdSpend(deps.redis.redis, holdId, scopes, amountNanos, now, lease, undefined, lapseRow);
     }
+    if (outcome.state === 'ok' && outcome.lapsed && scopes[0]) void recordLapsed(scopes[0].orgId, now).catch(() => undefined);
     if (outcome.state === 'missing') throw new GatewayError('dependency_unavailable', 'Spend counters are being rebuilt; try again.', { headers: { 'Retry-After': '1' } });
     if (outcome.state === 'refused') {
       const scope = outcome.window as SpendScope;

@@ -95,6 +95,37 @@ describe('spend counters lost from Redis', () => {
     expect(await redis.redis.get(windowKeys(scope)[H])).toBe('0');
   });
 
+  it('records a chat hold whose process died, when its lease passes, at the hold\'s amount, once (issue 33 item 10)', async () => {
+    const lineage = newId('key');
+    const now = new Date();
+    const scope = scopeAt(tenant.orgId, { kind: 'key', id: lineage, code: 'key_budget', limit: 1, blocking: true, period: 'monthly', ledger: { column: 'lineage_id', value: lineage } }, now, 1);
+    const requestId = newId('req');
+    const lapseRow = { id: newId('spend'), orgId: tenant.orgId, lineageId: lineage, projectId: tenant.projectId, memberId: null, endUserId: null, endUserScope: null, requestId, createdAt: now, updatedAt: now, provider: null, model: null };
+    // A call holds $0.50 and its process dies: nothing settles it, its lease (50 ms here) passes.
+    await spend.reserve({ holdId: requestId, scopes: [scope], amount: 0.5, leaseMs: 50, now, lapseRow });
+    await new Promise((r) => setTimeout(r, 120));
+    // The next reservation in the organization finds it lapsed and records it.
+    const next = await spend.reserve({ holdId: newId('req'), scopes: [scope], amount: 0.1, leaseMs: CHAT_HOLD_LEASE_MS, now: new Date() });
+    const recorded = async () => {
+      await rows.flush();
+      return database.db.select().from(spendLedger).where(eq(spendLedger.requestId, requestId));
+    };
+    const deadline = Date.now() + 5_000;
+    let found = await recorded();
+    while (found.length === 0 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 50));
+      found = await recorded();
+    }
+    expect(found.map((r) => [r.state, r.amount, r.lineageId])).toEqual([['settled', 0.5, lineage]]);
+    expect(await redis.redis.get(windowKeys(scope)[S])).toBe('500000000');
+    // Once: later reservations record nothing more, and what is held is the live call's $0.10.
+    await spend.release(next);
+    await spend.reserve({ holdId: newId('req'), scopes: [scope], amount: 0.1, leaseMs: CHAT_HOLD_LEASE_MS, now: new Date() });
+    await new Promise((r) => setTimeout(r, 100));
+    expect(await recorded()).toHaveLength(1);
+    expect(await redis.redis.get(windowKeys(scope)[H])).toBe('100000000');
+  });
+
   describe('a Redis that evicts', () => {
     let server: ChildProcess;
     let evicting: Redis;

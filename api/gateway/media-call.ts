@@ -16,7 +16,7 @@ import type { OrgConfig } from '../../core/routing/org-config';
 import type { GatewayContext } from '../context';
 import { parseAttribution, routingMetadata, type Attribution } from './chat-request';
 import type { GatewayServices } from './services';
-import { endSpend, requestLogRow, reserveSpend, type SpendCall } from './spend-step';
+import { addCutCost, chargedEstimate, endSpend, requestLogRow, reserveSpend, type SpendCall } from './spend-step';
 
 /**
  * One image or audio request (issue 14), whatever its endpoint: planned exactly as chat is (a
@@ -119,8 +119,8 @@ function logMedia(call: MediaCall, loggedRequest: Record<string, unknown>, outco
     latencyMs: Math.round(performance.now() - call.started),
     attempts: outcome.attempts,
     usage: outcome.usage ?? null,
-    cost: outcome.estimate?.cost ?? null,
-    priceSource: outcome.estimate?.source ?? null,
+    cost: chargedEstimate(call, outcome.estimate ?? null)?.cost ?? null,
+    priceSource: chargedEstimate(call, outcome.estimate ?? null)?.source ?? null,
     guardrails: call.guard?.outcome() ?? null,
     requestBody: capture ? loggedRequest : null,
     // Spec 4.1 logging: image and audio answers are kept only as the links they gave.
@@ -280,7 +280,14 @@ export async function serveMedia<T>(ctx: GatewayContext, services: GatewayServic
     walked = await walkPlan(plan, (candidate) => {
       const adapter = mediaAdapterFor(candidate.connection.kind, endpoint)!;
       const target = upstreamTarget(plan, candidate, services);
-      return handler.attempt(candidate, adapter, (upstream) => sendUpstream(services.agent, ADAPTERS[candidate.connection.kind], target, upstream));
+      // A call our timeout cut was sent: the provider makes (and bills) what it was asked for, so
+      // it is charged as that candidate's worst case, with whatever finally served.
+      const send = async (upstream: Parameters<typeof sendUpstream>[3]) => {
+        const sent = await sendUpstream(services.agent, ADAPTERS[candidate.connection.kind], target, upstream);
+        if (!sent.ok && sent.failure.kind === 'timeout') addCutCost(call, candidate, handler.worstCase(candidate, call.config));
+        return sent;
+      };
+      return handler.attempt(candidate, adapter, send);
     }, { stop: clientGone.signal });
   } catch (err) {
     endSpend(call, null);

@@ -17,6 +17,11 @@ import canonicalize from 'canonicalize';
 export const MAX_SCHEMA_DEPTH = 32;
 /** At most this many objects in the schema: compiled code grows with them. */
 export const MAX_SCHEMA_NODES = 2_000;
+/**
+ * An array checked for `uniqueItems` is refused past this many items: the check is linear, but
+ * an answer of a million small objects would still take the event loop for a second.
+ */
+export const MAX_UNIQUE_ITEMS = 2_000;
 /** Generated validator code at most this long. */
 export const MAX_COMPILED_CHARS = 2_000_000;
 
@@ -40,6 +45,10 @@ export const linearRegExp: RegExpEngine = Object.assign(
  */
 const uniqueItemsLinear: SchemaValidateFunction = function uniqueItems(schema: unknown, data: unknown): boolean {
   if (schema !== true || !Array.isArray(data)) return true;
+  if (data.length > MAX_UNIQUE_ITEMS) {
+    uniqueItemsLinear.errors = [{ keyword: 'uniqueItems', message: `must NOT have more than ${MAX_UNIQUE_ITEMS} items to be checked for duplicates`, params: { limit: MAX_UNIQUE_ITEMS } }];
+    return false;
+  }
   const seen = new Map<string, number>();
   for (let i = 0; i < data.length; i++) {
     const text = canonicalize(data[i]) ?? 'undefined';

@@ -1,6 +1,28 @@
 import type Redis from 'ioredis';
 import { redisScript } from '../redis-script';
 
+/** Lua shared by the scripts below: when a window is lost, and how a hold leaves a window. */
+const HOLD_LUA = `
+-- A window is lost when its settled counter is gone, or its held total, leases and amounts
+-- disagree (one of them evicted or flushed): it is repaired from Postgres before anything else.
+local function lost(s, h, z, a)
+  if redis.call('EXISTS', s) == 0 then return true end
+  local na = redis.call('HLEN', a)
+  if redis.call('ZCARD', z) ~= na then return true end
+  local held = redis.call('GET', h)
+  if not held then return na > 0 end
+  held = tonumber(held)
+  return held < 0 or (held > 0 and na == 0)
+end
+-- A hold leaves a window: its amount off the held total, its amount and lease gone.
+local function drop_hold(h, z, a, id)
+  local held = redis.call('HGET', a, id)
+  if held then redis.call('DECRBY', h, held) end
+  redis.call('HDEL', a, id)
+  redis.call('ZREM', z, id)
+end
+`;
+
 /**
  * The spend counters in Redis, one set per scope and budget window, each key carrying the
  * organization as a hash tag (`{org_...}`) so one script's keys share a Redis Cluster slot:
@@ -43,7 +65,7 @@ function holdRegistryKeys(windows: ReadonlyArray<Pick<ScopeWindow, 'orgId'>>): [
 /** The ledger row a lapsed hold is recorded with (its amount and state are added then). */
 export type LapseRecord = Record<string, unknown>;
 
-const SWEEP = redisScript(`
+const SWEEP = redisScript(HOLD_LUA + `
 local live, meta = KEYS[1], KEYS[2]
 local prefix = ARGV[2]
 local out = {}
@@ -56,13 +78,8 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', live, '-inf', ARGV[1], 'LIMIT', 
   if record and redis.call('SET', marker, '1', 'NX', 'EX', ARGV[4]) then
     local d = cjson.decode(record)
     for _, base in ipairs(d.w) do
-      local s, h, z, a = prefix .. base .. ':s', prefix .. base .. ':h', prefix .. base .. ':z', prefix .. base .. ':a'
-      local held = redis.call('HGET', a, id)
-      if held then
-        redis.call('DECRBY', h, held)
-        redis.call('HDEL', a, id)
-        redis.call('ZREM', z, id)
-      end
+      local s = prefix .. base .. ':s'
+      drop_hold(prefix .. base .. ':h', prefix .. base .. ':z', prefix .. base .. ':a', id)
       if redis.call('EXISTS', s) == 1 then redis.call('INCRBY', s, string.format('%.0f', d.n)) end
     end
     out[#out + 1] = record
@@ -84,21 +101,7 @@ export async function sweepLapsedHolds(redis: Redis, orgId: string, now: Date, l
   });
 }
 
-const LOST_WINDOW = `
--- A window is lost when its settled counter is gone, or its held total, leases and amounts
--- disagree (one of them evicted or flushed): it is repaired from Postgres before anything else.
-local function lost(s, h, z, a)
-  if redis.call('EXISTS', s) == 0 then return true end
-  local na = redis.call('HLEN', a)
-  if redis.call('ZCARD', z) ~= na then return true end
-  local held = redis.call('GET', h)
-  if not held then return na > 0 end
-  held = tonumber(held)
-  return held < 0 or (held > 0 and na == 0)
-end
-`;
-
-const RESERVE = redisScript(LOST_WINDOW + `
+const RESERVE = redisScript(HOLD_LUA + `
 local now = tonumber(ARGV[1])
 local expiry = ARGV[2]
 local id = ARGV[3]
@@ -124,12 +127,7 @@ if #missing > 0 then
 end
 for i = 1, n do
   local h, z, a = KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
-  for _, gone in ipairs(redis.call('ZRANGEBYSCORE', z, '-inf', now)) do
-    local held = redis.call('HGET', a, gone)
-    if held then redis.call('DECRBY', h, held) end
-    redis.call('HDEL', a, gone)
-    redis.call('ZREM', z, gone)
-  end
+  for _, gone in ipairs(redis.call('ZRANGEBYSCORE', z, '-inf', now)) do drop_hold(h, z, a, gone) end
 end
 -- Chat holds whose instance died (their lease passed with no settle): the caller records them.
 local live, meta = KEYS[4 * n + 2], KEYS[4 * n + 3]
@@ -171,7 +169,7 @@ return {'ok', count, ttl, lapsed}
 // Drops the hold and adds the actual cost to each scope that still has its counter: a counter
 // lost with Redis is rebuilt from the Postgres ledger, which records this cost too. A hold is
 // settled once: a marker (the last key) makes a repeated settle change nothing.
-const SETTLE = redisScript(LOST_WINDOW + `
+const SETTLE = redisScript(HOLD_LUA + `
 local id = ARGV[1]
 local actual = tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
@@ -179,29 +177,28 @@ local totals = {}
 -- A counter lost with Redis is rebuilt before anything is added to it: say which, change nothing.
 if ARGV[5] == '1' then
   local missing = {}
+  -- Only the settled counter matters here (this cost is added to it); a held total or
+  -- amounts that disagree are repaired by the next reservation, which checks all four.
   for i = 1, n do
-    if lost(KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]) then missing[#missing + 1] = i end
+    if redis.call('EXISTS', KEYS[4 * i - 3]) == 0 then missing[#missing + 1] = i end
   end
   if #missing > 0 then
     table.insert(missing, 1, 'missing')
     return missing
   end
 end
--- Ended: no longer a hold that could lapse.
-redis.call('ZREM', KEYS[4 * n + 2], id)
-redis.call('HDEL', KEYS[4 * n + 3], id)
+-- Ended: no longer a hold that could lapse (only a registered one is looked for).
+if ARGV[6] == '1' then
+  redis.call('ZREM', KEYS[4 * n + 2], id)
+  redis.call('HDEL', KEYS[4 * n + 3], id)
+end
 if redis.call('SET', KEYS[4 * n + 1], '1', 'NX', 'EX', ARGV[4]) == false then
   for i = 1, n do totals[i] = -1 end
   return totals
 end
 for i = 1, n do
-  local s, h, z, a = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
-  local held = redis.call('HGET', a, id)
-  if held then
-    redis.call('DECRBY', h, held)
-    redis.call('HDEL', a, id)
-    redis.call('ZREM', z, id)
-  end
+  local s = KEYS[4 * i - 3]
+  drop_hold(KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i], id)
   totals[i] = -1
   if redis.call('EXISTS', s) == 1 then
     totals[i] = actual ~= 0 and redis.call('INCRBY', s, ARGV[2]) or tonumber(redis.call('GET', s))
@@ -242,8 +239,8 @@ export async function holdSpend(redis: Redis, holdId: string, windows: ScopeWind
  * Ends a hold: the actual cost (0 on a release) joins each window's settled spend. Answers each
  * window's settled total after it (null where the counter is missing).
  */
-export async function settleHold(redis: Redis, holdId: string, windows: ScopeWindow[], actualNanos: number): Promise<Array<number | null>> {
-  const outcome = await settleHoldUnlessMissing(redis, holdId, windows, actualNanos, false);
+export async function settleHold(redis: Redis, holdId: string, windows: ScopeWindow[], actualNanos: number, registered = false): Promise<Array<number | null>> {
+  const outcome = await settleHoldUnlessMissing(redis, holdId, windows, actualNanos, false, registered);
   return outcome.state === 'settled' ? outcome.totals : [];
 }
 
@@ -253,10 +250,10 @@ export type SettleOutcome = { state: 'settled'; totals: Array<number | null> } |
  * `settleHold` in one round trip that first makes sure every window's counter exists: when one
  * is missing nothing changes and the missing windows are answered, to be rebuilt and settled again.
  */
-export async function settleHoldUnlessMissing(redis: Redis, holdId: string, windows: ScopeWindow[], actualNanos: number, checkMissing = true): Promise<SettleOutcome> {
+export async function settleHoldUnlessMissing(redis: Redis, holdId: string, windows: ScopeWindow[], actualNanos: number, checkMissing = true, registered = false): Promise<SettleOutcome> {
   if (windows.length === 0) return { state: 'settled', totals: [] };
   const keys = [...windows.flatMap(windowKeys), settledMarkerKey(windows, holdId), ...holdRegistryKeys(windows)];
-  const answer = (await SETTLE(redis, keys, [holdId, actualNanos, windows.length, SETTLED_MARKER_SECONDS, checkMissing ? 1 : 0])) as Array<number | string>;
+  const answer = (await SETTLE(redis, keys, [holdId, actualNanos, windows.length, SETTLED_MARKER_SECONDS, checkMissing ? 1 : 0, registered ? 1 : 0])) as Array<number | string>;
   if (answer[0] === 'missing') return { state: 'missing', windows: answer.slice(1).map((i) => windows[Number(i) - 1]!) };
   return { state: 'settled', totals: (answer as number[]).map((t) => (t < 0 ? null : t)) };
 }

@@ -24,7 +24,11 @@ export type ReserveInput = {
 };
 
 /** A reservation in flight: what to settle or release. */
-export type Hold = { id: string; scopes: SpendScope[]; amount: number };
+export type Hold = {
+  id: string; scopes: SpendScope[]; amount: number;
+  /** Registered to be recorded if it lapses (a chat hold holding money): its end unregisters it. */
+  registered?: boolean;
+};
 
 export type SpendLedger = {
   /**
@@ -161,7 +165,7 @@ export function createSpendLedger(deps: { db: Database; redis: RedisHandle; rows
       const scope = outcome.window as SpendScope;
       throw refusal(scope, amount, scope.refusalDetails);
     }
-    return { id: holdId, scopes, amount };
+    return { id: holdId, scopes, amount, registered: amountNanos > 0 && lapseRow !== undefined };
   }
 
   return {
@@ -182,10 +186,10 @@ export function createSpendLedger(deps: { db: Database; redis: RedisHandle; rows
       try {
         // Counters first (rebuilt from the ledger if missing), then this cost's ledger row: a
         // rebuild never sees the row and adds the cost again. One round trip when none is missing.
-        let outcome = await settleHoldUnlessMissing(deps.redis.redis, hold.id, hold.scopes, nanos);
+        let outcome = await settleHoldUnlessMissing(deps.redis.redis, hold.id, hold.scopes, nanos, true, hold.registered);
         if (outcome.state === 'missing') {
           await seedMissing(outcome.windows as SpendScope[]);
-          outcome = await settleHoldUnlessMissing(deps.redis.redis, hold.id, hold.scopes, nanos, false);
+          outcome = await settleHoldUnlessMissing(deps.redis.redis, hold.id, hold.scopes, nanos, false, hold.registered);
         }
         totals = outcome.state === 'settled' ? outcome.totals : [];
       } catch (err) {
@@ -200,7 +204,7 @@ export function createSpendLedger(deps: { db: Database; redis: RedisHandle; rows
     },
 
     async release(hold) {
-      await settleHold(deps.redis.redis, hold.id, hold.scopes, 0);
+      await settleHold(deps.redis.redis, hold.id, hold.scopes, 0, hold.registered);
     },
 
     async renew(hold, leaseMs, now) {

@@ -100,6 +100,27 @@ describe('chat failover, fallbacks and provider selection', () => {
     expect([ledger.state, ledger.amount]).toEqual(['settled', row.cost]);
   });
 
+  it('charges an image call our timeout cut before failing over at that candidate\'s price, with the image that served (issue 33)', async () => {
+    const slow = tag();
+    const a = await f.connect('openai', { directives: `delay_ms=3000,${slow}`, extra: { timeout_ms: 1000 } });
+    const b = await f.connect('openai');
+    const image = async (model: string) => {
+      const res = await fetch(`${f.api.url}/v1/images/generations`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'x-forwarded-for': '10.9.9.7' },
+        body: JSON.stringify({ model, prompt: `a lighthouse ${slow}` }),
+      });
+      expect(res.status).toBe(200);
+      return res.headers.get('x-gw-request-id')!;
+    };
+    const cut = await image(await route({ targets: [{ connection_id: a, model: 'dall-e-3' }, { connection_id: b, model: 'dall-e-3' }], max_retries: 0 }));
+    const alone = await image(await route({ targets: [{ connection_id: b, model: 'dall-e-3' }] }));
+    const [cutRow, aloneRow] = [await logRow(cut), await logRow(alone)];
+    expect(cutRow.attempts.map((x) => x.outcome)).toEqual(['timeout', 'ok']);
+    // The cut call made (and was billed for) the same image: twice the one that served alone.
+    expect(Math.round(cutRow.cost! * 1e9)).toBe(Math.round(2 * aloneRow.cost! * 1e9));
+  });
+
   it('charges a stream whose client left while the provider was thinking, before any visible token (issue 33)', async () => {
     const thinking = tag();
     const a = await f.connect('openai', { directives: `delay_ms=2000,${thinking}` });

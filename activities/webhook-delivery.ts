@@ -7,7 +7,7 @@ import { notificationChannels, webhookDeliveries, type DeliveryStatus } from '..
 import type { Mailer, MailMessage } from '../core/notifications/mailer';
 import { sendWebhook, type SendOutcome } from '../core/webhooks/send';
 import { appendAudit } from '../core/audit';
-import { CHATAPP_REFUSALS_TO_DISABLE, chatappRecipient, emailRecipient, recipientsWithRoom, recordSends } from '../core/notifications/limits';
+import { CHATAPP_REFUSALS_TO_DISABLE, chatappRecipient, emailRecipient, recipientsSentFor, recipientsWithRoom, recordSends } from '../core/notifications/limits';
 import { unsubscribeHeaders } from '../core/notifications/unsubscribe';
 import { signatureHeader } from '../core/webhooks/signature';
 import { signingSecrets } from '../core/webhooks/signing-secrets';
@@ -20,6 +20,9 @@ export type WebhookDeliveryDeps = {
 };
 
 type Delivery = typeof webhookDeliveries.$inferSelect;
+
+/** A chat app's answers that mean its address no longer takes messages (revoked, removed). */
+const REFUSED_FOR_GOOD: ReadonlySet<number> = new Set([400, 401, 403, 404, 410]);
 
 /** A notification channel's delivery (issue 22) names the channel as its receiver. */
 const CHANNEL_RECEIVER = /^nch_/;
@@ -62,19 +65,21 @@ export function createWebhookDeliveryActivities(deps: WebhookDeliveryDeps) {
     if (channel.kind === 'chatapp' && channel.chatappUrlSealed) {
       const url = deps.sealer.open(channel.chatappUrlSealed, { orgId: channel.orgId, recordId: channel.id, field: 'chatapp_url' });
       const recipient = chatappRecipient(url);
-      const room = await recipientsWithRoom(deps.db, channel.id, [recipient], now);
+      const room = await recipientsWithRoom(deps.db, channel.orgId, channel.id, [recipient], now);
       if (room.allowed.length === 0) return { ok: false, status: null, error: room.channelFull ? 'the channel reached its alerts for this hour' : 'the chat app address reached its alerts for this hour' };
       const sent = await sendWebhook(deps.dispatcher, { url, payload: delivery.payload, headers: {} });
-      await recordSends(deps.db, channel.orgId, channel.id, [recipient], now);
+      await recordSends(deps.db, channel.orgId, channel.id, delivery.id, [recipient], now);
       await countChatappAnswer(channel, sent);
       return sent;
     }
     if (channel.kind === 'email') {
       const message = JSON.parse(delivery.payload) as MailMessage;
       const unsubscribed = new Set(channel.unsubscribedEmails.map((e) => e.toLowerCase()));
-      const addresses = (channel.emails ?? message.to).filter((e) => !unsubscribed.has(e.toLowerCase()));
+      // An address this delivery already reached (an earlier attempt that failed for another) is not mailed again.
+      const reached = await recipientsSentFor(deps.db, delivery.id);
+      const addresses = (channel.emails ?? message.to).filter((e) => !unsubscribed.has(e.toLowerCase()) && !reached.has(emailRecipient(e)));
       if (addresses.length === 0) return { ok: true, status: null, error: null };
-      const room = await recipientsWithRoom(deps.db, channel.id, addresses.map(emailRecipient), now);
+      const room = await recipientsWithRoom(deps.db, channel.orgId, channel.id, addresses.map(emailRecipient), now);
       const allowed = addresses.filter((e) => room.allowed.includes(emailRecipient(e)));
       if (allowed.length === 0) return { ok: false, status: null, error: room.channelFull ? 'the channel reached its alerts for this hour' : 'every recipient reached its alerts for this hour' };
       // One email per address, each with its own one-click unsubscribe.
@@ -83,7 +88,7 @@ export function createWebhookDeliveryActivities(deps: WebhookDeliveryDeps) {
         const headers = unsubscribeHeaders(deps.unsubscribe.publicUrl, deps.unsubscribe.key, { channelId: channel.id, email: to });
         outcomes.push(await deps.mailer(Object.assign({}, message, { to: [to], headers })));
       }
-      await recordSends(deps.db, channel.orgId, channel.id, allowed.filter((_, i) => outcomes[i]!.ok).map(emailRecipient), now);
+      await recordSends(deps.db, channel.orgId, channel.id, delivery.id, allowed.filter((_, i) => outcomes[i]!.ok).map(emailRecipient), now);
       return outcomes.find((o) => !o.ok) ?? outcomes[0]!;
     }
     return { ok: false, status: null, error: `a ${channel.kind} channel has nowhere to send` };
@@ -94,7 +99,8 @@ export function createWebhookDeliveryActivities(deps: WebhookDeliveryDeps) {
    * refusals in a row, with an audit event; an answer that is not a refusal starts the count over.
    */
   async function countChatappAnswer(channel: typeof notificationChannels.$inferSelect, sent: SendOutcome): Promise<void> {
-    const refused = sent.status !== null && sent.status >= 400 && sent.status < 500;
+    // The answers that say the address is gone for good; a 429 or a 408 is a busy moment.
+    const refused = sent.status !== null && REFUSED_FOR_GOOD.has(sent.status);
     if (!refused) {
       if (channel.consecutiveRefusals > 0) await deps.db.update(notificationChannels).set({ consecutiveRefusals: 0 }).where(eq(notificationChannels.id, channel.id));
       return;

@@ -191,10 +191,12 @@ async function main(): Promise<void> {
   const workerDatabase = connectDatabase(services.databaseUrl);
   const workerRedis = connectRedis(services.redisUrl, config.REDIS_KEY_PREFIX);
   const queues = Object.keys(TASK_QUEUES) as TaskQueueName[];
-  const workers = await startQueueWorkers(queues, queueWorkerDeps(config, connection, workerDatabase.db, workerRedis));
+  const workerDeps = queueWorkerDeps(config, connection, workerDatabase.db, workerRedis);
+  const workers = await startQueueWorkers(queues, workerDeps);
   stops.push(['Workers', async () => {
     await workers.shutdown();
-    await Promise.allSettled([connection.close(), workerDatabase.close(), workerRedis.close()]);
+    const spendRedis = workerDeps.services.spendRedis;
+    await Promise.allSettled([connection.close(), workerDatabase.close(), workerRedis.close(), spendRedis === workerRedis ? undefined : spendRedis.close()]);
   }]);
   say('Workers', `polling ${queues.map((q) => taskQueue(q, config.GW_TASK_QUEUE_PREFIX)).join(', ')}`);
 

@@ -30,13 +30,14 @@ export async function runWorkerProcess(names: readonly TaskQueueName[]): Promise
     const database = connectDatabase(requireSetting(config, 'DATABASE_URL'));
     const redis = connectRedis(requireSetting(config, 'REDIS_URL'), config.REDIS_KEY_PREFIX);
     const connection = await NativeConnection.connect({ address: requireSetting(config, 'TEMPORAL_ADDRESS') });
-    const running = await startQueueWorkers(names, queueWorkerDeps(config, connection, database.db, redis, prebuiltWorkflowBundle()));
+    const deps = queueWorkerDeps(config, connection, database.db, redis, prebuiltWorkflowBundle());
+    const running = await startQueueWorkers(names, deps);
     log.info({ queues: names }, 'worker polling');
     const stop = () => void running.shutdown();
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
     await running.done;
-    await Promise.allSettled([connection.close(), database.close(), redis.close()]);
+    await Promise.allSettled([connection.close(), database.close(), redis.close(), deps.services.spendRedis === redis ? undefined : deps.services.spendRedis.close()]);
   } catch (err) {
     // One line at start-up: a bad setting or an unreachable Temporal, not a stack trace.
     console.error(`gw-worker: ${(err as Error).message}`);

@@ -235,7 +235,7 @@ function answerWhole(call: Call, served: Served<ChatResult>): void {
   const model = result.model ?? served.candidate.upstreamModel;
   const guardrails = call.guard && guardAnswer(call, served, model, estimate);
   call.ctx.body = chatObject(call, identity(served, model), 'chat.completion', result.choices, {
-    usage: wireUsage(result.usage, estimate),
+    usage: wireUsage(result.usage, chargedEstimate(call, estimate)),
     ...(guardrails && { guardrails }),
     ...(call.cache && { cache: cacheField(call.cache, Date.now()) }),
   });
@@ -285,7 +285,7 @@ function answerStream(call: Call, served: Served<LiveStream>, includeUsage: bool
     } else if (end.phase === 'complete') {
       if (includeUsage) {
         out.write(sseEvent(chatObject(call, identity(served, tally.model), 'chat.completion.chunk', [], {
-          usage: wireUsage(tally.usage, estimate), ...guardrailsField(call), ...(call.cache && { cache: cacheField(call.cache, Date.now()) }),
+          usage: wireUsage(tally.usage, chargedEstimate(call, estimate)), ...guardrailsField(call), ...(call.cache && { cache: cacheField(call.cache, Date.now()) }),
         })));
       }
       // Only a complete answer is kept; a cut or abandoned one never is.
@@ -387,7 +387,7 @@ export async function reserveBudget(call: Call): Promise<void> {
   const { config, plan, services } = call;
   if (!plan) return;
   try {
-    await reserveSpend(call, () => worstCaseCost(plan.candidates, call.body, config, services.catalog));
+    await reserveSpend(call, () => worstCaseCost(plan.candidates, call.body, config, services.catalog), plan.candidates[0]);
   } catch (err) {
     if (err instanceof GatewayError) logRequest(call, { status: err.status, attempts: [], error: err });
     throw err;

@@ -263,7 +263,7 @@ export async function serveMedia<T>(ctx: GatewayContext, services: GatewayServic
   try {
     call.plan = planMedia(call);
     await guardText(call, handler);
-    await reserveSpend(call, () => worstCaseOver(call, handler));
+    await reserveSpend(call, () => worstCaseOver(call, handler), call.plan.candidates[0]);
   } catch (err) {
     refuse(err);
   }

@@ -84,8 +84,10 @@ export function requestLogRow<Fields extends object>(call: SpendCall & { attribu
  * a limit as for one with. When the rate middleware has not counted the key's request yet
  * (chat), the count rides in the same Redis step (spec 8 headers on every answer).
  */
-export async function reserveSpend(call: SpendCall, worstCase: () => number): Promise<void> {
+export async function reserveSpend(call: SpendCall, worstCase: () => number, first?: { connection: { kind: string }; upstreamModel: string }): Promise<void> {
   const { key, config, services, ctx } = call;
+  // Until one serves, the ledger row (a lapse's) names the first candidate: commitments match on it.
+  if (first) call.servedBy ??= { provider: first.connection.kind, model: first.upstreamModel };
   let window: WindowCount | null = null;
   const counted = (w: WindowCount) => {
     window = w;

@@ -74,6 +74,18 @@ function rowIdentity(row: unknown): Record<string, unknown> {
   return { id, org_id: orgId };
 }
 
+/**
+ * Whether Postgres refused the rows themselves (SQLSTATE class 22, data exception, or 23,
+ * integrity constraint): then one row may be at fault and the others can be written. A
+ * connection refused or lost is no reason to try each row.
+ */
+function isDataError(err: unknown): boolean {
+  for (let e = err as { code?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 3; e = e.cause as typeof e, depth++) {
+    if (typeof e.code === 'string' && /^2[23]/.test(e.code)) return true;
+  }
+  return false;
+}
+
 /** SQLSTATE 40P01, as node-postgres reports it (drizzle may wrap it in `cause`). */
 function isDeadlock(err: unknown): boolean {
   for (let e = err as { code?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 3; e = e.cause as typeof e, depth++) {
@@ -146,11 +158,16 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
         // back, so one more try cannot count anything twice.
         const written = await db.execute(insert(rows))
           .catch((err: unknown) => (isDeadlock(err) ? db.execute(insert(rows)) : Promise.reject(err)))
-          .then(() => true, (err: unknown) => {
-            logger.warn({ err, rows: rows.length }, `${what} batch refused; writing its rows one by one`);
-            return false;
+          .then(() => 'written' as const, (err: unknown) => {
+            if (isDataError(err)) {
+              logger.warn({ err, rows: rows.length }, `${what} batch refused; writing its rows one by one`);
+              return 'one by one' as const;
+            }
+            dropped += rows.length;
+            logger.error({ err, rows: rows.length }, `${what} write failed`);
+            return 'dropped' as const;
           });
-        if (!written) await writeOneByOne(rows);
+        if (written === 'one by one') await writeOneByOne(rows);
       }
     });
     return inFlight;

@@ -64,7 +64,8 @@ const uniqueItemsLinear: SchemaValidateFunction = function uniqueItems(schema: u
 
 /** An ajv instance whose patterns run on RE2, whose uniqueItems is linear, and whose references are not inlined. */
 export function createSafeAjv(options: Options = {}): Ajv {
-  const ajv = new Ajv({ strict: false, allErrors: false, ...options, inlineRefs: false, code: { ...options.code, regExp: linearRegExp } });
+  // `logger: false`: an unknown keyword or format in a tenant's schema is no line in our log.
+  const ajv = new Ajv({ strict: false, allErrors: false, logger: false, ...options, inlineRefs: false, code: { ...options.code, regExp: linearRegExp } });
   ajv.removeKeyword('uniqueItems');
   ajv.addKeyword({ keyword: 'uniqueItems', type: 'array', schemaType: 'boolean', errors: true, validate: uniqueItemsLinear });
   return ajv;

@@ -68,7 +68,11 @@ function validatorFor(cacheKey: string, schema: unknown): JsonSchemaValidator<un
     const tooLarge = schemaTooLarge(body);
     if (tooLarge) throw new Error(tooLarge);
     const { AjvJsonSchemaValidator } = mcpAjvValidator();
-    validator = new AjvJsonSchemaValidator(createSafeAjv({ allErrors: true }) as never).getValidator<unknown>(body as JsonSchemaType);
+    // As the SDK's own instance: all errors, no meta-schema check, the standard formats.
+    const ajv = createSafeAjv({ allErrors: true, validateSchema: false });
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- the SDK's dependency, loaded with it
+    (require('ajv-formats') as (a: typeof ajv) => void)(ajv);
+    validator = new AjvJsonSchemaValidator(ajv as never).getValidator<unknown>(body as JsonSchemaType);
     validators.set(cacheKey, validator);
   }
   return validator;

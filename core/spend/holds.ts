@@ -142,7 +142,7 @@ for i = 1, n do
   local limit = tonumber(ARGV[6 + 2 * i])
   if limit >= 0 then
     local used = tonumber(redis.call('GET', KEYS[4 * i - 3]) or '0') + tonumber(redis.call('GET', KEYS[4 * i - 2]) or '0')
-    if used + amount > limit then return {'refused', count, ttl, i, tostring(used)} end
+    if used + amount > limit then return {'refused', count, ttl, i, tostring(used), lapsed} end
   end
 end
 -- A new hold under an id that was settled before (a job resumed after its start failed) settles anew.
@@ -193,8 +193,7 @@ if ARGV[6] == '1' then
   redis.call('HDEL', KEYS[4 * n + 3], id)
 end
 if redis.call('SET', KEYS[4 * n + 1], '1', 'NX', 'EX', ARGV[4]) == false then
-  for i = 1, n do totals[i] = -1 end
-  return totals
+  return {'already'}
 end
 for i = 1, n do
   local s = KEYS[4 * i - 3]
@@ -216,7 +215,7 @@ export type ReserveOutcome = { rate: RateCount | null } & (
   | { state: 'ok'; lapsed: boolean }
   | { state: 'rate_limited' }
   | { state: 'missing'; windows: ScopeWindow[] }
-  | { state: 'refused'; window: ScopeWindow; usedNanos: number });
+  | { state: 'refused'; window: ScopeWindow; usedNanos: number; lapsed: boolean });
 
 /**
  * Holds `amountNanos` in every window until `leaseExpiresAt`, if each blocking one has room; with
@@ -232,7 +231,7 @@ export async function holdSpend(redis: Redis, holdId: string, windows: ScopeWind
   if (answer[0] === 'ok') return { state: 'ok', rate: counted, lapsed: Number(answer[3]) > 0 };
   if (answer[0] === 'rate') return { state: 'rate_limited', rate: counted };
   if (answer[0] === 'missing') return { state: 'missing', rate: counted, windows: answer.slice(3).map((i) => windows[Number(i) - 1]!) };
-  return { state: 'refused', rate: counted, window: windows[Number(answer[3]) - 1]!, usedNanos: Number(answer[4]) };
+  return { state: 'refused', rate: counted, window: windows[Number(answer[3]) - 1]!, usedNanos: Number(answer[4]), lapsed: Number(answer[5]) > 0 };
 }
 
 /**
@@ -241,10 +240,17 @@ export async function holdSpend(redis: Redis, holdId: string, windows: ScopeWind
  */
 export async function settleHold(redis: Redis, holdId: string, windows: ScopeWindow[], actualNanos: number, registered = false): Promise<Array<number | null>> {
   const outcome = await settleHoldUnlessMissing(redis, holdId, windows, actualNanos, false, registered);
-  return outcome.state === 'settled' ? outcome.totals : [];
+  return outcome.state === 'settled' ? outcome.totals : outcome.state === 'already' ? windows.map(() => null) : [];
 }
 
-export type SettleOutcome = { state: 'settled'; totals: Array<number | null> } | { state: 'missing'; windows: ScopeWindow[] };
+/** Takes a hold out of the lapse registry (its end could not be recorded in Redis; its row is in the ledger). */
+export async function unregisterHold(redis: Redis, windows: ReadonlyArray<Pick<ScopeWindow, 'orgId'>>, holdId: string): Promise<void> {
+  const [live, meta] = holdRegistryKeys(windows);
+  await Promise.all([redis.zrem(live, holdId), redis.hdel(meta, holdId)]);
+}
+
+/** `already`: the hold was settled before (a retried step, or swept as lapsed): nothing changed. */
+export type SettleOutcome = { state: 'settled'; totals: Array<number | null> } | { state: 'missing'; windows: ScopeWindow[] } | { state: 'already' };
 
 /**
  * `settleHold` in one round trip that first makes sure every window's counter exists: when one
@@ -255,6 +261,7 @@ export async function settleHoldUnlessMissing(redis: Redis, holdId: string, wind
   const keys = [...windows.flatMap(windowKeys), settledMarkerKey(windows, holdId), ...holdRegistryKeys(windows)];
   const answer = (await SETTLE(redis, keys, [holdId, actualNanos, windows.length, SETTLED_MARKER_SECONDS, checkMissing ? 1 : 0, registered ? 1 : 0])) as Array<number | string>;
   if (answer[0] === 'missing') return { state: 'missing', windows: answer.slice(1).map((i) => windows[Number(i) - 1]!) };
+  if (answer[0] === 'already') return { state: 'already' };
   return { state: 'settled', totals: (answer as number[]).map((t) => (t < 0 ? null : t)) };
 }
 

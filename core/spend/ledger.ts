@@ -5,7 +5,7 @@ import { spendLedger, type budgetCrossings } from '../db/schema';
 import { newId } from '../ids';
 import { GatewayError } from '../errors';
 import type { RedisHandle } from '../redis';
-import { holdSpend, renewHold, repairWindow, settleHold, sweepLapsedHolds, settleHoldUnlessMissing, settledNanos, windowKeys, type KeptHold, type RateCount, type RateWindow } from './holds';
+import { holdSpend, renewHold, repairWindow, settleHold, sweepLapsedHolds, unregisterHold, settleHoldUnlessMissing, settledNanos, windowKeys, type KeptHold, type RateCount, type RateWindow } from './holds';
 import { decimalToNanos, sumNanos, toDollars, toNanos } from './money';
 import type { SpendScope } from './scopes';
 
@@ -28,6 +28,8 @@ export type Hold = {
   id: string; scopes: SpendScope[]; amount: number;
   /** Registered to be recorded if it lapses (a chat hold holding money): its end unregisters it. */
   registered?: boolean;
+  /** The ledger row id a lapse would be recorded under: a settle writes the same id, so one of the two rows is kept. */
+  rowId?: string;
 };
 
 export type SpendLedger = {
@@ -159,13 +161,15 @@ export function createSpendLedger(deps: { db: Database; redis: RedisHandle; rows
       await seedMissing(outcome.windows as SpendScope[]);
       outcome = await holdSpend(deps.redis.redis, holdId, scopes, amountNanos, now, lease, undefined, lapseRow);
     }
-    if (outcome.state === 'ok' && outcome.lapsed && scopes[0]) void recordLapsed(scopes[0].orgId, now).catch(() => undefined);
+    // A refused reservation sweeps too: the organization at its limit is where lapses matter most.
+    if ((outcome.state === 'ok' || outcome.state === 'refused') && outcome.lapsed && scopes[0]) void recordLapsed(scopes[0].orgId, now).catch(() => undefined);
     if (outcome.state === 'missing') throw new GatewayError('dependency_unavailable', 'Spend counters are being rebuilt; try again.', { headers: { 'Retry-After': '1' } });
     if (outcome.state === 'refused') {
       const scope = outcome.window as SpendScope;
       throw refusal(scope, amount, scope.refusalDetails);
     }
-    return { id: holdId, scopes, amount, registered: amountNanos > 0 && lapseRow !== undefined };
+    const registered = amountNanos > 0 && lapseRow !== undefined;
+    return { id: holdId, scopes, amount, registered, rowId: registered ? lapseRow!.id : undefined };
   }
 
   return {
@@ -179,8 +183,9 @@ export function createSpendLedger(deps: { db: Database; redis: RedisHandle; rows
 
     async settle(hold, cost, row) {
       const nanos = toNanos(cost);
+      // The id a lapse of this hold would have used: if both are ever written, one is kept.
       const recordRow = () => {
-        if (row && nanos !== 0) deps.rows.record({ amount: toDollars(nanos), state: 'settled', ...row });
+        if (row && nanos !== 0) deps.rows.record(Object.assign({}, row, { amount: toDollars(nanos), state: 'settled' as const }, hold.rowId && { id: hold.rowId }));
       };
       let totals: Array<number | null>;
       try {
@@ -191,12 +196,15 @@ export function createSpendLedger(deps: { db: Database; redis: RedisHandle; rows
           await seedMissing(outcome.windows as SpendScope[]);
           outcome = await settleHoldUnlessMissing(deps.redis.redis, hold.id, hold.scopes, nanos, false, hold.registered);
         }
+        // Settled before (swept as lapsed while this call still ran): that row stands, no second one.
+        if (outcome.state === 'already') return;
         totals = outcome.state === 'settled' ? outcome.totals : [];
       } catch (err) {
         // The cost stays the ledger's: its row is written, and the counters it may have missed
-        // are dropped so that they are rebuilt from the ledger.
+        // are dropped so that they are rebuilt from the ledger; a registered hold must not also lapse.
         recordRow();
         await deps.redis.redis.del(...hold.scopes.map((s) => windowKeys(s)[0])).catch(() => undefined);
+        if (hold.registered) await unregisterHold(deps.redis.redis, hold.scopes, hold.id).catch(() => undefined);
         throw err;
       }
       recordRow();
@@ -204,7 +212,13 @@ export function createSpendLedger(deps: { db: Database; redis: RedisHandle; rows
     },
 
     async release(hold) {
-      await settleHold(deps.redis.redis, hold.id, hold.scopes, 0, hold.registered);
+      try {
+        await settleHold(deps.redis.redis, hold.id, hold.scopes, 0, hold.registered);
+      } catch (err) {
+        // Nothing was billed: a registered hold must not be recorded as lapsed later.
+        if (hold.registered) await unregisterHold(deps.redis.redis, hold.scopes, hold.id).catch(() => undefined);
+        throw err;
+      }
     },
 
     async renew(hold, leaseMs, now) {

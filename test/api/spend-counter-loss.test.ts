@@ -102,7 +102,7 @@ describe('spend counters lost from Redis', () => {
     const requestId = newId('req');
     const lapseRow = { id: newId('spend'), orgId: tenant.orgId, lineageId: lineage, projectId: tenant.projectId, memberId: null, endUserId: null, endUserScope: null, requestId, createdAt: now, updatedAt: now, provider: null, model: null };
     // A call holds $0.50 and its process dies: nothing settles it, its lease (50 ms here) passes.
-    await spend.reserve({ holdId: requestId, scopes: [scope], amount: 0.5, leaseMs: 50, now, lapseRow });
+    const lapsing = await spend.reserve({ holdId: requestId, scopes: [scope], amount: 0.5, leaseMs: 50, now, lapseRow });
     await new Promise((r) => setTimeout(r, 120));
     // The next reservation in the organization finds it lapsed and records it.
     const next = await spend.reserve({ holdId: newId('req'), scopes: [scope], amount: 0.1, leaseMs: CHAT_HOLD_LEASE_MS, now: new Date() });
@@ -118,6 +118,10 @@ describe('spend counters lost from Redis', () => {
     }
     expect(found.map((r) => [r.state, r.amount, r.lineageId])).toEqual([['settled', 0.5, lineage]]);
     expect(await redis.redis.get(windowKeys(scope)[S])).toBe('500000000');
+    // The call was alive after all and settles late: the swept row stands, nothing is added twice.
+    await spend.settle(lapsing, 0.2, { ...lapseRow, id: newId('spend') });
+    expect(await redis.redis.get(windowKeys(scope)[S])).toBe('500000000');
+    expect((await recorded()).map((r) => r.amount)).toEqual([0.5]);
     // Once: later reservations record nothing more, and what is held is the live call's $0.10.
     await spend.release(next);
     await spend.reserve({ holdId: newId('req'), scopes: [scope], amount: 0.1, leaseMs: CHAT_HOLD_LEASE_MS, now: new Date() });

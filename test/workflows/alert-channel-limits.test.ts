@@ -9,7 +9,7 @@ import type { Detection } from '../../core/findings/detection';
 import { recordDetection } from '../../core/findings/store';
 import { newId } from '../../core/ids';
 import { createGuardedDispatcher } from '../../core/net/guarded-dispatcher';
-import { emailRecipient, MAX_CHANNELS_PER_ORGANIZATION, SENDS_PER_CHANNEL_PER_HOUR, SENDS_PER_RECIPIENT_PER_HOUR } from '../../core/notifications/limits';
+import { emailRecipient, MAX_CHANNELS_PER_ORGANIZATION, SENDS_PER_CHANNEL_PER_HOUR, SENDS_PER_RECIPIENT_PER_HOUR, SENDS_PER_RECIPIENT_PER_HOUR_ALL } from '../../core/notifications/limits';
 import type { MailMessage } from '../../core/notifications/mailer';
 import { UNSUBSCRIBE_KEY_PURPOSE } from '../../core/notifications/unsubscribe';
 import { manageClient, startManagementFixture, type ManagementFixture } from '../helpers/manage-client';
@@ -94,15 +94,23 @@ describe('alert channel limits', () => {
     expect(mails.map((m) => m.to)).toEqual([['ops@example.com']]);
   });
 
-  it('limits alerts per recipient across organizations, and per channel', async () => {
-    const [a, b] = [await createTenant(db()), await createTenant(db())];
+  it('limits alerts per recipient (an organization\'s, and every organization\'s together), and per channel', async () => {
+    const [a, b, c0] = [await createTenant(db()), await createTenant(db()), await createTenant(db())];
     const shared = `shared-${newId('req')}@example.com`;
     await emailChannel(a, [shared]);
     await emailChannel(b, [shared]);
-    // The address already heard its hour's worth from organization A.
-    await db().insert(notificationSends).values(Array.from({ length: SENDS_PER_RECIPIENT_PER_HOUR }, () => ({
-      id: newId('nsend'), orgId: a.orgId, channelId: 'nch_elsewhere', recipient: emailRecipient(shared), sentAt: new Date(),
+    const sends = (orgId: string, n: number) => db().insert(notificationSends).values(Array.from({ length: n }, () => ({
+      id: newId('nsend'), orgId, channelId: 'nch_elsewhere', recipient: emailRecipient(shared), sentAt: new Date(),
     })));
+    // Organization A already sent the address its hour's worth: A waits, B does not.
+    await sends(a.orgId, SENDS_PER_RECIPIENT_PER_HOUR);
+    mails.length = 0;
+    expect(await alert(a.orgId)).toEqual([{ status: 'pending' }]);
+    expect(mails).toHaveLength(0);
+    expect(await alert(b.orgId)).toEqual([{ status: 'succeeded' }]);
+    expect(mails.map((m) => m.to)).toEqual([[shared]]);
+    // Every organization together: past the relay bound, nobody's alert reaches it this hour.
+    await sends(c0.orgId, SENDS_PER_RECIPIENT_PER_HOUR_ALL);
     mails.length = 0;
     const [outcome] = await alert(b.orgId);
     expect(outcome).toEqual({ status: 'pending' });
@@ -116,6 +124,25 @@ describe('alert channel limits', () => {
     })));
     expect(await alert(c.orgId)).toEqual([{ status: 'pending' }]);
     expect(mails).toHaveLength(0);
+  });
+
+  it('retries only the addresses a failed attempt did not reach', async () => {
+    const t = await createTenant(db());
+    await emailChannel(t, ['ok@example.com', 'bounces@example.com']);
+    const sent: string[] = [];
+    const flaky = createWebhookDeliveryActivities({
+      db: db(), clock: systemClock, sealer: createSealer(keyring()), dispatcher: createGuardedDispatcher({ allowPrivateNetwork: true }),
+      mailer: async (message) => {
+        sent.push(message.to[0]!);
+        return message.to[0] === 'bounces@example.com' && sent.length < 3 ? { ok: false, status: null, error: 'mailbox busy' } : { ok: true, status: null, error: null };
+      },
+      unsubscribe: { publicUrl: f.api.url, key: deriveKey(keyring(), UNSUBSCRIBE_KEY_PURPOSE) },
+    });
+    const { deliveries } = await recordDetection(db(), detection(t.orgId, `m-${newId('req')}`), new Date(), { publicUrl: f.api.url });
+    const [delivery] = deliveries;
+    expect(await flaky.attemptDelivery({ deliveryId: delivery!.id, attempt: 1, nextAttemptInMs: 60_000 })).toEqual({ status: 'pending' });
+    expect(await flaky.attemptDelivery({ deliveryId: delivery!.id, attempt: 2, nextAttemptInMs: 60_000 })).toEqual({ status: 'succeeded' });
+    expect(sent).toEqual(['ok@example.com', 'bounces@example.com', 'bounces@example.com']);
   });
 
   it('caps the channels of an organization', async () => {

@@ -90,10 +90,12 @@ export const notificationSends = pgTable(
     id: text('id').primaryKey(),
     orgId: text('org_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
     channelId: text('channel_id').notNull(),
+    /** The delivery that sent it: a retried attempt skips the recipients it already reached. */
+    deliveryId: text('delivery_id'),
     recipient: text('recipient').notNull(),
     sentAt: timestamp('sent_at', { withTimezone: true }).notNull(),
   },
-  (t) => [index('notification_sends_recipient').on(t.recipient, t.sentAt), index('notification_sends_channel').on(t.channelId, t.sentAt)],
+  (t) => [index('notification_sends_recipient').on(t.recipient, t.sentAt), index('notification_sends_channel').on(t.channelId, t.sentAt), index('notification_sends_delivery').on(t.deliveryId)],
 );
 
 /** Which alert types reach which channel (spec 2.6 notification rules). */

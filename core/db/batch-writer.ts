@@ -96,10 +96,11 @@ function isDeadlock(err: unknown): boolean {
 
 /**
  * Rows written off the hot path: they queue in memory and go to Postgres in one multi-row
- * insert every `flushMs` or every `maxBatch` rows, whichever comes first. A refused batch is
- * written again row by row (a row with text Postgres cannot store gets it replaced), and only a
- * row Postgres still refuses alone is logged and dropped: a
- * request is never held up, and the queue never grows without bound.
+ * insert every `flushMs` or every `maxBatch` rows, whichever comes first. A batch Postgres
+ * refuses for its data is written again row by row (a row with text Postgres cannot store gets
+ * it replaced), and only a row still refused alone is logged and dropped; a batch lost to a
+ * connection error is dropped and counted. A request is never held up, and the queue never
+ * grows without bound.
  */
 export function createBatchWriter<T extends PgTable>(db: Database, table: T, logger: Logger, what: string, options: BatchWriterOptions<T['$inferInsert']> = {}): BatchWriter<T['$inferInsert']> {
   const flushMs = options.flushMs ?? 500;

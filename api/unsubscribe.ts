@@ -5,9 +5,8 @@ import type { Database } from '../core/db/client';
 import { notificationChannels } from '../core/db/schema';
 import { GatewayError } from '../core/errors';
 import { readUnsubscribeToken } from '../core/notifications/unsubscribe';
+import { escapeHtml } from '../core/findings/messages';
 import type { GatewayState } from './context';
-
-const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
 /**
  * The one-click unsubscribe of alert emails (RFC 8058), reached from an email's

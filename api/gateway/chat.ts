@@ -94,6 +94,7 @@ export function logRequest(call: Call, outcome: {
   cached?: { provider: string; connection: string; position: string };
 }): void {
   const capture = call.logging && call.config.promptLoggingEnabled;
+  const charged = chargedEstimate(call, outcome.estimate ?? null);
   const row = requestLogRow(call, {
     endpoint: call.decisionId ? 'decisions' : 'chat.completions',
     requestedModel: call.body.model,
@@ -109,8 +110,8 @@ export function logRequest(call: Call, outcome: {
     latencyMs: Math.round(performance.now() - call.started),
     attempts: outcome.attempts,
     usage: outcome.usage ? { ...outcome.usage } : null,
-    cost: chargedEstimate(call, outcome.estimate ?? null)?.cost ?? null,
-    priceSource: chargedEstimate(call, outcome.estimate ?? null)?.source ?? null,
+    cost: charged?.cost ?? null,
+    priceSource: charged?.source ?? null,
     paramsDropped: outcome.served?.dropped ?? [],
     guardrails: call.guard?.outcome() ?? null,
     // What a guardrail matched is never stored, whatever its rule's action.

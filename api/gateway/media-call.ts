@@ -104,6 +104,7 @@ function logMedia(call: MediaCall, loggedRequest: Record<string, unknown>, outco
   response?: unknown;
 }): void {
   const capture = call.logging && call.config.promptLoggingEnabled;
+  const charged = chargedEstimate(call, outcome.estimate ?? null);
   call.services.requestLog.record(requestLogRow(call, {
     endpoint: call.endpoint,
     requestedModel: call.routing.model,
@@ -119,8 +120,8 @@ function logMedia(call: MediaCall, loggedRequest: Record<string, unknown>, outco
     latencyMs: Math.round(performance.now() - call.started),
     attempts: outcome.attempts,
     usage: outcome.usage ?? null,
-    cost: chargedEstimate(call, outcome.estimate ?? null)?.cost ?? null,
-    priceSource: chargedEstimate(call, outcome.estimate ?? null)?.source ?? null,
+    cost: charged?.cost ?? null,
+    priceSource: charged?.source ?? null,
     guardrails: call.guard?.outcome() ?? null,
     requestBody: capture ? loggedRequest : null,
     // Spec 4.1 logging: image and audio answers are kept only as the links they gave.

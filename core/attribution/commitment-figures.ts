@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { Executor } from '../db/client';
 import type { CommitmentRow } from '../db/schema';
-import { canonicalModel } from '../catalog/canonical-model';
+import { canonicalModel } from '../catalog/price-data';
 import { decimalToNanos, roundDollars, toDollars } from '../spend/money';
 
 const DAY_MS = 86_400_000;

@@ -74,25 +74,23 @@ function rowIdentity(row: unknown): Record<string, unknown> {
   return { id, org_id: orgId };
 }
 
+/** The SQLSTATE of a Postgres error, as node-postgres reports it (drizzle may wrap it in `cause`). */
+function sqlStateOf(err: unknown): string | null {
+  for (let e = err as { code?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 3; e = e.cause as typeof e, depth++) {
+    if (typeof e.code === 'string') return e.code;
+  }
+  return null;
+}
+
 /**
  * Whether Postgres refused the rows themselves (SQLSTATE class 22, data exception, or 23,
  * integrity constraint): then one row may be at fault and the others can be written. A
  * connection refused or lost is no reason to try each row.
  */
-function isDataError(err: unknown): boolean {
-  for (let e = err as { code?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 3; e = e.cause as typeof e, depth++) {
-    if (typeof e.code === 'string' && /^2[23]/.test(e.code)) return true;
-  }
-  return false;
-}
+const isDataError = (err: unknown) => /^2[23]/.test(sqlStateOf(err) ?? '');
 
-/** SQLSTATE 40P01, as node-postgres reports it (drizzle may wrap it in `cause`). */
-function isDeadlock(err: unknown): boolean {
-  for (let e = err as { code?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 3; e = e.cause as typeof e, depth++) {
-    if (e.code === '40P01') return true;
-  }
-  return false;
-}
+/** A deadlock (40P01): two writers' hooks upserting the same rows. */
+const isDeadlock = (err: unknown) => sqlStateOf(err) === '40P01';
 
 /**
  * Rows written off the hot path: they queue in memory and go to Postgres in one multi-row

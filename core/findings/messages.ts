@@ -61,7 +61,8 @@ export function chatappMessage(finding: FindingRow, link: string): Record<string
 
 export type AlertEmail = { subject: string; text: string; html: string };
 
-const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+/** Text made safe inside HTML: every character that could open markup or an attribute, as an entity. */
+export const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
 export function alertEmail(finding: FindingRow, link: string): AlertEmail {
   // The subject is a header: no tenant text in it, only in the escaped body.

@@ -1,6 +1,4 @@
-import { calcPrice } from '@pydantic/genai-prices';
-import { boundedCache } from '../bounded-cache';
-import { PRICE_PROVIDER_IDS } from '../catalog/model-catalog';
+import { priceDataMatch } from '../catalog/price-data';
 import type { ProviderKind } from '../providers/kinds';
 
 /**
@@ -33,23 +31,14 @@ export function changesPrice(features: PriceChangingFeatures): boolean {
   return features.unpriced.length > 0 || features.webSearch;
 }
 
-const searchPrices = boundedCache<string, { price: number | null }>(2_000);
-
 /**
  * US dollars for one web search with this model, from the price data (`web_searches_kcount`,
  * per thousand); null when it has none. OpenAI's chat search models search once per request,
  * and the chat API does not report a count, so a request is held and settled at one search.
  */
 export function webSearchPrice(kind: ProviderKind, model: string): number | null {
-  const key = `${kind}|${model}`;
-  let found = searchPrices.get(key);
-  if (!found) {
-    const providerId = PRICE_PROVIDER_IDS[kind];
-    const priced = providerId ? calcPrice({ input_tokens: 0, output_tokens: 0, web_searches: 1 } as never, model, { providerId }) : null;
-    const perThousand = priced?.model_price?.web_searches_kcount;
-    searchPrices.set(key, (found = { price: typeof perThousand === 'number' && priced ? priced.total_price : null }));
-  }
-  return found.price;
+  const perThousand = priceDataMatch(kind, model)?.prices.web_searches_kcount;
+  return typeof perThousand === 'number' ? perThousand / 1000 : null;
 }
 
 /**

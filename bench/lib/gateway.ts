@@ -65,9 +65,10 @@ export async function startApi(work: string, id: string, label: string, svc: Ser
   const port = await freePort();
   const logFile = path.join(work, `${id}.log`);
   const preloads = (options.preload ?? []).flatMap((p) => ['--require', compiledPreload(work, p)]);
+  // `env` adds to production's settings, or overrides them (bench:jobs compresses the schedule).
   const child = node([...preloads, builtEntry('api/server')], {
-    ...options.env,
     ...gatewayEnv(work, id, svc, sealingKeys),
+    ...options.env,
     PORT: String(port),
     HOST: '127.0.0.1',
   }, logFile);

@@ -1,11 +1,12 @@
 import { Context } from '@temporalio/activity';
 import type { Clock } from '../core/clock';
 import type { Database } from '../core/db/client';
+import { deleteExpiredJobOutputs, type JobOutputDeletion } from '../core/jobs/expired-outputs';
 import { deleteExpiredMediaFiles, type MediaFileDeletion } from '../core/media/expired-files';
 import { clearExpiredBodies, maintainPartitions, type BodyClearing, type PartitionChanges } from '../core/request-log/retention';
 import type { OutputStorage } from '../core/storage/output-storage';
 
-export type { BodyClearing, MediaFileDeletion, PartitionChanges };
+export type { BodyClearing, JobOutputDeletion, MediaFileDeletion, PartitionChanges };
 
 export type RetentionDeps = { db: Database; clock: Clock; storage: OutputStorage };
 
@@ -24,8 +25,8 @@ function heartbeat(): void {
 
 /**
  * The hourly upkeep run by `requestLogRetention`: the request log's day partitions and expired
- * bodies (core/request-log/retention.ts), and media files past their link's expiry
- * (core/media/expired-files.ts).
+ * bodies (core/request-log/retention.ts), media files past their link's expiry
+ * (core/media/expired-files.ts) and video outputs past theirs (core/jobs/expired-outputs.ts).
  */
 export function createRetentionActivities(deps: RetentionDeps) {
   return {
@@ -42,6 +43,11 @@ export function createRetentionActivities(deps: RetentionDeps) {
     /** Deletes expired media files, the stored object then the row; heartbeats each batch. */
     async deleteExpiredMediaFiles(): Promise<MediaFileDeletion> {
       return deleteExpiredMediaFiles(deps.db, deps.storage, deps.clock.now(), { budgetMs: MEDIA_DELETE_BUDGET_MS, onBatch: heartbeat });
+    },
+
+    /** Deletes video outputs past their link's expiry (spec 3.1); the job keeps its row with no output. */
+    async deleteExpiredJobOutputs(): Promise<JobOutputDeletion> {
+      return deleteExpiredJobOutputs(deps.db, deps.storage, deps.clock.now(), { budgetMs: MEDIA_DELETE_BUDGET_MS, onBatch: heartbeat });
     },
   };
 }

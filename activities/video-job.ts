@@ -2,6 +2,7 @@ import { and, eq, sql } from 'drizzle-orm';
 import type { Agent } from 'undici';
 import dns from 'node:dns/promises';
 import { ApplicationFailure, Context } from '@temporalio/activity';
+import { ApplicationFailureCategory } from '@temporalio/common';
 import { allocateJob, allocationColumns } from '../core/attribution/job-attribution';
 import type { Clock } from '../core/clock';
 import type { Sealer } from '../core/crypto/sealing';
@@ -10,6 +11,7 @@ import { endJobHold } from '../core/spend/job-spend';
 import type { RedisHandle } from '../core/redis';
 import { jobs, providerConnections, type JobError } from '../core/db/schema';
 import { finalError } from '../core/chat/outcome';
+import { endJobUnpaid } from '../core/jobs/end-job';
 import { finishJob, jobRowOf, type JobLinks, type NewJobRecord } from '../core/jobs/job-store';
 import { plannedSeconds, videoJobPrice } from '../core/jobs/video-cost';
 import { pendingJobDeliveries } from '../core/webhooks/fan-out';
@@ -23,7 +25,7 @@ import { sendUpstream, type UpstreamTarget } from '../core/providers/upstream';
 import type { ProviderFailure } from '../core/providers/types';
 import { VIDEO_ADAPTERS } from '../core/providers/video';
 import type { OutputStorage } from '../core/storage/output-storage';
-import type { VideoCandidate } from '../workflows/definitions';
+import { STATUS_CHECKS_EXHAUSTED, type VideoCandidate } from '../workflows/definitions';
 
 export type VideoJobDeps = { db: Database; redis: RedisHandle; clock: Clock; sealer: Sealer; storage: OutputStorage; agent: Agent; links: JobLinks; startDeliveries: StartDeliveries } & VideoJobHooks;
 
@@ -53,6 +55,23 @@ async function heartbeating<T>(timeoutMs: number, call: (signal: AbortSignal) =>
     clearInterval(beat);
   }
 }
+
+/**
+ * `awaitRender`'s failures. `RenderRunning` is retryable: the retry policy carries the status
+ * check schedule (each attempt's `nextRetryDelay` is the wait before the next check), and the
+ * Temporal UI shows it as the pending activity's last failure, with the progress. The 60th check
+ * without a final answer is `StatusChecksExhausted`, not retryable.
+ */
+export const RENDER_RUNNING = 'RenderRunning';
+/** A submit whose outcome is unknown, retried (by the activity's policy) on the same candidate with the same key. */
+export const SUBMIT_OUTCOME_UNKNOWN = 'SubmitOutcomeUnknown';
+
+/** What one status check found out, when it is final. */
+export type RenderOutcome =
+  | { state: 'succeeded'; durationSeconds: number | null; resolution: string | null; aspectRatio: string | null; mimeType: string; download: string }
+  | { state: 'failed'; error: JobError }
+  /** The job ended meanwhile (a cancel recorded by the API): nothing to wait for. */
+  | { state: 'ended'; status: string };
 
 /** Failures that say nothing final about the render: the check counts and the next one follows. */
 const TRANSIENT_CHECK_FAILURES = new Set<ProviderFailure['kind']>(['timeout', 'server_error', 'rate_limit', 'connection']);
@@ -136,6 +155,39 @@ function submitError(refusals: SubmitRefusal[]): JobError {
 }
 
 export function createVideoJobActivities(deps: VideoJobDeps) {
+  /**
+   * One status check: progress is written as the provider reports it. A transient failure
+   * (timeout, 5xx, 429, connection) counts as a check without an answer; a refusal for good
+   * (credential rejected, render not found) ends the job. A finished render whose download
+   * points at a non-public address fails the job before anything is fetched.
+   */
+  async function checkOnce(job: typeof jobs.$inferSelect): Promise<{ state: 'running'; checks: number; progress: number } | Exclude<RenderOutcome, { state: 'ended' }>> {
+    const jobId = job.id;
+    if (job.status !== 'running' || !job.connectionId || !job.providerJobId) return { state: 'running', checks: job.statusChecks, progress: job.progress };
+    const connection = await loadConnection(deps, job.orgId, job.connectionId);
+    const adapter = adapterFor(connection.kind);
+    const providerJobId = job.providerJobId;
+    const answer = await heartbeating(VIDEO_CALL_TIMEOUT_MS * 2, async (signal) => {
+      const sent = await sendUpstream(deps.agent, adapter, connection.target, adapter.status(providerJobId), signal);
+      return sent.ok ? { ok: true as const, status: adapter.parseStatus(await sent.body.json(), providerJobId) } : sent;
+    });
+    const [counted] = await deps.db.update(jobs).set({ statusChecks: sql`${jobs.statusChecks} + 1` }).where(eq(jobs.id, jobId)).returning({ checks: jobs.statusChecks });
+    const checks = counted?.checks ?? job.statusChecks + 1;
+    if (!answer.ok) {
+      if (TRANSIENT_CHECK_FAILURES.has(answer.failure.kind)) return { state: 'running', checks, progress: job.progress };
+      return { state: 'failed', error: refusedCheckError(job.connectionId, answer.failure) };
+    }
+    const { status } = answer;
+    if (status.state === 'running') {
+      if (status.progress !== null) await deps.db.update(jobs).set({ progress: status.progress, updatedAt: deps.clock.now() }).where(and(eq(jobs.id, jobId), eq(jobs.status, 'running')));
+      return { state: 'running', checks, progress: status.progress ?? job.progress };
+    }
+    if (status.state === 'failed') return { state: 'failed', error: { message: `The provider failed to render the video: ${status.message}`, type: 'upstream_error', code: null } };
+    const refused = await refusedDownload(adapter.content(providerJobId, status.download).path, connection.target.baseUrls);
+    if (refused) return { state: 'failed', error: { message: `The provider pointed the finished video's download at an address the gateway does not fetch: ${refused}.`, type: 'upstream_error', code: null } };
+    return status;
+  }
+
   return {
     /**
      * Makes sure the job's row exists. The API writes it right after starting the workflow;
@@ -147,11 +199,14 @@ export function createVideoJobActivities(deps: VideoJobDeps) {
 
     /**
      * Submits the render to one candidate. The provider is asked with an Idempotency-Key of the
-     * job and candidate, so a retried activity cannot start a second render. Acceptance moves
+     * job and candidate, so a retried activity cannot start a second render. A submit whose
+     * outcome is unknown (no answer in time, a connection cut after the body was sent) is never
+     * followed by another candidate: a provider that de-duplicates is asked again (this activity
+     * fails retryably), one that does not ends the job (`outcomeUnknown`). Acceptance moves
      * the job to `running` in the same step. Provider refusals are answers, not exceptions:
      * the workflow decides what to try next.
      */
-    async submitVideo(input: { jobId: string; candidateIndex: number; candidate: VideoCandidate }): Promise<{ ok: true } | { ok: false; failure: ProviderFailure }> {
+    async submitVideo(input: { jobId: string; candidateIndex: number; candidate: VideoCandidate }): Promise<{ ok: true } | { ok: false; failure: ProviderFailure; outcomeUnknown?: true }> {
       const job = await loadJob(deps, input.jobId);
       if (job.status !== 'queued') return { ok: true };
       const connection = await loadConnection(deps, job.orgId, input.candidate.connectionId);
@@ -160,10 +215,19 @@ export function createVideoJobActivities(deps: VideoJobDeps) {
       // The length is always asked, so what renders is what was held (core/jobs/video-cost.ts).
       const call = adapter.submit({ model: input.candidate.upstreamModel, prompt: request.prompt, durationSeconds: plannedSeconds(adapter, request.duration_seconds), seed: request.seed, extra: request.extra ?? {} });
       const accepted = await heartbeating(VIDEO_CALL_TIMEOUT_MS * 2, async (signal) => {
-        const sent = await sendUpstream(deps.agent, adapter, connection.target, { ...call, headers: { 'idempotency-key': `${input.jobId}-${input.candidateIndex}` } }, signal);
+        const sent = await sendUpstream(deps.agent, adapter, connection.target, { ...call, headers: { 'idempotency-key': `${input.jobId}-${input.candidateIndex}` }, sendOnce: true }, signal);
         return sent.ok ? { ok: true as const, ...adapter.parseSubmit(await sent.body.json()) } : sent;
       });
-      if (!accepted.ok) return { ok: false, failure: accepted.failure };
+      if (!accepted.ok) {
+        const { failure } = accepted;
+        // The provider may have taken it (no answer, or the connection cut after the body went):
+        // only the same provider, with the same key, may be asked again.
+        if (failure.kind === 'timeout' || ('outcomeUnknown' in failure && failure.outcomeUnknown)) {
+          if (adapter.deduplicatesSubmits) throw ApplicationFailure.retryable(`the submit's outcome is unknown (${failure.message}); asking ${input.candidate.connectionId} again with the same Idempotency-Key`, SUBMIT_OUTCOME_UNKNOWN);
+          return { ok: false, failure, outcomeUnknown: true };
+        }
+        return { ok: false, failure };
+      }
       // The window between the provider's acceptance and this write is what the Idempotency-Key
       // covers; nothing else happens in it (docs/decisions.md, "Submit exactly once").
       await deps.afterSubmitAccepted?.(input.jobId);
@@ -175,36 +239,45 @@ export function createVideoJobActivities(deps: VideoJobDeps) {
       return { ok: true };
     },
 
+    /** One status check (`checkOnce`): the workflow's own loop of checks, which runs started before `awaitRender` still use. */
+    async checkVideo(input: { jobId: string }): Promise<{ state: 'running' } | RenderOutcome> {
+      const check = await checkOnce(await loadJob(deps, input.jobId));
+      return check.state === 'running' ? { state: 'running' } : check;
+    },
+
     /**
-     * One status check: progress is written as the provider reports it. A transient failure
-     * (timeout, 5xx, 429, connection) counts as a check without an answer; a refusal for good
-     * (credential rejected, render not found) ends the job. A finished render whose download
-     * points at a non-public address fails the job before anything is fetched.
+     * Waits for the render to finish, one status check per attempt (Temporal's pattern for
+     * infrequent polling): while the render runs, the attempt fails with `RenderRunning` and a
+     * `nextRetryDelay` from `checkIntervalsMs`, so the server, not the workflow, keeps the
+     * schedule, and a 60-check job writes a handful of history events instead of hundreds.
+     * Checks are counted in `jobs.status_checks`; an attempt that fails before the provider
+     * answered (Postgres away, a lost worker) spends none and is retried by the policy's own
+     * backoff. The check that reaches the schedule's length without a final answer fails with
+     * `StatusChecksExhausted`, not retryable.
      */
-    async checkVideo(input: { jobId: string }): Promise<{ state: 'running' } | { state: 'succeeded'; durationSeconds: number | null; resolution: string | null; aspectRatio: string | null; mimeType: string; download: string } | { state: 'failed'; error: JobError }> {
+    async awaitRender(input: { jobId: string; checkIntervalsMs: number[] }): Promise<RenderOutcome> {
       const job = await loadJob(deps, input.jobId);
-      if (job.status !== 'running' || !job.connectionId || !job.providerJobId) return { state: 'running' };
-      const connection = await loadConnection(deps, job.orgId, job.connectionId);
-      const adapter = adapterFor(connection.kind);
-      const providerJobId = job.providerJobId;
-      const answer = await heartbeating(VIDEO_CALL_TIMEOUT_MS * 2, async (signal) => {
-        const sent = await sendUpstream(deps.agent, adapter, connection.target, adapter.status(providerJobId), signal);
-        return sent.ok ? { ok: true as const, status: adapter.parseStatus(await sent.body.json(), providerJobId) } : sent;
+      if (job.status !== 'running' || !job.connectionId || !job.providerJobId) {
+        // Running without a provider id cannot happen after an accepted submit; a job already
+        // terminal (canceled through the API while no worker ran it) has nothing left to wait for.
+        if (job.status === 'queued' || job.status === 'running') throw ApplicationFailure.nonRetryable(`job ${job.id} is ${job.status} without a render to check`, 'NoRender');
+        return { state: 'ended', status: job.status };
+      }
+      const check = await checkOnce(job);
+      if (check.state !== 'running') return check;
+      const { checks } = check;
+      const limit = input.checkIntervalsMs.length;
+      const progress = `${Math.round(check.progress * 100)}%`;
+      if (checks >= limit) throw ApplicationFailure.create({ type: STATUS_CHECKS_EXHAUSTED, message: `The provider gave no final answer after ${limit} status checks.`, nonRetryable: true, details: [{ checks, progress }] });
+      const nextInMs = input.checkIntervalsMs[checks]!;
+      throw ApplicationFailure.create({
+        type: RENDER_RUNNING,
+        // Waiting is not an error: logged at DEBUG by the SDK, not counted as a failed activity.
+        category: ApplicationFailureCategory.BENIGN,
+        message: `render running: progress ${progress} after check ${checks} of ${limit}; next check in ${nextInMs} ms`,
+        nextRetryDelay: nextInMs,
+        details: [{ checks, progress }],
       });
-      await deps.db.update(jobs).set({ statusChecks: sql`${jobs.statusChecks} + 1` }).where(eq(jobs.id, input.jobId));
-      if (!answer.ok) {
-        if (TRANSIENT_CHECK_FAILURES.has(answer.failure.kind)) return { state: 'running' };
-        return { state: 'failed', error: refusedCheckError(job.connectionId, answer.failure) };
-      }
-      const { status } = answer;
-      if (status.state === 'running') {
-        if (status.progress !== null) await deps.db.update(jobs).set({ progress: status.progress, updatedAt: deps.clock.now() }).where(and(eq(jobs.id, input.jobId), eq(jobs.status, 'running')));
-        return { state: 'running' };
-      }
-      if (status.state === 'failed') return { state: 'failed', error: { message: `The provider failed to render the video: ${status.message}`, type: 'upstream_error', code: null } };
-      const refused = await refusedDownload(adapter.content(providerJobId, status.download).path, connection.target.baseUrls);
-      if (refused) return { state: 'failed', error: { message: `The provider pointed the finished video's download at an address the gateway does not fetch: ${refused}.`, type: 'upstream_error', code: null } };
-      return status;
     },
 
     /**
@@ -265,13 +338,7 @@ export function createVideoJobActivities(deps: VideoJobDeps) {
      */
     async endJob(input: { jobId: string; status: 'failed' | 'canceled'; error?: JobError; submitRefusals?: SubmitRefusal[] }): Promise<{ status: string }> {
       const error = input.submitRefusals ? submitError(input.submitRefusals) : input.error ?? null;
-      // No cost is recorded for failed or canceled jobs: finishJob gives their reservation back.
-      // What the job would have been charged to is recorded all the same (with no cost).
-      const [job] = await deps.db.select().from(jobs).where(eq(jobs.id, input.jobId));
-      const allocation = job ? allocationColumns(await allocateJob(deps.db, job, null)) : {};
-      const { row, deliveries } = await finishJob(deps.db, input.jobId, input.status, { error, usage: null, ...allocation }, deps.clock.now(), deps.links);
-      await endJobHold(deps.db, deps.redis.redis, input.jobId);
-      await deps.startDeliveries(deliveries);
+      const { row } = await endJobUnpaid({ db: deps.db, spendRedis: deps.redis.redis, links: deps.links, startDeliveries: deps.startDeliveries }, input.jobId, input.status, error, deps.clock.now());
       return { status: row.status };
     },
 

@@ -1,3 +1,5 @@
+import { ApplicationFailure } from '@temporalio/activity';
+import { ApplicationFailureCategory } from '@temporalio/common';
 import { and, eq, sql } from 'drizzle-orm';
 import type { Dispatcher } from 'undici';
 import type { Clock } from '../core/clock';
@@ -30,6 +32,12 @@ const CHANNEL_RECEIVER = /^nch_/;
 /** An attempt's place in the schedule: its number, and the wait before the next (null: last). */
 export type AttemptInput = { deliveryId: string; attempt: number; nextAttemptInMs: number | null };
 export type AttemptResult = { status: DeliveryStatus };
+
+/** A retry this close to its attempt's planned time makes the attempt. */
+const ON_TIME_MS = 20;
+
+/** `deliver`'s retryable failure between two attempts; the Temporal UI shows it as the activity's last failure. */
+export const DELIVERY_ATTEMPT_FAILED = 'DeliveryAttemptFailed';
 
 export function createWebhookDeliveryActivities(deps: WebhookDeliveryDeps) {
   /**
@@ -119,33 +127,81 @@ export function createWebhookDeliveryActivities(deps: WebhookDeliveryDeps) {
     });
   }
 
+  /** One attempt (spec 6.3), as `attemptDelivery` below describes it. */
+  async function attempt(input: AttemptInput): Promise<AttemptResult> {
+    const [delivery] = await deps.db.update(webhookDeliveries)
+      .set({ attempts: sql`greatest(${webhookDeliveries.attempts}, ${input.attempt})`, nextAttemptAt: null, updatedAt: deps.clock.now() })
+      .where(and(eq(webhookDeliveries.id, input.deliveryId), eq(webhookDeliveries.status, 'pending')))
+      .returning();
+    if (!delivery) {
+      const [current] = await deps.db.select({ status: webhookDeliveries.status }).from(webhookDeliveries).where(eq(webhookDeliveries.id, input.deliveryId));
+      return { status: current?.status ?? 'failed' };
+    }
+    if (CHANNEL_RECEIVER.test(delivery.receiver) && delivery.endpointId === null) {
+      const sent = await sendToChannel(delivery);
+      if (sent === null) return recordOutcome({ ...input, nextAttemptInMs: null }, { ok: false, status: null, error: 'the notification channel was deleted' });
+      return recordOutcome(input, sent);
+    }
+    const now = deps.clock.now();
+    const secrets = await signingSecrets(deps.db, deps.sealer, delivery, now);
+    if (secrets === null) return recordOutcome({ ...input, nextAttemptInMs: null }, { ok: false, status: null, error: 'the endpoint was deleted' });
+    const headers: Record<string, string> = { 'gw-event-id': delivery.eventId };
+    if (secrets.length > 0) headers['gw-signature'] = signatureHeader(delivery.payload, secrets, unixSeconds(now));
+    const outcome = await sendWebhook(deps.dispatcher, { url: delivery.url, payload: delivery.payload, headers });
+    return recordOutcome(input, outcome);
+  }
+
+  /** Thrown between two attempts: the retry policy makes the next one after `waitMs`. */
+  function nextAttemptIn(waitMs: number, message: string, details: Record<string, unknown>): never {
+    // BENIGN: the SDK logs it at DEBUG; the delivery row and the UI's last failure say what happened.
+    throw ApplicationFailure.create({ type: DELIVERY_ATTEMPT_FAILED, message, nextRetryDelay: Math.max(1, waitMs), details: [details], category: ApplicationFailureCategory.BENIGN });
+  }
+
   return {
+    /**
+     * The whole delivery as one activity: each attempt of the activity is one attempt of the
+     * schedule, and between two the activity fails with `nextRetryDelay` set to the schedule's
+     * wait, so the Temporal server keeps the schedule and the workflow wakes only for the outcome
+     * (a 12-attempt failing delivery writes about a dozen history events). The delivery row is
+     * the count: an attempt is counted before its POST, so one cut short by a lost worker or a
+     * timeout still counts; the retry that follows records it as lost and waits out the rest of
+     * its planned gap. A retry that comes early (the policy's own backoff) waits too, without an attempt.
+     */
+    async deliver(input: { deliveryId: string; attemptDelaysMs: number[] }): Promise<AttemptResult> {
+      const [row] = await deps.db.select({ status: webhookDeliveries.status, attempts: webhookDeliveries.attempts, nextAttemptAt: webhookDeliveries.nextAttemptAt, updatedAt: webhookDeliveries.updatedAt })
+        .from(webhookDeliveries).where(eq(webhookDeliveries.id, input.deliveryId));
+      if (!row) return { status: 'failed' };
+      if (row.status !== 'pending') return { status: row.status };
+      const planned = input.attemptDelaysMs.length;
+      const now = deps.clock.now().getTime();
+      let nextAt = row.nextAttemptAt?.getTime() ?? null;
+      if (row.attempts > 0 && nextAt === null) {
+        // The previous attempt started (it is counted) and never recorded its outcome.
+        const lost = { deliveryId: input.deliveryId, attempt: row.attempts, nextAttemptInMs: input.attemptDelaysMs[row.attempts] ?? null };
+        const outcome = await recordOutcome({ ...lost, nextAttemptInMs: lost.nextAttemptInMs === null ? null : Math.max(0, row.updatedAt.getTime() + lost.nextAttemptInMs - now) },
+          { ok: false, status: null, error: 'the attempt did not finish (its worker was lost or it timed out)' });
+        if (outcome.status !== 'pending') return outcome;
+        nextAt = row.updatedAt.getTime() + lost.nextAttemptInMs!;
+      }
+      // Timers fire a little early or late; an attempt this close to its time is made now.
+      if (nextAt !== null && nextAt - now > ON_TIME_MS) nextAttemptIn(nextAt - now, `waiting for attempt ${row.attempts + 1} of ${planned}`, { attempts: row.attempts });
+      const number = row.attempts + 1;
+      const result = await attempt({ deliveryId: input.deliveryId, attempt: number, nextAttemptInMs: input.attemptDelaysMs[number] ?? null });
+      if (result.status !== 'pending') return result;
+      const [after] = await deps.db.select({ lastResponseStatus: webhookDeliveries.lastResponseStatus, lastError: webhookDeliveries.lastError })
+        .from(webhookDeliveries).where(eq(webhookDeliveries.id, input.deliveryId));
+      const why = after?.lastResponseStatus ? `HTTP ${after.lastResponseStatus}` : after?.lastError ?? 'no answer';
+      const wait = input.attemptDelaysMs[number]!;
+      return nextAttemptIn(wait, `attempt ${number} of ${planned} failed (${why}); attempt ${number + 1} in ${wait} ms`, { attempts: number, last_status: after?.lastResponseStatus ?? null });
+    },
+
     /**
      * One attempt (spec 6.3): the stored bytes, signed afresh with the secrets signing now, POSTed
      * once; this activity never retries, the workflow owns the schedule. The attempt is counted
      * before the POST, so an attempt cut short by a crash still counts.
      */
     async attemptDelivery(input: AttemptInput): Promise<AttemptResult> {
-      const [delivery] = await deps.db.update(webhookDeliveries)
-        .set({ attempts: sql`greatest(${webhookDeliveries.attempts}, ${input.attempt})`, nextAttemptAt: null, updatedAt: deps.clock.now() })
-        .where(and(eq(webhookDeliveries.id, input.deliveryId), eq(webhookDeliveries.status, 'pending')))
-        .returning();
-      if (!delivery) {
-        const [current] = await deps.db.select({ status: webhookDeliveries.status }).from(webhookDeliveries).where(eq(webhookDeliveries.id, input.deliveryId));
-        return { status: current?.status ?? 'failed' };
-      }
-      if (CHANNEL_RECEIVER.test(delivery.receiver) && delivery.endpointId === null) {
-        const sent = await sendToChannel(delivery);
-        if (sent === null) return recordOutcome({ ...input, nextAttemptInMs: null }, { ok: false, status: null, error: 'the notification channel was deleted' });
-        return recordOutcome(input, sent);
-      }
-      const now = deps.clock.now();
-      const secrets = await signingSecrets(deps.db, deps.sealer, delivery, now);
-      if (secrets === null) return recordOutcome({ ...input, nextAttemptInMs: null }, { ok: false, status: null, error: 'the endpoint was deleted' });
-      const headers: Record<string, string> = { 'gw-event-id': delivery.eventId };
-      if (secrets.length > 0) headers['gw-signature'] = signatureHeader(delivery.payload, secrets, unixSeconds(now));
-      const outcome = await sendWebhook(deps.dispatcher, { url: delivery.url, payload: delivery.payload, headers });
-      return recordOutcome(input, outcome);
+      return attempt(input);
     },
 
     /** An attempt whose activity never reported (its worker died, it timed out) counts as failed. */

@@ -12,7 +12,7 @@ import { consoleRouter, consoleStatic } from './console';
 import { filesRouter } from './files';
 import { gatewayNotFound, gatewayPreAuthMeter, gatewayRouter } from './gateway/router';
 import type { GatewayServices } from './gateway/services';
-import { healthRouter, type ReadinessCheck } from './health';
+import { healthRouter, type HealthChecks } from './health';
 import { managementRouter } from './manage/router';
 import type { ManagementServices } from './manage/services';
 import { bodyLimit } from './middleware/body';
@@ -32,7 +32,8 @@ export type AppDeps = {
   authFailures: AuthFailureLimiter;
   clock: Clock;
   logger: Logger;
-  readiness: readonly ReadinessCheck[];
+  /** `/readyz` and `/healthz/deep` (api/health.ts). */
+  readiness: HealthChecks;
   manage: ManagementServices;
   gateway: GatewayServices;
 };

@@ -16,7 +16,7 @@ import { connectDatabase } from '../core/db/client';
 import type { Logger } from '../core/logger';
 import { connectRedis } from '../core/redis';
 import { taskQueue, TASK_QUEUES, type TaskQueueName } from '../workflows/definitions';
-import { connectClient, queueHasPollers } from './temporal-client';
+import { connectClient, queueHasPollers, withTemporalDeadline } from './temporal-client';
 import type { AppDeps } from './app';
 import { createManagementServices } from './manage/services';
 import { DEFAULT_UPSTREAM_TIMEOUT_MS, type GatewayServices } from './gateway/services';
@@ -31,7 +31,7 @@ import { createSpendLedger } from '../core/spend/ledger';
 import { resolveEndUserCapIn } from '../core/spend/end-user-caps';
 import { createOrgConfigCache } from '../core/routing/org-config';
 import { createGuardrailPolicies } from '../core/guardrails/policy-cache';
-import type { ReadinessCheck } from './health';
+import type { HealthChecks } from './health';
 
 import { createInFlight } from '../core/in-flight';
 import { checkSpendRedis, connectSpendRedis } from '../core/spend/spend-redis';
@@ -103,22 +103,26 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
   });
 
   const queues = Object.keys(TASK_QUEUES) as TaskQueueName[];
-  const readiness: ReadinessCheck[] = [
-    { name: 'postgres', check: async () => void (await database.pool.query('SELECT 1')) },
-    { name: 'redis', check: async () => void (await redis.redis.ping()) },
-    { name: 'temporal', check: async () => void (await temporal.client.workflowService.getSystemInfo({})) },
-    {
-      name: 'workers',
-      check: async () => {
-        const idle = [];
-        for (const name of queues) {
-          const queue = taskQueue(name, config.GW_TASK_QUEUE_PREFIX);
-          if (!(await queueHasPollers(temporal.client, queue))) idle.push(queue);
-        }
-        if (idle.length > 0) throw new Error(`no worker polls ${idle.join(', ')}`);
+  const readiness: HealthChecks = {
+    ready: [
+      { name: 'postgres', check: async () => void (await database.pool.query('SELECT 1')) },
+      { name: 'redis', check: async () => void (await redis.redis.ping()) },
+    ],
+    deep: [
+      { name: 'temporal', check: async () => void (await withTemporalDeadline(temporal.client, () => temporal.client.workflowService.getSystemInfo({}))) },
+      {
+        name: 'workers',
+        check: async () => {
+          const idle = [];
+          for (const name of queues) {
+            const queue = taskQueue(name, config.GW_TASK_QUEUE_PREFIX);
+            if (!(await withTemporalDeadline(temporal.client, () => queueHasPollers(temporal.client, queue)))) idle.push(queue);
+          }
+          if (idle.length > 0) throw new Error(`no worker polls ${idle.join(', ')}`);
+        },
       },
-    },
-  ];
+    ],
+  };
 
   return {
     temporal: temporal.client,

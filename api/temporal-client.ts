@@ -39,3 +39,29 @@ export async function queueHasPollers(client: Client, taskQueue: string): Promis
   });
   return (response.pollers ?? []).length > 0;
 }
+
+/**
+ * How long a Temporal call on a request path may take, retries included: a Temporal server that
+ * is silent (paused, or cut off by a network partition) rather than refusing would otherwise hold
+ * the request forever. The request then answers 503 with Retry-After (core/transient.ts).
+ */
+export const TEMPORAL_REQUEST_DEADLINE_MS = 4_000;
+
+/** Calls inside `withTemporalDeadline` now; see there. */
+let callsWithDeadline = 0;
+
+/**
+ * Runs `fn`'s Temporal calls with a gRPC deadline (DEADLINE_EXCEEDED after `ms`). The SDK
+ * carries the deadline in an AsyncLocalStorage, which in Node 20 turns promise hooks on for the
+ * whole process once run (see connectClient); it is disabled again whenever no such call is in
+ * flight, so chat requests do not pay for a video request's deadline.
+ */
+export async function withTemporalDeadline<T>(client: Client, fn: () => Promise<T>, ms = TEMPORAL_REQUEST_DEADLINE_MS): Promise<T> {
+  const connection = client.connection as Connection;
+  callsWithDeadline++;
+  try {
+    return await connection.withDeadline(Date.now() + ms, fn);
+  } finally {
+    if (--callsWithDeadline === 0) connection.callContextStorage.disable();
+  }
+}

@@ -32,6 +32,9 @@
  *   no_progress         the provider reports no progress while rendering
  *   content_delay_ms=<ms> the finished video's download starts this late
  *   submit_delay_ms=<ms> a video submit is answered (and the render accepted) this late
+ *   submit_hang         a video submit is accepted (the render starts) and never answered, as
+ *                       when the connection is cut after the provider took it; a repeat with the
+ *                       same Idempotency-Key is answered with that render
  *   check_status=<code> a video's status checks answer this HTTP status (e.g. 404 not found;
  *                       with times=<n>, only the first n checks)
  *   download_uri=<url>  a finished Veo operation points its download at this URL (URL-encoded)
@@ -60,6 +63,7 @@ export type Directives = {
   noProgress?: boolean;
   contentDelayMs?: number;
   submitDelayMs?: number;
+  submitHang?: boolean;
   checkStatus?: number;
   downloadUri?: string;
 };
@@ -93,6 +97,7 @@ export function parseDirectives(text: string): Directives {
       case 'no_progress': d.noProgress = true; break;
       case 'content_delay_ms': d.contentDelayMs = Number(value); break;
       case 'submit_delay_ms': d.submitDelayMs = Number(value); break;
+      case 'submit_hang': d.submitHang = true; break;
       case 'check_status': d.checkStatus = Number(value); break;
       case 'download_uri': d.downloadUri = value; break;
       default: break;

@@ -65,6 +65,15 @@ type Send = (status: number, payload: unknown, headers?: Record<string, string>)
 function accept(state: VideoState, req: http.IncomingMessage, res: http.ServerResponse, asked: Asked, pathDirectives: string, answer: (r: Render) => void): void {
   const directives = parseDirectives(`${pathDirectives},${directivesInText(asked.prompt)}`);
   const go = () => answer(create(state, req, asked, directives));
+  if (directives.submitHang) {
+    const key = req.headers['idempotency-key'] as string | undefined;
+    // Taken, and the answer lost: the caller cannot know whether a render started.
+    if (!key || !state.byIdempotencyKey.has(key)) {
+      create(state, req, asked, directives);
+      return;
+    }
+    return go();
+  }
   if (!directives.submitDelayMs) return go();
   const timer = setTimeout(go, directives.submitDelayMs);
   res.once('close', () => {

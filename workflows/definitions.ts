@@ -97,10 +97,20 @@ export const REQUEST_LOG_RETENTION_MAX_CLEAR_CALLS = 20;
 /** Media-file deletion calls in one run (each about 2 minutes at most), likewise. */
 export const REQUEST_LOG_RETENTION_MAX_MEDIA_CALLS = 10;
 
-export type RequestLogRetentionResult = { partitionsCreated: string[]; partitionsDropped: string[]; bodiesCleared: number; mediaFilesDeleted: number; finished: boolean };
+export type RequestLogRetentionResult = { partitionsCreated: string[]; partitionsDropped: string[]; bodiesCleared: number; mediaFilesDeleted: number; jobOutputsDeleted?: number; finished: boolean };
 
-/** The Update that cancels a job; the workflow answers it once the job is terminal. */
+/** The Update that cancels a job; the workflow answers it once the job is terminal (runs before the cancel signal). */
 export const JOB_CANCEL_UPDATE = 'cancel';
+/**
+ * The signal the API sends after recording a cancel in Postgres: a signal is taken by the server
+ * without a worker, so `POST /v1/jobs/{id}/cancel` answers at once whether or not one polls.
+ */
+export const JOB_CANCEL_SIGNAL = 'cancel-recorded';
+
+/** `awaitRender`'s final failure: the schedule's checks are spent without a final answer. */
+export const STATUS_CHECKS_EXHAUSTED = 'StatusChecksExhausted';
+/** `awaitRender`'s attempts besides one per status check: retries after infrastructure errors, which spend no check. */
+export const MAX_STATUS_CHECK_INFRA_RETRIES = 30;
 export type JobCancelResult = { status: string };
 
 /** One place a render may be submitted, in failover order. */

@@ -1,10 +1,12 @@
-import { ActivityFailure, CancellationScope, condition, defineQuery, defineUpdate, isCancellation, patched, proxyActivities, setHandler, sleep, upsertSearchAttributes } from '@temporalio/workflow';
-import type { SubmitRefusal, VideoJobActivities } from '../activities/video-job';
-import { JOB_CANCEL_UPDATE, searchAttributeKeys, type JobCancelResult, type VideoJobInput } from './definitions';
+import { ActivityFailure, ApplicationFailure, CancellationScope, condition, defineQuery, defineSignal, defineUpdate, isCancellation, patched, proxyActivities, setHandler, sleep, upsertSearchAttributes } from '@temporalio/workflow';
+import type { RenderOutcome, SubmitRefusal, VideoJobActivities } from '../activities/video-job';
+import { JOB_CANCEL_SIGNAL, JOB_CANCEL_UPDATE, MAX_STATUS_CHECK_INFRA_RETRIES, searchAttributeKeys, STATUS_CHECKS_EXHAUSTED, type JobCancelResult, type VideoJobInput } from './definitions';
 
 type Status = 'queued' | 'running' | 'succeeded' | 'failed' | 'canceled';
 
 export const cancelJob = defineUpdate<JobCancelResult>(JOB_CANCEL_UPDATE);
+/** The API recorded a cancel in Postgres (it answers without waiting for a worker); the run ends as soon as it sees it. */
+export const cancelRecorded = defineSignal(JOB_CANCEL_SIGNAL);
 export const jobStatus = defineQuery<Status>('status');
 
 /**
@@ -13,12 +15,29 @@ export const jobStatus = defineQuery<Status>('status');
  */
 export const CANCEL_INTERRUPTS_CALL = 'cancel-interrupts-call';
 
+/**
+ * Runs started before status checks rode the activity retry policy keep their loop of timers and
+ * `checkVideo` calls, and their sleep until the output expires; new runs wait in one
+ * `awaitRender` activity and end at completion (the retention schedule deletes the output).
+ */
+export const CHECKS_RIDE_RETRY_POLICY = 'checks-ride-retry-policy';
+
 // Infrastructure errors (Postgres away, a download cut) retry; provider refusals are answers.
 const retry = { initialInterval: '1 second', maximumInterval: '1 minute', backoffCoefficient: 2, maximumAttempts: 20 };
 const { recordJob, endJob, expireJobOutput } = proxyActivities<VideoJobActivities>({ startToCloseTimeout: '5 minutes', retry });
 // Provider calls heartbeat while in flight: a cancel reaches them, and a lost worker's attempt
 // is retried, within seconds rather than at the end of the five minutes.
 const { submitVideo, checkVideo, completeVideo } = proxyActivities<VideoJobActivities>({ startToCloseTimeout: '5 minutes', heartbeatTimeout: '10 seconds', retry });
+/**
+ * One attempt per status check: the attempt's `nextRetryDelay` is the schedule's next wait, so
+ * these intervals only pace retries after infrastructure errors (which spend no check). The
+ * attempts allow every check plus MAX_STATUS_CHECK_INFRA_RETRIES such retries.
+ */
+const awaitRenderOptions = (checks: number) => ({
+  startToCloseTimeout: '3 minutes',
+  heartbeatTimeout: '10 seconds',
+  retry: { initialInterval: '5 seconds', maximumInterval: '1 minute', backoffCoefficient: 2, maximumAttempts: checks + MAX_STATUS_CHECK_INFRA_RETRIES, nonRetryableErrorTypes: [STATUS_CHECKS_EXHAUSTED] },
+});
 
 /**
  * One video job (spec 3.1), id = the job id. Submit with failover over the candidates; then
@@ -39,6 +58,10 @@ export async function videoJob(input: VideoJobInput): Promise<{ status: Status }
   };
 
   setHandler(jobStatus, () => status);
+  setHandler(cancelRecorded, () => {
+    cancelRequested = true;
+    interruptibleScope?.cancel();
+  });
   setHandler(cancelJob, async () => {
     cancelRequested = true;
     if (interruptibleScope && patched(CANCEL_INTERRUPTS_CALL)) interruptibleScope.cancel();
@@ -72,10 +95,45 @@ export async function videoJob(input: VideoJobInput): Promise<{ status: Status }
     }
   }
 
+  async function cancel(): Promise<void> {
+    setStatus((await endJob({ jobId: input.jobId, status: 'canceled' })).status as Status);
+  }
+  async function fail(message: string, type: string, code: string | null = null): Promise<void> {
+    setStatus((await endJob({ jobId: input.jobId, status: 'failed', error: { message, type, code } })).status as Status);
+  }
+
+  /**
+   * running: the first check after its wait (a cancel ends the wait), then one `awaitRender`
+   * activity whose retries carry the rest of the schedule; the workflow wakes only for the
+   * outcome. The run ends with the job: the output's retention is the retention schedule's.
+   */
+  async function awaitOutcome(accepted: VideoJobInput['candidates'][number]): Promise<{ status: Status }> {
+    const [firstWait = 0] = input.checkIntervalsMs;
+    const { awaitRender } = proxyActivities<VideoJobActivities>(awaitRenderOptions(input.checkIntervalsMs.length));
+    let outcome: RenderOutcome | null = null;
+    if (!(await condition(() => cancelRequested, firstWait))) {
+      try {
+        outcome = await interruptible(() => awaitRender({ jobId: input.jobId, checkIntervalsMs: input.checkIntervalsMs }));
+      } catch (err) {
+        if (err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === STATUS_CHECKS_EXHAUSTED) {
+          await fail(err.cause.message, 'request_timeout');
+          return { status };
+        }
+        throw err;
+      }
+    }
+    if (outcome === null) await cancel();
+    else if (outcome.state === 'ended') setStatus(outcome.status as Status);
+    else if (outcome.state === 'failed') await fail(outcome.error.message, outcome.error.type, outcome.error.code);
+    else {
+      const { state: _state, ...video } = outcome;
+      const done = await completeVideo({ jobId: input.jobId, modelId: accepted.modelId, upstreamModel: accepted.upstreamModel, retentionMs: input.retentionMs, ...video });
+      setStatus(done.status as Status);
+    }
+    return { status };
+  }
+
   async function run(): Promise<{ status: Status }> {
-    const cancel = async () => setStatus((await endJob({ jobId: input.jobId, status: 'canceled' })).status as Status);
-    const fail = async (message: string, type: string, code: string | null = null) =>
-      setStatus((await endJob({ jobId: input.jobId, status: 'failed', error: { message, type, code } })).status as Status);
 
     await recordJob({ job: input.job });
 
@@ -89,6 +147,11 @@ export async function videoJob(input: VideoJobInput): Promise<{ status: Status }
         if (result.ok) {
           accepted = candidate;
           break submitting;
+        }
+        if ('outcomeUnknown' in result && result.outcomeUnknown) {
+          // The provider may be rendering it; another submit could start a second, billed render.
+          await fail(`The provider did not say whether it accepted the render (${result.failure.message}), and it cannot de-duplicate a second submit; the job was not submitted elsewhere.`, 'request_timeout');
+          return { status };
         }
         refusals.push({ candidate, failure: result.failure });
         const action = input.failover[result.failure.kind] ?? 'failover';
@@ -106,8 +169,9 @@ export async function videoJob(input: VideoJobInput): Promise<{ status: Status }
       return { status };
     }
     setStatus('running');
+    if (patched(CHECKS_RIDE_RETRY_POLICY)) return awaitOutcome(accepted);
 
-    // running: each wait ends early for a cancel.
+    // running (runs started before CHECKS_RIDE_RETRY_POLICY): each wait ends early for a cancel.
     for (const wait of input.checkIntervalsMs) {
       if (await condition(() => cancelRequested, wait)) break;
       const check = await interruptible(() => checkVideo({ jobId: input.jobId }));

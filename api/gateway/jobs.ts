@@ -1,5 +1,5 @@
 import type Router from '@koa/router';
-import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, WorkflowUpdateStage, type Client } from '@temporalio/client';
 import { and, eq, inArray, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
 import type { KeyContext } from '../../core/auth/gateway-key-auth';
@@ -20,10 +20,20 @@ import { videoParameters } from '../../core/jobs/video-request';
 import { OUTPUT_RETENTION_MS, statusCheckSchedule } from '../../core/jobs/schedule';
 import { VIDEO_ADAPTERS } from '../../core/providers/video';
 import { chainPosition, planCandidates } from '../../core/routing/candidates';
-import { JOB_CANCEL_UPDATE, searchAttributeKeys, taskQueue, workflowIds, type JobCancelResult, type VideoJobInput } from '../../workflows/definitions';
+import { JOB_CANCEL_SIGNAL, JOB_CANCEL_UPDATE, searchAttributeKeys, taskQueue, workflowIds, type JobCancelResult, type VideoJobInput } from '../../workflows/definitions';
+import { createDeliveryStarter, type DeliveryStartOptions } from '../../activities/webhook-dispatch';
+import { endJobUnpaid } from '../../core/jobs/end-job';
+import { errorSummary } from '../../core/logger';
+import { alertAttemptDelays, webhookAttemptDelays } from '../../core/webhooks/schedule';
+import { withTemporalDeadline } from '../temporal-client';
 import type { GatewayContext, GatewayState } from '../context';
 import { parseInput, modelName } from '../validation';
 import type { GatewayServices } from './services';
+
+/** A cancel waits this long for a worker to take its Update, then records the cancel in Postgres. */
+export const CANCEL_ACCEPT_DEADLINE_MS = 2_500;
+/** An accepted cancel's answer: immediate, unless a completion under way is finishing (its download). */
+const CANCEL_RESULT_DEADLINE_MS = 60_000;
 
 /** What the job endpoints need besides the chat services. */
 export type JobServices = { temporal: Client; links: Omit<JobLinks, 'baseUrl'> & { baseUrl: string | null }; scheduleScale: number; taskQueuePrefix: string };
@@ -65,7 +75,7 @@ function visibility(key: KeyContext): SQL {
 /** Whether Temporal says the workflow does not exist (any other answer, or none, is not proof). */
 async function workflowAbsent(temporal: Client, workflowId: string): Promise<boolean> {
   try {
-    await temporal.workflow.getHandle(workflowId).describe();
+    await withTemporalDeadline(temporal, () => temporal.workflow.getHandle(workflowId).describe());
     return false;
   } catch (err) {
     return err instanceof WorkflowNotFoundError;
@@ -147,7 +157,7 @@ export function jobRoutes(router: Router<GatewayState>, deps: { db: Database; cl
       try {
         // The job id is recorded before the start: a retry after any later failure resolves to it.
         await claim?.checkpoint({ job_id: job.id, input: workflowInput });
-        await deps.jobs.temporal.workflow.start('videoJob', {
+        await withTemporalDeadline(deps.jobs.temporal, () => deps.jobs.temporal.workflow.start('videoJob', {
           workflowId: workflowIds.videoJob(job.id),
           taskQueue: taskQueue('jobs', deps.jobs.taskQueuePrefix),
           args: [workflowInput],
@@ -157,7 +167,7 @@ export function jobRoutes(router: Router<GatewayState>, deps: { db: Database; cl
             { key: searchAttributeKeys.jobStatus, value: 'queued' },
             { key: searchAttributeKeys.model, value: input.model },
           ],
-        });
+        }));
       } catch (err) {
         // Already started (a retry resumed this job while this request was on its way): record it.
         if (!(err instanceof WorkflowExecutionAlreadyStartedError)) {
@@ -213,23 +223,53 @@ export function jobRoutes(router: Router<GatewayState>, deps: { db: Database; cl
     ctx.body = pageOf(rows, page.limit, (r) => ({ at: r.id, id: r.id }), (r) => presentJob(r, links));
   });
 
+  /** A cancel's event deliveries start like a worker's; one that fails to start is the sweep's. */
+  const deliveryOptions: DeliveryStartOptions = {
+    taskQueue: taskQueue('webhooks', deps.jobs.taskQueuePrefix),
+    attemptDelaysMs: webhookAttemptDelays(deps.jobs.scheduleScale),
+    alertAttemptDelaysMs: alertAttemptDelays(deps.jobs.scheduleScale),
+  };
+  const startDeliveries = createDeliveryStarter(deps.jobs.temporal, deliveryOptions);
+
   /**
-   * `POST /v1/jobs/{id}/cancel` (spec 3.1): a job already terminal is 400; otherwise the
-   * workflow's cancel Update answers with how the job ended, which is `succeeded` when the
-   * render finished first.
+   * `POST /v1/jobs/{id}/cancel` (spec 3.1): a job already terminal is 400. While a jobs worker
+   * runs the job's workflow, the cancel is its Update, answered with how the job ended: a submit
+   * or status check in flight is abandoned at once, and a completion under way is let finish (a
+   * cancel that races completion answers the completed job). When no worker accepts the Update
+   * within CANCEL_ACCEPT_DEADLINE_MS (none polls, or Temporal is silent), the cancel is recorded
+   * in Postgres instead (the first terminal write wins) and answered at once; the workflow is
+   * signalled, and one that missed the signal finds the job ended at its next step.
    */
   router.post('/jobs/:id/cancel', async (ctx) => {
     const row = await visibleJob(ctx, ctx.params.id!);
     if (isTerminal(row.status)) throw new GatewayError('invalid_request', `Job \`${row.id}\` is already ${row.status}.`);
-    try {
-      await deps.jobs.temporal.workflow.getHandle(workflowIds.videoJob(row.id)).executeUpdate<JobCancelResult, []>(JOB_CANCEL_UPDATE);
-    } catch (err) {
-      // The workflow may have ended between our read and the Update (a finished job whose
-      // retention passed, or one that failed): then the job as stored is the answer.
-      const [now] = await deps.db.select().from(jobs).where(eq(jobs.id, row.id));
-      if (!now || !isTerminal(now.status)) throw err;
+    const log = ctx.state.log;
+    const handle = deps.jobs.temporal.workflow.getHandle(workflowIds.videoJob(row.id));
+    const answered = await withTemporalDeadline(deps.jobs.temporal, () => handle.startUpdate<JobCancelResult, []>(JOB_CANCEL_UPDATE, { waitForStage: WorkflowUpdateStage.ACCEPTED }), CANCEL_ACCEPT_DEADLINE_MS)
+      .then((update) => withTemporalDeadline(deps.jobs.temporal, () => update.result(), CANCEL_RESULT_DEADLINE_MS))
+      .then(() => true, (err: unknown) => {
+        log?.info({ job_id: row.id, err: errorSummary(err) }, 'no worker took the cancel in time; recording it in Postgres');
+        return false;
+      });
+    if (answered) {
+      const [after] = await deps.db.select().from(jobs).where(eq(jobs.id, row.id));
+      if (after && isTerminal(after.status)) {
+        ctx.body = presentJob(after, linksFor(ctx));
+        return;
+      }
     }
-    const [after] = await deps.db.select().from(jobs).where(eq(jobs.id, row.id));
-    ctx.body = presentJob(after!, linksFor(ctx));
+    const { row: after, moved } = await endJobUnpaid({
+      db: deps.db, spendRedis: deps.gateway.spendRedis.redis, links: linksFor(ctx),
+      startDeliveries: (deliveries) => withTemporalDeadline(deps.jobs.temporal, () => startDeliveries(deliveries)).catch((err: unknown) => {
+        log?.warn({ job_id: row.id, err: errorSummary(err) }, 'the cancel event\'s deliveries did not start; the delivery sweep starts them');
+      }),
+    }, row.id, 'canceled', null, deps.clock.now());
+    if (moved) {
+      // Not awaited: the answer does not wait on a Temporal that did not take the Update.
+      void withTemporalDeadline(deps.jobs.temporal, () => handle.signal(JOB_CANCEL_SIGNAL)).catch((err: unknown) => {
+        if (!(err instanceof WorkflowNotFoundError)) log?.warn({ job_id: row.id, err: errorSummary(err) }, 'the job\'s workflow was not told of its cancel; it sees it at its next step');
+      });
+    }
+    ctx.body = presentJob(after, linksFor(ctx));
   });
 }

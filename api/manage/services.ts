@@ -7,6 +7,7 @@ import { checkProviderCredential, type CredentialCheck } from '../../core/provid
 import type { ProviderKind } from '../../core/providers/kinds';
 import { retireSecretSignal } from '../../workflows/secret-rotation';
 import { searchAttributeKeys, taskQueue, workflowIds, type KeyRotationInput, type SecretRotationInput } from '../../workflows/definitions';
+import { withTemporalDeadline } from '../temporal-client';
 
 /**
  * What management resources reach beyond their own transaction: sealing, the schedule scale,
@@ -48,7 +49,7 @@ export function createManagementServices(config: ServiceConfig & { GW_SEALING_KE
       ? `${config.GW_TEMPORAL_UI_URL.replace(/\/+$/, '')}/namespaces/${encodeURIComponent(config.TEMPORAL_NAMESPACE ?? 'default')}/workflows/${encodeURIComponent(workflowId)}`
       : null),
     async scheduleKeyRevocation(input) {
-      await temporal.workflow.start('keyRotation', {
+      await withTemporalDeadline(temporal, () => temporal.workflow.start('keyRotation', {
         workflowId: workflowIds.keyRotation(input.oldKeyId),
         taskQueue: maintenanceQueue,
         args: [input],
@@ -57,19 +58,19 @@ export function createManagementServices(config: ServiceConfig & { GW_SEALING_KE
           { key: searchAttributeKeys.orgId, value: input.orgId },
           { key: searchAttributeKeys.keyId, value: input.oldKeyId },
         ],
-      });
+      }));
     },
     async scheduleSecretRetirement(input) {
       // Signal-with-start: a running workflow gets the new retire time as a signal, which it
       // cannot miss even while it is completing; an ended one is started anew.
-      await temporal.workflow.signalWithStart('secretRotation', {
+      await withTemporalDeadline(temporal, () => temporal.workflow.signalWithStart('secretRotation', {
         workflowId: workflowIds.secretRotation(input.endpointId),
         taskQueue: maintenanceQueue,
         args: [input],
         signal: retireSecretSignal,
         signalArgs: [{ retireAt: input.retireAt }],
         typedSearchAttributes: [{ key: searchAttributeKeys.orgId, value: input.orgId }],
-      });
+      }));
     },
     checkCredential: (kind, baseUrl, secret) => checkProviderCredential(outbound, kind, baseUrl, secret),
     outbound,

@@ -95,7 +95,8 @@ export type FailureKind = (typeof FAILURE_KINDS)[number];
  * refuses (dropped and retried once), or a model this connection cannot serve.
  */
 export type ProviderFailure =
-  | { kind: FailureKind; message: string; status?: number; retryAfterSeconds?: number }
+  /** `outcomeUnknown`: the request may have reached the provider (a connection cut after it was sent). */
+  | { kind: FailureKind; message: string; status?: number; retryAfterSeconds?: number; outcomeUnknown?: boolean }
   | { kind: 'invalid_request'; message: string; status: number }
   | { kind: 'unsupported_parameter'; message: string; status: number; param: string }
   | { kind: 'model_not_served'; message: string; status: number };
@@ -105,7 +106,11 @@ export type ProviderFailure =
  * body is JSON, or a multipart form (disk-backed, so sending it again to an alternate host or
  * with a pooled credential reads the same bytes again).
  */
-export type UpstreamRequest = { method?: 'GET' | 'POST'; path: string; query?: Record<string, string>; body?: Record<string, unknown> | FormData; headers?: Record<string, string> };
+export type UpstreamRequest = {
+  method?: 'GET' | 'POST'; path: string; query?: Record<string, string>; body?: Record<string, unknown> | FormData; headers?: Record<string, string>;
+  /** Never sent to an alternate host after a failure that may have reached the first (a video submit: a second render). */
+  sendOnce?: boolean;
+};
 
 export type BuildOptions = {
   /** The model name the provider knows (after a connection's model map). */

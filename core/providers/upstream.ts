@@ -28,6 +28,8 @@ export function createUpstreamAgent(options: { allowPrivateNetwork: boolean }): 
   });
 }
 
+/** Connection failures that happen before anything is sent: the provider surely saw nothing. */
+const NOTHING_SENT_CODES: ReadonlySet<string> = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', GUARDED_ADDRESS_CODE, 'UND_ERR_CONNECT_TIMEOUT']);
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', GUARDED_ADDRESS_CODE, 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_SOCKET', 'EPIPE']);
 
 /** What every upstream request accepts: a JSON answer or an event stream (or a provider's own). */
@@ -123,10 +125,12 @@ export async function sendUpstream(
       } catch (err) {
         if (signal?.aborted) throw err;
         if (timeout.signal.aborted || (err as { code?: string }).code === 'UND_ERR_HEADERS_TIMEOUT') {
-          return { ok: false, failure: { kind: 'timeout', message: `no answer within ${target.timeoutMs} ms` } };
+          return { ok: false, failure: { kind: 'timeout', message: `no answer within ${target.timeoutMs} ms`, outcomeUnknown: true } };
         }
-        if (!isConnectionError(err)) return { ok: false, failure: { kind: 'connection', message: (err as Error).message } };
-        last = { kind: 'connection', message: `${hostOf(url)} unreachable (${(err as { code?: string }).code ?? 'error'})` };
+        if (!isConnectionError(err)) return { ok: false, failure: { kind: 'connection', message: (err as Error).message, outcomeUnknown: true } };
+        const code = (err as { code?: string }).code;
+        last = { kind: 'connection', message: `${hostOf(url)} unreachable (${code ?? 'error'})`, ...(!NOTHING_SENT_CODES.has(code ?? '') && { outcomeUnknown: true }) };
+        if (upstream.sendOnce && last.outcomeUnknown) return { ok: false, failure: last };
         // Next alternate host.
       } finally {
         clearTimeout(timer);

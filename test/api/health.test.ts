@@ -1,3 +1,5 @@
+import { queueHasPollers } from '../../api/temporal-client';
+import { taskQueue } from '../../workflows/definitions';
 import { startTestApi, startTestWorkers, uniquePrefix, type TestApi } from '../helpers/harness';
 
 describe('health and readiness', () => {
@@ -15,21 +17,34 @@ describe('health and readiness', () => {
     expect(res.headers.get('x-gw-request-id')).toMatch(/^req_/);
   });
 
-  it('is not ready while no worker polls, names what is down, and is ready once workers poll', async () => {
-    const before = await fetch(`${api.url}/readyz`);
+  it('is ready without workers or Temporal; the deep read names idle queues, is cached, and is healthy once workers poll', async () => {
+    const ready = await fetch(`${api.url}/readyz`);
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toEqual({ status: 'ready', checks: { postgres: 'ok', redis: 'ok' } });
+
+    const before = await fetch(`${api.url}/healthz/deep`);
     expect(before.status).toBe(503);
-    const report = (await before.json()) as { down: string[]; checks: Record<string, string> };
+    const report = (await before.json()) as { down: string[]; checks: Record<string, string>; checked_at: number };
     expect(report.down).toEqual(['workers']);
-    expect(report.checks).toMatchObject({ postgres: 'ok', redis: 'ok', temporal: 'ok' });
+    expect(report.checks).toMatchObject({ postgres: 'ok', redis: 'ok', temporal: 'ok', workers: 'down' });
 
     const workers = await startTestWorkers(['jobs', 'webhooks', 'maintenance'], prefix);
     try {
-      let status = 0;
-      for (let i = 0; i < 50 && status !== 200; i++) {
-        status = (await fetch(`${api.url}/readyz`)).status;
-        if (status !== 200) await new Promise((r) => setTimeout(r, 200));
+      // Cached: probes within 30 s read the same evaluation, not Temporal.
+      const cached = (await (await fetch(`${api.url}/healthz/deep`)).json()) as { checked_at: number; down?: string[] };
+      expect(cached).toMatchObject({ checked_at: report.checked_at, down: ['workers'] });
+      // A new API process, once every queue is polled, reads healthy.
+      for (const name of ['jobs', 'webhooks', 'maintenance'] as const) {
+        const queue = taskQueue(name, prefix);
+        for (let i = 0; i < 50 && !(await queueHasPollers(api.runtime.temporal, queue)); i++) await new Promise((r) => setTimeout(r, 200));
       }
-      expect(status).toBe(200);
+      const fresh = await startTestApi({ env: { GW_TASK_QUEUE_PREFIX: prefix } });
+      try {
+        const healthy = await fetch(`${fresh.url}/healthz/deep`);
+        expect([healthy.status, await healthy.json()]).toEqual([200, expect.objectContaining({ status: 'ready' })]);
+      } finally {
+        await fresh.close();
+      }
     } finally {
       await workers.shutdown();
     }

@@ -85,7 +85,9 @@ describe('dependency outages', () => {
     // Reading jobs needs only Postgres, and still works.
     expect((await call('GET', '/v1/jobs')).status).toBe(200);
 
-    const ready = await fetch(`${f.api.url}/readyz`);
+    // Readiness is what serves requests: Postgres and Redis. The deep read names Temporal.
+    expect((await fetch(`${f.api.url}/readyz`)).status).toBe(200);
+    const ready = await fetch(`${f.api.url}/healthz/deep`);
     expect(ready.status).toBe(503);
     const report = (await ready.json()) as { status: string; down: string[]; checks: Record<string, string> };
     expect(report.status).toBe('unavailable');
@@ -99,6 +101,32 @@ describe('dependency outages', () => {
     const back = await until(submitVideo, 202);
     expect(back.status).toBe(202);
     expect(back.json).toMatchObject({ object: 'job', status: 'queued' });
+  }, 120_000);
+
+  it('keeps serving while Temporal is silent (paused, as in a partition): ready, chat and /v1/key answer; video submit and cancel answer within their deadlines', async () => {
+    const queued = await submitVideo();
+    expect(queued.status).toBe(202);
+    const server = temporal!;
+    server.process.kill('SIGSTOP');
+    try {
+      // A wait bound, not a timing assertion: without deadlines these calls never answered.
+      const within = (ms: number) => AbortSignal.timeout(ms);
+      expect((await fetch(`${f.api.url}/readyz`, { signal: within(10_000) })).status).toBe(200);
+      expect((await chat()).status).toBe(200);
+      expect((await call('GET', '/v1/key')).status).toBe(200);
+      expect((await call('GET', `/v1/jobs/${queued.json.id}`)).status).toBe(200);
+      const submitted = await Promise.race([submitVideo(), new Promise<never>((_, reject) => setTimeout(() => reject(new Error('POST /v1/videos gave no answer in 20 s')), 20_000))]);
+      expectTransient(submitted);
+      // The cancel is recorded in Postgres when no worker (here: no Temporal) takes it.
+      const canceled = await Promise.race([call('POST', `/v1/jobs/${queued.json.id}/cancel`), new Promise<never>((_, reject) => setTimeout(() => reject(new Error('cancel gave no answer in 20 s')), 20_000))]);
+      expect(canceled.status).toBe(200);
+      expect(canceled.json).toMatchObject({ status: 'canceled', usage: null, completed_at: expect.any(Number) });
+      const deep = await fetch(`${f.api.url}/healthz/deep`, { signal: within(20_000) });
+      expect(deep.status).toBe(503);
+    } finally {
+      server.process.kill('SIGCONT');
+    }
+    expect((await until(submitVideo, 202)).status).toBe(202);
   }, 120_000);
 
   it('answers chat and /v1/models 503 without a code while Redis is down, and 200 once it is back', async () => {

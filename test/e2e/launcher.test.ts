@@ -80,6 +80,8 @@ describe('development launcher', () => {
 
     const ready = await fetch(`http://127.0.0.1:${port}/readyz`);
     expect(ready.status).toBe(200);
+    // Every queue has its worker: the deep read (Temporal and pollers) is healthy too.
+    expect((await fetch(`http://127.0.0.1:${port}/healthz/deep`)).status).toBe(200);
     expect((await fetch(`http://127.0.0.1:${uiPort}/`)).status).toBe(200);
     expect(fs.existsSync(path.join(dataDir, 'temporal.sqlite'))).toBe(true);
 

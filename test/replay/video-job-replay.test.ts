@@ -7,18 +7,17 @@ import { installTemporalRuntime } from '../../workers/temporal';
 import { HISTORIES_DIR } from '../helpers/histories';
 
 /**
- * Determinism guard: committed histories of `videoJob` (succeeded, canceled, failed, canceled
- * while its submit was in flight) must replay against today's workflow code. A change that
- * alters the commands a recorded run issued is
- * caught here before it can break running jobs; such a change needs workflow versioning
- * (patched()) and newly recorded histories.
+ * Determinism guard for `videoJob`: committed histories must replay against today's workflow
+ * code (test/replay/histories-replay.test.ts replays every committed history; this file keeps
+ * the proof that a breaking change is caught). Recorded on today's branches:
  */
-const HISTORIES = ['succeeded', 'canceled', 'failed', 'canceled-during-submit'];
+const HISTORIES = ['succeeded-await-render', 'failed-await-render', 'timed-out', 'canceled-await-render', 'canceled-during-submit-update', 'canceled-recorded-in-postgres'];
 /**
- * Frozen, never re-recorded: runs from before a cancel interrupted the call in flight. This one
- * was canceled during a status check; it replays only because the interruption is `patched()`.
+ * Frozen, never re-recorded: runs from before a cancel interrupted the call in flight, and
+ * before status checks rode the activity retry policy (issue 34). They replay only because each
+ * change is `patched()`.
  */
-const PRE_PATCH_HISTORIES = ['canceled-before-interrupt'];
+const PRE_PATCH_HISTORIES = ['canceled-before-interrupt', 'succeeded', 'canceled', 'failed', 'canceled-during-submit'];
 const historyOf = (name: string) => JSON.parse(fs.readFileSync(path.join(HISTORIES_DIR, `video-job-${name}.json`), 'utf8')) as unknown;
 
 describe('videoJob replay', () => {

@@ -13,6 +13,7 @@ import { startTestWorkers, uniquePrefix } from '../helpers/harness';
 import { manageClient, startManagementFixture, type ManagementFixture } from '../helpers/manage-client';
 import { createTenant } from '../helpers/tenants';
 import { until } from '../helpers/until';
+import { saveHistory } from '../helpers/histories';
 
 type Loose = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 type Received = { path: string; headers: IncomingMessage['headers']; body: string };
@@ -136,7 +137,9 @@ describe('findings: detection, lifecycle and notification', () => {
       const recent = (await handle.describe()).info.recentActions;
       return recent.length > before ? recent.at(-1) : null;
     }, 'the triggered run');
-    return temporal.workflow.getHandle(action!.action.workflow.workflowId, action!.action.workflow.firstExecutionRunId).result();
+    const result = await temporal.workflow.getHandle(action!.action.workflow.workflowId, action!.action.workflow.firstExecutionRunId).result();
+    await saveHistory(`findings-scan-${detector}`, action!.action.workflow.workflowId);
+    return result;
   }
 
   it('opens one spend.anomaly for one spike and notifies each matching channel once', async () => {

@@ -4,6 +4,7 @@ import { gatewayKeys } from '../../core/db/schema';
 import { workflowIds } from '../../workflows/definitions';
 import { randomClientAddress, startTestWorkers, uniquePrefix } from '../helpers/harness';
 import { startManagementFixture, type ManagementFixture } from '../helpers/manage-client';
+import { saveHistory } from '../helpers/histories';
 
 type Key = { id: string; version: number; secret: string; label: string; rotated_from_key_id: string | null; allowed_ips: string[]; rate_limit_rpm: number; expires_at: string | null; previous_key: { id: string; expires_at: string | null; revoked_at: string | null } };
 
@@ -115,6 +116,7 @@ describe('key rotation', () => {
 
     workers = await startTestWorkers(['maintenance'], prefix);
     const result = await temporal().workflow.getHandle(workflowIds.keyRotation(old.id)).result();
+    await saveHistory('key-rotation-revoked', workflowIds.keyRotation(old.id));
     expect(result).toEqual({ revoked: true });
     expect((await row(old.id)).revokedAt).not.toBeNull();
     expect((await client.get(`/gateway_keys/${old.id}`)).status).toBe(404);

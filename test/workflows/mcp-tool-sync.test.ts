@@ -15,6 +15,7 @@ import { startTestWorkers, uniquePrefix } from '../helpers/harness';
 import { manageClient, startManagementFixture, type ManagementFixture } from '../helpers/manage-client';
 import { startListingMcpServer, type ListingMode } from '../helpers/mcp-listings';
 import { startTestMcpServer, type TestMcpServer } from '../helpers/mcp-servers';
+import { saveHistory } from '../helpers/histories';
 
 type Tool = { id: string; server_id: string; upstream_name: string; state: string; definition_sha256: string; approved_sha256: string | null };
 
@@ -191,6 +192,7 @@ describe('MCP tool sync', () => {
 
         const temporal = new Client({ connection: workers.connection, namespace: 'default' });
         const result = (await temporal.workflow.execute('mcpToolSync', { taskQueue: taskQueue('maintenance', prefix), workflowId: `${prefix}run`, args: [] })) as McpToolSyncResult;
+        await saveHistory('mcp-tool-sync-run', `${prefix}run`);
         expect(result.servers).toBeGreaterThanOrEqual(1);
         expect(result.toolsChanged).toBeGreaterThanOrEqual(1);
         const [row] = await fixture.database.db.select().from(mcpServerTools).where(eq(mcpServerTools.serverId, s.body.id));

@@ -2,6 +2,7 @@ import { Client, Connection } from '@temporalio/client';
 import { taskQueue, workflowIds } from '../../workflows/definitions';
 import { probeWorkflow } from '../../workflows';
 import { startTestWorkers, uniquePrefix } from '../helpers/harness';
+import { saveHistory } from '../helpers/histories';
 
 /** The durable path end to end on the dev server: client -> workflow -> activity -> result. */
 describe('probeWorkflow round trip', () => {
@@ -29,6 +30,7 @@ describe('probeWorkflow round trip', () => {
     });
     expect(result).toEqual({ message: `hello ${name}`, handledBy: queue });
     const history = await client.workflow.getHandle(workflowIds.probe(`${prefix}${name}`)).fetchHistory();
+    await saveHistory(`probe-${name}`, workflowIds.probe(`${prefix}${name}`));
     const activityScheduled = history.events?.some((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'echo');
     expect(activityScheduled).toBe(true);
   });

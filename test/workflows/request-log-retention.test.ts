@@ -12,6 +12,7 @@ import { partitionDropCutoff, partitionName, REQUEST_LOG_PARTITIONS_AHEAD_DAYS }
 import { REQUEST_LOG_RETENTION_EVERY_MS, scheduleIds, taskQueue, type RequestLogRetentionResult } from '../../workflows/definitions';
 import { ensureMaintenanceSchedules } from '../../workers/schedules';
 import { startTestWorkers, testDatabase, uniquePrefix } from '../helpers/harness';
+import { saveHistory } from '../helpers/histories';
 
 const DAY_MS = 86_400_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -196,6 +197,7 @@ describe('request log retention', () => {
     }
     expect(workflowId).toMatch(new RegExp(`^${scheduleIds.requestLogRetention(prefix)}-`));
     const result = await temporal.workflow.getHandle(workflowId!).result() as RequestLogRetentionResult;
+    await saveHistory('request-log-retention-scheduled', workflowId!);
     expect(result.finished).toBe(true);
   });
 });

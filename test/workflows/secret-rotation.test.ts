@@ -7,6 +7,7 @@ import { webhookEndpoints } from '../../core/db/schema';
 import { taskQueue, workflowIds } from '../../workflows/definitions';
 import { startTestWorkers, uniquePrefix } from '../helpers/harness';
 import { startManagementFixture, type ManagementFixture } from '../helpers/manage-client';
+import { saveHistory } from '../helpers/histories';
 
 type Endpoint = { id: string; version: number; secret?: string; secret_rotated_at: number | null };
 
@@ -77,6 +78,7 @@ describe('webhook secret rotation', () => {
     expect((await stored(created.body.id)).retiredSecrets).toHaveLength(2);
     const handle = fixture.api.runtime.temporal.workflow.getHandle(workflowIds.secretRotation(created.body.id));
     expect(await handle.result()).toEqual({ dropped: 2 });
+    await saveHistory('secret-rotation-retired', workflowIds.secretRotation(created.body.id));
     expect((await stored(created.body.id)).retiredSecrets).toEqual([]);
   });
 

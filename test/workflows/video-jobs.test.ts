@@ -4,7 +4,7 @@ import { and, eq } from 'drizzle-orm';
 import type { VideoJobHooks } from '../../activities/video-job';
 import { jobEvents, jobs, providerConnections, spendLedger } from '../../core/db/schema';
 import { videoBytes } from '../../sandbox/video';
-import { workflowIds } from '../../workflows/definitions';
+import { taskQueue, workflowIds } from '../../workflows/definitions';
 import { startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
 import { startTestWorkers, uniquePrefix } from '../helpers/harness';
 import { saveHistory } from '../helpers/histories';
@@ -39,7 +39,7 @@ describe('video jobs', () => {
   });
 
   const { call, submit, read, until, terminal } = videoClient(() => f, () => secret);
-  const history = (name: string, jobId: string) => saveHistory(name, workflowIds.videoJob(jobId));
+  const history = (name: string, jobId: string) => saveHistory(`video-job-${name}`, workflowIds.videoJob(jobId));
   async function waitFor(what: string, done: () => boolean | Promise<boolean>, timeoutMs = 10_000): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     while (!(await done())) {
@@ -101,12 +101,23 @@ describe('video jobs', () => {
     // Retention: the link stops working, the file goes, the job stays readable without output.
     const stored = path.join(process.env.GW_DATA_DIR!, 'outputs', job!.output!.storage_key);
     expect(fs.existsSync(stored)).toBe(true);
-    const expired = await until(done.id, (j) => j.output === null, 15_000);
+    // The job's workflow ended with the job: it does not sleep out the retention (issue 34).
+    await f.api.runtime.temporal.workflow.getHandle(done.id).result();
+    // The link stops at expires_at; the hourly retention schedule's run deletes the file.
+    await waitFor('the output link expiring', async () => (await fetch(done.output.url)).status === 404, 15_000);
+    const maintenance = await startTestWorkers(['maintenance'], prefix, env);
+    try {
+      const result = await f.api.runtime.temporal.workflow.execute('requestLogRetention', { workflowId: `${prefix}retention-${done.id}`, taskQueue: taskQueue('maintenance', prefix), args: [] });
+      expect(result).toMatchObject({ jobOutputsDeleted: expect.any(Number) });
+      expect((result as { jobOutputsDeleted: number }).jobOutputsDeleted).toBeGreaterThanOrEqual(1);
+    } finally {
+      await maintenance.shutdown();
+    }
+    const expired = (await read(done.id)).json;
     expect(expired).toMatchObject({ status: 'succeeded', output: null, expires_at: null, usage: { cost: 0.4 } });
     expect((await fetch(done.output.url)).status).toBe(404);
     expect(fs.existsSync(stored)).toBe(false);
-    await f.api.runtime.temporal.workflow.getHandle(done.id).result();
-    await history('succeeded', done.id);
+    await history('succeeded-await-render', done.id);
   });
 
   it('renders through Gemini Veo\'s long-running operations', async () => {
@@ -137,6 +148,36 @@ describe('video jobs', () => {
     expect(failed).toMatchObject({ status: 'failed', usage: null, output: null, completed_at: expect.any(Number), error: { type: 'upstream_error', message: expect.stringContaining(broken) } });
   });
 
+  it('never fails over after a submit whose outcome is unknown: the same provider is asked again with the same key (one render); Veo ends failed', async () => {
+    // The provider takes the render and the answer never comes (the connection's 1 s timeout cuts it).
+    const hanging = await f.connect('openai', { name: 'hanging video', extra: { timeout_ms: 1000 } });
+    const spare = await f.connect('openai', { name: 'spare video' });
+    const slug = `video-unknown-${seq++}`;
+    expect((await f.client.post('/routes', { slug, targets: [{ connection_id: hanging, model: 'sora-2' }, { connection_id: spare, model: 'sora-2' }], max_retries: 0 })).status).toBe(201);
+    await f.settle();
+    const submitsBefore = f.sandbox.videoSubmits();
+    const created = await submit({ model: slug, prompt: `taken then silent [sandbox submit_hang render_ms=50] ${seq++}` });
+    const done = await until(created.json.id, terminal, 60_000);
+    expect(done).toMatchObject({ status: 'succeeded', connection: hanging, route: 'primary' });
+    expect(f.sandbox.videoSubmits() - submitsBefore).toBe(1);
+    const keys = submitsOf(created.json.id).map((r) => r.headers['idempotency-key']);
+    expect(keys.length).toBeGreaterThanOrEqual(2);
+    expect(new Set(keys)).toEqual(new Set([`${created.json.id}-0`]));
+
+    // Veo cannot de-duplicate a second submit: the job ends failed, nothing is sent elsewhere.
+    const veo = await f.connect('google', { name: 'hanging veo', extra: { timeout_ms: 1000 } });
+    const veoSpare = await f.connect('google', { name: 'spare veo' });
+    const veoSlug = `veo-unknown-${seq++}`;
+    expect((await f.client.post('/routes', { slug: veoSlug, targets: [{ connection_id: veo, model: 'veo-3.0-generate-001' }, { connection_id: veoSpare, model: 'veo-3.0-generate-001' }], max_retries: 0 })).status).toBe(201);
+    await f.settle();
+    const veoBefore = f.sandbox.videoSubmits();
+    const veoJob = await call('POST', '/v1/videos', { model: veoSlug, prompt: `veo silent [sandbox submit_hang] ${seq++}`, duration_seconds: 8 });
+    expect(veoJob.status).toBe(202);
+    const failed = await until(veoJob.json.id, terminal, 60_000);
+    expect(failed).toMatchObject({ status: 'failed', usage: null, error: { type: 'request_timeout' } });
+    expect(f.sandbox.videoSubmits() - veoBefore).toBe(1);
+  });
+
   it('ends failed when the provider reports the render failed', async () => {
     const created = await submit({ prompt: `doomed [sandbox render_ms=50 video_fail] ${seq++}` });
     const done = await until(created.json.id, terminal);
@@ -144,7 +185,7 @@ describe('video jobs', () => {
     const [event] = await f.database.db.select().from(jobEvents).where(eq(jobEvents.jobId, done.id));
     expect(event!.type).toBe('job.failed');
     await f.api.runtime.temporal.workflow.getHandle(done.id).result();
-    await history('failed', done.id);
+    await history('failed-await-render', done.id);
   });
 
   it('times out after 60 status checks without a final answer', async () => {
@@ -153,6 +194,22 @@ describe('video jobs', () => {
     expect(done).toMatchObject({ status: 'failed', error: { type: 'request_timeout' }, usage: null });
     const [row] = await f.database.db.select().from(jobs).where(eq(jobs.id, done.id));
     expect(row!.statusChecks).toBe(60);
+    // The checks ride one activity's retries: a handful of history events, not one timer and one activity per check.
+    const events = (await f.api.runtime.temporal.workflow.getHandle(done.id).fetchHistory()).events ?? [];
+    expect(events.length).toBeLessThanOrEqual(60);
+    await history('timed-out', done.id);
+  });
+
+  it('shows the waiting render in Temporal as the awaitRender activity: its attempt, last failure with progress, next retry', async () => {
+    const created = await submit({ prompt: `watched [sandbox render_ms=4000] ${seq++}` });
+    let pending: { activityType?: { name?: string | null } | null; attempt?: number | null; lastFailure?: { message?: string | null } | null; nextAttemptScheduleTime?: unknown } | undefined;
+    await waitFor('a retried awaitRender', async () => {
+      const description = await f.api.runtime.temporal.workflow.getHandle(created.json.id).describe();
+      pending = description.raw.pendingActivities?.[0] ?? undefined;
+      return (pending?.attempt ?? 0) > 2 && pending?.activityType?.name === 'awaitRender';
+    });
+    expect(pending!.lastFailure?.message).toMatch(/^render running: progress \d+% after check \d+ of 60; next check in \d+ ms$/);
+    await until(created.json.id, terminal);
   });
 
   it('cancels a running job: canceled, no cost, completed_at; a second cancel is 400', async () => {
@@ -166,7 +223,7 @@ describe('video jobs', () => {
     const [event] = await f.database.db.select().from(jobEvents).where(eq(jobEvents.jobId, created.json.id));
     expect(event!.type).toBe('job.canceled');
     await f.api.runtime.temporal.workflow.getHandle(created.json.id).result();
-    await history('canceled', created.json.id);
+    await history('canceled-await-render', created.json.id);
   });
 
   it('cancels a queued job before anything is submitted', async () => {
@@ -175,12 +232,17 @@ describe('video jobs', () => {
     workers = null;
     const created = await submit({ prompt: `queued ${seq++}` });
     expect(created.json.status).toBe('queued');
-    const cancel = call('POST', `/v1/jobs/${created.json.id}/cancel`);
-    await sleep(300);
+    // No jobs worker polls: the cancel is recorded in Postgres and answered (issue 34).
+    const answer = await call('POST', `/v1/jobs/${created.json.id}/cancel`);
+    expect(answer.json).toMatchObject({ status: 'canceled', started_at: null, provider: null, completed_at: expect.any(Number) });
+    const [event] = await f.database.db.select().from(jobEvents).where(eq(jobEvents.jobId, created.json.id));
+    expect(event!.type).toBe('job.canceled');
+    // The workflow honours it once a worker picks it up: nothing is submitted.
     workers = await startTestWorkers(['jobs'], prefix, env);
-    const answer = await cancel;
-    expect(answer.json).toMatchObject({ status: 'canceled', started_at: null, provider: null });
+    expect(await f.api.runtime.temporal.workflow.getHandle(created.json.id).result()).toEqual({ status: 'canceled' });
     expect(f.sandbox.videoSubmits()).toBe(submitsBefore);
+    expect((await read(created.json.id)).json.status).toBe('canceled');
+    await history('canceled-recorded-in-postgres', created.json.id);
   });
 
   it('answers a cancel that races completion with the completed job', async () => {
@@ -247,7 +309,7 @@ describe('video jobs', () => {
     const [event] = await f.database.db.select().from(jobEvents).where(eq(jobEvents.jobId, created.json.id));
     expect(event!.type).toBe('job.canceled');
     expect(await f.api.runtime.temporal.workflow.getHandle(created.json.id).result()).toEqual({ status: 'canceled' });
-    await history('canceled-during-submit', created.json.id);
+    await history('canceled-during-submit-update', created.json.id);
     // The activity heard the cancel (by its heartbeat) and hung up: the slow provider started no render.
     await waitFor('the submit in flight being aborted', () => f.sandbox.abandonedVideoSubmits() > abandonedBefore, 15_000);
     expect(f.sandbox.videoSubmits()).toBe(submitsBefore);

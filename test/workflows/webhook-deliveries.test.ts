@@ -1,3 +1,4 @@
+import { saveHistory } from '../helpers/histories';
 import { eq } from 'drizzle-orm';
 import Stripe from 'stripe';
 import { createDeliveryStarter } from '../../activities/webhook-dispatch';
@@ -123,6 +124,8 @@ describe('webhook deliveries', () => {
     const described = await f.api.runtime.temporal.workflow.getHandle(delivery!.id).describe();
     expect(described.typedSearchAttributes.get({ name: 'GwEndpointId', type: 'KEYWORD' } as never)).toBe(e.id);
     expect(described.typedSearchAttributes.get({ name: 'GwOrgId', type: 'KEYWORD' } as never)).toBe(f.tenant.orgId);
+    await f.api.runtime.temporal.workflow.getHandle(delivery!.id).result();
+    await saveHistory('webhook-delivery-succeeded', delivery!.id);
   });
 
   it('retries a 500: the same event id and bytes, a fresh signature, and nothing after the 2xx', async () => {
@@ -173,6 +176,11 @@ describe('webhook deliveries', () => {
     expect(receiver.received('/down')).toHaveLength(12);
     expect(new Set(receiver.received('/down').map((r) => r.body)).size).toBe(1);
     expect((await gateway('GET', `/v1/jobs/${job.id}`)).json).toMatchObject({ status: 'succeeded' });
+    // The twelve attempts ride one activity's retries: at most 16 history events (issue 34).
+    const handle = f.api.runtime.temporal.workflow.getHandle(delivery!.id);
+    expect(await handle.result()).toEqual({ status: 'failed' });
+    expect(((await handle.fetchHistory()).events ?? []).length).toBeLessThanOrEqual(16);
+    await saveHistory('webhook-delivery-failed', delivery!.id);
   });
 
   it('signs with both secrets during a rotation, current first; each verifies', async () => {
@@ -304,6 +312,8 @@ describe('webhook deliveries', () => {
     await sleep(300);
     expect(receiver.received('/alerts')).toHaveLength(1);
     expect(receiver.received('/bystander')).toHaveLength(0);
+    await f.api.runtime.temporal.workflow.getHandle(queued[0]!.id).result();
+    await saveHistory('webhook-delivery-alert', queued[0]!.id);
     void bystander;
   });
 
@@ -324,5 +334,6 @@ describe('webhook deliveries', () => {
     const rows = await f.database.db.select().from(webhookDeliveries).where(eq(webhookDeliveries.jobId, job.id));
     expect(rows).toHaveLength(1);
     expect(await f.api.runtime.temporal.workflow.getHandle(delivery!.id).result()).toEqual({ status: 'succeeded' });
+    await saveHistory('webhook-delivery-lost-attempt', delivery!.id);
   });
 });

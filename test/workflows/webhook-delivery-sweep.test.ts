@@ -19,6 +19,7 @@ import { startTestMcpServer, type TestMcpServer } from '../helpers/mcp-servers';
 import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver';
 import { startWorkerProcess, type WorkerProcess } from '../helpers/worker-process';
 import { until } from '../helpers/until';
+import { saveHistory } from '../helpers/histories';
 
 const SCALE = 0.0002;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -191,6 +192,7 @@ describe('webhook delivery sweep', () => {
     }
     expect(workflowId).toMatch(new RegExp(`^${scheduleIds.webhookDeliverySweep(prefix)}-`));
     const result = (await temporal.workflow.getHandle(workflowId!).result()) as WebhookSweepResult;
+    await saveHistory('webhook-delivery-sweep-scheduled', workflowId!);
     expect(result).toMatchObject({ finished: true });
     expect(result.checked).toBeGreaterThanOrEqual(1);
     expect(await delivered(lost)).toMatchObject({ attempts: 1, lastResponseStatus: 200 });

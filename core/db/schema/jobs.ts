@@ -1,3 +1,4 @@
+import { sql } from 'drizzle-orm';
 import { index, integer, jsonb, pgTable, real, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 import type { CostShareRecord } from './cost-attribution';
 import { organizations } from './organizations';
@@ -53,6 +54,8 @@ export const jobs = pgTable(
     index('jobs_org_id').on(t.orgId, t.id),
     index('jobs_lineage_id').on(t.lineageId, t.id),
     index('jobs_project_id').on(t.projectId, t.id),
+    // The retention schedule's walk over outputs past their expiry (core/jobs/expired-outputs.ts).
+    index('jobs_expires_at').on(t.expiresAt, t.id).where(sql`${t.expiresAt} IS NOT NULL`),
   ],
 );
 

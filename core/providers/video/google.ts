@@ -25,6 +25,7 @@ const DEFAULT_ASPECT_RATIO = '16:9';
  * prompt and person policy leave it alone.
  */
 export const googleVideoAdapter: VideoAdapter = {
+  deduplicatesSubmits: false,
   defaultSeconds: 8,
   parameters: ['aspectRatio', 'negativePrompt', 'personGeneration', 'resolution'],
   priceVariant: 'resolution',

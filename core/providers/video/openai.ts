@@ -21,6 +21,7 @@ function aspect(size: string | undefined): string | null {
  * larger sizes cost more) and is the one client field passed on.
  */
 export const openAiVideoAdapter: VideoAdapter = {
+  deduplicatesSubmits: true,
   defaultSeconds: 4,
   parameters: ['size'],
   priceVariant: 'size',

@@ -17,6 +17,13 @@ export interface VideoAdapter {
   /** The length the wire renders when none is asked; the gateway asks it explicitly all the same. */
   defaultSeconds: number;
   /**
+   * Whether the provider de-duplicates a create by its `Idempotency-Key`: then a submit whose
+   * outcome is unknown (a timeout, a connection cut after the body was sent) is sent again to the
+   * same provider with the same key. Where it does not (Veo), such a job ends `failed`
+   * (`request_timeout`): another submit could start a second render, billed twice.
+   */
+  deduplicatesSubmits: boolean;
+  /**
    * The client's body fields this wire takes, sent as given. Each one either leaves the price
    * alone or is `priceVariant`; any other field of the body is not sent (docs/decisions.md,
    * "What a video body may carry").

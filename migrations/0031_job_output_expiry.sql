@@ -1,0 +1,1 @@
+CREATE INDEX "jobs_expires_at" ON "jobs" USING btree ("expires_at","id") WHERE "jobs"."expires_at" IS NOT NULL;

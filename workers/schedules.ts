@@ -3,6 +3,16 @@ import { scaleDuration } from '../core/schedule';
 import { DETECTORS } from '../core/findings/scan';
 import { FINDINGS_SCAN_EVERY_MS, MCP_TOOL_SYNC_EVERY_MS, REQUEST_LOG_RETENTION_EVERY_MS, scheduleIds, taskQueue, WEBHOOK_SWEEP_EVERY_MS } from '../workflows/definitions';
 
+/** A scheduled run may last this many of its intervals before it is ended (issue 34). */
+export const SCHEDULED_RUN_TIMEOUT_INTERVALS = 3;
+/** ...and never less than this, however compressed the schedule: a run's activities take real time. */
+const MIN_SCHEDULED_RUN_TIMEOUT_MS = 60_000;
+
+/** How long one run of a schedule every `everyMs` (times the scale) may last. */
+export function scheduledRunTimeoutMs(everyMs: number, scheduleScale: number): number {
+  return Math.max(MIN_SCHEDULED_RUN_TIMEOUT_MS, scaleDuration(everyMs * SCHEDULED_RUN_TIMEOUT_INTERVALS, scheduleScale));
+}
+
 /**
  * The Temporal Schedules of the maintenance queue (DESIGN 6.10: periodic work is a schedule,
  * visible in the Temporal UI, never a timer in the API). Made or brought up to date by every
@@ -17,7 +27,12 @@ export function maintenanceSchedules(taskQueuePrefix: string, scheduleScale: num
   const every = (scheduleId: string, everyMs: number, workflowType: string, purpose: string, args: unknown[] = []): ScheduleOptions => ({
     scheduleId,
     spec: { intervals: [{ every: scaleDuration(everyMs, scheduleScale) }] },
-    action: { type: 'startWorkflow', workflowType, workflowId: scheduleId, taskQueue: taskQueue('maintenance', taskQueuePrefix), args },
+    action: {
+      type: 'startWorkflow', workflowType, workflowId: scheduleId, taskQueue: taskQueue('maintenance', taskQueuePrefix), args,
+      // A stuck run (an activity retrying forever, a lost worker's task) ends here, so the
+      // next one is not skipped for ever by the overlap policy.
+      workflowRunTimeout: scheduledRunTimeoutMs(everyMs, scheduleScale),
+    },
     policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1 minute' },
     memo: { purpose },
   });

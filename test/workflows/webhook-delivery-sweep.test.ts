@@ -180,6 +180,8 @@ describe('webhook delivery sweep', () => {
     expect(described.spec.intervals).toEqual([expect.objectContaining({ every: WEBHOOK_SWEEP_EVERY_MS })]);
     expect(described.policies.overlap).toBe(ScheduleOverlapPolicy.SKIP);
     expect(described.action).toMatchObject({ type: 'startWorkflow', workflowType: 'webhookDeliverySweep', taskQueue: taskQueue('maintenance', prefix) });
+    // A stuck run ends after three intervals, and the next is started (issue 34).
+    expect(described.action).toMatchObject({ workflowRunTimeout: 3 * WEBHOOK_SWEEP_EVERY_MS });
 
     const target = await endpoint(`/scheduled-${seq++}`);
     const lost = await unstartedJobEvent(target);

@@ -105,6 +105,11 @@ describe('video jobs', () => {
     await f.api.runtime.temporal.workflow.getHandle(done.id).result();
     // The link stops at expires_at; the hourly retention schedule's run deletes the file.
     await waitFor('the output link expiring', async () => (await fetch(done.output.url)).status === 404, 15_000);
+    // The link's `exp` is in whole seconds; the row's expiry is what the retention run reads.
+    await waitFor('the output expiring', async () => {
+      const [row] = await f.database.db.select({ expiresAt: jobs.expiresAt }).from(jobs).where(eq(jobs.id, done.id));
+      return row!.expiresAt!.getTime() < Date.now();
+    }, 15_000);
     const maintenance = await startTestWorkers(['maintenance'], prefix, env);
     try {
       const result = await f.api.runtime.temporal.workflow.execute('requestLogRetention', { workflowId: `${prefix}retention-${done.id}`, taskQueue: taskQueue('maintenance', prefix), args: [] });
@@ -146,36 +151,6 @@ describe('video jobs', () => {
     await f.settle();
     const failed = await until((await submit({ model: allBroken, prompt: 'nope' })).json.id, terminal);
     expect(failed).toMatchObject({ status: 'failed', usage: null, output: null, completed_at: expect.any(Number), error: { type: 'upstream_error', message: expect.stringContaining(broken) } });
-  });
-
-  it('never fails over after a submit whose outcome is unknown: the same provider is asked again with the same key (one render); Veo ends failed', async () => {
-    // The provider takes the render and the answer never comes (the connection's 1 s timeout cuts it).
-    const hanging = await f.connect('openai', { name: 'hanging video', extra: { timeout_ms: 1000 } });
-    const spare = await f.connect('openai', { name: 'spare video' });
-    const slug = `video-unknown-${seq++}`;
-    expect((await f.client.post('/routes', { slug, targets: [{ connection_id: hanging, model: 'sora-2' }, { connection_id: spare, model: 'sora-2' }], max_retries: 0 })).status).toBe(201);
-    await f.settle();
-    const submitsBefore = f.sandbox.videoSubmits();
-    const created = await submit({ model: slug, prompt: `taken then silent [sandbox submit_hang render_ms=50] ${seq++}` });
-    const done = await until(created.json.id, terminal, 60_000);
-    expect(done).toMatchObject({ status: 'succeeded', connection: hanging, route: 'primary' });
-    expect(f.sandbox.videoSubmits() - submitsBefore).toBe(1);
-    const keys = submitsOf(created.json.id).map((r) => r.headers['idempotency-key']);
-    expect(keys.length).toBeGreaterThanOrEqual(2);
-    expect(new Set(keys)).toEqual(new Set([`${created.json.id}-0`]));
-
-    // Veo cannot de-duplicate a second submit: the job ends failed, nothing is sent elsewhere.
-    const veo = await f.connect('google', { name: 'hanging veo', extra: { timeout_ms: 1000 } });
-    const veoSpare = await f.connect('google', { name: 'spare veo' });
-    const veoSlug = `veo-unknown-${seq++}`;
-    expect((await f.client.post('/routes', { slug: veoSlug, targets: [{ connection_id: veo, model: 'veo-3.0-generate-001' }, { connection_id: veoSpare, model: 'veo-3.0-generate-001' }], max_retries: 0 })).status).toBe(201);
-    await f.settle();
-    const veoBefore = f.sandbox.videoSubmits();
-    const veoJob = await call('POST', '/v1/videos', { model: veoSlug, prompt: `veo silent [sandbox submit_hang] ${seq++}`, duration_seconds: 8 });
-    expect(veoJob.status).toBe(202);
-    const failed = await until(veoJob.json.id, terminal, 60_000);
-    expect(failed).toMatchObject({ status: 'failed', usage: null, error: { type: 'request_timeout' } });
-    expect(f.sandbox.videoSubmits() - veoBefore).toBe(1);
   });
 
   it('ends failed when the provider reports the render failed', async () => {
@@ -515,5 +490,36 @@ describe('video jobs', () => {
     expect(big.status).toBe(413);
     const [stored] = await f.database.db.select().from(jobs).where(and(eq(jobs.id, ok.json.id)));
     expect(stored!.webhook).toEqual({ url: 'https://hooks.example.com/x', events: ['job.failed'] });
+  });
+
+  // Last: its connections' 1 s timeout would cut the slow downloads of tests that route by model.
+  it('never fails over after a submit whose outcome is unknown: the same provider is asked again with the same key (one render); Veo ends failed', async () => {
+    // The provider takes the render and the answer never comes (the connection's 1 s timeout cuts it).
+    const hanging = await f.connect('openai', { name: 'hanging video', extra: { timeout_ms: 1000 } });
+    const spare = await f.connect('openai', { name: 'spare video' });
+    const slug = `video-unknown-${seq++}`;
+    expect((await f.client.post('/routes', { slug, targets: [{ connection_id: hanging, model: 'sora-2' }, { connection_id: spare, model: 'sora-2' }], max_retries: 0 })).status).toBe(201);
+    await f.settle();
+    const submitsBefore = f.sandbox.videoSubmits();
+    const created = await submit({ model: slug, prompt: `taken then silent [sandbox submit_hang render_ms=50] ${seq++}` });
+    const done = await until(created.json.id, terminal, 60_000);
+    expect(done).toMatchObject({ status: 'succeeded', connection: hanging, route: 'primary' });
+    expect(f.sandbox.videoSubmits() - submitsBefore).toBe(1);
+    const keys = submitsOf(created.json.id).map((r) => r.headers['idempotency-key']);
+    expect(keys.length).toBeGreaterThanOrEqual(2);
+    expect(new Set(keys)).toEqual(new Set([`${created.json.id}-0`]));
+
+    // Veo cannot de-duplicate a second submit: the job ends failed, nothing is sent elsewhere.
+    const veo = await f.connect('google', { name: 'hanging veo', extra: { timeout_ms: 1000 } });
+    const veoSpare = await f.connect('google', { name: 'spare veo' });
+    const veoSlug = `veo-unknown-${seq++}`;
+    expect((await f.client.post('/routes', { slug: veoSlug, targets: [{ connection_id: veo, model: 'veo-3.0-generate-001' }, { connection_id: veoSpare, model: 'veo-3.0-generate-001' }], max_retries: 0 })).status).toBe(201);
+    await f.settle();
+    const veoBefore = f.sandbox.videoSubmits();
+    const veoJob = await call('POST', '/v1/videos', { model: veoSlug, prompt: `veo silent [sandbox submit_hang] ${seq++}`, duration_seconds: 8 });
+    expect(veoJob.status).toBe(202);
+    const failed = await until(veoJob.json.id, terminal, 60_000);
+    expect(failed).toMatchObject({ status: 'failed', usage: null, error: { type: 'request_timeout' } });
+    expect(f.sandbox.videoSubmits() - veoBefore).toBe(1);
   });
 });

@@ -127,8 +127,14 @@ export function createWebhookDeliveryActivities(deps: WebhookDeliveryDeps) {
     });
   }
 
+  /** An attempt's outcome recorded, with what it met (for `deliver`'s message). */
+  async function recorded(input: AttemptInput, outcome: { ok: boolean; status: number | null; error: string | null }): Promise<AttemptResult & { met: string }> {
+    const result = await recordOutcome(input, outcome);
+    return { ...result, met: outcome.status !== null ? `HTTP ${outcome.status}` : outcome.error ?? 'no answer' };
+  }
+
   /** One attempt (spec 6.3), as `attemptDelivery` below describes it. */
-  async function attempt(input: AttemptInput): Promise<AttemptResult> {
+  async function attempt(input: AttemptInput): Promise<AttemptResult & { met?: string }> {
     const [delivery] = await deps.db.update(webhookDeliveries)
       .set({ attempts: sql`greatest(${webhookDeliveries.attempts}, ${input.attempt})`, nextAttemptAt: null, updatedAt: deps.clock.now() })
       .where(and(eq(webhookDeliveries.id, input.deliveryId), eq(webhookDeliveries.status, 'pending')))
@@ -139,16 +145,16 @@ export function createWebhookDeliveryActivities(deps: WebhookDeliveryDeps) {
     }
     if (CHANNEL_RECEIVER.test(delivery.receiver) && delivery.endpointId === null) {
       const sent = await sendToChannel(delivery);
-      if (sent === null) return recordOutcome({ ...input, nextAttemptInMs: null }, { ok: false, status: null, error: 'the notification channel was deleted' });
-      return recordOutcome(input, sent);
+      if (sent === null) return recorded({ ...input, nextAttemptInMs: null }, { ok: false, status: null, error: 'the notification channel was deleted' });
+      return recorded(input, sent);
     }
     const now = deps.clock.now();
     const secrets = await signingSecrets(deps.db, deps.sealer, delivery, now);
-    if (secrets === null) return recordOutcome({ ...input, nextAttemptInMs: null }, { ok: false, status: null, error: 'the endpoint was deleted' });
+    if (secrets === null) return recorded({ ...input, nextAttemptInMs: null }, { ok: false, status: null, error: 'the endpoint was deleted' });
     const headers: Record<string, string> = { 'gw-event-id': delivery.eventId };
     if (secrets.length > 0) headers['gw-signature'] = signatureHeader(delivery.payload, secrets, unixSeconds(now));
     const outcome = await sendWebhook(deps.dispatcher, { url: delivery.url, payload: delivery.payload, headers });
-    return recordOutcome(input, outcome);
+    return recorded(input, outcome);
   }
 
   /** Thrown between two attempts: the retry policy makes the next one after `waitMs`. */
@@ -187,12 +193,9 @@ export function createWebhookDeliveryActivities(deps: WebhookDeliveryDeps) {
       if (nextAt !== null && nextAt - now > ON_TIME_MS) nextAttemptIn(nextAt - now, `waiting for attempt ${row.attempts + 1} of ${planned}`, { attempts: row.attempts });
       const number = row.attempts + 1;
       const result = await attempt({ deliveryId: input.deliveryId, attempt: number, nextAttemptInMs: input.attemptDelaysMs[number] ?? null });
-      if (result.status !== 'pending') return result;
-      const [after] = await deps.db.select({ lastResponseStatus: webhookDeliveries.lastResponseStatus, lastError: webhookDeliveries.lastError })
-        .from(webhookDeliveries).where(eq(webhookDeliveries.id, input.deliveryId));
-      const why = after?.lastResponseStatus ? `HTTP ${after.lastResponseStatus}` : after?.lastError ?? 'no answer';
+      if (result.status !== 'pending') return { status: result.status };
       const wait = input.attemptDelaysMs[number]!;
-      return nextAttemptIn(wait, `attempt ${number} of ${planned} failed (${why}); attempt ${number + 1} in ${wait} ms`, { attempts: number, last_status: after?.lastResponseStatus ?? null });
+      return nextAttemptIn(wait, `attempt ${number} of ${planned} failed (${result.met ?? 'no answer'}); attempt ${number + 1} in ${wait} ms`, { attempts: number });
     },
 
     /**
@@ -201,7 +204,7 @@ export function createWebhookDeliveryActivities(deps: WebhookDeliveryDeps) {
      * before the POST, so an attempt cut short by a crash still counts.
      */
     async attemptDelivery(input: AttemptInput): Promise<AttemptResult> {
-      return attempt(input);
+      return { status: (await attempt(input)).status };
     },
 
     /** An attempt whose activity never reported (its worker died, it timed out) counts as failed. */

@@ -2,7 +2,8 @@ import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/c
 import { WorkflowIdReusePolicy } from '@temporalio/common';
 import type { QueuedDelivery } from '../core/webhooks/fan-out';
 import { ALERT_EVENT_TYPES, PER_REQUEST_RECEIVER } from '../core/db/schema';
-import { searchAttributeKeys, workflowIds, type WebhookDeliveryInput } from '../workflows/definitions';
+import { alertAttemptDelays, webhookAttemptDelays } from '../core/webhooks/schedule';
+import { searchAttributeKeys, taskQueue, workflowIds, type WebhookDeliveryInput } from '../workflows/definitions';
 
 /** Starts the workflows of queued deliveries; what activities that queue events are given. */
 export type StartDeliveries = (deliveries: QueuedDelivery[]) => Promise<void>;
@@ -11,6 +12,11 @@ export type StartDeliveries = (deliveries: QueuedDelivery[]) => Promise<void>;
 export type DeliveryStartOptions = { taskQueue: string; attemptDelaysMs: number[]; alertAttemptDelaysMs: number[] };
 
 const ALERT_TYPES: ReadonlySet<string> = new Set(ALERT_EVENT_TYPES);
+
+/** The webhooks queue of a deployment and both attempt schedules, scaled by GW_SCHEDULE_SCALE. */
+export function deliveryStartOptions(taskQueuePrefix: string, scheduleScale: number): DeliveryStartOptions {
+  return { taskQueue: taskQueue('webhooks', taskQueuePrefix), attemptDelaysMs: webhookAttemptDelays(scheduleScale), alertAttemptDelaysMs: alertAttemptDelays(scheduleScale) };
+}
 
 /**
  * Starts one delivery's `webhookDelivery` workflow: true when this call started it, false when

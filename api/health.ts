@@ -54,7 +54,7 @@ async function runChecks(checks: readonly ReadinessCheck[], log: GatewayState['l
  * not API errors, so they answer a status report; unauthenticated, so they name checks only: an
  * error's text (hostnames, addresses, a URL's credentials) goes to the log.
  */
-export function healthRouter(checks: HealthChecks, now: () => number = Date.now): Router<GatewayState> {
+export function healthRouter(checks: HealthChecks): Router<GatewayState> {
   const router = new Router<GatewayState>();
   let deep: { at: number; report: Promise<Report> } | null = null;
   router.get('/healthz', (ctx) => {
@@ -66,7 +66,7 @@ export function healthRouter(checks: HealthChecks, now: () => number = Date.now)
     ctx.body = report.body;
   });
   router.get('/healthz/deep', async (ctx) => {
-    const at = now();
+    const at = Date.now();
     if (!deep || at - deep.at >= DEEP_HEALTH_CACHE_MS) {
       const log = ctx.state.log;
       deep = { at, report: runChecks([...checks.ready, ...checks.deep], log).then((r) => ({ ...r, body: { ...r.body, checked_at: Math.floor(at / 1000) } })) };

@@ -94,7 +94,7 @@ export const REQUEST_LOG_RETENTION_EVERY_MS = 3_600_000;
 /** Body-clearing calls in one run (each about 2 minutes at most): a bigger backlog waits for the next run. */
 export const REQUEST_LOG_RETENTION_MAX_CLEAR_CALLS = 20;
 
-/** Media-file deletion calls in one run (each about 2 minutes at most), likewise. */
+/** Deletion calls in one run for each kind of expired file (media files, video outputs), each about 2 minutes at most, likewise. */
 export const REQUEST_LOG_RETENTION_MAX_MEDIA_CALLS = 10;
 
 export type RequestLogRetentionResult = { partitionsCreated: string[]; partitionsDropped: string[]; bodiesCleared: number; mediaFilesDeleted: number; jobOutputsDeleted?: number; finished: boolean };

@@ -1,5 +1,6 @@
 import { patched, proxyActivities } from '@temporalio/workflow';
-import type { BodyClearing, JobOutputDeletion, MediaFileDeletion, RetentionActivities } from '../activities/request-log-retention';
+import type { BodyClearing, RetentionActivities } from '../activities/request-log-retention';
+import type { ExpiredObjectDeletion } from '../core/storage/expired-objects';
 import { REQUEST_LOG_RETENTION_MAX_CLEAR_CALLS, REQUEST_LOG_RETENTION_MAX_MEDIA_CALLS, type RequestLogRetentionResult } from './definitions';
 
 const { maintainRequestLogPartitions } = proxyActivities<RetentionActivities>({
@@ -44,25 +45,23 @@ export async function requestLogRetention(): Promise<RequestLogRetentionResult> 
     bodiesDone = step.done;
     afterOrgId = step.afterOrgId;
   }
-  let mediaFilesDeleted = 0;
-  let mediaDone = true;
-  if (patched(MEDIA_FILES_RETENTION_PATCH)) {
-    mediaDone = false;
-    for (let call = 0; call < REQUEST_LOG_RETENTION_MAX_MEDIA_CALLS && !mediaDone; call++) {
-      const step: MediaFileDeletion = await deleteExpiredMediaFiles();
-      mediaFilesDeleted += step.deleted;
-      mediaDone = step.done;
-    }
+  const media = patched(MEDIA_FILES_RETENTION_PATCH) ? await deleteInCalls(deleteExpiredMediaFiles) : NOTHING_DELETED;
+  const outputs = patched(JOB_OUTPUTS_RETENTION_PATCH) ? await deleteInCalls(deleteExpiredJobOutputs) : NOTHING_DELETED;
+  return {
+    partitionsCreated: partitions.created, partitionsDropped: partitions.dropped, bodiesCleared,
+    mediaFilesDeleted: media.deleted, jobOutputsDeleted: outputs.deleted, finished: bodiesDone && media.done && outputs.done,
+  };
+}
+
+const NOTHING_DELETED: ExpiredObjectDeletion = { deleted: 0, failed: 0, done: true };
+
+/** Calls a deletion step until it is done, at most REQUEST_LOG_RETENTION_MAX_MEDIA_CALLS times (each about 2 minutes at most). */
+async function deleteInCalls(step: () => Promise<ExpiredObjectDeletion>): Promise<{ deleted: number; done: boolean }> {
+  let deleted = 0;
+  for (let call = 0; call < REQUEST_LOG_RETENTION_MAX_MEDIA_CALLS; call++) {
+    const result = await step();
+    deleted += result.deleted;
+    if (result.done) return { deleted, done: true };
   }
-  let jobOutputsDeleted = 0;
-  let outputsDone = true;
-  if (patched(JOB_OUTPUTS_RETENTION_PATCH)) {
-    outputsDone = false;
-    for (let call = 0; call < REQUEST_LOG_RETENTION_MAX_MEDIA_CALLS && !outputsDone; call++) {
-      const step: JobOutputDeletion = await deleteExpiredJobOutputs();
-      jobOutputsDeleted += step.deleted;
-      outputsDone = step.done;
-    }
-  }
-  return { partitionsCreated: partitions.created, partitionsDropped: partitions.dropped, bodiesCleared, mediaFilesDeleted, jobOutputsDeleted, finished: bodiesDone && mediaDone && outputsDone };
+  return { deleted, done: false };
 }

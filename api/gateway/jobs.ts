@@ -21,10 +21,9 @@ import { OUTPUT_RETENTION_MS, statusCheckSchedule } from '../../core/jobs/schedu
 import { VIDEO_ADAPTERS } from '../../core/providers/video';
 import { chainPosition, planCandidates } from '../../core/routing/candidates';
 import { JOB_CANCEL_SIGNAL, JOB_CANCEL_UPDATE, searchAttributeKeys, taskQueue, workflowIds, type JobCancelResult, type VideoJobInput } from '../../workflows/definitions';
-import { createDeliveryStarter, type DeliveryStartOptions } from '../../activities/webhook-dispatch';
+import { createDeliveryStarter, deliveryStartOptions } from '../../activities/webhook-dispatch';
 import { endJobUnpaid } from '../../core/jobs/end-job';
 import { errorSummary } from '../../core/logger';
-import { alertAttemptDelays, webhookAttemptDelays } from '../../core/webhooks/schedule';
 import { withTemporalDeadline } from '../temporal-client';
 import type { GatewayContext, GatewayState } from '../context';
 import { parseInput, modelName } from '../validation';
@@ -224,12 +223,7 @@ export function jobRoutes(router: Router<GatewayState>, deps: { db: Database; cl
   });
 
   /** A cancel's event deliveries start like a worker's; one that fails to start is the sweep's. */
-  const deliveryOptions: DeliveryStartOptions = {
-    taskQueue: taskQueue('webhooks', deps.jobs.taskQueuePrefix),
-    attemptDelaysMs: webhookAttemptDelays(deps.jobs.scheduleScale),
-    alertAttemptDelaysMs: alertAttemptDelays(deps.jobs.scheduleScale),
-  };
-  const startDeliveries = createDeliveryStarter(deps.jobs.temporal, deliveryOptions);
+  const startDeliveries = createDeliveryStarter(deps.jobs.temporal, deliveryStartOptions(deps.jobs.taskQueuePrefix, deps.jobs.scheduleScale));
 
   /**
    * `POST /v1/jobs/{id}/cancel` (spec 3.1): a job already terminal is 400. While a jobs worker

@@ -1,14 +1,12 @@
 import { saveHistory } from '../helpers/histories';
 import { eq } from 'drizzle-orm';
 import Stripe from 'stripe';
-import { createDeliveryStarter } from '../../activities/webhook-dispatch';
+import { createDeliveryStarter, deliveryStartOptions } from '../../activities/webhook-dispatch';
 import { jobs, notificationChannels, notificationRules, webhookDeliveries } from '../../core/db/schema';
 import { newId } from '../../core/ids';
 import type { Detection } from '../../core/findings/detection';
 import { recordDetection } from '../../core/findings/store';
-import { alertAttemptDelays, webhookAttemptDelays } from '../../core/webhooks/schedule';
 import { verifyWebhook } from '../../core/webhooks/signature';
-import { taskQueue } from '../../workflows/definitions';
 import { startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
 import { issueManagementToken } from '../../core/tenancy/management-tokens';
 import { randomClientAddress, startTestWorkers, uniquePrefix } from '../helpers/harness';
@@ -285,7 +283,7 @@ describe('webhook deliveries', () => {
     const channel = newId('nch');
     await db.insert(notificationChannels).values({ id: channel, orgId: f.tenant.orgId, kind: 'webhook', label: 'ops', webhookEndpointId: attached.id });
     await db.insert(notificationRules).values({ id: newId('nrule'), orgId: f.tenant.orgId, eventType: 'budget.threshold_crossed', channelId: channel, minSeverity: 'warning' });
-    const start = createDeliveryStarter(f.api.runtime.temporal, { taskQueue: taskQueue('webhooks', prefix), attemptDelaysMs: webhookAttemptDelays(SCALE), alertAttemptDelaysMs: alertAttemptDelays(SCALE) });
+    const start = createDeliveryStarter(f.api.runtime.temporal, deliveryStartOptions(prefix, SCALE));
     const detection = (type: Detection['type'], severity: Detection['severity']): Detection => ({
       orgId: f.tenant.orgId, type, severity, title: 'Budget crossed', summary: 'The project passed 80% of its budget.', scope: { kind: 'project', id: f.tenant.projectId },
       subject: { budget: 'spend_limit:2026-11-01:0.8' }, window: { from: new Date(), to: new Date() }, observed: 80, expected: null, threshold: 80, evidence: { fraction: 0.8 },

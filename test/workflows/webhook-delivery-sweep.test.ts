@@ -1,7 +1,7 @@
 import { ScheduleOverlapPolicy, type Client } from '@temporalio/client';
 import { eq, inArray } from 'drizzle-orm';
 import { createMcpToolSyncActivities } from '../../activities/mcp-tool-sync';
-import { createDeliveryStarter, startDeliveryWorkflow } from '../../activities/webhook-dispatch';
+import { createDeliveryStarter, deliveryStartOptions, startDeliveryWorkflow } from '../../activities/webhook-dispatch';
 import { createWebhookSweepActivities, type SweepPage } from '../../activities/webhook-sweep';
 import { systemClock } from '../../core/clock';
 import { createSealer } from '../../core/crypto/sealing';
@@ -9,7 +9,7 @@ import { jobs, notificationChannels, notificationRules, webhookDeliveries } from
 import { newId } from '../../core/ids';
 import { createGuardedDispatcher } from '../../core/net/guarded-dispatcher';
 import { queueEvents } from '../../core/webhooks/fan-out';
-import { alertAttemptDelays, WEBHOOK_SWEEP_GRACE_MS, WEBHOOK_SWEEP_MAX_AGE_MS, webhookAttemptDelays } from '../../core/webhooks/schedule';
+import { WEBHOOK_SWEEP_GRACE_MS, WEBHOOK_SWEEP_MAX_AGE_MS } from '../../core/webhooks/schedule';
 import { verifyWebhook } from '../../core/webhooks/signature';
 import { scheduleIds, taskQueue, WEBHOOK_SWEEP_EVERY_MS, type WebhookSweepResult } from '../../workflows/definitions';
 import { startTestWorkers, uniquePrefix } from '../helpers/harness';
@@ -43,7 +43,7 @@ describe('webhook delivery sweep', () => {
   let temporal: Client;
   let mcp: TestMcpServer;
   const dispatcher = createGuardedDispatcher({ allowPrivateNetwork: true });
-  const deliveryOptions = () => ({ taskQueue: taskQueue('webhooks', prefix), attemptDelaysMs: webhookAttemptDelays(SCALE), alertAttemptDelaysMs: alertAttemptDelays(SCALE) });
+  const deliveryOptions = () => deliveryStartOptions(prefix, SCALE);
   let seq = 0;
 
   beforeAll(async () => {

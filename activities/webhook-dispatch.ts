@@ -20,11 +20,13 @@ export function deliveryStartOptions(taskQueuePrefix: string, scheduleScale: num
 
 /**
  * Starts one delivery's `webhookDelivery` workflow: true when this call started it, false when
- * its id was already used. The workflow id is the delivery id and a used id is never reused, so
- * calling this again (a retried activity, the sweep) starts nothing twice, not even after the
- * delivery has finished.
+ * its id is in use. The workflow id is the delivery id, so calling this again (a retried
+ * activity) starts nothing twice. A used id is not reused, except that the sweep
+ * (`restartClosed`) starts a new run after one that was terminated, failed or timed out: such a
+ * run left its delivery pending, and the new one goes on from the attempts the row counted. A run
+ * that completed settled its delivery and is never followed.
  */
-export async function startDeliveryWorkflow(temporal: Client, options: DeliveryStartOptions, d: QueuedDelivery): Promise<boolean> {
+export async function startDeliveryWorkflow(temporal: Client, options: DeliveryStartOptions, d: QueuedDelivery, how: { restartClosed?: boolean } = {}): Promise<boolean> {
   const attemptDelaysMs = ALERT_TYPES.has(d.eventType) ? options.alertAttemptDelaysMs : options.attemptDelaysMs;
   const input: WebhookDeliveryInput = { deliveryId: d.id, orgId: d.orgId, endpointId: d.endpointId, attemptDelaysMs };
   try {
@@ -32,7 +34,7 @@ export async function startDeliveryWorkflow(temporal: Client, options: DeliveryS
       workflowId: workflowIds.webhookDelivery(d.id),
       taskQueue: options.taskQueue,
       args: [input],
-      workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
+      workflowIdReusePolicy: how.restartClosed ? WorkflowIdReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY : WorkflowIdReusePolicy.REJECT_DUPLICATE,
       typedSearchAttributes: [
         { key: searchAttributeKeys.orgId, value: d.orgId },
         { key: searchAttributeKeys.endpointId, value: d.endpointId ?? PER_REQUEST_RECEIVER },
@@ -48,7 +50,7 @@ export async function startDeliveryWorkflow(temporal: Client, options: DeliveryS
 
 /**
  * Starts one `webhookDelivery` per queued event, after the transaction that queued it has
- * committed. A start that fails here leaves its delivery pending and unattempted: the delivery
+ * committed. A start that fails here leaves its delivery pending and overdue: the delivery
  * sweep (activities/webhook-sweep.ts) starts it later.
  */
 export function createDeliveryStarter(temporal: Client, options: DeliveryStartOptions): StartDeliveries {

@@ -6,11 +6,11 @@ import { FINDINGS_SCAN_EVERY_MS, MCP_TOOL_SYNC_EVERY_MS, REQUEST_LOG_RETENTION_E
 /** A scheduled run may last this many of its intervals before it is ended (issue 34). */
 export const SCHEDULED_RUN_TIMEOUT_INTERVALS = 3;
 /** ...and never less than this, however compressed the schedule: a run's activities take real time. */
-const MIN_SCHEDULED_RUN_TIMEOUT_MS = 60_000;
+export const MIN_SCHEDULED_RUN_TIMEOUT_MS = 60_000;
 
-/** How long one run of a schedule every `everyMs` (times the scale) may last. */
-export function scheduledRunTimeoutMs(everyMs: number, scheduleScale: number): number {
-  return Math.max(MIN_SCHEDULED_RUN_TIMEOUT_MS, scaleDuration(everyMs * SCHEDULED_RUN_TIMEOUT_INTERVALS, scheduleScale));
+/** How long one run of a schedule every `everyMs` (times the scale) may last, at least `floorMs`. */
+export function scheduledRunTimeoutMs(everyMs: number, scheduleScale: number, floorMs = MIN_SCHEDULED_RUN_TIMEOUT_MS): number {
+  return Math.max(floorMs, scaleDuration(everyMs * SCHEDULED_RUN_TIMEOUT_INTERVALS, scheduleScale));
 }
 
 /**
@@ -18,7 +18,7 @@ export function scheduledRunTimeoutMs(everyMs: number, scheduleScale: number): n
  * visible in the Temporal UI, never a timer in the API). Made or brought up to date by every
  * maintenance worker as it starts, so a deploy that changes a schedule's spec applies it.
  */
-export function maintenanceSchedules(taskQueuePrefix: string, scheduleScale: number): ScheduleOptions[] {
+export function maintenanceSchedules(taskQueuePrefix: string, scheduleScale: number, minRunTimeoutMs = MIN_SCHEDULED_RUN_TIMEOUT_MS): ScheduleOptions[] {
   /**
    * One schedule on the maintenance queue: a workflow with no arguments every `everyMs` (times
    * the scale). A run still going is not joined by the next one; a missed run is not replayed.
@@ -31,7 +31,7 @@ export function maintenanceSchedules(taskQueuePrefix: string, scheduleScale: num
       type: 'startWorkflow', workflowType, workflowId: scheduleId, taskQueue: taskQueue('maintenance', taskQueuePrefix), args,
       // A stuck run (an activity retrying forever, a lost worker's task) ends here, so the
       // next one is not skipped for ever by the overlap policy.
-      workflowRunTimeout: scheduledRunTimeoutMs(everyMs, scheduleScale),
+      workflowRunTimeout: scheduledRunTimeoutMs(everyMs, scheduleScale, minRunTimeoutMs),
     },
     policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1 minute' },
     memo: { purpose },

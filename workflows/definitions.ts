@@ -68,15 +68,24 @@ export const scheduleIds = {
 export const FINDINGS_SCAN_EVERY_MS = 300_000;
 
 /** What a `findingsScan` run is told, and what it reports (visible in the Temporal UI). */
-export type FindingsScanInput = { detector: string };
-export type FindingsScanResult = { detections: number; opened: number; raised: number; resolved: number; notified: number };
+export type FindingsScanInput = {
+  detector: string;
+  /** Organizations per page (one activity each); FINDINGS_ORG_PAGE_SIZE when absent. */
+  orgPageSize?: number;
+  /** Where a run continued as new goes on: the run's time, the last organization done, the counts so far. */
+  resume?: { at: string; afterOrgId: string; counts: FindingsScanResult };
+};
+/** `pages` and `failedPages` are absent from runs started before issue 34 (one activity over every organization). */
+export type FindingsScanResult = { detections: number; opened: number; raised: number; resolved: number; notified: number; pages?: number; failedPages?: number };
+/** A detector's run looks at this many organizations per activity. */
+export const FINDINGS_ORG_PAGE_SIZE = 200;
 
 /** Every active tool-gateway server is re-listed this often (times GW_SCHEDULE_SCALE); issue 15. */
 export const MCP_TOOL_SYNC_EVERY_MS = 900_000;
 /** Servers read per page of the sync's walk; each page's servers are listed side by side. */
 export const MCP_TOOL_SYNC_PAGE_SIZE = 20;
-/** Pages in one run; a larger fleet is finished by the next runs (the walk is in id order). */
-export const MCP_TOOL_SYNC_MAX_PAGES = 500;
+/** A sync run continues as new (with its cursor) once its history holds this many events. */
+export const MCP_TOOL_SYNC_HISTORY_EVENTS = 2_000;
 
 export type McpToolSyncResult = { servers: number; synced: number; failed: number; skipped: number; toolsChanged: number; alertsQueued: number };
 
@@ -87,7 +96,8 @@ export const WEBHOOK_SWEEP_PAGE_SIZE = 100;
 /** Pages in one run; a larger backlog is finished by the next runs. */
 export const WEBHOOK_SWEEP_MAX_PAGES = 50;
 
-export type WebhookSweepResult = { checked: number; started: number; finished: boolean };
+/** `pruned`: settled deliveries deleted (runs started before issue 34 prune nothing and leave it out). */
+export type WebhookSweepResult = { checked: number; started: number; finished: boolean; pruned?: number };
 
 /** The request log's retention runs this often (times GW_SCHEDULE_SCALE). */
 export const REQUEST_LOG_RETENTION_EVERY_MS = 3_600_000;

@@ -1,6 +1,6 @@
-import { proxyActivities } from '@temporalio/workflow';
+import { continueAsNew, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { McpServerSyncSummary, McpToolSyncActivities } from '../activities/mcp-tool-sync';
-import { MCP_TOOL_SYNC_MAX_PAGES, MCP_TOOL_SYNC_PAGE_SIZE, type McpToolSyncResult } from './definitions';
+import { MCP_TOOL_SYNC_HISTORY_EVENTS, MCP_TOOL_SYNC_PAGE_SIZE, type McpToolSyncResult } from './definitions';
 
 const { listActiveMcpServers } = proxyActivities<McpToolSyncActivities>({
   startToCloseTimeout: '1 minute',
@@ -15,14 +15,24 @@ const { syncMcpServer } = proxyActivities<McpToolSyncActivities>({
 });
 
 /**
- * One run of the tool-gateway sync (started by the `gw-mcp-tool-sync` schedule): walks the
- * active servers in id order, a page at a time, listing each page's servers side by side.
+ * What a run is told: nothing from its schedule; where to go on, when a run continued as new
+ * (the last server synced and the counts so far); page size and history bound, for tests.
  */
-export async function mcpToolSync(): Promise<McpToolSyncResult> {
-  const result: McpToolSyncResult = { servers: 0, synced: 0, failed: 0, skipped: 0, toolsChanged: 0, alertsQueued: 0 };
-  let afterId: string | null = null;
-  for (let page = 0; page < MCP_TOOL_SYNC_MAX_PAGES; page++) {
-    const ids: string[] = await listActiveMcpServers({ afterId, limit: MCP_TOOL_SYNC_PAGE_SIZE });
+export type McpToolSyncInput = { afterId?: string; totals?: McpToolSyncResult; pageSize?: number; continueAfterEvents?: number };
+
+/**
+ * One run of the tool-gateway sync (started by the `gw-mcp-tool-sync` schedule): walks the
+ * active servers in id order, a page at a time, listing each page's servers side by side. Every
+ * server is synced whatever their number: before the history grows long the run continues as
+ * new with its cursor (issue 34), where it once stopped at a fixed number of pages.
+ */
+export async function mcpToolSync(input?: McpToolSyncInput): Promise<McpToolSyncResult> {
+  const result: McpToolSyncResult = input?.totals ?? { servers: 0, synced: 0, failed: 0, skipped: 0, toolsChanged: 0, alertsQueued: 0 };
+  let afterId: string | null = input?.afterId ?? null;
+  const limit = input?.pageSize ?? MCP_TOOL_SYNC_PAGE_SIZE;
+  const maxEvents = input?.continueAfterEvents ?? MCP_TOOL_SYNC_HISTORY_EVENTS;
+  for (;;) {
+    const ids: string[] = await listActiveMcpServers({ afterId, limit });
     // One server whose activity gives up (a listing slower than its timeout allows) is counted
     // failed; it does not fail the run or keep the servers on later pages from being listed.
     const settled = await Promise.allSettled(ids.map((serverId) => syncMcpServer({ serverId })));
@@ -37,8 +47,10 @@ export async function mcpToolSync(): Promise<McpToolSyncResult> {
       result.toolsChanged += summary.toolsChanged;
       result.alertsQueued += summary.alertsQueued;
     }
-    if (ids.length < MCP_TOOL_SYNC_PAGE_SIZE) break;
+    if (ids.length < limit) return result;
     afterId = ids[ids.length - 1]!;
+    if (workflowInfo().continueAsNewSuggested || workflowInfo().historyLength >= maxEvents) {
+      return continueAsNew<typeof mcpToolSync>({ ...input, afterId, totals: result });
+    }
   }
-  return result;
 }

@@ -11,7 +11,8 @@ import { budgetStatusPaths } from './data/budget-status';
 import { exportPaths } from './data/export';
 import { endUserCapOverridePaths } from './end-user-cap-overrides';
 import type { ResourceType } from './resources/resource-type';
-import { DELIVERY_LOG_SIZE, deliveryListSchema } from './webhook-deliveries';
+import { DELIVERY_LOG_SIZE } from '../../core/webhooks/fan-out';
+import { deliveryListSchema } from './webhook-deliveries';
 
 /**
  * The management OpenAPI 3.1 document (spec 4.4), generated from the same zod schemas that

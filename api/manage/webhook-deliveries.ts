@@ -5,12 +5,11 @@ import { unixOrNull } from '../../core/clock';
 import type { Database } from '../../core/db/client';
 import { DELIVERY_STATUSES, jobs, webhookDeliveries } from '../../core/db/schema';
 import { displayUrl } from '../../core/net/display-url';
+import { DELIVERY_LOG_SIZE } from '../../core/webhooks/fan-out';
 import { afterCursor, type Keyset, keysetOrder, listEnvelope, pageOf, readPage, timestampKey } from '../../core/paging';
 import type { GatewayState } from '../context';
 import { authorize } from '../middleware/management-auth';
 
-/** Spec 6.3 rule 4: the console log keeps an organization's latest 100 deliveries. */
-export const DELIVERY_LOG_SIZE = 100;
 
 const deliverySchema = z.object({
   id: z.string().meta({ description: 'The delivery id (`whd_<event id>`), also its workflow id in Temporal.' }),

@@ -17,7 +17,7 @@ import { detectThresholdCrossed } from './detectors/threshold-crossed';
 import { detectRegression } from './detectors/traffic-regression';
 import { DAY_MS, floorToDay, floorToHour, HOUR_MS, MINUTE_MS } from './detectors/robust';
 import { detectUnpricedTraffic } from './detectors/unpriced-traffic';
-import { activeCommitments, answeredMismatches, budgetUses, connectionWindows, orgPrices, providerCostDays, servedModelKeys, readPriceSnapshot, writePriceSnapshot, latencyWindows, recentCrossings, servedModels, spendSeries, unpricedModels } from './series';
+import { type OrgPage, activeCommitments, answeredMismatches, budgetUses, connectionWindows, orgPrices, providerCostDays, servedModelKeys, readPriceSnapshot, writePriceSnapshot, latencyWindows, recentCrossings, servedModels, spendSeries, unpricedModels } from './series';
 import { knownFingerprints, recordDetection, resolveCleared, type NotifyOptions } from './store';
 
 /** `spend.anomaly` fires only on at least this many dollars above the usual hour (issue 22). */
@@ -42,7 +42,7 @@ export type Detector = {
   types: readonly AlertEventType[];
   windowMs(settings: ScanSettings): number;
   /** The detections; with `afterRecorded`, work to do once they are recorded (state the next run compares with). */
-  detect(db: Executor, now: Date, settings: ScanSettings): Promise<Detection[] | { detections: Detection[]; afterRecorded(): Promise<void> }>;
+  detect(db: Executor, now: Date, settings: ScanSettings, orgs?: OrgPage): Promise<Detection[] | { detections: Detection[]; afterRecorded(): Promise<void> }>;
 };
 
 const lastCompleteHour = (now: Date) => new Date(floorToHour(now).getTime() - HOUR_MS);
@@ -52,8 +52,8 @@ export const DETECTORS: readonly Detector[] = [
     name: 'spend-anomaly',
     types: ['spend.anomaly'],
     windowMs: () => HOUR_MS,
-    async detect(db, now, settings) {
-      const { series, projectOfKey, dollarFloorOf } = await spendSeries(db, lastCompleteHour(now));
+    async detect(db, now, settings, orgs) {
+      const { series, projectOfKey, dollarFloorOf } = await spendSeries(db, lastCompleteHour(now), orgs);
       const found = series
         .map((s) => detectSpendAnomaly(s, now, { dollarFloor: dollarFloorOf.get(s.orgId) ?? settings.anomalyDollarFloor }))
         .filter((d): d is Detection => d !== null);
@@ -64,15 +64,15 @@ export const DETECTORS: readonly Detector[] = [
     name: 'budget-forecast',
     types: ['spend.forecast_over_budget'],
     windowMs: () => HOUR_MS,
-    async detect(db, now) {
+    async detect(db, now, _settings, orgs) {
       const found: Detection[] = [];
-      for (const use of await budgetUses(db, now)) {
+      for (const use of await budgetUses(db, now, orgs)) {
         const detection = detectForecastOverBudget(use, now);
         // A key's budget names its project, for rules and restricted tokens scoped to it.
         if (detection) found.push(use.scope.kind === 'key' ? Object.assign(detection, { evidence: Object.assign({ project_id: use.projectId }, detection.evidence) }) : detection);
       }
       // Provider commitments in their period (issue 23): the same forecast on what they consumed.
-      for (const c of await activeCommitments(db, now)) {
+      for (const c of await activeCommitments(db, now, orgs)) {
         const detection = detectForecastOverBudget(commitmentAsBudget(c, commitmentFigures(c, await commitmentSpend(db, c, now), now)), now);
         if (detection) found.push(detection);
       }
@@ -83,10 +83,10 @@ export const DETECTORS: readonly Detector[] = [
     name: 'cost-drift',
     types: ['cost.drift'],
     windowMs: () => DAY_MS,
-    async detect(db, now, settings) {
+    async detect(db, now, settings, orgs) {
       const day = new Date(floorToDay(now).getTime() - DAY_MS);
-      const days = await providerCostDays(db, day);
-      const served = await servedModelKeys(db, new Date(now.getTime() - DAY_MS), now);
+      const days = await providerCostDays(db, day, orgs);
+      const served = await servedModelKeys(db, new Date(now.getTime() - DAY_MS), now, orgs);
       if (days.length === 0 && served.length === 0) return [];
       const catalog = await settings.catalog();
       const prices = new Map<string, PriceEntry[]>();
@@ -126,9 +126,9 @@ export const DETECTORS: readonly Detector[] = [
     name: 'unpriced-traffic',
     types: ['unpriced.traffic'],
     windowMs: () => HOUR_MS,
-    async detect(db, now) {
+    async detect(db, now, _settings, orgs) {
       // "In the last hour" is the 60 minutes up to now, so unpriced traffic is told within one scan.
-      return (await unpricedModels(db, new Date(now.getTime() - HOUR_MS), now)).map(detectUnpricedTraffic).filter((d): d is Detection => d !== null);
+      return (await unpricedModels(db, new Date(now.getTime() - HOUR_MS), now, orgs)).map(detectUnpricedTraffic).filter((d): d is Detection => d !== null);
     },
   },
   {
@@ -137,8 +137,8 @@ export const DETECTORS: readonly Detector[] = [
     // A crossing is an event: each becomes one finding, opened (and notified) once, whatever ran
     // or was down in between; it resolves once runs stop seeing it, the next one.
     windowMs: (settings) => 2 * settings.everyMs,
-    async detect(db, now) {
-      const crossings = (await recentCrossings(db, new Date(now.getTime() - CROSSING_LOOKBACK_MS))).map(detectThresholdCrossed);
+    async detect(db, now, _settings, orgs) {
+      const crossings = (await recentCrossings(db, new Date(now.getTime() - CROSSING_LOOKBACK_MS), orgs)).map(detectThresholdCrossed);
       const known = await knownFingerprints(db, 'budget.threshold_crossed', [...new Set(crossings.map((c) => c.orgId))]);
       return crossings.filter((c) => !known.has(`${c.orgId}|${fingerprintOf(c)}`));
     },
@@ -147,26 +147,26 @@ export const DETECTORS: readonly Detector[] = [
     name: 'connection-failing',
     types: ['connection.failing'],
     windowMs: () => 5 * MINUTE_MS,
-    async detect(db, now) {
-      return (await connectionWindows(db, new Date(now.getTime() - 5 * MINUTE_MS), now)).map(detectConnectionFailing).filter((d): d is Detection => d !== null);
+    async detect(db, now, _settings, orgs) {
+      return (await connectionWindows(db, new Date(now.getTime() - 5 * MINUTE_MS), now, orgs)).map(detectConnectionFailing).filter((d): d is Detection => d !== null);
     },
   },
   {
     name: 'traffic-regression',
     types: ['traffic.regression'],
     windowMs: () => HOUR_MS,
-    async detect(db, now) {
-      return (await latencyWindows(db, new Date(now.getTime() - HOUR_MS), now)).map(detectRegression).filter((d): d is Detection => d !== null);
+    async detect(db, now, _settings, orgs) {
+      return (await latencyWindows(db, new Date(now.getTime() - HOUR_MS), now, orgs)).map(detectRegression).filter((d): d is Detection => d !== null);
     },
   },
   {
     name: 'model-changed',
     types: ['traffic.model_changed'],
     windowMs: () => HOUR_MS,
-    async detect(db, now) {
+    async detect(db, now, _settings, orgs) {
       const from = new Date(now.getTime() - HOUR_MS);
-      const changed = (await servedModels(db, from, now)).flatMap(detectModelChanged);
-      const mismatched = (await answeredMismatches(db, from, now)).map(detectAnsweredMismatch).filter((d): d is Detection => d !== null);
+      const changed = (await servedModels(db, from, now, orgs)).flatMap(detectModelChanged);
+      const mismatched = (await answeredMismatches(db, from, now, orgs)).map(detectAnsweredMismatch).filter((d): d is Detection => d !== null);
       return [...changed, ...mismatched];
     },
   },
@@ -211,13 +211,15 @@ export function detectorNamed(name: string): Detector {
 export type ScanResult = { detections: number; opened: number; raised: number; resolved: number; deliveries: QueuedDelivery[] };
 
 /**
- * One detector's run: records each detection as a finding (opening, updating or raising it, and
- * queueing the notifications of the opened and raised), then resolves its findings that stayed
- * clear for a whole window. Safe to run again: a repeated detection updates, it never re-opens.
+ * One detector's run over a page of organizations (every one when `orgs` is absent): records
+ * each detection as a finding (opening, updating or raising it, and queueing the notifications
+ * of the opened and raised), then resolves the page's findings that stayed clear for a whole
+ * window. Safe to run again: a repeated detection updates, it never re-opens. `progress` is
+ * called after each detection recorded (the activity heartbeats there).
  */
-export async function runDetector(db: Executor, detector: Detector, now: Date, settings: ScanSettings, notify: NotifyOptions): Promise<ScanResult> {
+export async function runDetector(db: Executor, detector: Detector, now: Date, settings: ScanSettings, notify: NotifyOptions, orgs?: OrgPage, progress?: (recorded: number) => void): Promise<ScanResult> {
   const result: ScanResult = { detections: 0, opened: 0, raised: 0, resolved: 0, deliveries: [] };
-  const run = await detector.detect(db, now, settings);
+  const run = await detector.detect(db, now, settings, orgs);
   const detections = Array.isArray(run) ? run : run.detections;
   for (const detection of detections) {
     const change = await recordDetection(db, detection, now, notify);
@@ -225,9 +227,10 @@ export async function runDetector(db: Executor, detector: Detector, now: Date, s
     if (change.change === 'opened') result.opened++;
     if (change.change === 'raised') result.raised++;
     result.deliveries.push(...change.deliveries);
+    progress?.(result.detections);
   }
   if (!Array.isArray(run)) await run.afterRecorded();
   const clearSince = new Date(now.getTime() - detector.windowMs(settings));
-  result.resolved = (await resolveCleared(db, detector.types, clearSince, now)).length;
+  result.resolved = (await resolveCleared(db, detector.types, clearSince, now, orgs)).length;
   return result;
 }

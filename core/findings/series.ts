@@ -1,4 +1,4 @@
-import { and, eq, gt, lte, sql } from 'drizzle-orm';
+import { and, eq, gt, inArray, lte, sql } from 'drizzle-orm';
 import { commitments, modelPrices, priceSnapshots, type CommitmentRow } from '../db/schema';
 import { MCP_CALL_ENDPOINT } from '../mcp/log-endpoint';
 import type { Executor } from '../db/client';
@@ -20,6 +20,18 @@ import type { PriceEntry } from '../routing/org-config';
 
 
 type Row = Record<string, unknown>;
+
+/**
+ * The organizations a detector's run looks at: one page of them (issue 34: a run pages through
+ * organizations, so one large tenant's page cannot fail the others'), or every one when absent.
+ */
+export type OrgPage = readonly string[] | undefined;
+
+/** ` and <column> in (<page>)`, or nothing for every organization. */
+function inPage(column: string, orgs: OrgPage) {
+  if (orgs === undefined) return sql``;
+  return orgs.length === 0 ? sql` and false` : sql` and ${sql.raw(column)} in ${orgs}`;
+}
 async function rows(db: Executor, query: ReturnType<typeof sql>): Promise<Row[]> {
   return (await db.execute(query)).rows as Row[];
 }
@@ -31,13 +43,13 @@ async function rows(db: Executor, query: ReturnType<typeof sql>): Promise<Row[]>
  */
 export type SpendSeriesSet = { series: SpendSeries[]; projectOfKey: Map<string, string>; dollarFloorOf: Map<string, number> };
 
-export async function spendSeries(db: Executor, target: Date): Promise<SpendSeriesSet> {
+export async function spendSeries(db: Executor, target: Date, orgs?: OrgPage): Promise<SpendSeriesSet> {
   const from = new Date(target.getTime() - 35 * DAY_MS);
   const found = await rows(db, sql`
     select org_id, project_id, key_id, hour, sum(cost)::float8 as cost, sum(requests)::int as requests
     from usage_hourly
     where hour >= ${from.toISOString()}::timestamptz and hour <= ${target.toISOString()}::timestamptz
-      and org_id in (select distinct org_id from usage_hourly where hour = ${target.toISOString()}::timestamptz and requests > 0)
+      and org_id in (select distinct org_id from usage_hourly where hour = ${target.toISOString()}::timestamptz and requests > 0${inPage('org_id', orgs)})
     group by org_id, project_id, key_id, hour`);
   const series = new Map<string, SpendSeries & { byHour: Map<number, HourlySpend> }>();
   const add = (orgId: string, kind: SpendSeries['scope']['kind'], id: string, hour: Date, cost: number, requests: number) => {
@@ -71,7 +83,7 @@ export async function spendSeries(db: Executor, target: Date): Promise<SpendSeri
     select org_id, user_id, hour, sum(cost)::float8 as cost, sum(requests)::int as requests
     from usage_hourly
     where hour >= ${from.toISOString()}::timestamptz and hour <= ${target.toISOString()}::timestamptz
-      and (org_id, user_id) in (select distinct org_id, user_id from usage_hourly where hour = ${target.toISOString()}::timestamptz and requests > 0 and user_id <> '')
+      and (org_id, user_id) in (select distinct org_id, user_id from usage_hourly where hour = ${target.toISOString()}::timestamptz and requests > 0 and user_id <> ''${inPage('org_id', orgs)})
     group by org_id, user_id, hour`);
   for (const r of customers) add(String(r.org_id), 'end_user', String(r.user_id), new Date(r.hour as string | Date), Number(r.cost), Number(r.requests));
   const sorted = [...series.values()].map(({ orgId, scope, hours }) => ({ orgId, scope, hours: hours.sort((a, b) => a.hour.getTime() - b.hour.getTime()) }));
@@ -86,11 +98,11 @@ export async function spendSeries(db: Executor, target: Date): Promise<SpendSeri
  * from the request log: the hourly rollup would only tell about a whole clock hour, an hour late.
  * As the rollup counts them: status 2xx, cost null, by the model asked for.
  */
-export async function unpricedModels(db: Executor, from: Date, to: Date): Promise<UnpricedModel[]> {
+export async function unpricedModels(db: Executor, from: Date, to: Date, orgs?: OrgPage): Promise<UnpricedModel[]> {
   const found = await rows(db, sql`
     select org_id, coalesce(requested_model, '') as model, count(*)::int as requests from request_logs
     where created_at > ${from.toISOString()}::timestamptz and created_at <= ${to.toISOString()}::timestamptz
-      and cost is null and status between 200 and 299
+      and cost is null and status between 200 and 299${inPage('org_id', orgs)}
     group by 1, 2`);
   return found.map((r) => ({ orgId: String(r.org_id), model: String(r.model) || '(unnamed)', from, to, requests: Number(r.requests) }));
 }
@@ -99,10 +111,10 @@ export async function unpricedModels(db: Executor, from: Date, to: Date): Promis
 const BUDGET_OF_SCOPE: Record<string, string> = { project: 'spend_limit', member: 'member_budget', organization: 'hard_cap', key: 'credit_limit' };
 
 /** Budget `alert_at` crossings recorded since `since` (spec 2.6). */
-export async function recentCrossings(db: Executor, since: Date): Promise<Crossing[]> {
+export async function recentCrossings(db: Executor, since: Date, orgs?: OrgPage): Promise<Crossing[]> {
   const found = await rows(db, sql`
     select org_id, scope, "window", fraction::float8 as fraction, "limit"::float8 as "limit", spent::float8 as spent, crossed_at
-    from budget_crossings where crossed_at > ${since.toISOString()}::timestamptz`);
+    from budget_crossings where crossed_at > ${since.toISOString()}::timestamptz${inPage('org_id', orgs)}`);
   return found.map((r) => {
     const [kind, ...rest] = String(r.scope).split(':');
     return {
@@ -120,11 +132,11 @@ export async function recentCrossings(db: Executor, since: Date): Promise<Crossi
 
 
 /** Every connection's attempts in `[from, to)` from the request log, failures by reason class. */
-export async function connectionWindows(db: Executor, from: Date, to: Date): Promise<ConnectionWindow[]> {
+export async function connectionWindows(db: Executor, from: Date, to: Date, orgs?: OrgPage): Promise<ConnectionWindow[]> {
   const found = await rows(db, sql`
     select r.org_id, a->>'connection_id' as connection_id, a->>'outcome' as outcome, count(*)::int as n
     from request_logs r, jsonb_array_elements(r.attempts) a
-    where r.created_at >= ${from.toISOString()}::timestamptz and r.created_at < ${to.toISOString()}::timestamptz
+    where r.created_at >= ${from.toISOString()}::timestamptz and r.created_at < ${to.toISOString()}::timestamptz${inPage('r.org_id', orgs)}
     group by 1, 2, 3`);
   const windows = new Map<string, ConnectionWindow>();
   for (const r of found) {
@@ -146,7 +158,7 @@ export async function connectionWindows(db: Executor, from: Date, to: Date): Pro
  * Latency p95 and error rate of each (served model, connection) in `[from, to)` against the
  * seven days before `from`.
  */
-export async function latencyWindows(db: Executor, from: Date, to: Date): Promise<LatencyWindow[]> {
+export async function latencyWindows(db: Executor, from: Date, to: Date, orgs?: OrgPage): Promise<LatencyWindow[]> {
   const trailingFrom = new Date(from.getTime() - 7 * DAY_MS);
   const found = await rows(db, sql`
     select org_id, served_model, connection_id, created_at >= ${from.toISOString()}::timestamptz as current,
@@ -156,7 +168,7 @@ export async function latencyWindows(db: Executor, from: Date, to: Date): Promis
     from request_logs
     where created_at >= ${trailingFrom.toISOString()}::timestamptz and created_at < ${to.toISOString()}::timestamptz
       and served_model is not null and connection_id is not null
-      and endpoint <> ${MCP_CALL_ENDPOINT} and cache_status is distinct from 'hit'
+      and endpoint <> ${MCP_CALL_ENDPOINT} and cache_status is distinct from 'hit'${inPage('org_id', orgs)}
     group by 1, 2, 3, 4`);
   const windows = new Map<string, LatencyWindow>();
   for (const r of found) {
@@ -175,7 +187,7 @@ export async function latencyWindows(db: Executor, from: Date, to: Date): Promis
  * The models that served each route and each requested model in `[from, to)`, beside those
  * that served it in the seven days before.
  */
-export async function servedModels(db: Executor, from: Date, to: Date): Promise<ServedModels[]> {
+export async function servedModels(db: Executor, from: Date, to: Date, orgs?: OrgPage): Promise<ServedModels[]> {
   const trailingFrom = new Date(from.getTime() - 7 * DAY_MS);
   const found = await rows(db, sql`
     select org_id, case when route_slug is not null then 'route' else 'model' end as asked_kind,
@@ -185,7 +197,7 @@ export async function servedModels(db: Executor, from: Date, to: Date): Promise<
     from request_logs
     where created_at >= ${trailingFrom.toISOString()}::timestamptz and created_at < ${to.toISOString()}::timestamptz
       and served_model is not null and coalesce(route_slug, requested_model) is not null
-      and endpoint <> ${MCP_CALL_ENDPOINT}
+      and endpoint <> ${MCP_CALL_ENDPOINT}${inPage('org_id', orgs)}
     group by 1, 2, 3, 4, 5`);
   const byAsked = new Map<string, ServedModels>();
   for (const r of found) {
@@ -212,9 +224,9 @@ type BudgetRow = { orgId: string; scope: BudgetUse['scope']; budget: BudgetUse['
  * `hard_cap` and `monthly_target`), with its spend so far in its current period and in the last
  * 24 hours, from the settled spend ledger.
  */
-export async function budgetUses(db: Executor, now: Date): Promise<Array<BudgetUse & { projectId: string | null }>> {
+export async function budgetUses(db: Executor, now: Date, orgs?: OrgPage): Promise<Array<BudgetUse & { projectId: string | null }>> {
   const dayAgo = new Date(now.getTime() - DAY_MS).toISOString();
-  const active = sql`(select distinct org_id from spend_ledger where state = 'settled' and created_at > ${dayAgo}::timestamptz)`;
+  const active = sql`(select distinct org_id from spend_ledger where state = 'settled' and created_at > ${dayAgo}::timestamptz${inPage('org_id', orgs)})`;
   const found = await rows(db, sql`
     select * from (
       select distinct on (k.lineage_id) k.org_id, 'key' as kind, k.lineage_id as scope_id, 'credit_limit' as budget,
@@ -267,7 +279,7 @@ export type ProviderCostDay = {
 };
 
 /** The day `[day, day + 1 d)`'s requests priced by the provider's own figure, per organization, provider and model. */
-export async function providerCostDays(db: Executor, day: Date): Promise<ProviderCostDay[]> {
+export async function providerCostDays(db: Executor, day: Date, orgs?: OrgPage): Promise<ProviderCostDay[]> {
   const to = new Date(day.getTime() + DAY_MS);
   const found = await rows(db, sql`
     select org_id, provider, served_model, count(*)::int as requests, sum(cost)::float8 as reported,
@@ -276,7 +288,7 @@ export async function providerCostDays(db: Executor, day: Date): Promise<Provide
       sum(coalesce((usage->>'completion_tokens')::bigint, 0))::float8 as completion
     from request_logs
     where created_at >= ${day.toISOString()}::timestamptz and created_at < ${to.toISOString()}::timestamptz
-      and price_source = 'provider' and cost is not null and served_model is not null and provider is not null
+      and price_source = 'provider' and cost is not null and served_model is not null and provider is not null${inPage('org_id', orgs)}
     group by 1, 2, 3`);
   return found.map((r) => ({
     orgId: String(r.org_id), provider: String(r.provider), model: String(r.served_model), day, requests: Number(r.requests), reported: Number(r.reported),
@@ -293,11 +305,11 @@ export async function orgPrices(db: Executor, orgId: string): Promise<PriceEntry
 }
 
 /** The (organization, provider, model)s that served requests in `[from, to)`. */
-export async function servedModelKeys(db: Executor, from: Date, to: Date): Promise<Array<{ orgId: string; provider: string; model: string }>> {
+export async function servedModelKeys(db: Executor, from: Date, to: Date, orgs?: OrgPage): Promise<Array<{ orgId: string; provider: string; model: string }>> {
   const found = await rows(db, sql`
     select distinct org_id, provider, served_model from request_logs
     where created_at >= ${from.toISOString()}::timestamptz and created_at < ${to.toISOString()}::timestamptz
-      and served_model is not null and provider is not null`);
+      and served_model is not null and provider is not null${inPage('org_id', orgs)}`);
   return found.map((r) => ({ orgId: String(r.org_id), provider: String(r.provider), model: String(r.served_model) }));
 }
 
@@ -325,19 +337,19 @@ export async function writePriceSnapshot(db: Executor, key: { orgId: string; pro
  * snapshot of the asked model (`gpt-4o` answered as `gpt-4o-2024-11-20`) is the same model and
  * not counted: providers answer so as a rule, and flagging it would be noise every hour.
  */
-export async function answeredMismatches(db: Executor, from: Date, to: Date): Promise<AnsweredMismatch[]> {
+export async function answeredMismatches(db: Executor, from: Date, to: Date, orgs?: OrgPage): Promise<AnsweredMismatch[]> {
   const found = await rows(db, sql`
     select r.org_id, r.connection_id, a->>'model' as asked, r.served_model as answered, count(*)::int as requests
     from request_logs r, jsonb_array_elements(r.attempts) a
     where r.created_at >= ${from.toISOString()}::timestamptz and r.created_at < ${to.toISOString()}::timestamptz
       and a->>'outcome' = 'ok' and r.connection_id is not null and r.served_model is not null
       and a->>'connection_id' = r.connection_id and a->>'model' <> r.served_model
-      and not starts_with(r.served_model, a->>'model') and not starts_with(a->>'model', r.served_model)
+      and not starts_with(r.served_model, a->>'model') and not starts_with(a->>'model', r.served_model)${inPage('r.org_id', orgs)}
     group by 1, 2, 3, 4`);
   return found.map((r) => ({ orgId: String(r.org_id), connectionId: String(r.connection_id), asked: String(r.asked), answered: String(r.answered), requests: Number(r.requests), from, to }));
 }
 
 /** Commitments whose period holds `now`. */
-export async function activeCommitments(db: Executor, now: Date): Promise<CommitmentRow[]> {
-  return db.select().from(commitments).where(and(lte(commitments.periodStart, now), gt(commitments.periodEnd, now)));
+export async function activeCommitments(db: Executor, now: Date, orgs?: OrgPage): Promise<CommitmentRow[]> {
+  return db.select().from(commitments).where(and(lte(commitments.periodStart, now), gt(commitments.periodEnd, now), orgs === undefined ? undefined : orgs.length ? inArray(commitments.orgId, [...orgs]) : sql`false`));
 }

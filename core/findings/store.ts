@@ -113,15 +113,15 @@ async function notifiedSince(db: Executor, orgId: string, fingerprint: string, s
  * Resolves the live findings of these types whose condition has been clear for a whole
  * detection window: not seen since `clearSince`. Answers the resolved ones.
  */
-export async function resolveCleared(db: Executor, types: readonly AlertEventType[], clearSince: Date, now: Date, orgId?: string): Promise<FindingRow[]> {
-  if (types.length === 0) return [];
+export async function resolveCleared(db: Executor, types: readonly AlertEventType[], clearSince: Date, now: Date, orgIds?: readonly string[]): Promise<FindingRow[]> {
+  if (types.length === 0 || orgIds?.length === 0) return [];
   return db.update(findings)
     .set({ status: 'resolved', resolvedAt: now, updatedAt: now, version: sql`${findings.version} + 1` })
     .where(and(
       inArray(findings.type, [...types]),
       ne(findings.status, 'resolved'),
       lte(findings.lastSeenAt, clearSince),
-      orgId ? eq(findings.orgId, orgId) : undefined,
+      orgIds ? inArray(findings.orgId, [...orgIds]) : undefined,
     ))
     .returning();
 }

@@ -1,4 +1,4 @@
-import { eq } from 'drizzle-orm';
+import { asc, eq, gt } from 'drizzle-orm';
 import type { Database, Executor } from '../db/client';
 import { DEFAULT_ENVIRONMENTS, environments, members, organizations, type MemberRole, type Plan } from '../db/schema';
 import { newId } from '../ids';
@@ -43,4 +43,11 @@ export async function addMember(db: Executor, orgId: string, email: string, role
 export async function findOwner(db: Executor, orgId: string): Promise<string | null> {
   const rows = await db.select({ id: members.id, role: members.role }).from(members).where(eq(members.orgId, orgId));
   return rows.find((m) => m.role === 'owner')?.id ?? null;
+}
+
+/** Ids of organizations after `afterId`, in id order: how work over every tenant pages (issue 34). */
+export async function organizationIdsAfter(db: Executor, afterId: string | null, limit: number): Promise<string[]> {
+  const rows = await db.select({ id: organizations.id }).from(organizations)
+    .where(afterId ? gt(organizations.id, afterId) : undefined).orderBy(asc(organizations.id)).limit(limit);
+  return rows.map((r) => r.id);
 }

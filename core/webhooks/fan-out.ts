@@ -16,6 +16,9 @@ export type Receiver = {
 /** A queued delivery, as the starter of its `webhookDelivery` workflow needs it. */
 export type QueuedDelivery = { id: string; orgId: string; eventId: string; eventType: string; endpointId: string | null };
 
+/** Spec 6.3 rule 4: the console log keeps an organization's latest 100 deliveries. */
+export const DELIVERY_LOG_SIZE = 100;
+
 /** The delivery's id is its workflow id: `whd_<event id>`. */
 export function deliveryIdOf(eventId: string): string {
   return `whd_${eventId}`;
@@ -63,21 +66,44 @@ export async function pendingJobDeliveries(db: Executor, jobId: string): Promise
 }
 
 /**
- * Deliveries of any event (job or alert) queued between `queuedAfter` and `queuedBefore` and
- * never attempted, in id order after `afterId`: what the sweep (re)starts. A started workflow
- * makes its first attempt at once, so a delivery this old without one almost surely never had
- * its workflow started (the start after the commit failed); starting it again is harmless, the
- * delivery id being the workflow's business id.
+ * Pending deliveries of any event (job or alert) whose next step is overdue by `dueBefore`, in id
+ * order after `afterId`: what the sweep (re)starts. A pending delivery's next step is its next
+ * attempt (`next_attempt_at`, the queueing time before the first) or, while an attempt is under
+ * way, the end of that attempt (`updated_at`). A live workflow keeps it on time, so one this late
+ * has no workflow making progress: its start after the commit failed, or its workflow was
+ * terminated, timed out or lost. Read through the partial index on pending rows, which holds only
+ * deliveries in flight. Starting a live workflow again is harmless, the delivery id being its id.
  */
-export async function unattemptedDeliveries(db: Executor, page: { queuedAfter: Date; queuedBefore: Date; afterId: string | null; limit: number }): Promise<QueuedDelivery[]> {
+export async function overdueDeliveries(db: Executor, page: { dueBefore: Date; afterId: string | null; limit: number }): Promise<QueuedDelivery[]> {
   return db.select({ id: webhookDeliveries.id, orgId: webhookDeliveries.orgId, eventId: webhookDeliveries.eventId, eventType: webhookDeliveries.eventType, endpointId: webhookDeliveries.endpointId })
     .from(webhookDeliveries)
     .where(and(
       eq(webhookDeliveries.status, 'pending'),
-      eq(webhookDeliveries.attempts, 0),
-      lt(webhookDeliveries.createdAt, page.queuedBefore),
-      gt(webhookDeliveries.createdAt, page.queuedAfter),
+      lt(sql`coalesce(${webhookDeliveries.nextAttemptAt}, ${webhookDeliveries.updatedAt})`, page.dueBefore),
       page.afterId ? gt(webhookDeliveries.id, page.afterId) : undefined,
     ))
     .orderBy(asc(webhookDeliveries.id)).limit(page.limit);
+}
+
+/**
+ * Deletes up to `limit` settled deliveries (succeeded or failed) that have left their
+ * organization's delivery log (its latest `keep`, spec 6.3 rule 4) and settled before
+ * `settledBefore`; answers how many. Pending ones are never pruned. Each organization's edge is
+ * found through its (org, created_at) index, so the cost follows what is pruned, not the table.
+ */
+export async function pruneSettledDeliveries(db: Executor, page: { keep: number; settledBefore: Date; limit: number }): Promise<number> {
+  const result = await db.execute(sql`
+    delete from webhook_deliveries where id in (
+      select d.id from (
+        select o.id as org_id, edge.created_at, edge.id from organizations o
+        cross join lateral (
+          select w.created_at, w.id from webhook_deliveries w where w.org_id = o.id
+          order by w.created_at desc, w.id desc offset ${page.keep - 1} limit 1
+        ) edge
+      ) log_edge
+      join webhook_deliveries d on d.org_id = log_edge.org_id and (d.created_at, d.id) < (log_edge.created_at, log_edge.id)
+      where d.status <> 'pending' and d.updated_at < ${page.settledBefore.toISOString()}::timestamptz
+      limit ${page.limit}
+    )`);
+  return result.rowCount ?? 0;
 }

@@ -37,16 +37,17 @@ export function alertAttemptDelays(scale: number): number[] {
 }
 
 /**
- * A delivery queued this long ago and never attempted is started by the sweep (issue 20). Well
- * past the normal start right after the commit and a retried job step's own restart, so the
- * sweep does not race them; not scaled, since it waits for those real-time paths.
+ * A pending delivery whose next step is this overdue is started by the sweep (issues 20, 34). Well
+ * past the normal start right after the commit, a retried job step's own restart and a worker's
+ * restart, so the sweep does not race them; not scaled, since it waits for those real-time paths.
  */
 export const WEBHOOK_SWEEP_GRACE_MS = 10 * 60_000;
 
 /**
- * The sweep looks no further back than this: a delivery left pending and unattempted for longer
- * (one whose workflow an operator terminated, say) is left as it is, so such rows cannot pile
- * up at the front of every run and crowd out new ones. Three days is far past the 16 hours of a
- * delivery's own schedule and any outage the sweep should bridge.
+ * Settled deliveries outside their organization's delivery log (its latest 100) are pruned by
+ * the sweep once settled this long: a job's timeline still shows its recent deliveries.
  */
-export const WEBHOOK_SWEEP_MAX_AGE_MS = 3 * 86_400_000;
+export const DELIVERY_PRUNE_AFTER_MS = 7 * 86_400_000;
+
+/** At most this many deliveries pruned per sweep run, so one run's delete stays short. */
+export const DELIVERY_PRUNE_BATCH = 5_000;

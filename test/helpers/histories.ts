@@ -12,11 +12,11 @@ export const HISTORIES_DIR = path.join(__dirname, '..', 'replay', 'histories');
  * go on replaying. After a deliberate workflow change (behind `patched()`), record the new
  * branch under a new name: `GW_RECORD_HISTORIES=1 npm test -- <the test file>`, review, commit.
  */
-export async function saveHistory(name: string, workflowId: string): Promise<void> {
+export async function saveHistory(name: string, workflowId: string, runId?: string): Promise<void> {
   if (process.env.GW_RECORD_HISTORIES !== '1') return;
   const file = path.join(HISTORIES_DIR, `${name}.json`);
   if (fs.existsSync(file)) return;
-  const json = execFileSync(resolveTemporalCli(), ['workflow', 'show', '--workflow-id', workflowId, '--output', 'json', '--address', process.env.TEMPORAL_ADDRESS!], { encoding: 'utf8' });
+  const json = execFileSync(resolveTemporalCli(), ['workflow', 'show', '--workflow-id', workflowId, ...(runId ? ['--run-id', runId] : []), '--output', 'json', '--address', process.env.TEMPORAL_ADDRESS!], { encoding: 'utf8' });
   fs.mkdirSync(HISTORIES_DIR, { recursive: true });
   fs.writeFileSync(file, json);
 }

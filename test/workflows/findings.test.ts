@@ -138,7 +138,7 @@ describe('findings: detection, lifecycle and notification', () => {
       return recent.length > before ? recent.at(-1) : null;
     }, 'the triggered run');
     const result = await temporal.workflow.getHandle(action!.action.workflow.workflowId, action!.action.workflow.firstExecutionRunId).result();
-    await saveHistory(`findings-scan-${detector}`, action!.action.workflow.workflowId);
+    await saveHistory(`findings-scan-by-organization-${detector}`, action!.action.workflow.workflowId);
     return result;
   }
 

@@ -16,6 +16,7 @@ import { manageClient, startManagementFixture, type ManagementFixture } from '..
 import { startListingMcpServer, type ListingMode } from '../helpers/mcp-listings';
 import { startTestMcpServer, type TestMcpServer } from '../helpers/mcp-servers';
 import { saveHistory } from '../helpers/histories';
+import { until } from '../helpers/until';
 
 type Tool = { id: string; server_id: string; upstream_name: string; state: string; definition_sha256: string; approved_sha256: string | null };
 
@@ -202,6 +203,33 @@ describe('MCP tool sync', () => {
       } finally {
         await other.close();
       }
+    } finally {
+      await workers.shutdown();
+    }
+  });
+
+  it('syncs every active server whatever their number: a run continues as new with its cursor (issue 34)', async () => {
+    const prefix = uniquePrefix('mcpcan');
+    const workers = await startTestWorkers(['maintenance'], prefix, { GW_ALLOW_PRIVATE_NETWORK: 'true' });
+    try {
+      const c = fixture.client;
+      for (let i = 0; i < 3; i++) expect((await c.post('/mcp_servers', { slug: slug('can'), name: `can ${i}`, url: server.url })).status).toBe(201);
+      const active = await activities.listActiveMcpServers({ afterId: null, limit: 10_000 });
+      const temporal = new Client({ connection: workers.connection, namespace: 'default' });
+      // Two servers a page and a history bound of one event: every page ends its run.
+      const handle = await temporal.workflow.start('mcpToolSync', { taskQueue: taskQueue('maintenance', prefix), workflowId: `${prefix}run`, args: [{ pageSize: 2, continueAfterEvents: 1 }] });
+      const result = (await handle.result()) as McpToolSyncResult;
+      await saveHistory('mcp-tool-sync-continued-as-new', `${prefix}run`, handle.firstExecutionRunId);
+      expect(result.servers).toBeGreaterThanOrEqual(active.length);
+      expect(result.synced + result.failed + result.skipped).toBe(result.servers);
+      const first = await temporal.workflow.getHandle(`${prefix}run`, handle.firstExecutionRunId).describe();
+      expect(first.status.name).toBe('CONTINUED_AS_NEW');
+      // One run per page of two (visibility catches up with the last run's close shortly).
+      await until(async () => {
+        let runs = 0;
+        for await (const _ of temporal.workflow.list({ query: `WorkflowId = '${prefix}run'` })) runs++;
+        return runs >= Math.ceil(active.length / 2) || null;
+      }, 'a run per page');
     } finally {
       await workers.shutdown();
     }

@@ -1,5 +1,5 @@
 import { ScheduleOverlapPolicy, type Client } from '@temporalio/client';
-import { eq, inArray } from 'drizzle-orm';
+import { and, desc, eq, inArray } from 'drizzle-orm';
 import { createMcpToolSyncActivities } from '../../activities/mcp-tool-sync';
 import { createDeliveryStarter, deliveryStartOptions, startDeliveryWorkflow } from '../../activities/webhook-dispatch';
 import { createWebhookSweepActivities, type SweepPage } from '../../activities/webhook-sweep';
@@ -9,7 +9,8 @@ import { jobs, notificationChannels, notificationRules, webhookDeliveries } from
 import { newId } from '../../core/ids';
 import { createGuardedDispatcher } from '../../core/net/guarded-dispatcher';
 import { queueEvents } from '../../core/webhooks/fan-out';
-import { WEBHOOK_SWEEP_GRACE_MS, WEBHOOK_SWEEP_MAX_AGE_MS } from '../../core/webhooks/schedule';
+import { DELIVERY_LOG_SIZE } from '../../core/webhooks/fan-out';
+import { DELIVERY_PRUNE_AFTER_MS, WEBHOOK_SWEEP_GRACE_MS } from '../../core/webhooks/schedule';
 import { verifyWebhook } from '../../core/webhooks/signature';
 import { scheduleIds, taskQueue, WEBHOOK_SWEEP_EVERY_MS, type WebhookSweepResult } from '../../workflows/definitions';
 import { startTestWorkers, uniquePrefix } from '../helpers/harness';
@@ -97,7 +98,7 @@ describe('webhook delivery sweep', () => {
     const total = { checked: 0, started: 0 };
     let afterId: string | null = null;
     for (;;) {
-      const page: SweepPage = await activities.sweepUnstartedDeliveries({ afterId, limit: 2 });
+      const page: SweepPage = await activities.sweepOverdueDeliveries({ afterId, limit: 2 });
       total.checked += page.checked;
       total.started += page.started;
       afterId = page.afterId;
@@ -138,7 +139,7 @@ describe('webhook delivery sweep', () => {
     const staleEndpoint = await endpoint(`/stale-${seq++}`);
     const stale = await unstartedJobEvent(staleEndpoint);
     await queuedLongAgo([alert!.id, jobDelivery]);
-    await queuedLongAgo([stale], WEBHOOK_SWEEP_MAX_AGE_MS + 60_000);
+    await queuedLongAgo([stale], 4 * 86_400_000);
 
     await sweep();
     for (const id of [alert!.id, jobDelivery]) expect(await delivered(id)).toMatchObject({ attempts: 1, lastResponseStatus: 200 });
@@ -148,9 +149,57 @@ describe('webhook delivery sweep', () => {
     // Within the grace period the normal start may still be on its way: the sweep leaves it alone.
     expect(await rowOf(fresh)).toMatchObject({ status: 'pending', attempts: 0 });
     expect(receiver.received(new URL(freshEndpoint.url).pathname)).toHaveLength(0);
-    // Past the sweep's reach: left as it is, so such rows never crowd out new ones.
-    expect(await rowOf(stale)).toMatchObject({ status: 'pending', attempts: 0 });
-    expect(receiver.received(new URL(staleEndpoint.url).pathname)).toHaveLength(0);
+    // However long ago: a pending delivery is never left behind (issue 34).
+    expect(await delivered(stale)).toMatchObject({ attempts: 1, lastResponseStatus: 200 });
+    expect(receiver.received(new URL(staleEndpoint.url).pathname)).toHaveLength(1);
+  });
+
+  it('starts a new run for a delivery whose workflow was terminated mid-schedule, going on from the attempts counted', async () => {
+    const target = await endpoint(`/terminated-${seq++}`);
+    const id = await unstartedJobEvent(target);
+    const [row] = await fixture.database.db.select().from(webhookDeliveries).where(eq(webhookDeliveries.id, id));
+    // Its workflow made three attempts (a queue no worker serves stands for them), then an operator terminated it.
+    expect(await startDeliveryWorkflow(temporal, { ...deliveryOptions(), taskQueue: `${prefix}nowhere` }, row!)).toBe(true);
+    await temporal.workflow.getHandle(id).terminate('operator: stuck');
+    const failedAt = new Date(Date.now() - WEBHOOK_SWEEP_GRACE_MS - 60_000);
+    await fixture.database.db.update(webhookDeliveries).set({ attempts: 3, lastResponseStatus: 503, nextAttemptAt: failedAt, updatedAt: failedAt }).where(eq(webhookDeliveries.id, id));
+
+    const swept = await sweep();
+    expect(swept.started).toBeGreaterThanOrEqual(1);
+    expect(await delivered(id)).toMatchObject({ attempts: 4, lastResponseStatus: 200 });
+    const [got] = receiver.received(new URL(target.url).pathname);
+    expect(verifyWebhook<{ id: string }>(got!.body, got!.headers['gw-signature'] as string, target.secret)).toMatchObject({ id: row!.eventId });
+    // A run that completed settled its delivery: a second sweep starts nothing for it.
+    await until(async () => (await temporal.workflow.getHandle(id).describe()).status.name === 'COMPLETED' || null, 'the new run to complete');
+    expect(await startDeliveryWorkflow(temporal, deliveryOptions(), row!, { restartClosed: true })).toBe(false);
+  });
+
+  it('prunes settled deliveries that left the organization\'s log a week ago, never a pending one or one the log shows', async () => {
+    const db = fixture.database.db;
+    const orgId = fixture.tenant.orgId;
+    const longAgo = Date.now() - DELIVERY_PRUNE_AFTER_MS - 86_400_000;
+    const row = (n: number, status: 'succeeded' | 'failed' | 'pending', updatedAt: Date) => {
+      const eventId = newId('evt');
+      return { id: `whd_${eventId}`, orgId, eventId, eventType: 'job.succeeded', endpointId: null, receiver: `prune-${n}`, url: 'https://receiver.test/', payload: '{}', status, attempts: 1, createdAt: new Date(longAgo + n), updatedAt };
+    };
+    const old = Array.from({ length: DELIVERY_LOG_SIZE + 10 }, (_, n) => row(n + 2, n % 2 ? 'succeeded' : 'failed', new Date(longAgo + n)));
+    const pending = row(0, 'pending', new Date(longAgo));
+    const settledYesterday = row(1, 'failed', new Date(Date.now() - 86_400_000));
+    await db.insert(webhookDeliveries).values([...old, pending, settledYesterday]);
+    const inLog = new Set((await db.select({ id: webhookDeliveries.id }).from(webhookDeliveries).where(eq(webhookDeliveries.orgId, orgId))
+      .orderBy(desc(webhookDeliveries.createdAt), desc(webhookDeliveries.id)).limit(DELIVERY_LOG_SIZE)).map((r) => r.id));
+    const inserted = [...old, pending, settledYesterday].map((r) => r.id);
+
+    const activities = createWebhookSweepActivities({ db, clock: systemClock, temporal, deliveries: deliveryOptions() });
+    const { pruned } = await activities.pruneSettledDeliveries();
+    const left = new Set((await db.select({ id: webhookDeliveries.id }).from(webhookDeliveries).where(and(eq(webhookDeliveries.orgId, orgId), inArray(webhookDeliveries.id, inserted)))).map((r) => r.id));
+    const expected = new Set(inserted.filter((id) => inLog.has(id) || id === pending.id || id === settledYesterday.id));
+    expect(left).toEqual(expected);
+    expect(pruned).toBeGreaterThanOrEqual(inserted.length - expected.size);
+    expect(pruned).toBeGreaterThan(0);
+    expect((await activities.pruneSettledDeliveries()).pruned).toBe(0);
+    // The pending row stands for nothing real: later sweeps must not start it.
+    await db.delete(webhookDeliveries).where(inArray(webhookDeliveries.id, inserted));
   });
 
   it('takes a delivery whose workflow was started meanwhile as done: "already started", never a second workflow', async () => {
@@ -194,8 +243,8 @@ describe('webhook delivery sweep', () => {
     }
     expect(workflowId).toMatch(new RegExp(`^${scheduleIds.webhookDeliverySweep(prefix)}-`));
     const result = (await temporal.workflow.getHandle(workflowId!).result()) as WebhookSweepResult;
-    await saveHistory('webhook-delivery-sweep-scheduled', workflowId!);
-    expect(result).toMatchObject({ finished: true });
+    await saveHistory('webhook-delivery-sweep-overdue-and-prune', workflowId!);
+    expect(result).toMatchObject({ finished: true, pruned: expect.any(Number) });
     expect(result.checked).toBeGreaterThanOrEqual(1);
     expect(await delivered(lost)).toMatchObject({ attempts: 1, lastResponseStatus: 200 });
     expect(receiver.received(new URL(target.url).pathname)).toHaveLength(1);

@@ -1,3 +1,4 @@
+import { sql } from 'drizzle-orm';
 import { boolean, index, integer, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 import { resourceColumns } from './columns';
 import { jobs } from './jobs';
@@ -41,6 +42,8 @@ export const webhookDeliveries = pgTable(
     // A job's terminal transition queues one event per receiver, however often it is retried.
     uniqueIndex('webhook_deliveries_job_receiver').on(t.jobId, t.receiver),
     index('webhook_deliveries_org_created').on(t.orgId, t.createdAt, t.id),
+    // The sweep reads pending deliveries only: those in flight, however large the log.
+    index('webhook_deliveries_pending').on(t.id).where(sql`${t.status} = 'pending'`),
   ],
 );
 

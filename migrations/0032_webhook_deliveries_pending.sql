@@ -1,0 +1,1 @@
+CREATE INDEX "webhook_deliveries_pending" ON "webhook_deliveries" USING btree ("id") WHERE "webhook_deliveries"."status" = 'pending';

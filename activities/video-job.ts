@@ -9,6 +9,7 @@ import type { Sealer } from '../core/crypto/sealing';
 import type { Database } from '../core/db/client';
 import { endJobHold } from '../core/spend/job-spend';
 import type { RedisHandle } from '../core/redis';
+import { boundedCache } from '../core/bounded-cache';
 import { jobs, providerConnections, type JobError } from '../core/db/schema';
 import { finalError } from '../core/chat/outcome';
 import { endJobUnpaid } from '../core/jobs/end-job';
@@ -47,9 +48,10 @@ const HEARTBEAT_EVERY_MS = 1_000;
  */
 async function heartbeating<T>(timeoutMs: number, call: (signal: AbortSignal) => Promise<T>): Promise<T> {
   const context = Context.current();
+  // No heartbeat at the start: the first one goes to the server at once (one more write per
+  // status check), and a call shorter than a second, which most checks are, needs none.
   const beat = setInterval(() => context.heartbeat(), HEARTBEAT_EVERY_MS);
   try {
-    context.heartbeat();
     return await call(AbortSignal.any([context.cancellationSignal, AbortSignal.timeout(timeoutMs)]));
   } finally {
     clearInterval(beat);
@@ -107,21 +109,48 @@ export async function refusedDownload(path: string, baseUrls: string[]): Promise
 }
 
 type Connection = { kind: ProviderKind; target: UpstreamTarget };
+type ConnectionRow = typeof providerConnections.$inferSelect;
+type JobRow = typeof jobs.$inferSelect;
 
-async function loadConnection(deps: VideoJobDeps, orgId: string, connectionId: string): Promise<Connection> {
-  const [c] = await deps.db.select().from(providerConnections).where(and(eq(providerConnections.orgId, orgId), eq(providerConnections.id, connectionId)));
+/**
+ * Connections opened, by id and version: a render is checked every few minutes for as long as
+ * it runs, and opening the sealed secret again for each check is wasted work. A changed
+ * connection has a new version; an entry lives five minutes at most.
+ */
+const openedConnections = boundedCache<string, Connection>(1_000, { ttl: 5 * 60_000 });
+
+function connectionOf(deps: VideoJobDeps, c: ConnectionRow | null | undefined, connectionId: string): Connection {
   if (!c || !isProviderKind(c.kind)) throw ApplicationFailure.nonRetryable(`connection ${connectionId} is gone`, 'ConnectionGone');
+  const key = `${c.id}:${c.version}:${c.updatedAt.getTime()}`;
+  const cached = openedConnections.get(key);
+  if (cached) return cached;
   const opened = openConnection(c, deps.sealer);
-  return {
+  const connection: Connection = {
     kind: c.kind,
     target: { kind: c.kind, baseUrls: [opened.baseUrl, ...c.alternateBaseUrls], secrets: opened.secrets, timeoutMs: c.timeoutMs ?? VIDEO_CALL_TIMEOUT_MS },
   };
+  openedConnections.set(key, connection);
+  return connection;
 }
 
-async function loadJob(deps: VideoJobDeps, jobId: string) {
+async function loadConnection(deps: VideoJobDeps, orgId: string, connectionId: string): Promise<Connection> {
+  const [c] = await deps.db.select().from(providerConnections).where(and(eq(providerConnections.orgId, orgId), eq(providerConnections.id, connectionId)));
+  return connectionOf(deps, c, connectionId);
+}
+
+async function loadJob(deps: VideoJobDeps, jobId: string): Promise<JobRow> {
   const [job] = await deps.db.select().from(jobs).where(eq(jobs.id, jobId));
   if (!job) throw ApplicationFailure.nonRetryable(`job ${jobId} does not exist`, 'JobGone');
   return job;
+}
+
+/** A job and the connection its render runs on, in one query: what each status check reads. */
+async function loadJobAndConnection(deps: VideoJobDeps, jobId: string): Promise<{ job: JobRow; connection: ConnectionRow | null }> {
+  const [row] = await deps.db.select({ job: jobs, connection: providerConnections }).from(jobs)
+    .leftJoin(providerConnections, and(eq(providerConnections.id, jobs.connectionId), eq(providerConnections.orgId, jobs.orgId)))
+    .where(eq(jobs.id, jobId));
+  if (!row) throw ApplicationFailure.nonRetryable(`job ${jobId} does not exist`, 'JobGone');
+  return row;
 }
 
 /**
@@ -161,27 +190,30 @@ export function createVideoJobActivities(deps: VideoJobDeps) {
    * (credential rejected, render not found) ends the job. A finished render whose download
    * points at a non-public address fails the job before anything is fetched.
    */
-  async function checkOnce(job: typeof jobs.$inferSelect): Promise<{ state: 'running'; checks: number; progress: number } | Exclude<RenderOutcome, { state: 'ended' }>> {
+  async function checkOnce(job: JobRow, connectionRow?: ConnectionRow | null): Promise<{ state: 'running'; checks: number; progress: number } | Exclude<RenderOutcome, { state: 'ended' }>> {
     const jobId = job.id;
     if (job.status !== 'running' || !job.connectionId || !job.providerJobId) return { state: 'running', checks: job.statusChecks, progress: job.progress };
-    const connection = await loadConnection(deps, job.orgId, job.connectionId);
+    const connection = connectionRow === undefined ? await loadConnection(deps, job.orgId, job.connectionId) : connectionOf(deps, connectionRow, job.connectionId);
     const adapter = adapterFor(connection.kind);
     const providerJobId = job.providerJobId;
     const answer = await heartbeating(VIDEO_CALL_TIMEOUT_MS * 2, async (signal) => {
       const sent = await sendUpstream(deps.agent, adapter, connection.target, adapter.status(providerJobId), signal);
       return sent.ok ? { ok: true as const, status: adapter.parseStatus(await sent.body.json(), providerJobId) } : sent;
     });
-    const [counted] = await deps.db.update(jobs).set({ statusChecks: sql`${jobs.statusChecks} + 1` }).where(eq(jobs.id, jobId)).returning({ checks: jobs.statusChecks });
+    // The check is counted, and the progress it read kept (while the job still runs), in one write.
+    const progress = answer.ok && answer.status.state === 'running' ? answer.status.progress : null;
+    const [counted] = await deps.db.update(jobs).set(progress === null ? { statusChecks: sql`${jobs.statusChecks} + 1` } : {
+      statusChecks: sql`${jobs.statusChecks} + 1`,
+      progress: sql`case when ${jobs.status} = 'running' then ${progress} else ${jobs.progress} end`,
+      updatedAt: sql`case when ${jobs.status} = 'running' then ${deps.clock.now().toISOString()}::timestamptz else ${jobs.updatedAt} end`,
+    }).where(eq(jobs.id, jobId)).returning({ checks: jobs.statusChecks });
     const checks = counted?.checks ?? job.statusChecks + 1;
     if (!answer.ok) {
       if (TRANSIENT_CHECK_FAILURES.has(answer.failure.kind)) return { state: 'running', checks, progress: job.progress };
       return { state: 'failed', error: refusedCheckError(job.connectionId, answer.failure) };
     }
     const { status } = answer;
-    if (status.state === 'running') {
-      if (status.progress !== null) await deps.db.update(jobs).set({ progress: status.progress, updatedAt: deps.clock.now() }).where(and(eq(jobs.id, jobId), eq(jobs.status, 'running')));
-      return { state: 'running', checks, progress: status.progress ?? job.progress };
-    }
+    if (status.state === 'running') return { state: 'running', checks, progress: status.progress ?? job.progress };
     if (status.state === 'failed') return { state: 'failed', error: { message: `The provider failed to render the video: ${status.message}`, type: 'upstream_error', code: null } };
     const refused = await refusedDownload(adapter.content(providerJobId, status.download).path, connection.target.baseUrls);
     if (refused) return { state: 'failed', error: { message: `The provider pointed the finished video's download at an address the gateway does not fetch: ${refused}.`, type: 'upstream_error', code: null } };
@@ -256,14 +288,14 @@ export function createVideoJobActivities(deps: VideoJobDeps) {
      * `StatusChecksExhausted`, not retryable.
      */
     async awaitRender(input: { jobId: string; checkIntervalsMs: number[] }): Promise<RenderOutcome> {
-      const job = await loadJob(deps, input.jobId);
+      const { job, connection } = await loadJobAndConnection(deps, input.jobId);
       if (job.status !== 'running' || !job.connectionId || !job.providerJobId) {
         // Running without a provider id cannot happen after an accepted submit; a job already
         // terminal (canceled through the API while no worker ran it) has nothing left to wait for.
         if (job.status === 'queued' || job.status === 'running') throw ApplicationFailure.nonRetryable(`job ${job.id} is ${job.status} without a render to check`, 'NoRender');
         return { state: 'ended', status: job.status };
       }
-      const check = await checkOnce(job);
+      const check = await checkOnce(job, connection);
       if (check.state !== 'running') return check;
       const { checks } = check;
       const limit = input.checkIntervalsMs.length;

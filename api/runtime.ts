@@ -15,7 +15,7 @@ import { requireSetting, type Config } from '../core/config';
 import { connectDatabase } from '../core/db/client';
 import type { Logger } from '../core/logger';
 import { connectRedis } from '../core/redis';
-import { taskQueue, TASK_QUEUES, type TaskQueueName } from '../workflows/definitions';
+import { downloadsQueue, taskQueue, TASK_QUEUES, type TaskQueueName } from '../workflows/definitions';
 import { connectClient, queueHasPollers, withTemporalDeadline } from './temporal-client';
 import type { AppDeps } from './app';
 import { createManagementServices } from './manage/services';
@@ -117,6 +117,8 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
           for (const name of queues) {
             const queue = taskQueue(name, config.GW_TASK_QUEUE_PREFIX);
             if (!(await withTemporalDeadline(temporal.client, () => queueHasPollers(temporal.client, queue)))) idle.push(queue);
+            // The jobs worker's downloads queue has activity pollers only.
+            if (name === 'jobs' && !(await withTemporalDeadline(temporal.client, () => queueHasPollers(temporal.client, downloadsQueue(queue), 'activity')))) idle.push(downloadsQueue(queue));
           }
           if (idle.length > 0) throw new Error(`no worker polls ${idle.join(', ')}`);
         },

@@ -31,11 +31,12 @@ export async function connectClient(address: string, namespace: string): Promise
 }
 
 /** Readiness: a queue is served when some worker has polled it recently. */
-export async function queueHasPollers(client: Client, taskQueue: string): Promise<boolean> {
+export async function queueHasPollers(client: Client, taskQueue: string, kind: 'workflow' | 'activity' = 'workflow'): Promise<boolean> {
+  const { TaskQueueType } = temporal.api.enums.v1;
   const response = await client.workflowService.describeTaskQueue({
     namespace: client.options.namespace,
     taskQueue: { name: taskQueue, kind: temporal.api.enums.v1.TaskQueueKind.TASK_QUEUE_KIND_NORMAL },
-    taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+    taskQueueType: kind === 'workflow' ? TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW : TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
   });
   return (response.pollers ?? []).length > 0;
 }

@@ -10,6 +10,38 @@ const booleanFlag = z
   .default('false')
   .transform((v) => v === 'true' || v === '1');
 
+/**
+ * Each task queue's worker, sized for a 2-core box (docs/operations.md, "Worker settings"):
+ * activities run at once (`GW_WORKER_<QUEUE>_ACTIVITY_SLOTS`) and workflows kept in the sticky
+ * cache (`GW_WORKER_<QUEUE>_STICKY_CACHE`). `DOWNLOADS` is the jobs worker's second queue, where
+ * finished renders are copied to storage, so that long downloads never take the slots status
+ * checks and submits need.
+ */
+export const WORKER_DEFAULTS = {
+  JOBS: { activitySlots: 200, stickyCache: 2_000 },
+  DOWNLOADS: { activitySlots: 8, stickyCache: 0 },
+  WEBHOOKS: { activitySlots: 200, stickyCache: 2_000 },
+  MAINTENANCE: { activitySlots: 40, stickyCache: 200 },
+} as const;
+export type WorkerQueue = keyof typeof WORKER_DEFAULTS;
+
+const workerCount = (min: number, max: number, fallback: number) => z.coerce.number().int().min(min).max(max).default(fallback);
+type WorkerCount = ReturnType<typeof workerCount>;
+
+function workerSettings() {
+  const shape: Record<string, WorkerCount> = {};
+  for (const [queue, d] of Object.entries(WORKER_DEFAULTS)) {
+    shape[`GW_WORKER_${queue}_ACTIVITY_SLOTS`] = workerCount(1, 100_000, d.activitySlots);
+    shape[`GW_WORKER_${queue}_STICKY_CACHE`] = workerCount(0, 1_000_000, d.stickyCache);
+  }
+  return shape as Record<`GW_WORKER_${WorkerQueue}_${'ACTIVITY_SLOTS' | 'STICKY_CACHE'}`, WorkerCount>;
+}
+
+/** One queue's worker settings from the configuration. */
+export function workerSettingsOf(config: Config, queue: WorkerQueue): { activitySlots: number; stickyCache: number; shutdownGraceMs: number } {
+  return { activitySlots: config[`GW_WORKER_${queue}_ACTIVITY_SLOTS`], stickyCache: config[`GW_WORKER_${queue}_STICKY_CACHE`], shutdownGraceMs: config.GW_SHUTDOWN_GRACE_MS };
+}
+
 const configSchema = z
   .object({
     NODE_ENV: z.enum(['development', 'test', 'production']).default('development'),
@@ -28,8 +60,12 @@ const configSchema = z
     GW_DATA_DIR: z.string().default('.data'),
     /** Multiplies every durable wait (job checks, webhook schedule, retention, rotation overlaps). */
     GW_SCHEDULE_SCALE: z.coerce.number().positive().max(1000).default(1),
-    /** How long a graceful stop (SIGTERM) waits for requests and model calls in flight before it closes anyway. */
+    /**
+     * How long a graceful stop (SIGTERM) waits for requests and model calls in flight before it
+     * closes anyway; for a worker, the activities in flight (submits, deliveries, downloads).
+     */
     GW_SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).max(600_000).default(30_000),
+    ...workerSettings(),
     GW_ALLOW_PRIVATE_NETWORK: booleanFlag,
     /** Trust X-Forwarded-For from a load balancer when deciding the client address. */
     GW_TRUST_PROXY: booleanFlag,

@@ -31,7 +31,7 @@ import { startMailCatcher } from './lib/mail-catcher';
 import { freePort, preferredPort } from './lib/ports';
 import { removeRuntimeFile, writeRuntimeFile } from './lib/runtime-file';
 import { resolveTemporalCli } from './lib/temporal-cli';
-import { startTemporalDevServer } from './lib/temporal-dev-server';
+import { DEV_SERVER_SQLITE_PRAGMAS, startTemporalDevServer } from './lib/temporal-dev-server';
 
 const say = (what: string, detail: string) => console.log(`[gw] ${what.padEnd(12)} ${detail}`);
 const stops: Array<[string, () => Promise<void>]> = [];
@@ -79,6 +79,7 @@ async function startServices(config: Config) {
       dbFile: path.join(config.dataDir, 'temporal.sqlite'),
       namespace: config.TEMPORAL_NAMESPACE,
       preciseTimers: true,
+      sqlitePragmas: DEV_SERVER_SQLITE_PRAGMAS,
     });
     stops.push(['Temporal', server.stop]);
     temporalAddress = server.address;

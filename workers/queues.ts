@@ -15,7 +15,7 @@ import { createMailer, type Mailer } from '../core/notifications/mailer';
 import { loadModelCatalog, type ModelCatalog } from '../core/catalog/model-catalog';
 import { alertAttemptDelays, webhookAttemptDelays } from '../core/webhooks/schedule';
 import { systemClock, type Clock } from '../core/clock';
-import { publicBaseUrl, requireSetting, type Config } from '../core/config';
+import { publicBaseUrl, requireSetting, workerSettingsOf, type Config, type WorkerQueue } from '../core/config';
 import { createSealer, deriveKey } from '../core/crypto/sealing';
 import { createLinkSigner } from '../core/jobs/output-links';
 import { createUpstreamAgent } from '../core/providers/upstream';
@@ -24,7 +24,7 @@ import type { Database } from '../core/db/client';
 import type { RedisHandle } from '../core/redis';
 import { checkSpendRedis, connectSpendRedis } from '../core/spend/spend-redis';
 import { UNSUBSCRIBE_KEY_PURPOSE } from '../core/notifications/unsubscribe';
-import { FINDINGS_SCAN_EVERY_MS, taskQueue, type TaskQueueName } from '../workflows/definitions';
+import { downloadsQueue, FINDINGS_SCAN_EVERY_MS, taskQueue, type TaskQueueName } from '../workflows/definitions';
 import { createFindingsActivities } from '../activities/findings';
 import { ANOMALY_DOLLAR_FLOOR, type ScanSettings } from '../core/findings/scan';
 import { ensureMaintenanceSchedules } from './schedules';
@@ -40,6 +40,8 @@ export type QueueWorkerDeps = {
   scheduleScale: number;
   /** SPEND_REDIS_URL, when spend counters have a Redis of their own (for the start-up check's message). */
   spendRedisUrl?: string;
+  /** Each queue's worker settings (GW_WORKER_<QUEUE>_*, GW_SHUTDOWN_GRACE_MS). */
+  workerSettings: Record<WorkerQueue, WorkerSpec['settings']>;
 };
 
 /**
@@ -56,6 +58,7 @@ export function queueWorkerDeps(config: Config, connection: NativeConnection, db
     scheduleScale: config.GW_SCHEDULE_SCALE,
     spendRedisUrl: config.SPEND_REDIS_URL,
     workflowBundle,
+    workerSettings: { JOBS: workerSettingsOf(config, 'JOBS'), DOWNLOADS: workerSettingsOf(config, 'DOWNLOADS'), WEBHOOKS: workerSettingsOf(config, 'WEBHOOKS'), MAINTENANCE: workerSettingsOf(config, 'MAINTENANCE') },
   };
 }
 
@@ -143,6 +146,8 @@ function activitiesFor(name: TaskQueueName, queue: string, services: ActivitySer
   }
 }
 
+const SETTINGS_OF: Record<TaskQueueName, WorkerQueue> = { jobs: 'JOBS', webhooks: 'WEBHOOKS', maintenance: 'MAINTENANCE' };
+
 const noop = () => undefined;
 /** webpack's build report is noise in a worker's log; failures still throw. */
 export const quietBundlerLogger = { trace: noop, debug: noop, info: noop, warn: noop, error: noop, log: noop };
@@ -157,18 +162,15 @@ export async function startQueueWorkers(names: readonly TaskQueueName[], deps: Q
   const workflowBundle = deps.workflowBundle ?? (await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quietBundlerLogger }));
   // Activities that queue webhook events start their delivery workflows over the worker's own connection.
   const temporal = new Client({ connection: deps.connection, namespace: deps.namespace });
-  const workers = await Promise.all(
-    names.map((name) => {
-      const queue = taskQueue(name, deps.taskQueuePrefix);
-      return createWorker({
-        connection: deps.connection,
-        namespace: deps.namespace,
-        taskQueue: queue,
-        activities: activitiesFor(name, queue, deps.services, temporal, deps.taskQueuePrefix),
-        workflowBundle,
-      });
-    }),
-  );
+  const specs: WorkerSpec[] = names.flatMap((name) => {
+    const queue = taskQueue(name, deps.taskQueuePrefix);
+    const activities = activitiesFor(name, queue, deps.services, temporal, deps.taskQueuePrefix);
+    const base = { connection: deps.connection, namespace: deps.namespace };
+    const own: WorkerSpec = { ...base, taskQueue: queue, activities, workflowBundle, settings: deps.workerSettings[SETTINGS_OF[name]] };
+    // A jobs worker serves the downloads queue too: the same activities on slots of their own.
+    return name === 'jobs' ? [own, { ...base, taskQueue: downloadsQueue(queue), activities, settings: deps.workerSettings.DOWNLOADS }] : [own];
+  });
+  const workers = await Promise.all(specs.map(createWorker));
   // The maintenance queue's schedules exist once a worker can serve them.
   if (names.includes('maintenance')) await ensureMaintenanceSchedules(temporal, deps.taskQueuePrefix, deps.scheduleScale);
   const done = Promise.all(workers.map((w) => w.run())).then(() => undefined);

@@ -1,5 +1,6 @@
-import { DefaultLogger, NativeConnection, Runtime, Worker, type LogLevel, type WorkerOptions } from '@temporalio/worker';
+import { DefaultLogger, NativeConnection, Runtime, Worker, type LogEntry, type LogLevel, type WorkerOptions } from '@temporalio/worker';
 import path from 'node:path';
+import { inspect } from 'node:util';
 
 /**
  * The workflow sources, which `npm start`, the tests and `npm run build` bundle. A path, not
@@ -15,7 +16,19 @@ export const WORKFLOWS_PATH = path.resolve(__dirname, '..', 'workflows', 'index.
  */
 export function installTemporalRuntime(level: string): void {
   const sdkLevel: LogLevel = level === 'debug' || level === 'trace' ? 'DEBUG' : level === 'info' ? 'INFO' : 'WARN';
-  Runtime.install({ logger: new DefaultLogger(sdkLevel), shutdownSignals: [] });
+  Runtime.install({ logger: new DefaultLogger(sdkLevel, sdkLogLine), shutdownSignals: [] });
+}
+
+/**
+ * The SDK's lines as its default logger writes them, less one: the jobs worker's downloads
+ * queue runs activities only by design, and the SDK warns about that at every start.
+ */
+const ACTIVITIES_ONLY_WARNING = 'No workflows registered, not polling for workflow tasks';
+function sdkLogLine(entry: LogEntry): void {
+  if (entry.message === ACTIVITIES_ONLY_WARNING) return;
+  const { level, timestampNanos, message, meta } = entry;
+  const at = new Date(Number(timestampNanos / 1_000_000n)).toISOString();
+  process.stderr.write(meta === undefined ? `${at} [${level}] ${message}\n` : `${at} [${level}] ${message} ${inspect(meta)}\n`);
 }
 
 export type WorkerSpec = {
@@ -23,15 +36,23 @@ export type WorkerSpec = {
   namespace: string;
   taskQueue: string;
   activities: object;
-  workflowBundle: NonNullable<WorkerOptions['workflowBundle']>;
+  /** Absent for a queue of activities only (the jobs worker's downloads). */
+  workflowBundle?: NonNullable<WorkerOptions['workflowBundle']>;
+  /** Activities at once, workflows kept cached, and how long a stop waits for activities in flight. */
+  settings: { activitySlots: number; stickyCache: number; shutdownGraceMs: number };
 };
 
 export async function createWorker(spec: WorkerSpec): Promise<Worker> {
+  const cache = spec.workflowBundle ? { workflowBundle: spec.workflowBundle, maxCachedWorkflows: spec.settings.stickyCache } : {};
   return Worker.create({
     connection: spec.connection,
     namespace: spec.namespace,
     taskQueue: spec.taskQueue,
     activities: spec.activities,
-    workflowBundle: spec.workflowBundle,
+    ...cache,
+    maxConcurrentActivityTaskExecutions: spec.settings.activitySlots,
+    // The SDK's default is 0: a deploy's SIGTERM would cancel every submit, delivery and
+    // download in flight. They get the grace the API gives its requests, then are cancelled.
+    shutdownGraceTime: spec.settings.shutdownGraceMs,
   });
 }

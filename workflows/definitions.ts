@@ -18,6 +18,15 @@ export function taskQueue(name: TaskQueueName, prefix = ''): string {
 }
 
 /**
+ * The jobs worker's second queue, of activities only: a finished render's copy to storage runs
+ * here, on slots of its own, so long downloads never hold the slots status checks and submits
+ * need (issue 34). Served by every jobs worker alongside the jobs queue.
+ */
+export function downloadsQueue(jobsQueue: string): string {
+  return `${jobsQueue}-downloads`;
+}
+
+/**
  * Search attributes our workflows set, so an operator can filter in the Temporal UI. The dev
  * launcher registers them when it starts the dev server; production registers them once with
  * `temporal operator search-attribute create`.

@@ -1,6 +1,6 @@
-import { ActivityFailure, ApplicationFailure, CancellationScope, condition, defineQuery, defineSignal, defineUpdate, isCancellation, patched, proxyActivities, setHandler, sleep, upsertSearchAttributes } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, CancellationScope, condition, defineQuery, defineSignal, defineUpdate, isCancellation, patched, proxyActivities, setHandler, sleep, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { RenderOutcome, SubmitRefusal, VideoJobActivities } from '../activities/video-job';
-import { JOB_CANCEL_SIGNAL, JOB_CANCEL_UPDATE, MAX_STATUS_CHECK_INFRA_RETRIES, searchAttributeKeys, STATUS_CHECKS_EXHAUSTED, type JobCancelResult, type VideoJobInput } from './definitions';
+import { downloadsQueue, JOB_CANCEL_SIGNAL, JOB_CANCEL_UPDATE, MAX_STATUS_CHECK_INFRA_RETRIES, searchAttributeKeys, STATUS_CHECKS_EXHAUSTED, type JobCancelResult, type VideoJobInput } from './definitions';
 
 type Status = 'queued' | 'running' | 'succeeded' | 'failed' | 'canceled';
 
@@ -22,12 +22,16 @@ export const CANCEL_INTERRUPTS_CALL = 'cancel-interrupts-call';
  */
 export const CHECKS_RIDE_RETRY_POLICY = 'checks-ride-retry-policy';
 
+/** Runs started before downloads had a queue of their own copy the output on the jobs queue. */
+export const DOWNLOADS_OWN_QUEUE = 'downloads-own-queue';
+
 // Infrastructure errors (Postgres away, a download cut) retry; provider refusals are answers.
 const retry = { initialInterval: '1 second', maximumInterval: '1 minute', backoffCoefficient: 2, maximumAttempts: 20 };
 const { recordJob, endJob, expireJobOutput } = proxyActivities<VideoJobActivities>({ startToCloseTimeout: '5 minutes', retry });
 // Provider calls heartbeat while in flight: a cancel reaches them, and a lost worker's attempt
 // is retried, within seconds rather than at the end of the five minutes.
-const { submitVideo, checkVideo, completeVideo } = proxyActivities<VideoJobActivities>({ startToCloseTimeout: '5 minutes', heartbeatTimeout: '10 seconds', retry });
+const providerCallOptions = { startToCloseTimeout: '5 minutes', heartbeatTimeout: '10 seconds', retry } as const;
+const { submitVideo, checkVideo, completeVideo } = proxyActivities<VideoJobActivities>(providerCallOptions);
 /**
  * One attempt per status check: the attempt's `nextRetryDelay` is the schedule's next wait, so
  * these intervals only pace retries after infrastructure errors (which spend no check). The
@@ -127,7 +131,9 @@ export async function videoJob(input: VideoJobInput): Promise<{ status: Status }
     else if (outcome.state === 'failed') await fail(outcome.error.message, outcome.error.type, outcome.error.code);
     else {
       const { state: _state, ...video } = outcome;
-      const done = await completeVideo({ jobId: input.jobId, modelId: accepted.modelId, upstreamModel: accepted.upstreamModel, retentionMs: input.retentionMs, ...video });
+      // The copy to storage runs on the downloads queue, whose slots checks never wait for.
+      const copy = patched(DOWNLOADS_OWN_QUEUE) ? proxyActivities<VideoJobActivities>({ ...providerCallOptions, taskQueue: downloadsQueue(workflowInfo().taskQueue) }).completeVideo : completeVideo;
+      const done = await copy({ jobId: input.jobId, modelId: accepted.modelId, upstreamModel: accepted.upstreamModel, retentionMs: input.retentionMs, ...video });
       setStatus(done.status as Status);
     }
     return { status };

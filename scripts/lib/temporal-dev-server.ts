@@ -13,7 +13,18 @@ export type DevServerOptions = {
   namespace?: string;
   /** Fire timers when due rather than on the next whole second (for compressed schedules). */
   preciseTimers?: boolean;
+  /** SQLite pragmas for the file (DEV_SERVER_SQLITE_PRAGMAS); omitted keeps SQLite's defaults. */
+  sqlitePragmas?: Record<string, string>;
 };
+
+/**
+ * The write-ahead log, synced at checkpoints: SQLite's defaults (a rollback journal, synced at
+ * every commit) cost the dev server about a third more CPU per activity retry (bench/results/
+ * *-retry-floor.md), and every status check and delivery attempt is one. A crash of the machine
+ * (not of the process) may lose the last commits; the dev server is for development and small
+ * installs, and production runs a Temporal cluster.
+ */
+export const DEV_SERVER_SQLITE_PRAGMAS: Record<string, string> = { journal_mode: 'wal', synchronous: 'normal' };
 
 export type DevServer = { address: string; process: ChildProcess; stop(): Promise<void> };
 
@@ -28,6 +39,7 @@ export async function startTemporalDevServer(options: DevServerOptions): Promise
   // Timers fire on one-second boundaries by default; compressed schedules (GW_SCHEDULE_SCALE)
   // in development and tests need them to fire when they are due.
   if (options.preciseTimers) args.push('--dynamic-config-value', 'history.timerProcessorMaxTimeShift="10ms"');
+  for (const [name, value] of Object.entries(options.sqlitePragmas ?? {})) args.push('--sqlite-pragma', `${name}=${value}`);
 
   const child = spawn(options.cliPath, args, { stdio: ['ignore', 'ignore', 'pipe'], detached: false });
   let stderr = '';

@@ -4,7 +4,7 @@ import { and, eq } from 'drizzle-orm';
 import type { VideoJobHooks } from '../../activities/video-job';
 import { jobEvents, jobs, providerConnections, spendLedger } from '../../core/db/schema';
 import { videoBytes } from '../../sandbox/video';
-import { taskQueue, workflowIds } from '../../workflows/definitions';
+import { downloadsQueue, taskQueue, workflowIds } from '../../workflows/definitions';
 import { startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
 import { startTestWorkers, uniquePrefix } from '../helpers/harness';
 import { saveHistory } from '../helpers/histories';
@@ -493,6 +493,29 @@ describe('video jobs', () => {
   });
 
   // Last: its connections' 1 s timeout would cut the slow downloads of tests that route by model.
+  it('lets a Veo submit in flight finish when its worker stops for a deploy, and copies the output on the downloads queue (issue 34)', async () => {
+    await f.connect('google', { name: 'veo for a deploy' });
+    const before = f.sandbox.videoSubmits();
+    const marker = `deploy-${prefix}-${seq++}`;
+    const created = await call('POST', '/v1/videos', { model: 'google/veo-3.0-generate-001', prompt: `${marker} [sandbox submit_delay_ms=1500 render_ms=50]`, duration_seconds: 8 });
+    expect(created.status).toBe(202);
+    // The submit is at the provider, its answer 1.5 s away, when the deploy stops the worker.
+    await waitFor('the submit to reach the provider', () => f.sandbox.received.some((r) => JSON.stringify(r.body ?? null).includes(marker)));
+    await workers!.shutdown();
+    workers = null;
+    // The submit finished within the stop's grace: cut short, its outcome would be unknown, and Veo cannot de-duplicate a second.
+    const [row] = await f.database.db.select().from(jobs).where(eq(jobs.id, created.json.id));
+    expect(row).toMatchObject({ status: 'running', providerJobId: expect.any(String) });
+    workers = await startTestWorkers(['jobs'], prefix, env);
+    const done = await until(created.json.id, terminal);
+    expect(done).toMatchObject({ status: 'succeeded', provider: 'google' });
+    expect(f.sandbox.videoSubmits() - before).toBe(1);
+    const events = (await f.api.runtime.temporal.workflow.getHandle(created.json.id).fetchHistory()).events ?? [];
+    const copy = events.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'completeVideo');
+    expect(copy!.activityTaskScheduledEventAttributes!.taskQueue!.name).toBe(downloadsQueue(taskQueue('jobs', prefix)));
+    await history('succeeded-downloads-queue', created.json.id);
+  });
+
   it('never fails over after a submit whose outcome is unknown: the same provider is asked again with the same key (one render); Veo ends failed', async () => {
     // The provider takes the render and the answer never comes (the connection's 1 s timeout cuts it).
     const hanging = await f.connect('openai', { name: 'hanging video', extra: { timeout_ms: 1000 } });

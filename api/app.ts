@@ -18,6 +18,7 @@ import type { ManagementServices } from './manage/services';
 import { bodyLimit } from './middleware/body';
 import { errorHandler } from './middleware/error-handler';
 import { requestContext } from './middleware/request-context';
+import { temporalCodecRouter, type TemporalCodecDeps } from './temporal-codec';
 
 export type AppDeps = {
   config: Pick<Config, 'GW_TRUST_PROXY'>;
@@ -36,6 +37,8 @@ export type AppDeps = {
   readiness: HealthChecks;
   manage: ManagementServices;
   gateway: GatewayServices;
+  /** The Temporal codec endpoint's codec, cookie sealer and who may call it (api/temporal-codec.ts). */
+  temporalCodec: Omit<TemporalCodecDeps, 'db' | 'clock' | 'authFailures'>;
 };
 
 /** Builds the HTTP application from its dependencies; listening is the caller's business. */
@@ -51,6 +54,7 @@ export function createApp(deps: AppDeps): Koa<GatewayState> {
     consoleRouter(),
     filesRouter({ db: deps.db, clock: deps.clock, signer: deps.gateway.jobs.links.signer, storage: deps.gateway.storage }),
     unsubscribeRouter({ db: deps.db, key: deps.manage.unsubscribeKey }),
+    temporalCodecRouter({ ...deps.temporalCodec, db: deps.db, clock: deps.clock, authFailures: deps.authFailures }),
   ];
 
   app.use(requestContext(deps.logger));

@@ -16,6 +16,8 @@ import { connectDatabase } from '../core/db/client';
 import type { Logger } from '../core/logger';
 import { connectRedis } from '../core/redis';
 import { downloadsQueue, taskQueue, TASK_QUEUES, type TaskQueueName } from '../workflows/definitions';
+import { sealingPayloadCodec } from '../core/crypto/payload-codec';
+import { createSealer } from '../core/crypto/sealing';
 import { connectClient, queueHasPollers, withTemporalDeadline } from './temporal-client';
 import type { AppDeps } from './app';
 import { createManagementServices } from './manage/services';
@@ -45,7 +47,9 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
   const redis = connectRedis(requireSetting(config, 'REDIS_URL'), config.REDIS_KEY_PREFIX);
   const spendRedis = connectSpendRedis(config, redis);
   await checkSpendRedis(spendRedis.redis, config, (message) => logger.warn(message));
-  const temporal = await connectClient(requireSetting(config, 'TEMPORAL_ADDRESS'), config.TEMPORAL_NAMESPACE);
+  // Payloads are sealed with GW_SEALING_KEYS: a job's prompt is not readable in Temporal's history.
+  const payloadCodec = sealingPayloadCodec(createSealer(sealingKeys));
+  const temporal = await connectClient(requireSetting(config, 'TEMPORAL_ADDRESS'), config.TEMPORAL_NAMESPACE, { payloadCodecs: [payloadCodec] });
   const keys = createKeyResolver(database.db);
   // Multipart spool directories a crashed process left behind (older than an hour).
   const swept = await sweepSpool(spoolRoot(config.dataDir));
@@ -140,6 +144,7 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
       readiness,
       manage,
       gateway,
+      temporalCodec: { codec: payloadCodec, sealer: manage.sealer, operatorOrgId: config.GW_OPERATOR_ORG_ID, temporalUiUrl: config.GW_TEMPORAL_UI_URL },
     },
     async close() {
       await unsubscribe();

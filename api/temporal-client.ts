@@ -4,6 +4,7 @@
  * loads.
  */
 import { Client, Connection, defaultGrpcRetryOptions, makeGrpcRetryInterceptor } from '@temporalio/client';
+import type { DataConverter } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
 
 /**
@@ -16,7 +17,7 @@ export const TEMPORAL_CALL_ATTEMPTS = 6;
  * A client for the API. Reconnecting after an outage backs off to at most 2 s (gRPC's default
  * grows to 2 minutes), so requests work again soon after the server is back.
  */
-export async function connectClient(address: string, namespace: string): Promise<{ client: Client; close(): Promise<void> }> {
+export async function connectClient(address: string, namespace: string, dataConverter?: DataConverter): Promise<{ client: Client; close(): Promise<void> }> {
   const connection = await Connection.connect({
     address,
     interceptors: [makeGrpcRetryInterceptor(defaultGrpcRetryOptions({ maxAttempts: TEMPORAL_CALL_ATTEMPTS }))],
@@ -27,7 +28,7 @@ export async function connectClient(address: string, namespace: string): Promise
   // 2% of the API's CPU and an object per promise, on requests that never touch Temporal. The
   // store is empty again now; a later `withDeadline` (none of ours) would turn it back on.
   connection.callContextStorage.disable();
-  return { client: new Client({ connection, namespace }), close: () => connection.close() };
+  return { client: new Client({ connection, namespace, dataConverter }), close: () => connection.close() };
 }
 
 /** Readiness: a queue is served when some worker has polled it recently. */

@@ -29,7 +29,7 @@ import { DataDirLockedError, lockDataDir, type DataDirLock } from './lib/data-di
 import { startEmbeddedPostgres, startRedisServer } from './lib/local-services';
 import { startMailCatcher } from './lib/mail-catcher';
 import { freePort, preferredPort } from './lib/ports';
-import { removeRuntimeFile, writeRuntimeFile } from './lib/runtime-file';
+import { developmentSealingKeysFile, removeRuntimeFile, writeRuntimeFile } from './lib/runtime-file';
 import { resolveTemporalCli } from './lib/temporal-cli';
 import { DEV_SERVER_SQLITE_PRAGMAS, startTemporalDevServer } from './lib/temporal-dev-server';
 
@@ -80,6 +80,8 @@ async function startServices(config: Config) {
       namespace: config.TEMPORAL_NAMESPACE,
       preciseTimers: true,
       sqlitePragmas: DEV_SERVER_SQLITE_PRAGMAS,
+      // The UI shows sealed payloads through the API's codec endpoint, once the operator signs in there.
+      uiCodecEndpoint: `http://localhost:${config.PORT}/temporal-codec`,
     });
     stops.push(['Temporal', server.stop]);
     temporalAddress = server.address;
@@ -94,7 +96,7 @@ async function startServices(config: Config) {
  * data it protects; production sets GW_SEALING_KEYS from its secret store.
  */
 function developmentSealingKeys(dataDir: string): string {
-  const file = path.join(dataDir, 'sealing-keys');
+  const file = developmentSealingKeysFile(dataDir);
   if (!fs.existsSync(file)) {
     fs.writeFileSync(file, newKeyring(), { mode: 0o600 });
     say('Sealing key', `generated ${file} (development only; set GW_SEALING_KEYS in production)`);

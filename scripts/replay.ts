@@ -18,7 +18,8 @@ import { bundleWorkflowCode, Worker, type ReplayWorkerOptions } from '@temporali
 import { loadConfig } from '../core/config';
 import { quietBundlerLogger } from '../workers/queues';
 import { installTemporalRuntime, WORKFLOWS_PATH } from '../workers/temporal';
-import { readRuntimeFile } from './lib/runtime-file';
+import { readDevelopmentSealingKeys, readRuntimeFile } from './lib/runtime-file';
+import { sealingDataConverter } from '../core/crypto/payload-codec';
 
 const say = (line: string) => console.log(`[replay] ${line}`);
 
@@ -31,6 +32,14 @@ async function main(): Promise<number> {
     return 2;
   }
   installTemporalRuntime('error');
+  // Payloads are sealed: the replay opens them with the workers' keys (or those `npm start` made).
+  const config = loadConfig();
+  const keys = config.GW_SEALING_KEYS ?? readDevelopmentSealingKeys(config.dataDir);
+  if (!keys) {
+    console.error('[replay] no sealing keys to open the payloads with: set GW_SEALING_KEYS as the workers have it');
+    return 2;
+  }
+  const dataConverter = sealingDataConverter(keys);
   let workflowBundle: ReplayWorkerOptions['workflowBundle'];
   if (values.bundle) {
     workflowBundle = { codePath: path.resolve(values.bundle) };
@@ -51,11 +60,10 @@ async function main(): Promise<number> {
     const folder = path.resolve(values.histories);
     for (const file of fs.readdirSync(folder).filter((f) => f.endsWith('.json')).sort()) {
       const history = JSON.parse(fs.readFileSync(path.join(folder, file), 'utf8')) as unknown;
-      const error = await Worker.runReplayHistory({ workflowBundle }, history, file).then(() => null, (err: unknown) => err);
+      const error = await Worker.runReplayHistory({ workflowBundle, dataConverter }, history, file).then(() => null, (err: unknown) => err);
       record(file, error);
     }
   } else {
-    const config = loadConfig();
     const address = config.TEMPORAL_ADDRESS ?? readRuntimeFile(config.dataDir)?.TEMPORAL_ADDRESS;
     if (!address) {
       console.error('[replay] no Temporal to read from: set TEMPORAL_ADDRESS (or run `npm start`, which records its address)');
@@ -63,11 +71,11 @@ async function main(): Promise<number> {
     }
     const connection = await Connection.connect({ address });
     try {
-      const client = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
+      const client = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE, dataConverter });
       say(`reading the histories of \`${values.query}\` from ${address} (namespace ${config.TEMPORAL_NAMESPACE}), at most ${values.limit}`);
       const histories = client.workflow.list({ query: values.query, pageSize: 100 }).intoHistories({ bufferLimit: 10 });
       let seen = 0;
-      for await (const result of Worker.runReplayHistories({ workflowBundle }, histories)) {
+      for await (const result of Worker.runReplayHistories({ workflowBundle, dataConverter }, histories)) {
         record(result.workflowId, result.error ?? null);
         if (++seen % 100 === 0) say(`${seen} replayed...`);
         if (seen >= Number(values.limit)) break;

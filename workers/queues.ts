@@ -1,4 +1,6 @@
 import { Client } from '@temporalio/client';
+import type { DataConverter } from '@temporalio/common';
+import { sealingDataConverter } from '../core/crypto/payload-codec';
 import { bundleWorkflowCode, NativeConnection, type Worker } from '@temporalio/worker';
 import type { Dispatcher } from 'undici';
 import { createKeyRotationActivities } from '../activities/key-rotation';
@@ -40,6 +42,8 @@ export type QueueWorkerDeps = {
   scheduleScale: number;
   /** SPEND_REDIS_URL, when spend counters have a Redis of their own (for the start-up check's message). */
   spendRedisUrl?: string;
+  /** Seals payloads with GW_SEALING_KEYS, for the workers and their client alike. */
+  dataConverter: DataConverter;
   /** Each queue's worker settings (GW_WORKER_<QUEUE>_*, GW_SHUTDOWN_GRACE_MS). */
   workerSettings: Record<WorkerQueue, WorkerSpec['settings']>;
 };
@@ -58,6 +62,7 @@ export function queueWorkerDeps(config: Config, connection: NativeConnection, db
     scheduleScale: config.GW_SCHEDULE_SCALE,
     spendRedisUrl: config.SPEND_REDIS_URL,
     workflowBundle,
+    dataConverter: sealingDataConverter(requireSetting(config, 'GW_SEALING_KEYS')),
     workerSettings: { JOBS: workerSettingsOf(config, 'JOBS'), DOWNLOADS: workerSettingsOf(config, 'DOWNLOADS'), WEBHOOKS: workerSettingsOf(config, 'WEBHOOKS'), MAINTENANCE: workerSettingsOf(config, 'MAINTENANCE') },
   };
 }
@@ -161,11 +166,11 @@ export async function startQueueWorkers(names: readonly TaskQueueName[], deps: Q
   // Every queue's worker runs the same workflow code: bundle it once, not once per queue.
   const workflowBundle = deps.workflowBundle ?? (await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quietBundlerLogger }));
   // Activities that queue webhook events start their delivery workflows over the worker's own connection.
-  const temporal = new Client({ connection: deps.connection, namespace: deps.namespace });
+  const temporal = new Client({ connection: deps.connection, namespace: deps.namespace, dataConverter: deps.dataConverter });
   const specs: WorkerSpec[] = names.flatMap((name) => {
     const queue = taskQueue(name, deps.taskQueuePrefix);
     const activities = activitiesFor(name, queue, deps.services, temporal, deps.taskQueuePrefix);
-    const base = { connection: deps.connection, namespace: deps.namespace };
+    const base = { connection: deps.connection, namespace: deps.namespace, dataConverter: deps.dataConverter };
     const own: WorkerSpec = { ...base, taskQueue: queue, activities, workflowBundle, settings: deps.workerSettings[SETTINGS_OF[name]] };
     // A jobs worker serves the downloads queue too: the same activities on slots of their own.
     return name === 'jobs' ? [own, { ...base, taskQueue: downloadsQueue(queue), activities, settings: deps.workerSettings.DOWNLOADS }] : [own];

@@ -38,6 +38,8 @@ export type WorkerSpec = {
   activities: object;
   /** Absent for a queue of activities only (the jobs worker's downloads). */
   workflowBundle?: NonNullable<WorkerOptions['workflowBundle']>;
+  /** Seals and opens payloads (core/crypto/payload-codec.ts). */
+  dataConverter: NonNullable<WorkerOptions['dataConverter']>;
   /** Activities at once, workflows kept cached, and how long a stop waits for activities in flight. */
   settings: { activitySlots: number; stickyCache: number; shutdownGraceMs: number };
 };
@@ -49,6 +51,7 @@ export async function createWorker(spec: WorkerSpec): Promise<Worker> {
     namespace: spec.namespace,
     taskQueue: spec.taskQueue,
     activities: spec.activities,
+    dataConverter: spec.dataConverter,
     ...cache,
     maxConcurrentActivityTaskExecutions: spec.settings.activitySlots,
     // The SDK's default is 0: a deploy's SIGTERM would cancel every submit, delivery and

@@ -26,3 +26,16 @@ export function readRuntimeFile(dataDir: string): RuntimeAddresses | null {
 export function removeRuntimeFile(dataDir: string): void {
   fs.rmSync(runtimeFilePath(dataDir), { force: true });
 }
+
+/** The sealing keys `npm start` generated for development (GW_DATA_DIR/sealing-keys), when it has. */
+export function developmentSealingKeysFile(dataDir: string): string {
+  return path.join(dataDir, 'sealing-keys');
+}
+
+export function readDevelopmentSealingKeys(dataDir: string): string | null {
+  try {
+    return fs.readFileSync(developmentSealingKeysFile(dataDir), 'utf8').trim() || null;
+  } catch {
+    return null;
+  }
+}

@@ -15,6 +15,8 @@ export type DevServerOptions = {
   preciseTimers?: boolean;
   /** SQLite pragmas for the file (DEV_SERVER_SQLITE_PRAGMAS); omitted keeps SQLite's defaults. */
   sqlitePragmas?: Record<string, string>;
+  /** Where the Web UI decodes sealed payloads (the API's /temporal-codec). */
+  uiCodecEndpoint?: string;
 };
 
 /**
@@ -40,6 +42,7 @@ export async function startTemporalDevServer(options: DevServerOptions): Promise
   // in development and tests need them to fire when they are due.
   if (options.preciseTimers) args.push('--dynamic-config-value', 'history.timerProcessorMaxTimeShift="10ms"');
   for (const [name, value] of Object.entries(options.sqlitePragmas ?? {})) args.push('--sqlite-pragma', `${name}=${value}`);
+  if (options.uiCodecEndpoint && options.uiPort) args.push('--ui-codec-endpoint', options.uiCodecEndpoint);
 
   const child = spawn(options.cliPath, args, { stdio: ['ignore', 'ignore', 'pipe'], detached: false });
   let stderr = '';

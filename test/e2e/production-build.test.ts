@@ -3,11 +3,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { Client, Connection } from '@temporalio/client';
+import { Connection } from '@temporalio/client';
 import { freePort, waitFor } from '../../scripts/lib/ports';
 import { BUILD_ENTRIES, type BuildInfo } from '../../scripts/build';
 import { taskQueue, workflowIds } from '../../workflows/definitions';
 import { uniquePrefix } from '../helpers/harness';
+import { testTemporalClient } from '../helpers/sealing-keys';
 
 const ROOT = path.resolve(__dirname, '../..');
 const run = promisify(execFile);
@@ -92,7 +93,7 @@ describe('production build', () => {
     const worker = start('workers/jobs', env);
     const connection = await Connection.connect({ address: process.env.TEMPORAL_ADDRESS! });
     try {
-      const client = new Client({ connection });
+      const client = testTemporalClient(connection);
       const queue = taskQueue('jobs', prefix);
       const result = client.workflow.execute('probeWorkflow', { taskQueue: queue, workflowId: workflowIds.probe(`${prefix}jobs`), args: [{ message: 'compiled' }] });
       const died = exited(worker.child).then((code) => Promise.reject(new Error(`the compiled worker exited (${code}): ${worker.stderr()}`)));

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { Client } from 'pg';
-import { newKeyring } from '../../core/crypto/sealing';
+import { TEST_SEALING_KEYS } from './sealing-keys';
 import { applyMigrations } from '../../core/db/migrate';
 import { freePort } from '../../scripts/lib/ports';
 import { postgresAnswers, redisAnswers, startEmbeddedPostgres, startRedisServer } from '../../scripts/lib/local-services';
@@ -60,7 +60,9 @@ export default async function globalSetup(): Promise<void> {
   const bundlePath = path.join(scratch, 'workflow-bundle.js');
   fs.writeFileSync(bundlePath, code);
   process.env.GW_TEST_WORKFLOW_BUNDLE = bundlePath;
-  process.env.GW_SEALING_KEYS = newKeyring();
+  // A fixed key: Temporal payloads are sealed with it, and the histories the tests record and
+  // commit (test/replay/histories) must open in every later run.
+  process.env.GW_SEALING_KEYS = TEST_SEALING_KEYS;
   // Job outputs and other files go to the run's scratch folder, never the working tree.
   process.env.GW_DATA_DIR = path.join(scratch, 'data');
   process.env.NODE_ENV = 'test';

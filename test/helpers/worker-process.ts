@@ -1,8 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import { Client, Connection } from '@temporalio/client';
+import { Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { taskQueue, type TaskQueueName } from '../../workflows/definitions';
+import { testTemporalClient } from './sealing-keys';
 
 const ROOT = path.resolve(__dirname, '../..');
 const ENTRY: Record<TaskQueueName, string> = { jobs: 'workers/jobs.ts', webhooks: 'workers/webhooks.ts', maintenance: 'workers/maintenance.ts' };
@@ -25,7 +26,7 @@ export async function startWorkerProcess(queue: TaskQueueName, prefix: string, e
   // Ready when this process polls the queue for activities: a killed worker's poller stays
   // listed for a while, so the count alone proves nothing.
   const connection = await Connection.connect({ address: process.env.TEMPORAL_ADDRESS! });
-  const client = new Client({ connection });
+  const client = testTemporalClient(connection);
   try {
     const deadline = Date.now() + 60_000;
     for (;;) {

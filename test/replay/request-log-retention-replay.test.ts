@@ -3,6 +3,7 @@ import path from 'node:path';
 import { Worker } from '@temporalio/worker';
 import { installTemporalRuntime } from '../../workers/temporal';
 import { HISTORIES_DIR } from '../helpers/histories';
+import { testDataConverter } from '../helpers/sealing-keys';
 
 /**
  * Determinism guard for `requestLogRetention`: a run recorded before the workflow also deleted
@@ -23,6 +24,6 @@ describe('requestLogRetention replay', () => {
 
   it.each(FROZEN)('replays the %s history through its patch', async (name) => {
     const history = JSON.parse(fs.readFileSync(path.join(HISTORIES_DIR, `request-log-retention-${name}.json`), 'utf8')) as unknown;
-    await Worker.runReplayHistory({ workflowBundle: { codePath: process.env.GW_TEST_WORKFLOW_BUNDLE! } }, history, `replay-retention-${name}`);
+    await Worker.runReplayHistory({ workflowBundle: { codePath: process.env.GW_TEST_WORKFLOW_BUNDLE! }, dataConverter: testDataConverter() }, history, `replay-retention-${name}`);
   });
 });

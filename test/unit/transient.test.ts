@@ -1,10 +1,11 @@
-import { Client, Connection, defaultGrpcRetryOptions, makeGrpcRetryInterceptor } from '@temporalio/client';
+import { Connection, defaultGrpcRetryOptions, makeGrpcRetryInterceptor } from '@temporalio/client';
 import { sql } from 'drizzle-orm';
 import Redis from 'ioredis';
 import { connectDatabase } from '../../core/db/client';
 import { GatewayError } from '../../core/errors';
 import { dependencyUnavailable, DEPENDENCY_RETRY_AFTER_SECONDS, isTransientDependencyError, transientDependency, withDependencyRetry } from '../../core/transient';
 import { freePort } from '../../scripts/lib/ports';
+import { testTemporalClient } from '../helpers/sealing-keys';
 
 /** Real errors from each client, met against a loopback port where nothing listens. */
 async function caught(fn: () => Promise<unknown>): Promise<unknown> {
@@ -58,7 +59,7 @@ describe('transient dependency errors', () => {
       interceptors: [makeGrpcRetryInterceptor(defaultGrpcRetryOptions({ maxAttempts: 2 }))],
     });
     try {
-      const client = new Client({ connection });
+      const client = testTemporalClient(connection);
       const err = await caught(() => client.workflow.start('nothing', { workflowId: 'w', taskQueue: 'q', args: [] }));
       expect(transientDependency(err)).toBe('temporal');
     } finally {

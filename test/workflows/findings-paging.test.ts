@@ -10,6 +10,7 @@ import { taskQueue, type FindingsScanResult } from '../../workflows/definitions'
 import { installTemporalRuntime } from '../../workers/temporal';
 import { testDatabase, uniquePrefix } from '../helpers/harness';
 import { createTenant, type Tenant } from '../helpers/tenants';
+import { testDataConverter, testTemporalClient } from '../helpers/sealing-keys';
 
 const HOUR_MS = 3_600_000;
 
@@ -58,7 +59,7 @@ describe('findings scan pages through organizations', () => {
       settings: { anomalyDollarFloor: ANOMALY_DOLLAR_FLOOR, everyMs: 300_000, catalog: () => Promise.reject(new Error('unused')) },
     });
     worker = await Worker.create({
-      connection, taskQueue: queue, workflowBundle: { codePath: process.env.GW_TEST_WORKFLOW_BUNDLE! },
+      connection, taskQueue: queue, workflowBundle: { codePath: process.env.GW_TEST_WORKFLOW_BUNDLE! }, dataConverter: testDataConverter(),
       activities: {
         ...real,
         async runFindingDetectorPage(input: Parameters<typeof real.runFindingDetectorPage>[0]) {
@@ -68,7 +69,7 @@ describe('findings scan pages through organizations', () => {
       },
     });
     running = worker.run();
-    temporal = new Client({ connection: await Connection.connect({ address: process.env.TEMPORAL_ADDRESS! }) });
+    temporal = testTemporalClient(await Connection.connect({ address: process.env.TEMPORAL_ADDRESS! }));
   });
   afterAll(async () => {
     worker?.shutdown();
@@ -84,8 +85,9 @@ describe('findings scan pages through organizations', () => {
     // Every organization in the test database is a page of one; the poisoned tenant's failed all three attempts.
     expect(result.failedPages).toBe(1);
     expect(result.pages).toBeGreaterThanOrEqual(tenants.length);
+    // What this run recorded (seen at its time; other test files' scans may see these tenants too).
     const opened = await database.db.select({ orgId: findings.orgId }).from(findings)
-      .where(and(eq(findings.type, 'spend.anomaly'), inArray(findings.orgId, tenants.map((t) => t.orgId))));
+      .where(and(eq(findings.type, 'spend.anomaly'), inArray(findings.orgId, tenants.map((t) => t.orgId)), eq(findings.lastSeenAt, now)));
     expect(new Set(opened.map((f) => f.orgId))).toEqual(new Set([tenants[0]!.orgId, tenants[2]!.orgId]));
 
     const history = await handle.fetchHistory();

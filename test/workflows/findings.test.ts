@@ -14,6 +14,7 @@ import { manageClient, startManagementFixture, type ManagementFixture } from '..
 import { createTenant } from '../helpers/tenants';
 import { until } from '../helpers/until';
 import { saveHistory } from '../helpers/histories';
+import { testTemporalClient } from '../helpers/sealing-keys';
 
 type Loose = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 type Received = { path: string; headers: IncomingMessage['headers']; body: string };
@@ -91,7 +92,7 @@ describe('findings: detection, lifecycle and notification', () => {
     const env = { GW_TASK_QUEUE_PREFIX: prefix, GW_SCHEDULE_SCALE: String(SCALE), GW_ALLOW_PRIVATE_NETWORK: 'true', GW_PUBLIC_URL: 'https://gw.test', SMTP_URL: smtp.url };
     f = await startManagementFixture({ env });
     workers = await startTestWorkers(['maintenance', 'webhooks'], prefix, env, (s) => Object.assign(s, { clock }));
-    temporal = new Client({ connection: await Connection.connect({ address: process.env.TEMPORAL_ADDRESS! }) });
+    temporal = testTemporalClient(await Connection.connect({ address: process.env.TEMPORAL_ADDRESS! }));
 
     const c = f.client;
     const endpoint = await c.post<Loose>('/webhook_endpoints', { url: receiver.url('/hook') });

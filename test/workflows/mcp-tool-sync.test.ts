@@ -1,4 +1,3 @@
-import { Client } from '@temporalio/client';
 import { and, eq } from 'drizzle-orm';
 import { createMcpToolSyncActivities } from '../../activities/mcp-tool-sync';
 import { systemClock } from '../../core/clock';
@@ -17,6 +16,7 @@ import { startListingMcpServer, type ListingMode } from '../helpers/mcp-listings
 import { startTestMcpServer, type TestMcpServer } from '../helpers/mcp-servers';
 import { saveHistory } from '../helpers/histories';
 import { until } from '../helpers/until';
+import { testTemporalClient } from '../helpers/sealing-keys';
 
 type Tool = { id: string; server_id: string; upstream_name: string; state: string; definition_sha256: string; approved_sha256: string | null };
 
@@ -191,7 +191,7 @@ describe('MCP tool sync', () => {
         await c.post(`/mcp_server_tools/${tool.id}/approve`, { access_class: 'read', expected_sha256: tool.definition_sha256 });
         other.tools = [{ name: 'fetch', description: 'Fetch a page, then post it elsewhere', readOnly: true }];
 
-        const temporal = new Client({ connection: workers.connection, namespace: 'default' });
+        const temporal = testTemporalClient(workers.connection);
         const result = (await temporal.workflow.execute('mcpToolSync', { taskQueue: taskQueue('maintenance', prefix), workflowId: `${prefix}run`, args: [] })) as McpToolSyncResult;
         await saveHistory('mcp-tool-sync-run', `${prefix}run`);
         expect(result.servers).toBeGreaterThanOrEqual(1);
@@ -215,7 +215,7 @@ describe('MCP tool sync', () => {
       const c = fixture.client;
       for (let i = 0; i < 3; i++) expect((await c.post('/mcp_servers', { slug: slug('can'), name: `can ${i}`, url: server.url })).status).toBe(201);
       const active = await activities.listActiveMcpServers({ afterId: null, limit: 10_000 });
-      const temporal = new Client({ connection: workers.connection, namespace: 'default' });
+      const temporal = testTemporalClient(workers.connection);
       // Two servers a page and a history bound of one event: every page ends its run.
       const handle = await temporal.workflow.start('mcpToolSync', { taskQueue: taskQueue('maintenance', prefix), workflowId: `${prefix}run`, args: [{ pageSize: 2, continueAfterEvents: 1 }] });
       const result = (await handle.result()) as McpToolSyncResult;

@@ -3,6 +3,7 @@ import { taskQueue, workflowIds } from '../../workflows/definitions';
 import { probeWorkflow } from '../../workflows';
 import { startTestWorkers, uniquePrefix } from '../helpers/harness';
 import { saveHistory } from '../helpers/histories';
+import { testTemporalClient } from '../helpers/sealing-keys';
 
 /** The durable path end to end on the dev server: client -> workflow -> activity -> result. */
 describe('probeWorkflow round trip', () => {
@@ -14,7 +15,7 @@ describe('probeWorkflow round trip', () => {
   beforeAll(async () => {
     workers = await startTestWorkers(['jobs', 'webhooks', 'maintenance'], prefix);
     connection = await Connection.connect({ address: process.env.TEMPORAL_ADDRESS! });
-    client = new Client({ connection });
+    client = testTemporalClient(connection);
   });
   afterAll(async () => {
     await workers.shutdown();

@@ -13,6 +13,7 @@ import { REQUEST_LOG_RETENTION_EVERY_MS, scheduleIds, taskQueue, type RequestLog
 import { ensureMaintenanceSchedules } from '../../workers/schedules';
 import { startTestWorkers, testDatabase, uniquePrefix } from '../helpers/harness';
 import { saveHistory } from '../helpers/histories';
+import { testTemporalClient } from '../helpers/sealing-keys';
 
 const DAY_MS = 86_400_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -34,7 +35,7 @@ describe('request log retention', () => {
 
   beforeAll(async () => {
     workers = await startTestWorkers(['maintenance'], prefix);
-    temporal = new Client({ connection: workers.connection, namespace: 'default' });
+    temporal = testTemporalClient(workers.connection);
     await database.db.insert(organizations).values([{ id: orgDefault, name: 'thirty days' }, { id: orgWeek, name: 'seven days' }]);
     // orgDefault has no settings row: the column's default of 30 days applies.
     await database.db.insert(orgSettings).values({ id: orgWeek, orgId: orgWeek, promptLoggingEnabled: true, promptLoggingRetentionDays: 7 });

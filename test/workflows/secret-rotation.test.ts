@@ -8,6 +8,7 @@ import { taskQueue, workflowIds } from '../../workflows/definitions';
 import { startTestWorkers, uniquePrefix } from '../helpers/harness';
 import { startManagementFixture, type ManagementFixture } from '../helpers/manage-client';
 import { saveHistory } from '../helpers/histories';
+import { testDataConverter } from '../helpers/sealing-keys';
 
 type Endpoint = { id: string; version: number; secret?: string; secret_rotated_at: number | null };
 
@@ -122,6 +123,8 @@ describe('webhook secret rotation racing the end of the previous workflow', () =
       namespace: 'default',
       taskQueue: taskQueue('maintenance', prefix),
       workflowBundle: { codePath: process.env.GW_TEST_WORKFLOW_BUNDLE! },
+      // The API seals the workflow's input; the worker opens it as the gateway's workers do.
+      dataConverter: testDataConverter(),
       activities: {
         async dropRetiredSecrets(input: { orgId: string; endpointId: string }) {
           const result = await real.dropRetiredSecrets(input);

@@ -3,6 +3,7 @@ import { maintenanceSchedules } from '../../workers/schedules';
 import { scheduleIds, WEBHOOK_SWEEP_EVERY_MS } from '../../workflows/definitions';
 import { uniquePrefix } from '../helpers/harness';
 import { until } from '../helpers/until';
+import { testTemporalClient } from '../helpers/sealing-keys';
 
 /**
  * Issue 34: a scheduled run that is stuck (here: no worker ever takes its first task, as when
@@ -16,7 +17,7 @@ describe('a stuck scheduled run', () => {
   let temporal: Client;
 
   beforeAll(async () => {
-    temporal = new Client({ connection: await Connection.connect({ address: process.env.TEMPORAL_ADDRESS! }) });
+    temporal = testTemporalClient(await Connection.connect({ address: process.env.TEMPORAL_ADDRESS! }));
   });
   afterAll(async () => {
     await temporal.schedule.getHandle(scheduleIds.webhookDeliverySweep(prefix)).delete().catch(() => undefined);

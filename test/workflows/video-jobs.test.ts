@@ -63,6 +63,8 @@ describe('video jobs', () => {
     expect(done).toMatchObject({ status: 'succeeded', usage: { seconds: 4, cost: 0.4, price_source: 'list' } });
     const [settled] = await f.database.db.select().from(spendLedger).where(eq(spendLedger.jobId, created.json.id));
     expect(settled).toMatchObject({ state: 'settled', amount: 0.4 });
+    // Its payloads sealed (issue 34): the replay tests open this history with the test keyring.
+    await history('succeeded-sealed-payloads', created.json.id);
   });
 
   it('runs end to end: queued, progress, success, download, expiry, retention', async () => {

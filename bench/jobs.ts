@@ -87,7 +87,10 @@ async function waitTerminal(s: Setup, ids: string[], what: string, timeoutMs: nu
   }, timeoutMs);
 }
 
-type HistoryCount = { events: number; actions: number };
+/** Events and actions; and when the run started, and when its first activity was scheduled and started (ms). */
+type HistoryCount = { events: number; actions: number; startedAt: number; firstScheduledAt: number; firstStartedAt: number };
+
+const msOf = (t: { seconds?: unknown; nanos?: number | null } | null | undefined) => (t ? Number(t.seconds ?? 0) * 1000 + (t.nanos ?? 0) / 1e6 : NaN);
 
 /**
  * Events in a workflow's history, and the Temporal actions it was billed as Temporal Cloud
@@ -99,6 +102,7 @@ async function historyOf(client: Client, workflowId: string): Promise<HistoryCou
   const history = await client.workflow.getHandle(workflowId).fetchHistory();
   const events = history.events ?? [];
   let actions = 0;
+  const at = (type: number) => msOf(events.find((e) => e.eventType === type)?.eventTime);
   for (const e of events) {
     switch (e.eventType) {
       case EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
@@ -114,7 +118,12 @@ async function historyOf(client: Client, workflowId: string): Promise<HistoryCou
       default:
     }
   }
-  return { events: events.length, actions };
+  return {
+    events: events.length, actions,
+    startedAt: at(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED),
+    firstScheduledAt: at(EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED),
+    firstStartedAt: at(EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED),
+  };
 }
 
 async function histories(client: Client, ids: string[]): Promise<HistoryCount[]> {
@@ -130,10 +139,10 @@ async function main(): Promise<void> {
   const work = workDir();
   const config = loadConfig();
 
-  // Temporal as `npm start` runs it: the dev server with its SQLite file and precise timers.
+  // Temporal as `npm start` runs it: the dev server with its SQLite file (WAL) and precise timers.
   let temporalPid: number | null = null;
   if (!process.env.TEMPORAL_ADDRESS) {
-    log('starting a Temporal dev server as npm start does (SQLite file, precise timers)...');
+    log('starting a Temporal dev server as npm start does (SQLite file in WAL mode, precise timers)...');
     const server = await startTemporalDevServer({ cliPath: resolveTemporalCli(), port: await freePort(), dbFile: path.join(work, 'temporal.sqlite'), namespace: config.TEMPORAL_NAMESPACE, preciseTimers: true, sqlitePragmas: DEV_SERVER_SQLITE_PRAGMAS });
     cleanups.push(() => server.stop());
     process.env.TEMPORAL_ADDRESS = server.address;
@@ -159,7 +168,9 @@ async function main(): Promise<void> {
 
   const workers = Object.fromEntries(['jobs', 'webhooks'].map((q) => {
     const logFile = path.join(work, `worker-${q}.log`);
-    return [q, { child: node([builtEntry(`workers/${q}`)], { ...gatewayEnv(work, `worker-${q}`, svc, sealingKeys), ...scaled }, logFile), logFile }];
+    // BENCH_PROFILE=jobs (or webhooks): that worker writes a V8 CPU profile as it stops (into BENCH_PROFILE_DIR, else the work folder).
+    const profile = process.env.BENCH_PROFILE === q ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR ?? path.join(work, 'profiles')}`] : [];
+    return [q, { child: node([...profile, builtEntry(`workers/${q}`)], { ...gatewayEnv(work, `worker-${q}`, svc, sealingKeys), ...scaled }, logFile), logFile }];
   })) as Record<'jobs' | 'webhooks', { child: ReturnType<typeof node>; logFile: string }>;
 
   const connection = await Connection.connect({ address: svc.temporalAddress });
@@ -222,9 +233,17 @@ async function main(): Promise<void> {
   // ---- 3. webhooks
   log(`phase 3: ${WEBHOOK_JOBS} jobs with a webhook each...`);
   const load3 = os.loadavg()[0]!;
+  // CPU of each process over the phase: where a delivery waits when the box is busy.
+  const pids = { Temporal: tempPid, API: api.pid, 'jobs worker': workers.jobs.child.pid!, 'webhooks worker': workers.webhooks.child.pid!, sandbox: sandbox.pid! };
+  const cpuNow = () => Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, pid ? cpuSeconds(pid) : NaN]));
+  const cpu3 = { at: Date.now(), cpu: cpuNow() };
   const okIds = await submitMany(s, WEBHOOK_JOBS, 'a quick render [sandbox render_ms=300]', receiver.url('/ok'));
   await waitTerminal(s, okIds, 'the webhook jobs', 600_000);
   const received = await waitFor('every delivery received', async () => receiver.received('/ok').length >= okIds.length, 300_000).then(() => true, () => false);
+  const cpuEnd = cpuNow();
+  const phaseSeconds = (Date.now() - cpu3.at) / 1000;
+  const cpuLine = `over ${f1(phaseSeconds)} s: ${Object.keys(pids).map((k) => `${k} ${f1(cpuEnd[k]! - cpu3.cpu[k]!)} s`).join(', ')} of CPU`;
+  log(`  ${cpuLine}`);
   const { rows: done } = await pg.query<{ id: string; completed: Date; status: string }>('SELECT id, completed_at AS completed, status FROM jobs WHERE id = ANY($1)', [okIds]);
   const receipts = new Map<string, number>();
   for (const r of receiver.received('/ok')) {
@@ -233,8 +252,26 @@ async function main(): Promise<void> {
     if (id && !receipts.has(id)) receipts.set(id, r.receivedAt);
   }
   const lags = done.filter((d) => receipts.has(d.id)).map((d) => receipts.get(d.id)! - d.completed.getTime());
-  const okDeliveries = await pg.query<{ id: string }>('SELECT id FROM webhook_deliveries WHERE job_id = ANY($1)', [okIds]);
-  const okHistories = await histories(client, okDeliveries.rows.slice(0, 20).map((r) => r.id));
+  const okDeliveries = await pg.query<{ id: string; jobId: string }>('SELECT id, job_id AS "jobId" FROM webhook_deliveries WHERE job_id = ANY($1)', [okIds]);
+  const allOkHistories = await histories(client, okDeliveries.rows.map((r) => r.id));
+  const okHistories = allOkHistories.slice(0, 20);
+  // Where a delivery's time goes: the job's completion to its workflow's start, to the
+  // `deliver` activity's schedule, to its start (a worker took it), to the receipt.
+  const completedOf = new Map(done.map((d) => [d.id, d.completed.getTime()]));
+  const legs = { start: [] as number[], schedule: [] as number[], pickUp: [] as number[], send: [] as number[] };
+  okDeliveries.rows.forEach((d, i) => {
+    const h = allOkHistories[i]!;
+    const completed = completedOf.get(d.jobId);
+    const receipt = receipts.get(d.jobId);
+    if (completed === undefined || receipt === undefined) return;
+    legs.start.push(h.startedAt - completed);
+    legs.schedule.push(h.firstScheduledAt - h.startedAt);
+    legs.pickUp.push(h.firstStartedAt - h.firstScheduledAt);
+    legs.send.push(receipt - h.firstStartedAt);
+  });
+  const leg = (xs: number[]) => `p50 ${f0(pct(xs, 50))} ms, p99 ${f0(pct(xs, 99))} ms`;
+  const legLine = `completion to workflow start ${leg(legs.start)}; to \`deliver\` scheduled ${leg(legs.schedule)}; to its start ${leg(legs.pickUp)}; to receipt ${leg(legs.send)}`;
+  log(`  ${legLine}`);
   const jobHistories = await histories(client, okIds.slice(0, 20));
   log(`  received ${receipts.size} of ${okIds.length}; completion to receipt p50 ${f0(pct(lags, 50))} ms, p99 ${f0(pct(lags, 99))} ms`);
 
@@ -253,7 +290,7 @@ async function main(): Promise<void> {
   const text = [
     `# Durable side: jobs, checks and deliveries, ${new Date().toISOString().slice(0, 10)}`,
     '',
-    `\`npm run bench:jobs\` (bench/jobs.ts), ${minutes} minutes. Temporal dev server as \`npm start\` starts it (SQLite file, precise timers${temporalPid ? '' : '; here the one TEMPORAL_ADDRESS names, so its CPU is not measured'}); ` +
+    `\`npm run bench:jobs\` (bench/jobs.ts), ${minutes} minutes. Temporal dev server as \`npm start\` starts it (SQLite file in WAL mode, precise timers${temporalPid ? '' : '; here the one TEMPORAL_ADDRESS names, so its CPU is not measured'}); ` +
       `API, jobs worker and webhooks worker each in its own process, compiled as production runs them; the sandbox as the video provider; schedule scale ${SCALE}.`,
     '',
     '## Bars (issue 34)',
@@ -278,6 +315,8 @@ async function main(): Promise<void> {
     `- failing deliveries (receiver answers 500): attempts ${failRows.map((r) => r.attempts).join(', ')}; history events per delivery ${range(failHistories.map((h) => h.events))}; actions ${range(failHistories.map((h) => h.actions))}`,
     `- succeeded deliveries (first 20): history events ${range(okHistories.map((h) => h.events))}; succeeded jobs (first 20): history events ${range(jobHistories.map((h) => h.events))}`,
     `- ${WEBHOOK_JOBS} jobs with a webhook: ${receipts.size} deliveries received; completion to receipt p50 ${f0(pct(lags, 50))} ms, p99 ${f0(p99)} ms, max ${f0(Math.max(...lags))} ms (load average ${f2(load3)} at the start)`,
+    `- where it goes: ${legLine}`,
+    `- CPU in the phase, ${cpuLine}`,
     '',
     '## Machine',
     '',

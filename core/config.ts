@@ -18,10 +18,10 @@ const booleanFlag = z
  * checks and submits need.
  */
 export const WORKER_DEFAULTS = {
-  JOBS: { activitySlots: 200, stickyCache: 2_000 },
-  DOWNLOADS: { activitySlots: 8, stickyCache: 0 },
-  WEBHOOKS: { activitySlots: 200, stickyCache: 2_000 },
-  MAINTENANCE: { activitySlots: 40, stickyCache: 200 },
+  JOBS: { activitySlots: 200, stickyCache: 2_000, newWorkflowShare: 0.2 },
+  DOWNLOADS: { activitySlots: 8, stickyCache: 0, newWorkflowShare: 0.2 },
+  WEBHOOKS: { activitySlots: 200, stickyCache: 2_000, newWorkflowShare: 0.2 },
+  MAINTENANCE: { activitySlots: 40, stickyCache: 200, newWorkflowShare: 0.2 },
 } as const;
 export type WorkerQueue = keyof typeof WORKER_DEFAULTS;
 
@@ -38,8 +38,11 @@ function workerSettings() {
 }
 
 /** One queue's worker settings from the configuration. */
-export function workerSettingsOf(config: Config, queue: WorkerQueue): { activitySlots: number; stickyCache: number; shutdownGraceMs: number } {
-  return { activitySlots: config[`GW_WORKER_${queue}_ACTIVITY_SLOTS`], stickyCache: config[`GW_WORKER_${queue}_STICKY_CACHE`], shutdownGraceMs: config.GW_SHUTDOWN_GRACE_MS };
+export function workerSettingsOf(config: Config, queue: WorkerQueue): { activitySlots: number; stickyCache: number; shutdownGraceMs: number; newWorkflowShare: number } {
+  return {
+    activitySlots: config[`GW_WORKER_${queue}_ACTIVITY_SLOTS`], stickyCache: config[`GW_WORKER_${queue}_STICKY_CACHE`], shutdownGraceMs: config.GW_SHUTDOWN_GRACE_MS,
+    newWorkflowShare: WORKER_DEFAULTS[queue].newWorkflowShare,
+  };
 }
 
 const configSchema = z

@@ -40,12 +40,18 @@ export type WorkerSpec = {
   workflowBundle?: NonNullable<WorkerOptions['workflowBundle']>;
   /** Seals and opens payloads (core/crypto/payload-codec.ts). */
   dataConverter: NonNullable<WorkerOptions['dataConverter']>;
-  /** Activities at once, workflows kept cached, and how long a stop waits for activities in flight. */
-  settings: { activitySlots: number; stickyCache: number; shutdownGraceMs: number };
+  /**
+   * Activities at once, workflows kept cached, how long a stop waits for activities in flight,
+   * and the share of workflow pollers on the queue's own (not sticky) task queue, where every new
+   * workflow's first task arrives.
+   */
+  settings: { activitySlots: number; stickyCache: number; shutdownGraceMs: number; newWorkflowShare: number };
 };
 
 export async function createWorker(spec: WorkerSpec): Promise<Worker> {
-  const cache = spec.workflowBundle ? { workflowBundle: spec.workflowBundle, maxCachedWorkflows: spec.settings.stickyCache } : {};
+  const cache = spec.workflowBundle
+    ? { workflowBundle: spec.workflowBundle, maxCachedWorkflows: spec.settings.stickyCache, nonStickyToStickyPollRatio: spec.settings.newWorkflowShare }
+    : {};
   return Worker.create({
     connection: spec.connection,
     namespace: spec.namespace,

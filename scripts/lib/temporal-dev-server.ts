@@ -41,6 +41,9 @@ export async function startTemporalDevServer(options: DevServerOptions): Promise
   // Timers fire on one-second boundaries by default; compressed schedules (GW_SCHEDULE_SCALE)
   // in development and tests need them to fire when they are due.
   if (options.preciseTimers) args.push('--dynamic-config-value', 'history.timerProcessorMaxTimeShift="10ms"');
+  // A workflow's first activity goes to the worker that scheduled it, in the answer to its
+  // workflow task, when that worker has a slot free: no round trip through matching.
+  args.push('--dynamic-config-value', 'system.enableActivityEagerExecution=true');
   for (const [name, value] of Object.entries(options.sqlitePragmas ?? {})) args.push('--sqlite-pragma', `${name}=${value}`);
   if (options.uiCodecEndpoint && options.uiPort) args.push('--ui-codec-endpoint', options.uiCodecEndpoint);
 

@@ -30,7 +30,7 @@ import { applyMigrations } from '../core/db/migrate';
 import { statusCheckSchedule } from '../core/jobs/schedule';
 import { freePort, waitFor } from '../scripts/lib/ports';
 import { resolveTemporalCli } from '../scripts/lib/temporal-cli';
-import { DEV_SERVER_SQLITE_PRAGMAS, startTemporalDevServer } from '../scripts/lib/temporal-dev-server';
+import { DEV_SERVER_GO_RUNTIME, DEV_SERVER_SQLITE_PRAGMAS, startTemporalDevServer } from '../scripts/lib/temporal-dev-server';
 import { createLocalCa } from '../test/helpers/local-ca';
 import { startWebhookReceiver } from '../test/helpers/webhook-receiver';
 import { taskQueue } from '../workflows/definitions';
@@ -143,7 +143,7 @@ async function main(): Promise<void> {
   let temporalPid: number | null = null;
   if (!process.env.TEMPORAL_ADDRESS) {
     log('starting a Temporal dev server as npm start does (SQLite file in WAL mode, precise timers)...');
-    const server = await startTemporalDevServer({ cliPath: resolveTemporalCli(), port: await freePort(), dbFile: path.join(work, 'temporal.sqlite'), namespace: config.TEMPORAL_NAMESPACE, preciseTimers: true, sqlitePragmas: DEV_SERVER_SQLITE_PRAGMAS });
+    const server = await startTemporalDevServer({ cliPath: resolveTemporalCli(), port: await freePort(), dbFile: path.join(work, 'temporal.sqlite'), namespace: config.TEMPORAL_NAMESPACE, preciseTimers: true, sqlitePragmas: DEV_SERVER_SQLITE_PRAGMAS, goRuntime: DEV_SERVER_GO_RUNTIME });
     cleanups.push(() => server.stop());
     process.env.TEMPORAL_ADDRESS = server.address;
     temporalPid = server.process.pid ?? null;

@@ -31,7 +31,7 @@ import { startMailCatcher } from './lib/mail-catcher';
 import { freePort, preferredPort } from './lib/ports';
 import { developmentSealingKeysFile, removeRuntimeFile, writeRuntimeFile } from './lib/runtime-file';
 import { resolveTemporalCli } from './lib/temporal-cli';
-import { DEV_SERVER_SQLITE_PRAGMAS, startTemporalDevServer } from './lib/temporal-dev-server';
+import { DEV_SERVER_GO_RUNTIME, DEV_SERVER_SQLITE_PRAGMAS, startTemporalDevServer } from './lib/temporal-dev-server';
 
 const say = (what: string, detail: string) => console.log(`[gw] ${what.padEnd(12)} ${detail}`);
 const stops: Array<[string, () => Promise<void>]> = [];
@@ -80,6 +80,7 @@ async function startServices(config: Config) {
       namespace: config.TEMPORAL_NAMESPACE,
       preciseTimers: true,
       sqlitePragmas: DEV_SERVER_SQLITE_PRAGMAS,
+      goRuntime: DEV_SERVER_GO_RUNTIME,
       // The UI shows sealed payloads through the API's codec endpoint, once the operator signs in there.
       uiCodecEndpoint: `http://localhost:${config.PORT}/temporal-codec`,
     });

@@ -6,7 +6,8 @@
  * provider, no sealing). Measured per retry: the Temporal dev server's CPU (from /proc) and the
  * worker's (this process: the SDK's poll, dispatch, failure and completion). Each variant is a
  * fresh dev server: as `npm start` ran it before issue 34 (SQLite file, rollback journal, full
- * sync), with the write-ahead log `npm start` now uses, and in memory.
+ * sync), with the write-ahead log, with the Go collector relaxed as `npm start` now runs it, and in
+ * memory.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -15,7 +16,7 @@ import { ApplicationFailure, ApplicationFailureCategory } from '@temporalio/comm
 import { Context } from '@temporalio/activity';
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
-import { DEV_SERVER_SQLITE_PRAGMAS, startTemporalDevServer } from '../../scripts/lib/temporal-dev-server';
+import { DEV_SERVER_GO_RUNTIME, DEV_SERVER_SQLITE_PRAGMAS, startTemporalDevServer } from '../../scripts/lib/temporal-dev-server';
 import { resolveTemporalCli } from '../../scripts/lib/temporal-cli';
 import { freePort } from '../../scripts/lib/ports';
 import { cpuSeconds } from '../lib/proc';
@@ -27,16 +28,20 @@ const M = Number(process.env.BENCH_ATTEMPTS ?? 60);
 const DELAY_MS = Number(process.env.BENCH_DELAY_MS ?? 60);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 
-type Variant = { name: string; file: boolean; pragmas: boolean };
-const VARIANTS: Variant[] = [
+type Variant = { name: string; file: boolean; pragmas: boolean; goRuntime?: Record<string, string> };
+const ALL_VARIANTS: Variant[] = [
   { name: 'SQLite file, default journal (npm start before issue 34)', file: true, pragmas: false },
-  { name: 'SQLite file, write-ahead log (npm start now)', file: true, pragmas: true },
+  { name: 'SQLite file, write-ahead log', file: true, pragmas: true },
+  { name: 'write-ahead log, GOGC=400 (npm start now)', file: true, pragmas: true, goRuntime: DEV_SERVER_GO_RUNTIME },
+  { name: 'write-ahead log, GOGC=off, GOMEMLIMIT=1GiB', file: true, pragmas: true, goRuntime: { GOGC: 'off', GOMEMLIMIT: '1GiB' } },
   { name: 'in memory', file: false, pragmas: false },
 ];
+// BENCH_VARIANTS=1,2: only those rows (indexes into ALL_VARIANTS).
+const VARIANTS = process.env.BENCH_VARIANTS ? process.env.BENCH_VARIANTS.split(',').map((i) => ALL_VARIANTS[Number(i)]!) : ALL_VARIANTS;
 
 async function measure(v: Variant): Promise<{ temporal: number; worker: number; idle: number; secs: number }> {
   const db = v.file ? path.join(os.tmpdir(), `retry-floor-${process.pid}-${Date.now()}.sqlite`) : undefined;
-  const server = await startTemporalDevServer({ cliPath: resolveTemporalCli(), port: await freePort(), dbFile: db, preciseTimers: true, sqlitePragmas: v.pragmas ? DEV_SERVER_SQLITE_PRAGMAS : undefined });
+  const server = await startTemporalDevServer({ cliPath: resolveTemporalCli(), port: await freePort(), dbFile: db, preciseTimers: true, sqlitePragmas: v.pragmas ? DEV_SERVER_SQLITE_PRAGMAS : undefined, goRuntime: v.goRuntime });
   const pid = server.process.pid!;
   const connection = await NativeConnection.connect({ address: server.address });
   const worker = await Worker.create({

@@ -17,6 +17,8 @@ export type DevServerOptions = {
   sqlitePragmas?: Record<string, string>;
   /** Where the Web UI decodes sealed payloads (the API's /temporal-codec). */
   uiCodecEndpoint?: string;
+  /** Go runtime settings for the server (DEV_SERVER_GO_RUNTIME); the environment's own win. */
+  goRuntime?: Record<string, string>;
 };
 
 /**
@@ -27,6 +29,13 @@ export type DevServerOptions = {
  * installs, and production runs a Temporal cluster.
  */
 export const DEV_SERVER_SQLITE_PRAGMAS: Record<string, string> = { journal_mode: 'wal', synchronous: 'normal' };
+
+/**
+ * The Go collector runs a fifth as often as by default (a heap up to five times the live one, a
+ * few hundred MB for the dev server): about a tenth less of the server's CPU per activity retry
+ * (bench/results/*-retry-floor.md). An operator's own GOGC or GOMEMLIMIT takes precedence.
+ */
+export const DEV_SERVER_GO_RUNTIME: Record<string, string> = { GOGC: '400' };
 
 export type DevServer = { address: string; process: ChildProcess; stop(): Promise<void> };
 
@@ -47,7 +56,8 @@ export async function startTemporalDevServer(options: DevServerOptions): Promise
   for (const [name, value] of Object.entries(options.sqlitePragmas ?? {})) args.push('--sqlite-pragma', `${name}=${value}`);
   if (options.uiCodecEndpoint && options.uiPort) args.push('--ui-codec-endpoint', options.uiCodecEndpoint);
 
-  const child = spawn(options.cliPath, args, { stdio: ['ignore', 'ignore', 'pipe'], detached: false });
+  const env = { ...options.goRuntime, ...process.env };
+  const child = spawn(options.cliPath, args, { stdio: ['ignore', 'ignore', 'pipe'], detached: false, env });
   let stderr = '';
   child.stderr?.on('data', (d: Buffer) => {
     stderr = (stderr + d.toString()).slice(-4000);

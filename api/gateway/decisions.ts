@@ -17,7 +17,7 @@ import { planCandidates, type Plan } from '../../core/routing/candidates';
 import type { GatewayContext, GatewayState } from '../context';
 import { parseInput } from '../validation';
 import { wholeAnswerUsage } from './billed-usage';
-import { chatCallDeps, costOf, guardAnswer, guardInput, logRequest, reserveBudget, type ChatCall } from './chat';
+import { chatCallDeps, costOf, guardAnswer, guardInput, logRequest, reserveBudget, type ChatCall } from './chat-call';
 import { parseAttribution, routingMetadata } from './chat-request';
 import type { GatewayServices } from './services';
 import { endSpend } from './spend-step';
@@ -84,7 +84,7 @@ export function decisionRoutes(router: Router<GatewayState>, deps: { db: Databas
     const body = decisionChatBody(policy.model, { slug: policy.slug, instructions: policy.instructions, outputSchema: policy.outputSchema, maxTokens: policy.maxTokens }, input.input);
     const decisionId = newId('dec');
     const newCall = (callId: string): ChatCall => ({
-      ctx, services, key, config, plan: null, body, attribution, logging: true, started: performance.now(), createdAt: new Date(), hold: null, cache: null,
+      ctx, services, key, config, endpoint: 'decisions', plan: null, body, attribution, logging: true, started: performance.now(), createdAt: new Date(), hold: null, cache: null,
       callId, decisionId,
     });
 

@@ -14,6 +14,7 @@ import { unlessMultipartRoute } from '../middleware/multipart';
 import { gatewayAuth } from '../middleware/gateway-auth';
 import { keyRateLimit, meterKnownKey, type KeyMeterDeps } from '../middleware/key-rate-limit';
 import { chatCompletions } from './chat';
+import { messagesRoutes } from './messages';
 import { decisionRoutes } from './decisions';
 import { mediaRoutes } from './media-routes';
 import { jobRoutes } from './jobs';
@@ -23,13 +24,16 @@ import { mcpRoutes } from './mcp';
 import type { Database } from '../../core/db/client';
 import type { GatewayServices } from './services';
 
+/** The routes that run the chat call (api/gateway/chat-call.ts). */
+const CHAT_CALL_PATHS: ReadonlySet<string> = new Set(['/v1/chat/completions', '/v1/messages']);
+
 export type GatewayRouterDeps = { keys: KeyResolver; authFailures: AuthFailureLimiter; clock: Clock; redis: RedisHandle; spendRedis: RedisHandle; db: Database; gateway: GatewayServices };
 
 /** `/v1`: key auth first (DESIGN 3, step 2), the key's rate tier, then the body, then the endpoint. */
 export function gatewayRouter(deps: GatewayRouterDeps): Router<GatewayState> {
   const router = new Router<GatewayState>({ prefix: '/v1' });
-  // Chat completions count the key's request in the same Redis step as their spend reservation.
-  const countsItself = (ctx: GatewayContext) => ctx.method === 'POST' && ctx.path.toLowerCase().replace(/\/+$/, '') === '/v1/chat/completions';
+  // The chat call's routes count the key's request in the same Redis step as their spend reservation.
+  const countsItself = (ctx: GatewayContext) => ctx.method === 'POST' && CHAT_CALL_PATHS.has(ctx.path.toLowerCase().replace(/\/+$/, ''));
   // A route that takes multipart (multipartBody) streams its own body; JSON is parsed for the rest.
   router.use(gatewayAuth({ ...deps, redis: deps.spendRedis }), keyRateLimit(deps.spendRedis, { countsItself }), unlessMultipartRoute(jsonBody()));
 
@@ -64,6 +68,7 @@ export function gatewayRouter(deps: GatewayRouterDeps): Router<GatewayState> {
   });
 
   router.post('/chat/completions', chatCompletions(deps.gateway));
+  messagesRoutes(router, deps.gateway);
   mediaRoutes(router, deps.gateway);
   jobRoutes(router, { db: deps.db, clock: deps.clock, gateway: deps.gateway, jobs: deps.gateway.jobs });
   requestLogRoutes(router, { db: deps.db, clock: deps.clock });

@@ -59,12 +59,12 @@ export function sseEvent(payload: unknown): string {
 }
 
 /**
- * Writes one event and, when `out` is full (`write()` answered false), waits for `drain`, so a
+ * Writes one event's SSE text and, when `out` is full (`write()` answered false), waits for `drain`, so a
  * slow client slows the upstream read instead of growing a buffer. A client gone (the signal,
  * or `out` closed) ends the wait too.
  */
-export async function sendEvent(out: Writable, payload: unknown, gone: AbortSignal): Promise<void> {
-  if (out.write(sseEvent(payload)) || out.destroyed || gone.aborted) return;
+export async function sendEvent(out: Writable, text: string, gone: AbortSignal): Promise<void> {
+  if (out.write(text) || out.destroyed || gone.aborted) return;
   await new Promise<void>((resolve) => {
     const wake = () => {
       out.off('drain', wake);
@@ -95,7 +95,8 @@ export async function relayStream(
   tally: StreamTally,
   out: Writable,
   gone: AbortSignal,
-  toChunk: (model: string, choices: ChunkChoice[]) => unknown,
+  /** The SSE text of one batch of choice deltas, in the client's wire. */
+  toEvents: (model: string, choices: ChunkChoice[]) => string,
 ): Promise<StreamEnd> {
   const deliver = async (outputs: readonly StreamOutput[]): Promise<StreamEnd | null> => {
     const { chunks, end } = foldOutputs(tally, outputs);
@@ -105,7 +106,7 @@ export async function relayStream(
         tally.guarded.held.push(chunk);
         continue;
       }
-      await sendEvent(out, toChunk(chunk.model, chunk.choices), gone);
+      await sendEvent(out, toEvents(chunk.model, chunk.choices), gone);
     }
     return gone.aborted ? { phase: 'gone' } : end;
   };

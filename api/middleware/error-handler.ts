@@ -4,6 +4,7 @@ import { errorSummary } from '../../core/logger';
 import { dependencyUnavailable, transientDependency } from '../../core/transient';
 import type { GatewayState } from '../context';
 import { awaitingContinue, lingerAfterRefusal } from './body';
+import { anthropicErrorBody, isMessagesPath } from '../gateway/protocols/anthropic-messages';
 
 type HttpishError = Error & { status?: number; statusCode?: number; expose?: boolean; type?: string };
 
@@ -56,7 +57,8 @@ export function errorHandler(): Middleware<GatewayState> {
         const lingering = lingerAfterRefusal(ctx.req);
         if (!awaitingContinue(ctx.req, ctx.res as { _sent100?: boolean })) await lingering;
       }
-      ctx.body = err.toBody();
+      // Each client protocol gets errors in its own shape, the gateway's code kept in them.
+      ctx.body = isMessagesPath(ctx.path) ? anthropicErrorBody(err) : err.toBody();
     }
   };
 }

@@ -10,12 +10,14 @@ import type { GatewayState } from '../context';
 import { authFailure } from './auth-failures';
 import { meterKey } from './key-rate-limit';
 
-/** `/v1` authentication: a gateway key as a Bearer token, resolved from the in-process cache. */
+/** `/v1` authentication: a gateway key as a Bearer token (or `x-api-key`), resolved from the in-process cache. */
 export function gatewayAuth(deps: { keys: KeyResolver; authFailures: AuthFailureLimiter; clock: Clock; redis: RedisHandle }): Middleware<GatewayState> {
   return async (ctx, next) => {
-    const bearer = parseBearer(ctx.get('authorization') || undefined);
+    // Anthropic's clients send the key as `x-api-key`; a Bearer header wins when both come.
+    const apiKey = ctx.get('x-api-key');
+    const bearer = parseBearer(ctx.get('authorization') || (apiKey ? `Bearer ${apiKey}` : undefined));
     if (bearer.kind === 'missing') {
-      throw new GatewayError('authentication', 'Missing API key. Send it as `Authorization: Bearer <key>`.');
+      throw new GatewayError('authentication', 'Missing API key. Send it as `Authorization: Bearer <key>` (or `x-api-key: <key>`).');
     }
     if (bearer.kind === 'malformed') {
       throw await authFailure(ctx, deps.authFailures, 'gateway', 'Malformed Authorization header. Expected `Bearer <key>`.');

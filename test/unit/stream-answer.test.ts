@@ -1,11 +1,11 @@
 import { PassThrough } from 'node:stream';
 import type { LiveStream } from '../../core/chat/execute';
 import type { ChunkChoice, StreamOutput } from '../../core/providers/types';
-import { foldOutputs, relayStream, type StreamTally } from '../../api/gateway/stream-answer';
+import { foldOutputs, relayStream, sseEvent, type StreamTally } from '../../api/gateway/stream-answer';
 
 const delta = (content: string, finish: string | null = null): StreamOutput => ({ type: 'delta', choices: [{ index: 0, delta: { content }, finish_reason: finish } as ChunkChoice] });
 const tally = (keepText: boolean): StreamTally => ({ model: 'm', usage: null, finished: false, outputBytes: 0, text: keepText ? [] : null });
-const toChunk = (model: string, choices: ChunkChoice[]) => ({ model, content: choices[0]?.delta.content });
+const toChunk = (model: string, choices: ChunkChoice[]) => sseEvent({ model, content: choices[0]?.delta.content });
 
 /** A live stream over fixed batches that counts how many batches were pulled. */
 function live(batches: StreamOutput[][], options: { failAfter?: number } = {}): LiveStream & { pulled: () => number; aborted: () => boolean } {

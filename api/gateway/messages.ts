@@ -1,0 +1,50 @@
+import type Router from '@koa/router';
+import { estimatePromptTokens } from '../../core/spend/worst-case';
+import type { GatewayState } from '../context';
+import { parseInput } from '../validation';
+import { serveChat, type ChatCall } from './chat-call';
+import { parseAttribution, parseCacheControl } from './chat-request';
+import { anthropicMessagesWire, chatBodyOf, chatMessagesOf, messagesRequestSchema, refuseUntranslatable } from './protocols/anthropic-messages';
+import type { GatewayServices } from './services';
+
+/**
+ * `POST /v1/messages` (Anthropic's Messages API, issue 35): the request translated into the chat
+ * call's body and served by the one chat call (routes, failover, spend, cache, guardrails, the
+ * request log), the answer in Messages' shapes. `metadata.user_id` is the request's user for
+ * attribution as well as the provider's `user`.
+ */
+export function messagesRoutes(router: Router<GatewayState>, services: GatewayServices): void {
+  router.post('/messages', async (ctx) => {
+    const started = performance.now();
+    const key = ctx.state.key!;
+    const request = parseInput(messagesRequestSchema, ctx.state.body);
+    refuseUntranslatable(request);
+    const attribution = parseAttribution(request.metadata?.user_id ? { user_id: request.metadata.user_id } : undefined);
+    const cacheControl = parseCacheControl(request.cache, (name) => ctx.get(name));
+    const body = chatBodyOf(request);
+    const config = await services.orgConfig.get(key.orgId);
+    const call: ChatCall = { ctx, services, key, config, endpoint: anthropicMessagesWire.endpoint, plan: null, body, attribution, logging: request.logging !== false, started, createdAt: new Date(), hold: null, cache: null };
+    await serveChat(call, {
+      model: request.model,
+      fallbacks: request.fallbacks ?? [],
+      allow: request.routing?.providers?.allow,
+      deny: request.routing?.providers?.deny,
+      cacheControl,
+      stream: request.stream === true,
+      // Messages streams always end with their usage (`message_delta`).
+      includeUsage: true,
+      // Not carried yet (docs/decisions.md, issue 35): named, never silently lost.
+      ...(request.thinking?.type === 'enabled' && { dropped: ['thinking'] }),
+    }, anthropicMessagesWire);
+  });
+
+  /**
+   * `POST /v1/messages/count_tokens`: the gateway's own estimate of the input (the one its spend
+   * holds are made of: it leans high), with no provider called and nothing charged.
+   */
+  router.post('/messages/count_tokens', async (ctx) => {
+    const request = parseInput(messagesRequestSchema.omit({ max_tokens: true }), ctx.state.body);
+    const body = chatBodyOf({ ...request, max_tokens: 1 });
+    ctx.body = { input_tokens: estimatePromptTokens({ messages: chatMessagesOf(request), tools: body.tools }) };
+  });
+}

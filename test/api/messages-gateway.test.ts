@@ -1,0 +1,154 @@
+import { eq } from 'drizzle-orm';
+import { requestLogs } from '../../core/db/schema';
+import { startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
+import { randomClientAddress } from '../helpers/harness';
+import { until } from '../helpers/until';
+
+/**
+ * What the gateway does for chat applies to `POST /v1/messages` unchanged (issue 35): failover
+ * before the first byte, a cut stream ending with Messages' own error event, the cache,
+ * guardrails, spend settled and logged, and what cannot cross named.
+ */
+describe('Anthropic Messages through the one chat call', () => {
+  let f: ChatFixture;
+  let secret: string;
+  let seq = 0;
+  /** A prompt no other test sends (the cache keys on it). */
+  const fresh = (text = 'Say hello') => `${text} #${Date.now()}-${seq++}`;
+
+  async function messages(key: string, body: Record<string, unknown>, headers: Record<string, string> = {}) {
+    const res = await fetch(`${f.api.url}/v1/messages`, {
+      method: 'POST',
+      headers: { 'x-api-key': key, 'anthropic-version': '2023-06-01', 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress(), ...headers },
+      body: JSON.stringify({ model: 'openai/gpt-4o-mini', max_tokens: 200, ...body }),
+    });
+    const text = await res.text();
+    let json: Loose = {};
+    try {
+      json = JSON.parse(text) as Loose;
+    } catch {
+      // a stream
+    }
+    return { status: res.status, headers: res.headers, json, text, id: res.headers.get('x-gw-request-id')! };
+  }
+
+  /** The named events of a Messages stream, parsed. */
+  const events = (text: string) => text.split('\n\n').filter(Boolean).map((block) => {
+    const [eventLine, dataLine] = block.split('\n');
+    return { event: eventLine!.slice('event: '.length), data: JSON.parse(dataLine!.slice('data: '.length)) as Loose };
+  });
+
+  const logRow = (id: string) => until(async () => (await f.database.db.select().from(requestLogs).where(eq(requestLogs.id, id)))[0], `request-log row ${id}`);
+
+  beforeAll(async () => {
+    f = await startChatFixture();
+    await f.connect('openai', { name: 'healthy openai' });
+    await f.connect('anthropic', { name: 'healthy anthropic' });
+    secret = await f.key();
+  });
+  afterAll(() => f.close());
+
+  it('fails over to a fallback before the first byte, streamed, and logs the attempts', async () => {
+    const g = await startChatFixture();
+    try {
+      await g.connect('openai', { directives: 'status=500', name: 'broken openai' });
+      await g.connect('anthropic', { name: 'good anthropic' });
+      const key = await g.key();
+      const res = await fetch(`${g.api.url}/v1/messages`, {
+        method: 'POST',
+        headers: { 'x-api-key': key, 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress() },
+        body: JSON.stringify({ model: 'openai/gpt-4o-mini', max_tokens: 100, stream: true, fallbacks: ['anthropic/claude-3-5-haiku-latest'], messages: [{ role: 'user', content: fresh() }] }),
+      });
+      expect(res.status).toBe(200);
+      const got = events(await res.text());
+      expect(got[0]).toMatchObject({ event: 'message_start', data: { message: { provider: 'anthropic', route: 'standby_a' } } });
+      expect(got.at(-1)!.event).toBe('message_stop');
+      const row = await until(async () => (await g.database.db.select().from(requestLogs).where(eq(requestLogs.id, res.headers.get('x-gw-request-id')!)))[0], 'the log row');
+      expect(row).toMatchObject({ endpoint: 'messages', status: 200, provider: 'anthropic', stream: true });
+      expect(row.attempts.length).toBeGreaterThanOrEqual(2);
+    } finally {
+      await g.close();
+    }
+  });
+
+  it('ends a stream cut mid-answer with the Messages error event, no message_stop, and settles what was sent', async () => {
+    const res = await messages(secret, { stream: true, messages: [{ role: 'user', content: `${fresh('Tell a story')} [sandbox cut_after=2]` }] });
+    expect(res.status).toBe(200);
+    const got = events(res.text);
+    expect(got[0]!.event).toBe('message_start');
+    expect(got.some((e) => e.event === 'content_block_delta')).toBe(true);
+    expect(got.at(-1)).toMatchObject({ event: 'error', data: { type: 'error', error: { type: 'api_error', gateway_type: 'upstream_error' } } });
+    expect(got.some((e) => e.event === 'message_stop')).toBe(false);
+    const row = await logRow(res.id);
+    expect(row).toMatchObject({ endpoint: 'messages', status: 502, errorType: 'upstream_error' });
+    // The provider started answering, so the prompt and what was sent are charged.
+    expect(Number(row.cost)).toBeGreaterThan(0);
+  });
+
+  it('hits the cache on the second of two identical requests', async () => {
+    const current = await f.client.get<Loose>('/org_settings');
+    expect((await f.client.patch('/org_settings', { response_cache: { enabled: true, default_ttl_seconds: 600 } }, current.etag!)).status).toBe(200);
+    await f.settle();
+    const body = { messages: [{ role: 'user', content: fresh() }] };
+    const first = await messages(secret, body);
+    expect(first.headers.get('x-gw-cache')).toBe('MISS');
+    await until(async () => {
+      const again = await messages(secret, body);
+      return again.headers.get('x-gw-cache') === 'HIT' && again;
+    }, 'a cache hit').then((hit) => {
+      expect(hit.json).toMatchObject({ type: 'message', content: first.json.content, usage: { cost: 0, price_source: 'gateway_cache' } });
+      expect(hit.headers.get('x-gw-cache-source')).toBe(first.id);
+    });
+    const streamed = await messages(secret, { ...body, stream: true });
+    expect(streamed.headers.get('x-gw-cache')).toBe('HIT');
+    const replay = events(streamed.text);
+    expect(replay.map((e) => e.event)).toEqual(expect.arrayContaining(['message_start', 'content_block_delta', 'message_delta', 'message_stop']));
+    expect(replay.filter((e) => e.event === 'content_block_delta').map((e) => e.data.delta.text).join('')).toBe(first.json.content[0].text);
+    await f.client.patch('/org_settings', { response_cache: { enabled: false } }, (await f.client.get<Loose>('/org_settings')).etag!);
+    await f.settle();
+  });
+
+  it('blocks a prompt a guardrail blocks, in Anthropic\'s error shape with the gateway\'s code', async () => {
+    const key = await f.client.post<{ id: string; secret: string }>('/gateway_keys', { label: 'guarded', project_id: f.tenant.projectId });
+    const policy = await f.client.post('/guardrail_policies', { target: `key:${key.body.id}`, rules: [{ detector: 'keywords', stage: 'input', action: 'block', words: ['forbidden'] }] });
+    expect(policy.status).toBe(201);
+    await f.settle();
+    const res = await messages(key.body.secret, { messages: [{ role: 'user', content: `${fresh()} forbidden` }] });
+    expect(res.status).toBe(403);
+    expect(res.json).toMatchObject({ type: 'error', error: { type: 'permission_error', gateway_type: 'permission_denied', code: 'guardrail_blocked' } });
+    expect(await logRow(res.id)).toMatchObject({ endpoint: 'messages', status: 403, errorCode: 'guardrail_blocked' });
+  });
+
+  it('names `thinking` as dropped, the way a refused parameter is', async () => {
+    const res = await messages(secret, { thinking: { type: 'enabled', budget_tokens: 1024 }, messages: [{ role: 'user', content: fresh() }] });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-gw-params-dropped')).toBe('thinking');
+    expect(JSON.stringify(f.sandbox.received.at(-1)!.body)).not.toContain('thinking');
+    expect(await logRow(res.id)).toMatchObject({ paramsDropped: ['thinking'] });
+  });
+
+  it('translates tool results, images and stop sequences to the chat wire', async () => {
+    const res = await messages(secret, {
+      system: [{ type: 'text', text: 'Be brief.' }],
+      stop_sequences: ['END'],
+      top_k: 5,
+      metadata: { user_id: 'end-user-7' },
+      messages: [
+        { role: 'user', content: [{ type: 'text', text: fresh('Look') }, { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' } }] },
+        { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1', name: 'lookup', input: { q: 'x' } }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: 'found' }] },
+      ],
+      tools: [{ name: 'lookup', input_schema: { type: 'object', properties: { q: { type: 'string' } } } }],
+    });
+    expect(res.status).toBe(200);
+    const sent = f.sandbox.received.at(-1)!.body as Loose;
+    expect(sent.messages[0]).toEqual({ role: 'system', content: 'Be brief.' });
+    expect(sent.messages[1].content[1]).toEqual({ type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' } });
+    expect(sent.messages[2].tool_calls[0]).toMatchObject({ id: 'toolu_1', function: { name: 'lookup', arguments: '{"q":"x"}' } });
+    expect(sent.messages[3]).toEqual({ role: 'tool', tool_call_id: 'toolu_1', content: 'found' });
+    expect(sent).toMatchObject({ stop: ['END'], user: 'end-user-7', max_tokens: 200 });
+    // OpenAI has no `top_k`: dropped and named, as on chat completions.
+    expect(res.headers.get('x-gw-params-dropped')).toBe('top_k');
+    expect(await logRow(res.id)).toMatchObject({ userId: 'end-user-7' });
+  });
+});

@@ -201,7 +201,7 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
   async function answer(res: http.ServerResponse, endpoint: Endpoint, parsed: ParsedChat, directives: Directives) {
     const reply = directives.reply ?? (directives.words ? numberedWords(directives.words, directives.wordBytes) : undefined);
     const turn = planTurn({ ...parsed, reply, parallelTools: directives.parallelTools === true && parsed.parallelToolCalls !== false });
-    const ctx = { id: randomBytes(12).toString('hex'), created: Math.floor(Date.now() / 1000), directives, turn, model: parsed.model, includeUsage: parsed.includeUsage, choices: parsed.choices ?? 1, logprobs: parsed.logprobs };
+    const ctx = { id: randomBytes(12).toString('hex'), created: Math.floor(Date.now() / 1000), directives, turn, model: parsed.model, includeUsage: parsed.includeUsage, choices: parsed.choices ?? 1, logprobs: parsed.logprobs, thinking: parsed.thinking };
     if (!parsed.stream) {
       res.writeHead(200, { 'content-type': 'application/json' });
       return res.end(JSON.stringify(endpoint.wire.answer(ctx)));

@@ -9,11 +9,12 @@ import { changesPrice, priceChangingFeatures, withPriceChangingFeatures } from '
 import { meterKey, refuseOverRate } from '../middleware/key-rate-limit';
 import { worstCaseCost } from '../../core/spend/worst-case';
 import { billedUsage, wholeAnswerUsage } from './billed-usage';
-import type { ChatBody, ChatResult, Choice, ChunkChoice, Usage } from '../../core/providers/types';
+import { NATIVE_REQUEST, type ChatBody, type ChatResult, type Choice, type ChunkChoice, type Usage } from '../../core/providers/types';
 import { planCandidates, type Plan } from '../../core/routing/candidates';
+import { ADAPTERS } from '../../core/providers/adapters';
 import type { GatewayContext } from '../context';
 import { routingMetadata, type Attribution } from './chat-request';
-import { relayStream, type StreamTally } from './stream-answer';
+import { relayStream, type NativeEvent, type StreamTally } from './stream-answer';
 import { ChoiceAssembler, replayChunks, type CachedAnswer } from '../../core/response-cache/answer';
 import { resolveCachePolicy, type CachePolicy, type CacheControl } from '../../core/response-cache/policy';
 import { ageSeconds, cacheField, consultCache, storeAnswer, type CacheOutcome } from './cache-step';
@@ -54,14 +55,24 @@ export type ChatRequest = {
   stream: boolean;
   /** A streamed answer ends with the usage (chat's `stream_options.include_usage`; always on wires that always send it). */
   includeUsage: boolean;
-  /** Fields of the client's protocol that no provider wire can take here: named with the candidate's in X-GW-Params-Dropped and the log. */
-  dropped?: string[];
+  /**
+   * Fields of the client's protocol that only its own wire carries: sent when a connection of
+   * that wire serves the request as it came (NATIVE_REQUEST), otherwise dropped and named with
+   * the candidate's own in X-GW-Params-Dropped and the log.
+   */
+  nativeOnly?: string[];
 };
 
-/** The candidate's dropped parameters and the route's, named in X-GW-Params-Dropped (spec 4.1). */
-function nameDropped(ctx: GatewayContext, request: ChatRequest, served: { dropped: string[] }): void {
-  if (request.dropped?.length) served.dropped.push(...request.dropped);
-  if (served.dropped.length > 0) ctx.set('X-GW-Params-Dropped', served.dropped.join(','));
+/** Whether the serving candidate's wire took the request as the client sent it. */
+function servedNatively(body: ChatBody, served: Served<unknown>): boolean {
+  const native = body[NATIVE_REQUEST];
+  return native !== undefined && ADAPTERS[served.candidate.connection.kind].nativeWire === native.wire;
+}
+
+/** The candidate's dropped parameters and what could not cross to its wire, named in X-GW-Params-Dropped (spec 4.1). */
+function nameDropped(call: Call, request: ChatRequest, served: Served<unknown>): void {
+  if (request.nativeOnly?.length && !servedNatively(call.body, served)) served.dropped.push(...request.nativeOnly);
+  if (served.dropped.length > 0) call.ctx.set('X-GW-Params-Dropped', served.dropped.join(','));
 }
 
 /**
@@ -242,6 +253,7 @@ function answerWhole(call: Call, served: Served<ChatResult>, wire: ChatWire): vo
     estimate: chargedEstimate(call, estimate),
     ...(guardrails && { guardrails }),
     ...(call.cache && { cache: cacheField(call.cache, Date.now()) }),
+    ...(call.body[NATIVE_REQUEST] && result.native && { native: result.native }),
   });
   logRequest(call, { status: 200, served, servedModel: model, attempts: served.attempts, usage, estimate, response: call.guard?.logChoices(result.choices) ?? result.choices });
   keepAnswer(call, served, model, result.choices, result.usage);
@@ -274,9 +286,9 @@ function answerStream(call: Call, served: Served<LiveStream>, wire: ChatWire, in
   // The answer is assembled for the cache only when this request may write it.
   const assembler = call.cache?.writeTo ? new ChoiceAssembler() : null;
   const encoder = wire.stream(call, identity(served, served.candidate.upstreamModel), includeUsage);
-  const chunk = (model: string, choices: ChunkChoice[]) => {
+  const chunk = (model: string, choices: ChunkChoice[], native?: NativeEvent) => {
     assembler?.add(choices);
-    return encoder.chunk(model, choices, call.guard && choices.some((c) => c.finish_reason) ? guardrailsOf(call) : undefined);
+    return encoder.chunk(model, choices, call.guard && choices.some((c) => c.finish_reason) ? guardrailsOf(call) : undefined, native);
   };
   let spendEnded = false;
 
@@ -437,6 +449,9 @@ export async function serveChat(call: Call, request: ChatRequest, wire: ChatWire
   const body = call.body;
   // Guardrails check the prompt first: a blocked one is never served, even from the cache.
   await guardInput(call);
+  // What guardrails redact or check is the chat body's: a guarded request is translated, never
+  // sent (or answered) in the provider's own wire past them.
+  if (call.guard) delete body[NATIVE_REQUEST];
   call.cache = await consultCache(ctx, services.responseCache, key.orgId, cachePolicy, body, call.logging, (hit) => couldHaveServed(plan, hit)).catch(loggedRefusal(call));
   if (call.cache?.hit) return answerFromCache(call, call.cache.hit, wire, request.stream, request.includeUsage);
   await reserveBudget(call);
@@ -466,7 +481,7 @@ export async function serveChat(call: Call, request: ChatRequest, wire: ChatWire
     const served = await unlessGone(startChatStream(plan, body, deps, clientGone.signal));
     if (!served) return;
     if (!served.ok) refused(call, served);
-    nameDropped(ctx, request, served);
+    nameDropped(call, request, served);
     answerStream(call, served, wire, request.includeUsage, clientGone.signal);
     return;
   }
@@ -475,6 +490,6 @@ export async function serveChat(call: Call, request: ChatRequest, wire: ChatWire
   if (!served) return;
   if (clientGone.signal.aborted) return settleAbandoned(call, served);
   if (!served.ok) refused(call, served);
-  nameDropped(ctx, request, served);
+  nameDropped(call, request, served);
   answerWhole(call, served, wire);
 }

@@ -1,6 +1,7 @@
 import type { GatewayError } from '../../core/errors';
 import type { Choice, ChunkChoice, Usage } from '../../core/providers/types';
 import type { CostEstimate } from '../../core/pricing/cost';
+import type { NativeEvent } from './stream-answer';
 import type { ChatCall } from './chat-call';
 
 /** Who served an answer, as its body and every chunk say it (spec 2.2). */
@@ -14,6 +15,8 @@ export type AnswerExtras = {
   estimate: CostEstimate;
   guardrails?: unknown;
   cache?: unknown;
+  /** The provider's own answer, when the request went to it in its own wire (NATIVE_REQUEST) and nothing must be checked in it. */
+  native?: Record<string, unknown>;
 };
 
 /**
@@ -22,8 +25,12 @@ export type AnswerExtras = {
  * (which content block is open, say).
  */
 export type StreamEncoder = {
-  /** A batch of choice deltas; `guardrails` rides on the chunks that finish a choice. */
-  chunk(model: string, choices: ChunkChoice[], guardrails?: unknown): string;
+  /**
+   * A batch of choice deltas; `guardrails` rides on the chunks that finish a choice. `native`:
+   * the provider's own event, when the request went to it in its own wire (the deltas of it
+   * then come as a batch of their own).
+   */
+  chunk(model: string, choices: ChunkChoice[], guardrails?: unknown, native?: NativeEvent): string;
   /** The end of a complete answer. */
   complete(model: string, extras: AnswerExtras): string;
   /** A stream broken off, or refused at its end: the wire's own error event. */

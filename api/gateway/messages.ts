@@ -4,7 +4,8 @@ import type { GatewayState } from '../context';
 import { parseInput } from '../validation';
 import { serveChat, type ChatCall } from './chat-call';
 import { parseAttribution, parseCacheControl } from './chat-request';
-import { anthropicMessagesWire, chatBodyOf, chatMessagesOf, messagesRequestSchema, refuseUntranslatable } from './protocols/anthropic-messages';
+import { NATIVE_REQUEST } from '../../core/providers/types';
+import { anthropicMessagesWire, chatBodyOf, chatMessagesOf, messagesRequestSchema, nativeBodyOf, refuseUntranslatable } from './protocols/anthropic-messages';
 import type { GatewayServices } from './services';
 
 /**
@@ -22,6 +23,9 @@ export function messagesRoutes(router: Router<GatewayState>, services: GatewaySe
     const attribution = parseAttribution(request.metadata?.user_id ? { user_id: request.metadata.user_id } : undefined);
     const cacheControl = parseCacheControl(request.cache, (name) => ctx.get(name));
     const body = chatBodyOf(request);
+    // An Anthropic connection takes the request as it came (cache_control, thinking blocks and
+    // their signatures); every other is sent the chat body's translation.
+    body[NATIVE_REQUEST] = { wire: 'anthropic-messages', body: nativeBodyOf(request) };
     const config = await services.orgConfig.get(key.orgId);
     const call: ChatCall = { ctx, services, key, config, endpoint: anthropicMessagesWire.endpoint, plan: null, body, attribution, logging: request.logging !== false, started, createdAt: new Date(), hold: null, cache: null };
     await serveChat(call, {
@@ -33,8 +37,8 @@ export function messagesRoutes(router: Router<GatewayState>, services: GatewaySe
       stream: request.stream === true,
       // Messages streams always end with their usage (`message_delta`).
       includeUsage: true,
-      // Not carried yet (docs/decisions.md, issue 35): named, never silently lost.
-      ...(request.thinking?.type === 'enabled' && { dropped: ['thinking'] }),
+      // Only Anthropic's wire thinks in blocks: named as dropped when another serves.
+      ...(request.thinking?.type === 'enabled' && { nativeOnly: ['thinking'] }),
     }, anthropicMessagesWire);
   });
 

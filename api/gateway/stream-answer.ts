@@ -22,7 +22,10 @@ export type StreamTally = {
   guarded?: { texts: string[]; held: Array<{ model: string; choices: ChunkChoice[] }> };
 };
 
-type Step = { chunks: Array<{ model: string; choices: ChunkChoice[] }>; end: StreamEnd | null };
+/** A provider's own event, passed along to a client that speaks its wire (StreamOutput `native`). */
+export type NativeEvent = { event: string; data: string };
+
+type Step = { chunks: Array<{ model: string; choices: ChunkChoice[]; native?: NativeEvent }>; end: StreamEnd | null };
 
 /** Folds one batch of outputs into the tally: the chunks to send, and the end if the batch ends the stream. */
 export function foldOutputs(tally: StreamTally, outputs: readonly StreamOutput[]): Step {
@@ -34,6 +37,9 @@ export function foldOutputs(tally: StreamTally, outputs: readonly StreamOutput[]
         break;
       case 'usage':
         tally.usage = Object.assign({}, tally.usage ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 }, o.usage) as Usage;
+        break;
+      case 'native':
+        chunks.push({ model: tally.model, choices: [], native: { event: o.event, data: o.data } });
         break;
       case 'done':
         return { chunks, end: { phase: 'complete' } };
@@ -95,8 +101,8 @@ export async function relayStream(
   tally: StreamTally,
   out: Writable,
   gone: AbortSignal,
-  /** The SSE text of one batch of choice deltas, in the client's wire. */
-  toEvents: (model: string, choices: ChunkChoice[]) => string,
+  /** The SSE text of one batch of choice deltas (or of a provider's own event), in the client's wire. */
+  toEvents: (model: string, choices: ChunkChoice[], native?: NativeEvent) => string,
 ): Promise<StreamEnd> {
   const deliver = async (outputs: readonly StreamOutput[]): Promise<StreamEnd | null> => {
     const { chunks, end } = foldOutputs(tally, outputs);
@@ -106,7 +112,8 @@ export async function relayStream(
         tally.guarded.held.push(chunk);
         continue;
       }
-      await sendEvent(out, toEvents(chunk.model, chunk.choices), gone);
+      const text = toEvents(chunk.model, chunk.choices, chunk.native);
+      if (text) await sendEvent(out, text, gone);
     }
     return gone.aborted ? { phase: 'gone' } : end;
   };

@@ -4,7 +4,7 @@ import type { RequestAttempt } from '../db/schema';
 import { GatewayError } from '../errors';
 import { ADAPTERS } from '../providers/adapters';
 import { sendUpstream, type UpstreamSuccess } from '../providers/upstream';
-import type { ChatBody, ChatResult, ProviderAdapter, ProviderFailure, StreamOutput } from '../providers/types';
+import { NATIVE_REQUEST, type ChatBody, type ChatResult, type ProviderAdapter, type ProviderFailure, type StreamOutput } from '../providers/types';
 import { chainPosition, type Candidate, type Plan } from '../routing/candidates';
 import { attemptRecord, finalError, type FailedAttempt } from './outcome';
 import { isDroppable, prepareBody, type LearnedParams } from './prepare';
@@ -170,8 +170,8 @@ export function completeChat(plan: Plan, body: ChatBody, deps: ExecuteDeps, stop
 
 const startsAnswer = (o: StreamOutput) => o.type === 'delta' && o.choices.some((c) => c.delta.content || c.delta.tool_calls?.length || c.finish_reason);
 
-async function* decodeStream(sent: UpstreamSuccess, adapter: ProviderAdapter): AsyncGenerator<StreamOutput[]> {
-  const decode = adapter.createStreamDecoder();
+async function* decodeStream(sent: UpstreamSuccess, adapter: ProviderAdapter, native: boolean): AsyncGenerator<StreamOutput[]> {
+  const decode = adapter.createStreamDecoder(native ? { native } : undefined);
   for await (const event of readSse(sent.body)) {
     const outputs = decode(event);
     if (outputs.length > 0) yield outputs;
@@ -202,7 +202,7 @@ export function startChatStream(plan: Plan, body: ChatBody, deps: ExecuteDeps, s
       if (sent.failure.kind === 'timeout') deps.onCut?.(candidate);
       return sent;
     }
-    const rest = decodeStream(sent, adapter);
+    const rest = decodeStream(sent, adapter, prepared.body[NATIVE_REQUEST] !== undefined);
     const buffered: StreamOutput[] = [];
     // A candidate given up on before its first token must not keep its pooled socket.
     const giveUp = (failure: ProviderFailure): TryResult<LiveStream> => {

@@ -19,8 +19,18 @@ export type ChatMessage = {
 
 export type ToolDefinition = { type: 'function'; function: { name: string; description?: string; parameters?: Record<string, unknown>; strict?: boolean } };
 
+/**
+ * A request in a provider's own wire, as a client protocol sent it (Anthropic Messages): sent
+ * as it came by the adapter of that wire, with the chat body's model, cap and drops applied, so
+ * what only that wire has (`cache_control`, thinking blocks and signatures) reaches it. Keyed by
+ * a symbol, so the body's JSON (cache keys, estimates, logs) never includes it.
+ */
+export const NATIVE_REQUEST: unique symbol = Symbol('native request');
+export type NativeRequest = { wire: 'anthropic-messages'; body: Record<string, unknown> };
+
 /** What reaches an adapter: the client's body without the gateway's own extension fields. */
 export type ChatBody = {
+  [NATIVE_REQUEST]?: NativeRequest;
   model: string;
   messages: ChatMessage[];
   stream?: boolean;
@@ -66,7 +76,11 @@ export type Choice = {
   logprobs?: unknown;
 };
 
-export type ChatResult = { model: string | null; choices: Choice[]; usage: Usage | null };
+export type ChatResult = {
+  model: string | null; choices: Choice[]; usage: Usage | null;
+  /** The answer in the provider's own wire, when its adapter keeps it (Anthropic): what a native client protocol answers with. */
+  native?: Record<string, unknown>;
+};
 
 /** A piece of a streamed tool call: the first carries id and name, later ones argument text. */
 export type ToolCallDelta = { index: number; id?: string; type?: 'function'; function?: { name?: string; arguments?: string } };
@@ -84,7 +98,9 @@ export type StreamOutput =
   | { type: 'usage'; usage: Partial<Usage> }
   | { type: 'model'; model: string }
   | { type: 'done' }
-  | { type: 'error'; failure: ProviderFailure };
+  | { type: 'error'; failure: ProviderFailure }
+  /** The provider's own event, passed along beside its translation when the request was native (NATIVE_REQUEST). */
+  | { type: 'native'; event: string; data: string };
 
 export const FAILURE_KINDS = ['rate_limit', 'server_error', 'timeout', 'connection', 'credential', 'moderation'] as const;
 export type FailureKind = (typeof FAILURE_KINDS)[number];
@@ -125,6 +141,8 @@ export type BuildOptions = {
 export type StreamDecoder = (event: { event?: string; data: string }) => StreamOutput[];
 
 export interface ProviderAdapter {
+  /** The client protocol whose requests this wire takes as they came (NATIVE_REQUEST), if any. */
+  nativeWire?: NativeRequest['wire'];
   /** Sampling parameters this wire has no place for: dropped and named in X-GW-Params-Dropped. */
   unsupportedSampling: readonly string[];
   /**
@@ -135,6 +153,7 @@ export interface ProviderAdapter {
   refusal(body: ChatBody, model: string): ParamRefusal | null;
   buildRequest(body: ChatBody, options: BuildOptions): UpstreamRequest;
   parseResponse(json: unknown): ChatResult;
-  createStreamDecoder(): StreamDecoder;
+  /** `native`: the request was sent in this wire's own form; the decoder passes each event along too. */
+  createStreamDecoder(options?: { native?: boolean }): StreamDecoder;
   classifyError(status: number, body: unknown, headers: Record<string, string | string[] | undefined>): ProviderFailure;
 }

@@ -51,6 +51,10 @@ function invalidFields(body: Record<string, unknown>): string | null {
   return null;
 }
 
+/** What the sandbox model "thinks", and the signature Anthropic puts on a thinking block (checked when it comes back). */
+const THINKING = 'The user wants an answer; the sandbox gives its usual one.';
+const signatureOf = (ctx: AnswerContext) => `sandbox-signature-${ctx.id.slice(-12)}`;
+
 const stopReason = (ctx: AnswerContext) => (ctx.turn.kind === 'tool' ? 'tool_use' : ctx.turn.truncated ? 'max_tokens' : 'end_turn');
 const toolUseId = (ctx: AnswerContext, i: number) => `toolu_${ctx.id.slice(-16)}${i > 0 ? `_${i}` : ''}`;
 
@@ -88,13 +92,15 @@ export const anthropicWire: Wire = {
       params: Object.keys(body),
       parallelToolCalls: choice?.disable_parallel_tool_use === true ? false : undefined,
       ...(format && { json: { schema: format.schema } }),
+      ...(isObject(body.thinking) && body.thinking.type === 'enabled' && { thinking: true }),
     };
   },
 
   answer(ctx) {
-    const content = ctx.turn.kind === 'tool'
+    const content: object[] = ctx.turn.kind === 'tool'
       ? ctx.turn.calls.map((c, i) => ({ type: 'tool_use', id: toolUseId(ctx, i), name: c.name, input: c.arguments }))
       : [{ type: 'text', text: ctx.turn.text }];
+    if (ctx.thinking) content.unshift({ type: 'thinking', thinking: THINKING, signature: signatureOf(ctx) });
     return { id: `msg_${ctx.id}`, type: 'message', role: 'assistant', model: ctx.model, content, stop_reason: stopReason(ctx), stop_sequence: null, usage: usage(ctx) };
   },
 
@@ -104,20 +110,29 @@ export const anthropicWire: Wire = {
     const frames: Frame[] = [
       ev('message_start', { message: { id: `msg_${ctx.id}`, type: 'message', role: 'assistant', model: ctx.model, content: [], stop_reason: null, stop_sequence: null, usage: { ...u, output_tokens: 1 } } }),
     ];
+    // A thinking block first, when asked for: its text, then its signature.
+    const first = ctx.thinking ? 1 : 0;
+    if (ctx.thinking) {
+      frames.push(ev('content_block_start', { index: 0, content_block: { type: 'thinking', thinking: '', signature: '' } }));
+      frames.push(ev('content_block_delta', { index: 0, delta: { type: 'thinking_delta', thinking: THINKING } }));
+      frames.push(ev('content_block_delta', { index: 0, delta: { type: 'signature_delta', signature: signatureOf(ctx) } }));
+      frames.push(ev('content_block_stop', { index: 0 }));
+    }
     if (ctx.turn.kind === 'tool') {
-      ctx.turn.calls.forEach((call, index) => {
+      ctx.turn.calls.forEach((call, i) => {
+        const index = first + i;
         const args = JSON.stringify(call.arguments);
         const half = Math.ceil(args.length / 2);
-        frames.push(ev('content_block_start', { index, content_block: { type: 'tool_use', id: toolUseId(ctx, index), name: call.name, input: {} } }));
+        frames.push(ev('content_block_start', { index, content_block: { type: 'tool_use', id: toolUseId(ctx, i), name: call.name, input: {} } }));
         frames.push(ev('content_block_delta', { index, delta: { type: 'input_json_delta', partial_json: args.slice(0, half) } }, true));
         frames.push(ev('content_block_delta', { index, delta: { type: 'input_json_delta', partial_json: args.slice(half) } }, true));
         frames.push(ev('content_block_stop', { index }));
       });
     } else {
-      frames.push(ev('content_block_start', { index: 0, content_block: { type: 'text', text: '' } }));
+      frames.push(ev('content_block_start', { index: first, content_block: { type: 'text', text: '' } }));
       frames.push({ event: 'ping', data: JSON.stringify({ type: 'ping' }) });
-      for (const piece of pieces(ctx.turn.text)) frames.push(ev('content_block_delta', { index: 0, delta: { type: 'text_delta', text: piece } }, true));
-      frames.push(ev('content_block_stop', { index: 0 }));
+      for (const piece of pieces(ctx.turn.text)) frames.push(ev('content_block_delta', { index: first, delta: { type: 'text_delta', text: piece } }, true));
+      frames.push(ev('content_block_stop', { index: first }));
     }
     frames.push(ev('message_delta', { delta: { stop_reason: stopReason(ctx), stop_sequence: null }, usage: { output_tokens: u.output_tokens } }));
     frames.push(ev('message_stop', {}));

@@ -23,11 +23,13 @@ export type ParsedChat = {
   json?: { schema?: Record<string, unknown> };
   /** Token log probabilities asked for, with this many alternatives each (OpenAI wire). */
   logprobs?: { top: number };
+  /** Extended thinking asked for (Anthropic `thinking`): a signed thinking block before the answer. */
+  thinking?: boolean;
 };
 
 export type Frame = { event?: string; data: string; content?: boolean };
 
-export type AnswerContext = { id: string; created: number; directives: Directives; turn: Turn & { truncated: boolean }; model: string; includeUsage: boolean; choices: number; logprobs?: { top: number } };
+export type AnswerContext = { id: string; created: number; directives: Directives; turn: Turn & { truncated: boolean }; model: string; includeUsage: boolean; choices: number; logprobs?: { top: number }; thinking?: boolean };
 
 /** Output tokens over every answer given (`n` answers cost n times one). */
 export const completionTokens = (ctx: AnswerContext) => ctx.turn.completionTokens * ctx.choices;

@@ -119,6 +119,17 @@ describe('Anthropic Messages through the one chat call', () => {
     expect(await logRow(res.id)).toMatchObject({ endpoint: 'messages', status: 403, errorCode: 'guardrail_blocked' });
   });
 
+  it('sends a guarded request to Anthropic translated, so what a guardrail redacts never leaves', async () => {
+    const key = await f.client.post<{ id: string; secret: string }>('/gateway_keys', { label: 'redacting', project_id: f.tenant.projectId });
+    expect((await f.client.post('/guardrail_policies', { target: `key:${key.body.id}`, rules: [{ detector: 'email', stage: 'input', action: 'redact' }] })).status).toBe(201);
+    await f.settle();
+    const res = await messages(key.body.secret, { model: 'anthropic/claude-3-5-haiku-latest', messages: [{ role: 'user', content: [{ type: 'text', text: `${fresh()} mail jane@example.com`, cache_control: { type: 'ephemeral' } }] }] });
+    expect(res.status).toBe(200);
+    const sent = JSON.stringify(f.sandbox.received.at(-1)!.body);
+    expect(sent).not.toContain('jane@example.com');
+    expect(res.json).toMatchObject({ type: 'message', provider: 'anthropic', guardrails: { action: 'redacted' } });
+  });
+
   it('names `thinking` as dropped, the way a refused parameter is', async () => {
     const res = await messages(secret, { thinking: { type: 'enabled', budget_tokens: 1024 }, messages: [{ role: 'user', content: fresh() }] });
     expect(res.status).toBe(200);

@@ -77,6 +77,34 @@ describe.each(WIRES)('Anthropic SDK through the gateway to $kind', ({ kind, mode
     expect(message.content.find((b) => b.type === 'tool_use')).toMatchObject({ name: 'get_weather', input: { city: 'sandbox' } });
   });
 
+  it(kind === 'anthropic' ? 'thinks, the thinking block and its signature passed along, whole and streamed' : 'answers without thinking, `thinking` named as dropped', async () => {
+    const ask = { model, max_tokens: 2000, thinking: { type: 'enabled' as const, budget_tokens: 1024 }, messages: [{ role: 'user' as const, content: 'Say hello' }] };
+    const { data, response } = await sdk.messages.create(ask).withResponse();
+    const streamed = await sdk.messages.stream(ask).finalMessage();
+    for (const message of [data, streamed]) {
+      const text = message.content.find((b): b is Anthropic.TextBlock => b.type === 'text');
+      expect(text?.text).toMatch(/^Hello from the sandbox model /);
+      const thinking = message.content.find((b): b is Anthropic.ThinkingBlock => b.type === 'thinking');
+      if (kind === 'anthropic') expect(thinking).toMatchObject({ thinking: expect.any(String), signature: expect.stringMatching(/^sandbox-signature-/) });
+      else expect(thinking).toBeUndefined();
+    }
+    expect(response.headers.get('x-gw-params-dropped')).toBe(kind === 'anthropic' ? null : 'thinking');
+    expect(data as unknown as Loose).toMatchObject({ id: `msg_${response.headers.get('x-gw-request-id')}`, provider: kind, usage: { cost: expect.any(Number) } });
+  });
+
+  it(kind === 'anthropic' ? 'passes cache_control through to Anthropic' : 'translates a request with cache_control for OpenAI', async () => {
+    const before = fixture.sandbox.received.length;
+    const created = await sdk.messages.create({
+      model, max_tokens: 100,
+      system: [{ type: 'text', text: 'A long, stable system prompt.', cache_control: { type: 'ephemeral' } }],
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'Say hello', cache_control: { type: 'ephemeral' } }] }],
+    });
+    expect(created.content[0]).toMatchObject({ type: 'text' });
+    const sent = JSON.stringify(fixture.sandbox.received.slice(before).at(-1)!.body);
+    if (kind === 'anthropic') expect(sent).toContain('"cache_control":{"type":"ephemeral"}');
+    else expect(sent).not.toContain('cache_control');
+  });
+
   it('counts tokens without calling a provider', async () => {
     const counted = await sdk.messages.countTokens({ model, messages: [{ role: 'user', content: 'Say hello to the whole wide world' }] });
     expect(counted.input_tokens).toBeGreaterThan(0);

@@ -3,6 +3,7 @@ import { GatewayError } from '../../../core/errors';
 import type { ChatBody, ChatMessage, Choice, ChunkChoice, ContentPart, FinishReason, ToolDefinition, Usage } from '../../../core/providers/types';
 import { modelName } from '../../validation';
 import type { AnswerExtras, AnswerIdentity, ChatWire, StreamEncoder } from '../chat-wire';
+import type { NativeEvent } from '../stream-answer';
 import type { ChatCall } from '../chat-call';
 
 /**
@@ -123,9 +124,9 @@ function chatToolChoice(choice: MessagesRequest['tool_choice']): ChatBody['tool_
 }
 
 /**
- * The chat call's body for a Messages request: the same parameters under chat's names.
- * `thinking` is not carried yet: it needs the native pass-through to an Anthropic connection
- * (thinking blocks and their signatures back), which is still to come (issue 35).
+ * The chat call's body for a Messages request: the same parameters under chat's names, for
+ * every wire but Anthropic's (which takes the request as it came, `nativeBodyOf`). Thinking
+ * blocks of earlier turns do not cross: no other wire has them.
  */
 export function chatBodyOf(request: MessagesRequest): ChatBody {
   const body: ChatBody = { model: request.model, messages: chatMessagesOf(request), max_tokens: request.max_tokens };
@@ -144,7 +145,22 @@ export function chatBodyOf(request: MessagesRequest): ChatBody {
   return body;
 }
 
+/** The gateway's own fields of a Messages request (spec 4.1's extension fields), never sent to a provider. */
+const GATEWAY_FIELDS = new Set(['fallbacks', 'routing', 'logging', 'cache']);
+
+/** The request as Anthropic takes it: the client's body without the gateway's own fields. */
+export function nativeBodyOf(request: MessagesRequest): Record<string, unknown> {
+  const body: Record<string, unknown> = {};
+  for (const k in request) if (!GATEWAY_FIELDS.has(k)) body[k] = (request as Record<string, unknown>)[k];
+  return body;
+}
+
 const STOP_REASONS: Record<FinishReason, string> = { stop: 'end_turn', length: 'max_tokens', tool_calls: 'tool_use', content_filter: 'refusal' };
+
+/** The gateway's charge beside a usage's counts (spec 2.2's `cost` and `price_source`). */
+function costFields(extras: Pick<AnswerExtras, 'estimate'>): Record<string, unknown> {
+  return extras.estimate ? { cost: extras.estimate.cost, price_source: extras.estimate.source } : { cost: null };
+}
 
 /** Messages' usage: its counts (input apart from what the cache read), and the gateway's cost beside them. */
 function messagesUsage(usage: Usage | null, extras?: Pick<AnswerExtras, 'estimate'>): Record<string, unknown> {
@@ -205,8 +221,35 @@ class MessagesStream implements StreamEncoder {
   private open: { index: number; kind: 'text' | 'tool'; tool?: number } | null = null;
   private next = 0;
   private stopReason: string | null = null;
+  /**
+   * Set by the first of the provider's own events (a native request served by Anthropic): from
+   * then on those are what the client gets, as sent (thinking blocks, signatures, citations),
+   * and the translated deltas are only read by the gateway. `message_delta` is held to the end
+   * so the gateway's cost joins its usage.
+   */
+  private native: { messageDelta: Record<string, unknown> | null } | null = null;
 
   constructor(private readonly call: ChatCall, private readonly who: AnswerIdentity) {}
+
+  private passAlong(e: NativeEvent): string {
+    this.native ??= { messageDelta: null };
+    switch (e.event) {
+      case 'message_start': {
+        const data = JSON.parse(e.data) as { message?: Record<string, unknown> };
+        this.started = true;
+        return event('message_start', { message: Object.assign({}, data.message, { id: messageId(this.call) }, gatewayFields(this.call, this.who)) });
+      }
+      case 'message_delta':
+        this.native.messageDelta = JSON.parse(e.data) as Record<string, unknown>;
+        return '';
+      // The end and a failure are the gateway's to say (complete, fail).
+      case 'message_stop':
+      case 'error':
+        return '';
+      default:
+        return `event: ${e.event}\ndata: ${e.data}\n\n`;
+    }
+  }
 
   private start(model: string): string {
     if (this.started) return '';
@@ -225,7 +268,9 @@ class MessagesStream implements StreamEncoder {
     return text;
   }
 
-  chunk(model: string, choices: ChunkChoice[]): string {
+  chunk(model: string, choices: ChunkChoice[], _guardrails?: unknown, native?: NativeEvent): string {
+    if (native) return this.passAlong(native);
+    if (this.native) return '';
     let out = this.start(model);
     // One answer per Messages request: the first choice.
     const c = choices.find((x) => x.index === 0);
@@ -251,6 +296,11 @@ class MessagesStream implements StreamEncoder {
   }
 
   complete(model: string, extras: AnswerExtras): string {
+    if (this.native?.messageDelta) {
+      const delta = this.native.messageDelta;
+      const usage = Object.assign({}, delta.usage as Record<string, unknown> | undefined, costFields(extras));
+      return event('message_delta', Object.assign({}, delta, { usage }, gatewayFields(this.call, this.who, extras))) + event('message_stop', {});
+    }
     const out = this.start(model) + this.close();
     return out
       + event('message_delta', { delta: { stop_reason: this.stopReason ?? 'end_turn', stop_sequence: null }, usage: messagesUsage(extras.usage, extras), ...gatewayFields(this.call, this.who, extras) })
@@ -265,6 +315,11 @@ class MessagesStream implements StreamEncoder {
 export const anthropicMessagesWire: ChatWire = {
   endpoint: 'messages',
   whole: (call, who, choices, extras) => {
+    // Served in Anthropic's own wire: its answer as it came, with the gateway's id, cost and fields.
+    if (extras.native) {
+      const usage = Object.assign({}, extras.native.usage as Record<string, unknown> | undefined, costFields(extras));
+      return Object.assign({}, extras.native, { id: messageId(call), model: who.model, usage }, gatewayFields(call, who, extras));
+    }
     const choice = choices.find((c) => c.index === 0) ?? choices[0];
     return {
       id: messageId(call),

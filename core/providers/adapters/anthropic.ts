@@ -1,6 +1,7 @@
 import { safeJson, textOf } from './message-text';
 import { classifyByStatus } from '../errors';
-import type { ChatBody, ChatMessage, ChatResult, ContentPart, FinishReason, ParamRefusal, ProviderAdapter, StreamOutput, ToolCall, Usage } from '../types';
+import { NATIVE_REQUEST, type ChatBody, type ChatMessage, type ChatResult, type ContentPart, type FinishReason, type ParamRefusal, type ProviderAdapter, type StreamOutput, type ToolCall, type Usage } from '../types';
+import { DROPPABLE_PARAMS } from '../../chat/prepare';
 
 type Block =
   | { type: 'text'; text: string }
@@ -102,11 +103,15 @@ const STOP_REASONS: Record<string, FinishReason> = { end_turn: 'stop', stop_sequ
 
 /** Anthropic Messages API (`/messages`): system prompt apart, `max_tokens` required, tool blocks. */
 export const anthropicAdapter: ProviderAdapter = {
+  nativeWire: 'anthropic-messages',
+
   unsupportedSampling: ['frequency_penalty', 'presence_penalty', 'seed', 'logprobs', 'top_logprobs', 'logit_bias'],
 
   refusal: anthropicRefusal,
 
   buildRequest(body, { model, stream, defaultMaxTokens }) {
+    const native = body[NATIVE_REQUEST];
+    if (native?.wire === 'anthropic-messages') return { path: '/messages', body: nativeMessages(native.body, body, model, stream, defaultMaxTokens) };
     const forwarded = Object.fromEntries(Object.entries(body).filter(([k]) => !NOT_FORWARDED.includes(k)));
     const { system, messages } = toAnthropicMessages(body.messages);
     const stop = body.stop === undefined ? undefined : Array.isArray(body.stop) ? body.stop : [body.stop];
@@ -138,6 +143,7 @@ export const anthropicAdapter: ProviderAdapter = {
       .filter((b): b is Extract<Block, { type: 'tool_use' }> => b.type === 'tool_use')
       .map((b) => ({ id: b.id, type: 'function', function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) } }));
     return {
+      native: json as Record<string, unknown>,
       model: r.model ?? null,
       choices: [{
         index: 0,
@@ -148,46 +154,67 @@ export const anthropicAdapter: ProviderAdapter = {
     };
   },
 
-  createStreamDecoder() {
-    let promptUsage: AnthropicUsage = {};
-    const toolIndexOfBlock = new Map<number, number>();
-    return ({ event, data }): StreamOutput[] => {
-      const e = JSON.parse(data) as { type?: string; index?: number; message?: { model?: string; usage?: AnthropicUsage }; content_block?: Block; delta?: { type?: string; text?: string; partial_json?: string; stop_reason?: string }; usage?: AnthropicUsage; error?: { type?: string; message?: string } };
-      switch (e.type ?? event) {
-        case 'message_start':
-          promptUsage = e.message?.usage ?? {};
-          return [...(e.message?.model ? [{ type: 'model' as const, model: e.message.model }] : []), { type: 'delta', choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }] }];
-        case 'content_block_start':
-          if (e.content_block?.type === 'tool_use') {
-            const toolIndex = toolIndexOfBlock.size;
-            toolIndexOfBlock.set(e.index ?? 0, toolIndex);
-            return [{ type: 'delta', choices: [{ index: 0, delta: { tool_calls: [{ index: toolIndex, id: e.content_block.id, type: 'function', function: { name: e.content_block.name, arguments: '' } }] }, finish_reason: null }] }];
-          }
-          return [];
-        case 'content_block_delta':
-          if (e.delta?.type === 'text_delta') return [{ type: 'delta', choices: [{ index: 0, delta: { content: e.delta.text ?? '' }, finish_reason: null }] }];
-          if (e.delta?.type === 'input_json_delta') {
-            return [{ type: 'delta', choices: [{ index: 0, delta: { tool_calls: [{ index: toolIndexOfBlock.get(e.index ?? 0) ?? 0, function: { arguments: e.delta.partial_json ?? '' } }] }, finish_reason: null }] }];
-          }
-          return [];
-        case 'message_delta': {
-          const usage = mapAnthropicUsage(Object.assign({}, promptUsage, { output_tokens: e.usage?.output_tokens ?? promptUsage.output_tokens }));
-          return [
-            { type: 'delta', choices: [{ index: 0, delta: {}, finish_reason: STOP_REASONS[e.delta?.stop_reason ?? 'end_turn'] ?? 'stop' }] },
-            ...(usage ? [{ type: 'usage' as const, usage }] : []),
-          ];
-        }
-        case 'message_stop':
-          return [{ type: 'done' }];
-        case 'error': {
-          const status = e.error?.type === 'overloaded_error' ? 529 : e.error?.type === 'rate_limit_error' ? 429 : 500;
-          return [{ type: 'error', failure: classifyByStatus(status, e, {}) }];
-        }
-        default:
-          return [];
-      }
-    };
+  createStreamDecoder(options) {
+    const translate = decodeAnthropicEvent();
+    if (!options?.native) return translate;
+    // Each event passed along first, then its translation (which the tally, guardrails and cache read).
+    return (e): StreamOutput[] => [{ type: 'native', event: e.event ?? '', data: e.data }, ...translate(e)];
   },
 
   classifyError: (status, body, headers) => classifyByStatus(status, body, headers),
 };
+
+/**
+ * A native Messages request (a client that spoke Anthropic's wire) as sent: the client's own
+ * body with the candidate's model, the output cap the chat body carries (the one the budget
+ * held) and without the sampling parameters the chat body no longer has (dropped for this model).
+ */
+function nativeMessages(request: Record<string, unknown>, body: ChatBody, model: string, stream: boolean, defaultMaxTokens: number): Record<string, unknown> {
+  const sent: Record<string, unknown> = Object.assign({}, request, { model, max_tokens: body.max_completion_tokens ?? body.max_tokens ?? defaultMaxTokens });
+  for (const k of DROPPABLE_PARAMS) if (sent[k] !== undefined && body[k] === undefined) delete sent[k];
+  if (stream) sent.stream = true;
+  else delete sent.stream;
+  return sent;
+}
+
+/** Anthropic's stream events in the chat vocabulary (deltas, usage, the model, done or an error). */
+function decodeAnthropicEvent() {
+  let promptUsage: AnthropicUsage = {};
+  const toolIndexOfBlock = new Map<number, number>();
+  return ({ event, data }: { event?: string; data: string }): StreamOutput[] => {
+    const e = JSON.parse(data) as { type?: string; index?: number; message?: { model?: string; usage?: AnthropicUsage }; content_block?: Block; delta?: { type?: string; text?: string; partial_json?: string; stop_reason?: string }; usage?: AnthropicUsage; error?: { type?: string; message?: string } };
+    switch (e.type ?? event) {
+      case 'message_start':
+        promptUsage = e.message?.usage ?? {};
+        return [...(e.message?.model ? [{ type: 'model' as const, model: e.message.model }] : []), { type: 'delta', choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }] }];
+      case 'content_block_start':
+        if (e.content_block?.type === 'tool_use') {
+          const toolIndex = toolIndexOfBlock.size;
+          toolIndexOfBlock.set(e.index ?? 0, toolIndex);
+          return [{ type: 'delta', choices: [{ index: 0, delta: { tool_calls: [{ index: toolIndex, id: e.content_block.id, type: 'function', function: { name: e.content_block.name, arguments: '' } }] }, finish_reason: null }] }];
+        }
+        return [];
+      case 'content_block_delta':
+        if (e.delta?.type === 'text_delta') return [{ type: 'delta', choices: [{ index: 0, delta: { content: e.delta.text ?? '' }, finish_reason: null }] }];
+        if (e.delta?.type === 'input_json_delta') {
+          return [{ type: 'delta', choices: [{ index: 0, delta: { tool_calls: [{ index: toolIndexOfBlock.get(e.index ?? 0) ?? 0, function: { arguments: e.delta.partial_json ?? '' } }] }, finish_reason: null }] }];
+        }
+        return [];
+      case 'message_delta': {
+        const usage = mapAnthropicUsage(Object.assign({}, promptUsage, { output_tokens: e.usage?.output_tokens ?? promptUsage.output_tokens }));
+        return [
+          { type: 'delta', choices: [{ index: 0, delta: {}, finish_reason: STOP_REASONS[e.delta?.stop_reason ?? 'end_turn'] ?? 'stop' }] },
+          ...(usage ? [{ type: 'usage' as const, usage }] : []),
+        ];
+      }
+      case 'message_stop':
+        return [{ type: 'done' }];
+      case 'error': {
+        const status = e.error?.type === 'overloaded_error' ? 529 : e.error?.type === 'rate_limit_error' ? 429 : 500;
+        return [{ type: 'error', failure: classifyByStatus(status, e, {}) }];
+      }
+      default:
+        return [];
+    }
+  };
+}

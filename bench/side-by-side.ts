@@ -16,7 +16,7 @@ import path from 'node:path';
 import { newKeyring } from '../core/crypto/sealing';
 import { applyMigrations } from '../core/db/migrate';
 import { freePort, waitFor } from '../scripts/lib/ports';
-import { chatBody, startGatewaySubject, startMock, type TenantFeatures } from './lib/gateway';
+import { chatBody, messagesBody, startGatewaySubject, startMock, type TenantFeatures } from './lib/gateway';
 import { findLoadTool, type LoadResult, type LoadTool } from './lib/load';
 import { cpuSeconds, rssMb } from './lib/proc';
 import { log, node, ROOT, runBench, waitForPort, workDir } from './lib/processes';
@@ -49,7 +49,11 @@ type Subject = {
   delayed: { url: string; headers: Record<string, string>; model: string };
   /** Redis and Postgres work on its behalf. */
   usesServices: boolean;
+  /** The request it is sent, when not a chat completion. */
+  body?: (model: string, stream?: boolean) => string;
 };
+
+const bodyOf = (s: Subject) => s.body ?? chatBody;
 
 // ---------------------------------------------------------------- subjects
 
@@ -65,8 +69,14 @@ const GATEWAY_SUBJECTS = [
   ['gateway_cache_hit', 'gateway, cache hits', { promptLogging: false, responseCache: true }],
   ['gateway_guardrails', 'gateway, guardrails', { promptLogging: false, guardrails: true }],
   ['gateway_cost_rules', 'gateway, cost-center rules', { promptLogging: false, costRules: true }],
+  ['gateway_messages', 'gateway, /v1/messages to OpenAI', { promptLogging: false }],
 ] as const satisfies ReadonlyArray<readonly [string, string, TenantFeatures]>;
 type GatewaySubjectId = (typeof GATEWAY_SUBJECTS)[number][0];
+
+/** Subjects that take another client protocol than chat completions (issue 35): its path and request. */
+const PROTOCOLS: Partial<Record<GatewaySubjectId, { path: string; body: (model: string, stream?: boolean) => string }>> = {
+  gateway_messages: { path: '/v1/messages', body: messagesBody },
+};
 
 async function ensurePortkey(): Promise<void> {
   if (fs.existsSync(PORTKEY_START)) return;
@@ -102,8 +112,9 @@ async function startSubjects(work: string, svc: Services): Promise<{ subjects: S
       env: { BENCH_CPU_PROF_FILE: profile },
     });
     if (profile) profiles.push({ label, pid: api.pid, file: profile });
-    const url = `${api.apiUrl}/v1/chat/completions`;
-    subjects.push({ id, label, pid: api.pid, url, headers: {}, bearers: api.keys, model: 'openai/gpt-4o-mini', usesServices: true, delayed: { url, headers: {}, model: 'bench-delay20' } });
+    const protocol = PROTOCOLS[id];
+    const url = `${api.apiUrl}${protocol?.path ?? '/v1/chat/completions'}`;
+    subjects.push({ id, label, pid: api.pid, url, headers: {}, bearers: api.keys, model: 'openai/gpt-4o-mini', usesServices: true, delayed: { url, headers: {}, model: 'bench-delay20' }, body: protocol?.body });
   }
 
   if (wanted.has('portkey')) {
@@ -162,7 +173,7 @@ async function load(tool: LoadTool, s: Subject, svc: Services, work: string, con
   const svc0 = servicesCpu(svc);
   const target = delayed ? s.delayed : s;
   const count0 = s.usesServices ? await svc.counters?.() : undefined;
-  const r = await tool.run({ url: target.url, headers: { 'content-type': 'application/json', ...target.headers }, bearers: s.bearers, body: chatBody(target.model), connections, seconds }, work);
+  const r = await tool.run({ url: target.url, headers: { 'content-type': 'application/json', ...target.headers }, bearers: s.bearers, body: bodyOf(s)(target.model), connections, seconds }, work);
   const n = Math.max(1, r.requests);
   const cpuUsPerReq = ((cpuSeconds(s.pid) - cpu0) / n) * 1e6;
   const servicesUsPerReq = ((servicesCpu(svc) - svc0) / n) * 1e6;
@@ -196,8 +207,8 @@ async function measure(tool: LoadTool, s: Subject, svc: Services, work: string):
   const loadRuns: Round['load'] = {};
   for (const c of CONCURRENCY) loadRuns[`c${c}`] = await load(tool, s, svc, work, c);
   loadRuns.c128_delay20 = await load(tool, s, svc, work, 128, true);
-  const timed = await streams(STREAMS_TIMED, s.url, streamHeaders(s), chatBody(s.model, true), STREAMS_TIMED_STAGGER_MS);
-  const many = await streams(STREAMS_MANY, s.url, streamHeaders(s), chatBody(s.model, true));
+  const timed = await streams(STREAMS_TIMED, s.url, streamHeaders(s), bodyOf(s)(s.model, true), STREAMS_TIMED_STAGGER_MS);
+  const many = await streams(STREAMS_MANY, s.url, streamHeaders(s), bodyOf(s)(s.model, true));
   const ttfc = timed.filter((t) => t.ok).map((t) => t.ttfcMs);
   const gaps = timed.filter((t) => t.ok).flatMap((t) => t.gapsMs);
   return {
@@ -224,7 +235,7 @@ async function warm(tool: LoadTool, s: Subject, svc: Services, work: string): Pr
   for (const r of [await load(tool, s, svc, work, 32, false, 2), await load(tool, s, svc, work, 8, true, 1)]) {
     if (r.errors) log(`  warning: ${r.errors} errors warming ${s.label}: ${r.errorSample ?? ''}`);
   }
-  const first = await streams(4, s.url, streamHeaders(s), chatBody(s.model, true));
+  const first = await streams(4, s.url, streamHeaders(s), bodyOf(s)(s.model, true));
   const bad = first.find((r) => !r.ok);
   if (bad) log(`  warning: a warm-up stream through ${s.label} failed: ${bad.error}`);
 }

@@ -25,7 +25,8 @@ export function messagesRoutes(router: Router<GatewayState>, services: GatewaySe
     const body = chatBodyOf(request);
     // An Anthropic connection takes the request as it came (cache_control, thinking blocks and
     // their signatures); every other is sent the chat body's translation.
-    body[NATIVE_REQUEST] = { wire: 'anthropic-messages', body: nativeBodyOf(request) };
+    const betas = ctx.get('anthropic-beta').split(',').map((b) => b.trim()).filter(Boolean);
+    body[NATIVE_REQUEST] = { wire: 'anthropic-messages', body: nativeBodyOf(request), ...(betas.length > 0 && { betas }) };
     const config = await services.orgConfig.get(key.orgId);
     const call: ChatCall = { ctx, services, key, config, endpoint: anthropicMessagesWire.endpoint, plan: null, body, attribution, logging: request.logging !== false, started, createdAt: new Date(), hold: null, cache: null };
     await serveChat(call, {

@@ -19,6 +19,10 @@ export const KEYS_PER_SUBJECT = 8;
 export const chatBody = (model: string, stream = false) =>
   JSON.stringify({ model, messages: [{ role: 'system', content: 'You are a helpful assistant.' }, { role: 'user', content: 'Write two sentences about foxes.' }], ...(stream && { stream: true }) });
 
+/** The same request in Anthropic's Messages API (`/v1/messages`, issue 35). */
+export const messagesBody = (model: string, stream = false) =>
+  JSON.stringify({ model, max_tokens: 1024, system: 'You are a helpful assistant.', messages: [{ role: 'user', content: 'Write two sentences about foxes.' }], ...(stream && { stream: true }) });
+
 /** bench/mock-upstream.ts in its own process; answers its URL. */
 export async function startMock(work: string): Promise<string> {
   const mockPort = await freePort();

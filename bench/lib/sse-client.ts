@@ -38,7 +38,13 @@ export async function oneStream(url: string, headers: Record<string, string>, bo
             done = true;
             continue;
           }
-          const content = (JSON.parse(data) as { choices?: Array<{ delta?: { content?: string } }> }).choices?.[0]?.delta?.content;
+          // A chat completion chunk, or an Anthropic Messages event (its text deltas, its end).
+          const parsed = JSON.parse(data) as { type?: string; choices?: Array<{ delta?: { content?: string } }>; delta?: { text?: string } };
+          if (parsed.type === 'message_stop') {
+            done = true;
+            continue;
+          }
+          const content = parsed.type === 'content_block_delta' ? parsed.delta?.text : parsed.choices?.[0]?.delta?.content;
           if (!content) continue;
           text += content;
           if (Number.isNaN(ttfcMs)) ttfcMs = now - started;
@@ -48,7 +54,7 @@ export async function oneStream(url: string, headers: Record<string, string>, bo
       }
     }
     const ok = done && text === EXPECTED_STREAM_TEXT;
-    return { ok, ttfcMs, gapsMs, ...(!ok && { error: done ? 'text differs' : 'no [DONE]' }) };
+    return { ok, ttfcMs, gapsMs, ...(!ok && { error: done ? 'text differs' : 'no end (`[DONE]` or `message_stop`)' }) };
   } catch (err) {
     return { ok: false, ttfcMs, gapsMs, error: (err as Error).message };
   }

@@ -26,7 +26,12 @@ export type ToolDefinition = { type: 'function'; function: { name: string; descr
  * a symbol, so the body's JSON (cache keys, estimates, logs) never includes it.
  */
 export const NATIVE_REQUEST: unique symbol = Symbol('native request');
-export type NativeRequest = { wire: 'anthropic-messages'; body: Record<string, unknown> };
+export type NativeRequest = {
+  wire: 'anthropic-messages';
+  body: Record<string, unknown>;
+  /** The client's `anthropic-beta` features; sent only those the connection allows (`config.anthropic_betas`). */
+  betas?: string[];
+};
 
 /** What reaches an adapter: the client's body without the gateway's own extension fields. */
 export type ChatBody = {

@@ -71,6 +71,30 @@ describe('Anthropic Messages through the one chat call', () => {
     }
   });
 
+  it('sends Anthropic only the anthropic-beta features its connection allows', async () => {
+    const g = await startChatFixture();
+    try {
+      const conn = await g.client.post('/provider_connections', {
+        kind: 'anthropic', name: 'betas', secret: 'sk-sandbox-test',
+        config: { base_url: `${g.sandbox.url}/anthropic/v1`, anthropic_betas: ['prompt-caching-2024-07-31'] },
+      });
+      expect(conn.status).toBe(201);
+      await g.settle();
+      const key = await g.key();
+      const res = await fetch(`${g.api.url}/v1/messages`, {
+        method: 'POST',
+        headers: { 'x-api-key': key, 'anthropic-beta': 'prompt-caching-2024-07-31, files-api-2025-04-14', 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress() },
+        body: JSON.stringify({ model: 'anthropic/claude-3-5-haiku-latest', max_tokens: 50, messages: [{ role: 'user', content: fresh() }] }),
+      });
+      expect(res.status).toBe(200);
+      expect(g.sandbox.received.at(-1)!.headers['anthropic-beta']).toBe('prompt-caching-2024-07-31');
+      const bad = await g.client.post('/provider_connections', { kind: 'anthropic', name: 'bad betas', secret: 'sk-sandbox-test', config: { base_url: `${g.sandbox.url}/anthropic/v1`, anthropic_betas: ['Not A Beta!'] } });
+      expect(bad.status).toBe(400);
+    } finally {
+      await g.close();
+    }
+  });
+
   it('ends a stream cut mid-answer with the Messages error event, no message_stop, and settles what was sent', async () => {
     const res = await messages(secret, { stream: true, messages: [{ role: 'user', content: `${fresh('Tell a story')} [sandbox cut_after=2]` }] });
     expect(res.status).toBe(200);
@@ -83,6 +107,30 @@ describe('Anthropic Messages through the one chat call', () => {
     expect(row).toMatchObject({ endpoint: 'messages', status: 502, errorType: 'upstream_error' });
     // The provider started answering, so the prompt and what was sent are charged.
     expect(Number(row.cost)).toBeGreaterThan(0);
+  });
+
+  it('settles a stream whose client hangs up after the first token at what was relayed, logged 499', async () => {
+    const key = await f.key({ credit_limit: { amount: 100, period: 'daily' } });
+    const gone = new AbortController();
+    const res = await fetch(`${f.api.url}/v1/messages`, {
+      method: 'POST', signal: gone.signal,
+      headers: { 'x-api-key': key, 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress() },
+      body: JSON.stringify({ model: 'openai/gpt-4o-mini', max_tokens: 5000, stream: true, messages: [{ role: 'user', content: `${fresh()} [sandbox words=3000]` }] }),
+    });
+    const reader = res.body!.getReader();
+    let received = '';
+    while (!received.includes('content_block_delta')) received += new TextDecoder().decode((await reader.read()).value);
+    gone.abort();
+    await reader.cancel().catch(() => undefined);
+    const row = await logRow(res.headers.get('x-gw-request-id')!);
+    expect(row).toMatchObject({ endpoint: 'messages', status: 499 });
+    expect((row.usage as Loose).completion_tokens).toBeGreaterThan(0);
+    expect(Number(row.cost)).toBeGreaterThan(0);
+    const usage = await until(async () => {
+      const info = await (await fetch(`${f.api.url}/v1/key`, { headers: { 'x-api-key': key } })).json() as Loose;
+      return info.usage > 0 && info.usage;
+    }, 'the key\'s settled spend');
+    expect(usage).toBeCloseTo(Number(row.cost), 9);
   });
 
   it('hits the cache on the second of two identical requests', async () => {

@@ -20,7 +20,11 @@ const MAX_FALLBACK_SECRETS = 10;
 
 const secretField = z.string().min(1).max(8192);
 /** Kind-specific settings; `base_url` is the one every kind takes. Values are plain JSON. */
-const configField = z.looseObject({ base_url: z.string().max(2048).optional() });
+const configField = z.looseObject({
+  base_url: z.string().max(2048).optional(),
+  /** Anthropic: the `anthropic-beta` features a client's Messages request may turn on through this connection. */
+  anthropic_betas: z.array(z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}$/, 'a beta name, such as `prompt-caching-2024-07-31`')).max(20).optional(),
+});
 const modelMapField = z.record(z.string().min(1).max(200), z.string().min(1).max(200))
   .refine((m) => Object.keys(m).length <= 500, 'at most 500 entries');
 

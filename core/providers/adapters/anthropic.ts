@@ -109,9 +109,12 @@ export const anthropicAdapter: ProviderAdapter = {
 
   refusal: anthropicRefusal,
 
-  buildRequest(body, { model, stream, defaultMaxTokens }) {
+  buildRequest(body, { model, stream, defaultMaxTokens, config }) {
     const native = body[NATIVE_REQUEST];
-    if (native?.wire === 'anthropic-messages') return { path: '/messages', body: nativeMessages(native.body, body, model, stream, defaultMaxTokens) };
+    if (native?.wire === 'anthropic-messages') {
+      const betas = allowedBetas(native.betas, config);
+      return { path: '/messages', body: nativeMessages(native.body, body, model, stream, defaultMaxTokens), ...(betas && { headers: { 'anthropic-beta': betas } }) };
+    }
     const forwarded = Object.fromEntries(Object.entries(body).filter(([k]) => !NOT_FORWARDED.includes(k)));
     const { system, messages } = toAnthropicMessages(body.messages);
     const stop = body.stop === undefined ? undefined : Array.isArray(body.stop) ? body.stop : [body.stop];
@@ -163,6 +166,17 @@ export const anthropicAdapter: ProviderAdapter = {
 
   classifyError: (status, body, headers) => classifyByStatus(status, body, headers),
 };
+
+/**
+ * The client's beta features this connection allows (its `config.anthropic_betas`), as the
+ * `anthropic-beta` header's value; none unless the connection's owner listed them, since a beta
+ * can change what a request costs or where its data goes.
+ */
+function allowedBetas(betas: string[] | undefined, config: Record<string, unknown>): string | undefined {
+  const allowed = Array.isArray(config.anthropic_betas) ? (config.anthropic_betas as unknown[]) : [];
+  const sent = (betas ?? []).filter((b) => allowed.includes(b));
+  return sent.length > 0 ? sent.join(',') : undefined;
+}
 
 /**
  * A native Messages request (a client that spoke Anthropic's wire) as sent: the client's own

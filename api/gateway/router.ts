@@ -15,6 +15,7 @@ import { gatewayAuth } from '../middleware/gateway-auth';
 import { keyRateLimit, meterKnownKey, type KeyMeterDeps } from '../middleware/key-rate-limit';
 import { chatCompletions } from './chat';
 import { messagesRoutes } from './messages';
+import { responsesRoutes } from './responses';
 import { decisionRoutes } from './decisions';
 import { mediaRoutes } from './media-routes';
 import { jobRoutes } from './jobs';
@@ -25,7 +26,7 @@ import type { Database } from '../../core/db/client';
 import type { GatewayServices } from './services';
 
 /** The routes that run the chat call (api/gateway/chat-call.ts). */
-const CHAT_CALL_PATHS: ReadonlySet<string> = new Set(['/v1/chat/completions', '/v1/messages']);
+const CHAT_CALL_PATHS: ReadonlySet<string> = new Set(['/v1/chat/completions', '/v1/messages', '/v1/responses']);
 
 export type GatewayRouterDeps = { keys: KeyResolver; authFailures: AuthFailureLimiter; clock: Clock; redis: RedisHandle; spendRedis: RedisHandle; db: Database; gateway: GatewayServices };
 
@@ -69,6 +70,7 @@ export function gatewayRouter(deps: GatewayRouterDeps): Router<GatewayState> {
 
   router.post('/chat/completions', chatCompletions(deps.gateway));
   messagesRoutes(router, deps.gateway);
+  responsesRoutes(router, deps.gateway);
   mediaRoutes(router, deps.gateway);
   jobRoutes(router, { db: deps.db, clock: deps.clock, gateway: deps.gateway, jobs: deps.gateway.jobs });
   requestLogRoutes(router, { db: deps.db, clock: deps.clock });

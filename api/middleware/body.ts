@@ -8,8 +8,9 @@ const MB = 1_000_000;
 /** Spec section 8: per-endpoint request body limits; every other endpoint takes 1 MB. */
 const BODY_LIMITS: ReadonlyArray<[path: string, bytes: number]> = [
   ['/v1/chat/completions', 28 * MB],
-  // Anthropic Messages carry the same prompts (images inline), so the chat limit.
+  // Anthropic Messages and OpenAI Responses carry the same prompts (images inline), so the chat limit.
   ['/v1/messages', 28 * MB],
+  ['/v1/responses', 28 * MB],
   ['/v1/images/edits', 51 * MB],
   ['/v1/audio/transcriptions', 26 * MB],
   ['/v1/videos', 11 * MB],

@@ -1,0 +1,316 @@
+import { z } from 'zod';
+import { GatewayError } from '../../../core/errors';
+import type { ChatBody, ChatMessage, Choice, ChunkChoice, ContentPart, ToolDefinition, Usage } from '../../../core/providers/types';
+import { modelName } from '../../validation';
+import type { ChatCall } from '../chat-call';
+import type { AnswerExtras, AnswerIdentity, ChatWire, StreamEncoder } from '../chat-wire';
+
+/**
+ * OpenAI's Responses API as a client protocol (`POST /v1/responses`): the request translated into
+ * the chat call's body, the answer rendered as a response object and its semantic stream events.
+ * Pure transforms; the route is api/gateway/responses.ts.
+ */
+
+const inputContent = z.union([
+  z.string(),
+  z.array(z.union([
+    z.looseObject({ type: z.enum(['input_text', 'output_text']), text: z.string() }),
+    z.looseObject({ type: z.literal('input_image'), image_url: z.string().optional(), detail: z.string().optional() }),
+    z.looseObject({ type: z.string() }),
+  ])),
+]);
+const messageItem = z.looseObject({ type: z.literal('message').optional(), role: z.enum(['user', 'system', 'developer', 'assistant']), content: inputContent });
+const functionCallItem = z.looseObject({ type: z.literal('function_call'), call_id: z.string(), name: z.string(), arguments: z.string() });
+const functionOutputItem = z.looseObject({ type: z.literal('function_call_output'), call_id: z.string(), output: z.union([z.string(), z.array(z.looseObject({ type: z.string() }))]) });
+/** Reasoning items an earlier response returned: only OpenAI keeps them, so they do not cross. */
+const otherItem = z.looseObject({ type: z.enum(['reasoning', 'item_reference']) });
+const inputItem = z.union([functionCallItem, functionOutputItem, otherItem, messageItem]);
+
+const functionTool = z.looseObject({ type: z.literal('function'), name: z.string().min(1), description: z.string().nullish(), parameters: z.record(z.string(), z.unknown()).nullish(), strict: z.boolean().nullish() });
+
+/** The Responses request (OpenAI's API reference), with the gateway's extension fields beside it. */
+export const responsesRequestSchema = z.looseObject({
+  model: modelName,
+  input: z.union([z.string(), z.array(inputItem)]),
+  instructions: z.string().nullish(),
+  tools: z.array(functionTool).optional(),
+  tool_choice: z.union([z.enum(['auto', 'none', 'required']), z.looseObject({ type: z.literal('function'), name: z.string() })]).optional(),
+  parallel_tool_calls: z.boolean().nullish(),
+  temperature: z.number().min(0).max(2).nullish(),
+  top_p: z.number().min(0).max(1).nullish(),
+  max_output_tokens: z.number().int().min(1).nullish(),
+  text: z.looseObject({
+    format: z.union([
+      z.looseObject({ type: z.literal('text') }),
+      z.looseObject({ type: z.literal('json_object') }),
+      z.looseObject({ type: z.literal('json_schema'), name: z.string(), schema: z.record(z.string(), z.unknown()), strict: z.boolean().nullish(), description: z.string().optional() }),
+    ]).optional(),
+  }).optional(),
+  reasoning: z.looseObject({ effort: z.enum(['minimal', 'low', 'medium', 'high']).nullish() }).nullish(),
+  user: z.string().optional(),
+  metadata: z.record(z.string(), z.string()).optional(),
+  stream: z.boolean().optional(),
+  store: z.boolean().optional(),
+  previous_response_id: z.string().nullish(),
+  // The gateway's own (spec 4.1 extension fields, as on chat completions).
+  fallbacks: z.array(z.string().min(1)).max(5).optional(),
+  routing: z.object({ providers: z.object({ allow: z.array(z.string()).optional(), deny: z.array(z.string()).optional() }).optional() }).optional(),
+  logging: z.boolean().optional(),
+  cache: z.unknown().optional(),
+});
+export type ResponsesRequest = z.infer<typeof responsesRequestSchema>;
+
+type Part = { type: string; text?: string; image_url?: string; detail?: string };
+
+function contentOf(content: string | Part[]): ChatMessage['content'] {
+  if (typeof content === 'string') return content;
+  const parts: ContentPart[] = [];
+  for (const p of content) {
+    if ((p.type === 'input_text' || p.type === 'output_text') && typeof p.text === 'string') parts.push({ type: 'text', text: p.text });
+    else if (p.type === 'input_image' && p.image_url) parts.push({ type: 'image_url', image_url: { url: p.image_url, ...(p.detail && { detail: p.detail }) } });
+    else throw new GatewayError('invalid_request', `Input content of type \`${p.type}\` is not supported by the gateway's Responses API yet.`);
+  }
+  return parts.every((p) => p.type === 'text') ? parts.map((p) => p.text).join('') : parts;
+}
+
+/** The input items as the chat call's messages: instructions first, function calls and their outputs as tool calls and tool messages. */
+export function chatMessagesOf(request: Pick<ResponsesRequest, 'instructions' | 'input'>): ChatMessage[] {
+  const out: ChatMessage[] = [];
+  if (request.instructions) out.push({ role: 'system', content: request.instructions });
+  if (typeof request.input === 'string') {
+    out.push({ role: 'user', content: request.input });
+    return out;
+  }
+  for (const item of request.input as Array<Record<string, unknown>>) {
+    if (item.type === 'function_call') {
+      const call = { id: String(item.call_id), type: 'function' as const, function: { name: String(item.name), arguments: String(item.arguments) } };
+      const last = out.at(-1);
+      // Calls of one turn belong to one assistant message.
+      if (last?.role === 'assistant' && last.tool_calls && !last.content) last.tool_calls.push(call);
+      else out.push({ role: 'assistant', content: null, tool_calls: [call] });
+    } else if (item.type === 'function_call_output') {
+      const output = typeof item.output === 'string' ? item.output : JSON.stringify(item.output);
+      out.push({ role: 'tool', tool_call_id: String(item.call_id), content: output });
+    } else if (item.type === 'reasoning' || item.type === 'item_reference') {
+      continue;
+    } else {
+      out.push({ role: item.role as ChatMessage['role'], content: contentOf(item.content as string | Part[]) });
+    }
+  }
+  return out;
+}
+
+/** The chat call's body for a Responses request: the same parameters under chat's names. */
+export function chatBodyOf(request: ResponsesRequest): ChatBody {
+  const body: ChatBody = { model: request.model, messages: chatMessagesOf(request) };
+  if (request.stream) body.stream = true;
+  if (typeof request.temperature === 'number') body.temperature = request.temperature;
+  if (typeof request.top_p === 'number') body.top_p = request.top_p;
+  if (typeof request.max_output_tokens === 'number') body.max_tokens = request.max_output_tokens;
+  if (request.user) body.user = request.user;
+  if (request.tools?.length) {
+    body.tools = request.tools.map((t): ToolDefinition => ({
+      type: 'function',
+      function: { name: t.name, ...(t.description && { description: t.description }), ...(t.parameters && { parameters: t.parameters }), ...(typeof t.strict === 'boolean' && { strict: t.strict }) },
+    }));
+  }
+  if (request.tool_choice) body.tool_choice = typeof request.tool_choice === 'string' ? request.tool_choice : { type: 'function', function: { name: request.tool_choice.name } };
+  if (typeof request.parallel_tool_calls === 'boolean') body.parallel_tool_calls = request.parallel_tool_calls;
+  const format = request.text?.format;
+  if (format?.type === 'json_schema') {
+    const f = format as { name: string; schema: Record<string, unknown>; strict?: boolean | null };
+    body.response_format = { type: 'json_schema', json_schema: { name: f.name, schema: f.schema, ...(typeof f.strict === 'boolean' && { strict: f.strict }) } };
+  } else if (format?.type === 'json_object') {
+    body.response_format = { type: 'json_object' };
+  }
+  if (request.reasoning?.effort) body.reasoning_effort = request.reasoning.effort;
+  return body;
+}
+
+/** `resp_` and the request id: the response's id. */
+const responseId = (call: ChatCall) => `resp_${call.ctx.state.requestId}`;
+const messageItemId = (call: ChatCall) => `msg_${call.ctx.state.requestId}`;
+const callItemId = (call: ChatCall, i: number) => `fc_${call.ctx.state.requestId}_${i}`;
+
+/** Responses' usage: its counts under its names, and the gateway's cost beside them. */
+function responsesUsage(usage: Usage | null, extras: Pick<AnswerExtras, 'estimate'>): Record<string, unknown> {
+  const input = usage?.prompt_tokens ?? 0;
+  const output = usage?.completion_tokens ?? 0;
+  return {
+    input_tokens: input,
+    input_tokens_details: { cached_tokens: usage?.prompt_tokens_details?.cached_tokens ?? 0 },
+    output_tokens: output,
+    output_tokens_details: { reasoning_tokens: usage?.completion_tokens_details?.reasoning_tokens ?? 0 },
+    total_tokens: usage?.total_tokens ?? input + output,
+    cost: extras.estimate?.cost ?? null,
+    ...(extras.estimate && { price_source: extras.estimate.source }),
+  };
+}
+
+type OutputItem = Record<string, unknown>;
+
+function outputOf(call: ChatCall, choice: Choice | undefined): OutputItem[] {
+  const output: OutputItem[] = [];
+  const text = choice?.message.content;
+  if (text) output.push({ type: 'message', id: messageItemId(call), status: 'completed', role: 'assistant', content: [{ type: 'output_text', text, annotations: [] }] });
+  (choice?.message.tool_calls ?? []).forEach((c, i) => {
+    output.push({ type: 'function_call', id: callItemId(call, i), call_id: c.id, name: c.function.name, arguments: c.function.arguments, status: 'completed' });
+  });
+  return output;
+}
+
+/** The request's own settings a response object repeats (OpenAI's reference). */
+export type ResponseEcho = Pick<ResponsesRequest, 'instructions' | 'tools' | 'tool_choice' | 'temperature' | 'top_p' | 'max_output_tokens' | 'text' | 'metadata' | 'store' | 'previous_response_id' | 'parallel_tool_calls' | 'user'>;
+
+/** The response object (without its output and usage), as `response.created` and the whole answer carry it. */
+function responseObject(call: ChatCall, who: AnswerIdentity, echo: ResponseEcho, status: 'in_progress' | 'completed' | 'incomplete'): Record<string, unknown> {
+  return {
+    id: responseId(call),
+    object: 'response',
+    created_at: Math.floor(call.createdAt.getTime() / 1000),
+    status,
+    error: null,
+    incomplete_details: null,
+    instructions: echo.instructions ?? null,
+    max_output_tokens: echo.max_output_tokens ?? null,
+    model: who.model,
+    output: [],
+    parallel_tool_calls: echo.parallel_tool_calls ?? true,
+    previous_response_id: echo.previous_response_id ?? null,
+    store: echo.store ?? false,
+    temperature: echo.temperature ?? null,
+    text: echo.text ?? { format: { type: 'text' } },
+    tool_choice: echo.tool_choice ?? 'auto',
+    tools: echo.tools ?? [],
+    top_p: echo.top_p ?? null,
+    usage: null,
+    user: echo.user ?? null,
+    metadata: echo.metadata ?? {},
+    route: who.route,
+    route_name: call.plan?.route?.slug ?? null,
+    provider: who.provider,
+    connection: who.connection,
+  };
+}
+
+function finishFields(finish: Choice['finish_reason'] | null): Record<string, unknown> {
+  return finish === 'length' ? { status: 'incomplete', incomplete_details: { reason: 'max_output_tokens' } } : finish === 'content_filter' ? { status: 'incomplete', incomplete_details: { reason: 'content_filter' } } : { status: 'completed' };
+}
+
+function extraFields(extras: AnswerExtras): Record<string, unknown> {
+  const fields: Record<string, unknown> = {};
+  if (extras.guardrails) fields.guardrails = extras.guardrails;
+  if (extras.cache) fields.cache = extras.cache;
+  return fields;
+}
+
+/**
+ * The Responses stream (OpenAI's streaming reference): `response.created`, `response.in_progress`,
+ * then per output item `response.output_item.added`, its parts and deltas
+ * (`response.output_text.delta`, `response.function_call_arguments.delta`) and their `.done`
+ * events, `response.output_item.done`, and `response.completed` with the whole response. Every
+ * event carries its `sequence_number`. A break ends with an `error` event.
+ */
+class ResponsesStream implements StreamEncoder {
+  private seq = 0;
+  private started = false;
+  private readonly items: OutputItem[] = [];
+  private open: { index: number; kind: 'text'; text: string } | { index: number; kind: 'tool'; tool: number; item: OutputItem } | null = null;
+  private finish: Choice['finish_reason'] | null = null;
+
+  constructor(private readonly call: ChatCall, private readonly who: AnswerIdentity, private readonly echo: ResponseEcho) {}
+
+  private event(type: string, data: Record<string, unknown>): string {
+    return `event: ${type}\ndata: ${JSON.stringify(Object.assign({ type, sequence_number: this.seq++ }, data))}\n\n`;
+  }
+
+  private start(model: string): string {
+    if (this.started) return '';
+    this.started = true;
+    const response = responseObject(this.call, { ...this.who, model }, this.echo, 'in_progress');
+    return this.event('response.created', { response }) + this.event('response.in_progress', { response });
+  }
+
+  private close(): string {
+    const open = this.open;
+    if (!open) return '';
+    this.open = null;
+    if (open.kind === 'text') {
+      const part = { type: 'output_text', text: open.text, annotations: [] };
+      const item = { type: 'message', id: messageItemId(this.call), status: 'completed', role: 'assistant', content: [part] };
+      this.items[open.index] = item;
+      const at = { item_id: item.id, output_index: open.index, content_index: 0 };
+      return this.event('response.output_text.done', { ...at, text: open.text })
+        + this.event('response.content_part.done', { ...at, part })
+        + this.event('response.output_item.done', { output_index: open.index, item });
+    }
+    const item = Object.assign(open.item, { status: 'completed' });
+    this.items[open.index] = item;
+    return this.event('response.function_call_arguments.done', { item_id: item.id, output_index: open.index, arguments: item.arguments })
+      + this.event('response.output_item.done', { output_index: open.index, item });
+  }
+
+  chunk(model: string, choices: ChunkChoice[]): string {
+    let out = this.start(model);
+    const c = choices.find((x) => x.index === 0);
+    if (!c) return out;
+    if (c.delta.content) {
+      if (this.open?.kind !== 'text') {
+        out += this.close();
+        const index = this.items.length;
+        this.open = { index, kind: 'text', text: '' };
+        this.items.push({});
+        const id = messageItemId(this.call);
+        out += this.event('response.output_item.added', { output_index: index, item: { type: 'message', id, status: 'in_progress', role: 'assistant', content: [] } })
+          + this.event('response.content_part.added', { item_id: id, output_index: index, content_index: 0, part: { type: 'output_text', text: '', annotations: [] } });
+      }
+      const open = this.open as { index: number; kind: 'text'; text: string };
+      open.text += c.delta.content;
+      out += this.event('response.output_text.delta', { item_id: messageItemId(this.call), output_index: open.index, content_index: 0, delta: c.delta.content });
+    }
+    for (const t of c.delta.tool_calls ?? []) {
+      if (this.open?.kind !== 'tool' || this.open.tool !== t.index) {
+        out += this.close();
+        const index = this.items.length;
+        const item: OutputItem = { type: 'function_call', id: callItemId(this.call, t.index), call_id: t.id ?? '', name: t.function?.name ?? '', arguments: '', status: 'in_progress' };
+        this.open = { index, kind: 'tool', tool: t.index, item };
+        this.items.push(item);
+        out += this.event('response.output_item.added', { output_index: index, item: { ...item } });
+      }
+      const open = this.open as { index: number; item: OutputItem };
+      const delta = t.function?.arguments ?? '';
+      if (delta) {
+        open.item.arguments = String(open.item.arguments) + delta;
+        out += this.event('response.function_call_arguments.delta', { item_id: open.item.id, output_index: open.index, delta });
+      }
+    }
+    if (c.finish_reason) this.finish = c.finish_reason;
+    return out;
+  }
+
+  complete(model: string, extras: AnswerExtras): string {
+    const out = this.start(model) + this.close();
+    const response = Object.assign(responseObject(this.call, { ...this.who, model }, this.echo, 'completed'), finishFields(this.finish), {
+      output: this.items, usage: responsesUsage(extras.usage, extras),
+    }, extraFields(extras));
+    return out + this.event(response.status === 'completed' ? 'response.completed' : 'response.incomplete', { response });
+  }
+
+  fail(error: GatewayError): string {
+    return this.event('error', { code: error.code ?? error.type, message: error.message, param: null });
+  }
+}
+
+/** The Responses wire for one request (its settings are echoed in the response object). */
+export function openAIResponsesWire(echo: ResponseEcho): ChatWire {
+  return {
+    endpoint: 'responses',
+    whole: (call, who, choices, extras) => {
+      const choice = choices.find((c) => c.index === 0) ?? choices[0];
+      return Object.assign(responseObject(call, who, echo, 'completed'), finishFields(choice?.finish_reason ?? null), {
+        output: outputOf(call, choice), usage: responsesUsage(extras.usage, extras),
+      }, extraFields(extras));
+    },
+    stream: (call, who) => new ResponsesStream(call, who, echo),
+  };
+}

@@ -1,0 +1,120 @@
+import { eq } from 'drizzle-orm';
+import { requestLogs } from '../../core/db/schema';
+import { startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
+import { randomClientAddress } from '../helpers/harness';
+import { until } from '../helpers/until';
+
+/**
+ * What the gateway does for chat applies to `POST /v1/responses` unchanged (issue 35): failover
+ * before the first byte, a cut stream ending with the Responses `error` event, the cache,
+ * guardrails, and spend settled and logged.
+ */
+describe('OpenAI Responses through the one chat call', () => {
+  let f: ChatFixture;
+  let secret: string;
+  let seq = 0;
+  const fresh = (text = 'Say hello') => `${text} #${Date.now()}-${seq++}`;
+
+  async function responses(key: string, body: Record<string, unknown>, api = f) {
+    const res = await fetch(`${api.api.url}/v1/responses`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress() },
+      body: JSON.stringify({ model: 'openai/gpt-4o-mini', ...body }),
+    });
+    const text = await res.text();
+    let json: Loose = {};
+    try {
+      json = JSON.parse(text) as Loose;
+    } catch {
+      // a stream
+    }
+    return { status: res.status, headers: res.headers, json, text, id: res.headers.get('x-gw-request-id')! };
+  }
+  const events = (text: string) => text.split('\n\n').filter(Boolean).map((block) => {
+    const [eventLine, dataLine] = block.split('\n');
+    return { event: eventLine!.slice('event: '.length), data: JSON.parse(dataLine!.slice('data: '.length)) as Loose };
+  });
+  const logRow = (api: ChatFixture, id: string) => until(async () => (await api.database.db.select().from(requestLogs).where(eq(requestLogs.id, id)))[0], `request-log row ${id}`);
+
+  beforeAll(async () => {
+    f = await startChatFixture();
+    await f.connect('openai');
+    secret = await f.key();
+  });
+  afterAll(() => f.close());
+
+  it('fails over to a fallback before the first byte, streamed', async () => {
+    const g = await startChatFixture();
+    try {
+      await g.connect('openai', { directives: 'status=500', name: 'broken openai' });
+      await g.connect('anthropic', { name: 'good anthropic' });
+      const res = await responses(await g.key(), { stream: true, fallbacks: ['anthropic/claude-3-5-haiku-latest'], input: fresh() }, g);
+      expect(res.status).toBe(200);
+      const got = events(res.text);
+      expect(got.at(-1)).toMatchObject({ event: 'response.completed', data: { response: { provider: 'anthropic', route: 'standby_a', status: 'completed' } } });
+      expect(got.map((e) => e.data.sequence_number)).toEqual(got.map((_, i) => i));
+      expect(await logRow(g, res.id)).toMatchObject({ endpoint: 'responses', status: 200, provider: 'anthropic' });
+    } finally {
+      await g.close();
+    }
+  });
+
+  it('ends a stream cut mid-answer with the error event, no response.completed, and charges what was sent', async () => {
+    const res = await responses(secret, { stream: true, input: `${fresh('Tell a story')} [sandbox cut_after=2]` });
+    const got = events(res.text);
+    expect(got.some((e) => e.event === 'response.output_text.delta')).toBe(true);
+    expect(got.at(-1)).toMatchObject({ event: 'error', data: { type: 'error', code: expect.any(String), message: expect.any(String) } });
+    expect(got.some((e) => e.event === 'response.completed')).toBe(false);
+    const row = await logRow(f, res.id);
+    expect(row).toMatchObject({ endpoint: 'responses', status: 502 });
+    expect(Number(row.cost)).toBeGreaterThan(0);
+  });
+
+  it('hits the cache on the second of two identical requests', async () => {
+    const current = await f.client.get<Loose>('/org_settings');
+    expect((await f.client.patch('/org_settings', { response_cache: { enabled: true, default_ttl_seconds: 600 } }, current.etag!)).status).toBe(200);
+    await f.settle();
+    const input = fresh();
+    const first = await responses(secret, { input });
+    expect(first.headers.get('x-gw-cache')).toBe('MISS');
+    const hit = await until(async () => {
+      const again = await responses(secret, { input });
+      return again.headers.get('x-gw-cache') === 'HIT' && again;
+    }, 'a cache hit');
+    expect(hit.json).toMatchObject({ object: 'response', output: [{ type: 'message', content: first.json.output[0].content }], usage: { cost: 0, price_source: 'gateway_cache' } });
+    await f.client.patch('/org_settings', { response_cache: { enabled: false } }, (await f.client.get<Loose>('/org_settings')).etag!);
+    await f.settle();
+  });
+
+  it('blocks a prompt a guardrail blocks, 403 guardrail_blocked, logged', async () => {
+    const key = await f.client.post<{ id: string; secret: string }>('/gateway_keys', { label: 'guarded', project_id: f.tenant.projectId });
+    expect((await f.client.post('/guardrail_policies', { target: `key:${key.body.id}`, rules: [{ detector: 'keywords', stage: 'input', action: 'block', words: ['forbidden'] }] })).status).toBe(201);
+    await f.settle();
+    const res = await responses(key.body.secret, { input: `${fresh()} forbidden` });
+    expect(res.status).toBe(403);
+    expect(res.json.error).toMatchObject({ type: 'permission_denied', code: 'guardrail_blocked' });
+    expect(await logRow(f, res.id)).toMatchObject({ endpoint: 'responses', status: 403, errorCode: 'guardrail_blocked' });
+  });
+
+  it('translates input items, instructions and max_output_tokens to the chat wire', async () => {
+    const res = await responses(secret, {
+      instructions: 'Be brief.',
+      max_output_tokens: 3,
+      input: [
+        { role: 'user', content: [{ type: 'input_text', text: fresh('Look') }, { type: 'input_image', image_url: 'data:image/png;base64,iVBORw0KGgo=' }] },
+        { type: 'function_call', call_id: 'call_1', name: 'lookup', arguments: '{"q":"x"}' },
+        { type: 'function_call_output', call_id: 'call_1', output: 'found' },
+      ],
+      tools: [{ type: 'function', name: 'lookup', parameters: { type: 'object', properties: { q: { type: 'string' } } } }],
+    });
+    expect(res.status).toBe(200);
+    const sent = f.sandbox.received.at(-1)!.body as Loose;
+    expect(sent.messages[0]).toEqual({ role: 'system', content: 'Be brief.' });
+    expect(sent.messages[1].content[1]).toEqual({ type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' } });
+    expect(sent.messages[2]).toMatchObject({ role: 'assistant', tool_calls: [{ id: 'call_1', function: { name: 'lookup', arguments: '{"q":"x"}' } }] });
+    expect(sent.messages[3]).toEqual({ role: 'tool', tool_call_id: 'call_1', content: 'found' });
+    expect(sent.max_tokens).toBe(3);
+    // Three words of "The tool said: found": cut at the cap.
+    expect(res.json).toMatchObject({ status: 'incomplete', incomplete_details: { reason: 'max_output_tokens' } });
+  });
+});

@@ -16,7 +16,7 @@ import path from 'node:path';
 import { newKeyring } from '../core/crypto/sealing';
 import { applyMigrations } from '../core/db/migrate';
 import { freePort, waitFor } from '../scripts/lib/ports';
-import { chatBody, messagesBody, startGatewaySubject, startMock, type TenantFeatures } from './lib/gateway';
+import { chatBody, messagesBody, responsesBody, startGatewaySubject, startMock, type TenantFeatures } from './lib/gateway';
 import { findLoadTool, type LoadResult, type LoadTool } from './lib/load';
 import { cpuSeconds, rssMb } from './lib/proc';
 import { log, node, ROOT, runBench, waitForPort, workDir } from './lib/processes';
@@ -70,12 +70,14 @@ const GATEWAY_SUBJECTS = [
   ['gateway_guardrails', 'gateway, guardrails', { promptLogging: false, guardrails: true }],
   ['gateway_cost_rules', 'gateway, cost-center rules', { promptLogging: false, costRules: true }],
   ['gateway_messages', 'gateway, /v1/messages to OpenAI', { promptLogging: false }],
+  ['gateway_responses', 'gateway, /v1/responses to OpenAI', { promptLogging: false }],
 ] as const satisfies ReadonlyArray<readonly [string, string, TenantFeatures]>;
 type GatewaySubjectId = (typeof GATEWAY_SUBJECTS)[number][0];
 
 /** Subjects that take another client protocol than chat completions (issue 35): its path and request. */
 const PROTOCOLS: Partial<Record<GatewaySubjectId, { path: string; body: (model: string, stream?: boolean) => string }>> = {
   gateway_messages: { path: '/v1/messages', body: messagesBody },
+  gateway_responses: { path: '/v1/responses', body: responsesBody },
 };
 
 async function ensurePortkey(): Promise<void> {

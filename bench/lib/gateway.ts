@@ -23,6 +23,10 @@ export const chatBody = (model: string, stream = false) =>
 export const messagesBody = (model: string, stream = false) =>
   JSON.stringify({ model, max_tokens: 1024, system: 'You are a helpful assistant.', messages: [{ role: 'user', content: 'Write two sentences about foxes.' }], ...(stream && { stream: true }) });
 
+/** The same request in OpenAI's Responses API (`/v1/responses`, issue 35). */
+export const responsesBody = (model: string, stream = false) =>
+  JSON.stringify({ model, instructions: 'You are a helpful assistant.', input: 'Write two sentences about foxes.', ...(stream && { stream: true }) });
+
 /** bench/mock-upstream.ts in its own process; answers its URL. */
 export async function startMock(work: string): Promise<string> {
   const mockPort = await freePort();

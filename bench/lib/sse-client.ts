@@ -38,13 +38,15 @@ export async function oneStream(url: string, headers: Record<string, string>, bo
             done = true;
             continue;
           }
-          // A chat completion chunk, or an Anthropic Messages event (its text deltas, its end).
-          const parsed = JSON.parse(data) as { type?: string; choices?: Array<{ delta?: { content?: string } }>; delta?: { text?: string } };
-          if (parsed.type === 'message_stop') {
+          // A chat completion chunk, an Anthropic Messages event or an OpenAI Responses event (their text deltas, their end).
+          const parsed = JSON.parse(data) as { type?: string; choices?: Array<{ delta?: { content?: string } }>; delta?: string | { text?: string } };
+          if (parsed.type === 'message_stop' || parsed.type === 'response.completed') {
             done = true;
             continue;
           }
-          const content = parsed.type === 'content_block_delta' ? parsed.delta?.text : parsed.choices?.[0]?.delta?.content;
+          const content = parsed.type === 'content_block_delta' ? (parsed.delta as { text?: string }).text
+            : parsed.type === 'response.output_text.delta' ? (parsed.delta as string)
+            : parsed.choices?.[0]?.delta?.content;
           if (!content) continue;
           text += content;
           if (Number.isNaN(ttfcMs)) ttfcMs = now - started;
@@ -54,7 +56,7 @@ export async function oneStream(url: string, headers: Record<string, string>, bo
       }
     }
     const ok = done && text === EXPECTED_STREAM_TEXT;
-    return { ok, ttfcMs, gapsMs, ...(!ok && { error: done ? 'text differs' : 'no end (`[DONE]` or `message_stop`)' }) };
+    return { ok, ttfcMs, gapsMs, ...(!ok && { error: done ? 'text differs' : 'no end (`[DONE]`, `message_stop` or `response.completed`)' }) };
   } catch (err) {
     return { ok: false, ttfcMs, gapsMs, error: (err as Error).message };
   }

@@ -11,6 +11,7 @@ import type { GatewayState } from './context';
 import { consoleRouter, consoleStatic } from './console';
 import { filesRouter } from './files';
 import { gatewayNotFound, gatewayPreAuthMeter, gatewayRouter } from './gateway/router';
+import { gatewayDocsRouter } from './gateway/openapi';
 import type { GatewayServices } from './gateway/services';
 import { healthRouter, type HealthChecks } from './health';
 import { managementRouter } from './manage/router';
@@ -49,6 +50,8 @@ export function createApp(deps: AppDeps): Koa<GatewayState> {
 
   const routers = [
     healthRouter(deps.readiness),
+    // Before the gateway's routes: the gateway's OpenAPI document needs no key.
+    gatewayDocsRouter(),
     gatewayRouter(deps),
     managementRouter(deps),
     consoleRouter(),

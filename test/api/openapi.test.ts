@@ -117,3 +117,22 @@ describe('GET /manage/v1/openapi.json', () => {
     expect(params.sort()).toEqual(['after', 'limit', 'severity', 'status', 'type']);
   });
 });
+
+describe('GET /v1/openapi.json', () => {
+  let api: TestApi;
+  beforeAll(async () => {
+    api = await startTestApi();
+  });
+  afterAll(() => api.close());
+
+  it('is a valid OpenAPI 3.1 document of every model endpoint, readable without a key', async () => {
+    const res = await fetch(`${api.url}/v1/openapi.json`);
+    expect(res.status).toBe(200);
+    const document = (await res.json()) as OpenAPIV3_1.Document;
+    await SwaggerParser.validate(structuredClone(document) as never);
+    const operations = Object.entries(document.paths ?? {}).flatMap(([p, item]) => Object.keys(item ?? {}).map((m) => `${m} ${p}`));
+    expect(operations).toEqual(expect.arrayContaining(['post /chat/completions', 'post /messages', 'post /messages/count_tokens', 'post /responses', 'get /openapi.json']));
+    const messages = document.paths!['/messages']!.post!.requestBody as OpenAPIV3_1.RequestBodyObject;
+    expect(JSON.stringify(messages.content['application/json']!.schema)).toContain('max_tokens');
+  });
+});

@@ -1,0 +1,97 @@
+import Router from '@koa/router';
+import { z } from 'zod';
+import type { GatewayState } from '../context';
+import { createDocument } from 'zod-openapi';
+import { chatRequestSchema } from './chat-request';
+import { messagesRequestSchema } from './protocols/anthropic-messages';
+import { responsesRequestSchema } from './protocols/openai-responses';
+
+/**
+ * The gateway's own OpenAPI 3.1 document (`GET /v1/openapi.json`): the model endpoints each
+ * client protocol calls, their requests from the same zod schemas that validate them. The
+ * management API has its own (`/manage/v1/openapi.json`).
+ */
+
+const openAiError = z.object({ error: z.object({ message: z.string(), type: z.string(), code: z.string().nullable() }) })
+  .meta({ id: 'Error', description: 'Every error answer of the OpenAI-shaped endpoints (spec 2.4).' });
+const anthropicError = z.object({ type: z.literal('error'), error: z.object({ type: z.string(), message: z.string(), code: z.string().nullable(), gateway_type: z.string() }) })
+  .meta({ id: 'AnthropicError', description: 'Errors of `/v1/messages`: Anthropic\'s shape, with the gateway\'s `code` and its own `type` (`gateway_type`) inside.' });
+
+const errorsOf = (schema: z.ZodType) => ({
+  '4XX': { description: 'Refused: see the error\'s type and code.', content: { 'application/json': { schema } } },
+  '5XX': { description: 'No provider could answer, or a defect.', content: { 'application/json': { schema } } },
+});
+
+const answer = (description: string, streamed: string) => ({
+  '200': {
+    description,
+    content: {
+      'application/json': { schema: z.looseObject({}).meta({ description }) },
+      'text/event-stream': { schema: z.string().meta({ description: streamed }) },
+    },
+  },
+});
+
+let cached: ReturnType<typeof createDocument> | null = null;
+
+export function gatewayOpenApiDocument(): ReturnType<typeof createDocument> {
+  cached ??= createDocument({
+    openapi: '3.1.0',
+    info: {
+      title: 'Model gateway API',
+      version: '1',
+      description: 'Model calls through the gateway: OpenAI chat completions, Anthropic Messages and OpenAI Responses, each served by any connected provider with the same routing, failover, spend limits, cache, guardrails and request log.',
+    },
+    servers: [{ url: '/v1' }],
+    security: [{ bearer: [] }, { apiKey: [] }],
+    components: {
+      securitySchemes: {
+        bearer: { type: 'http', scheme: 'bearer', description: 'A gateway key (`gw_...`).' },
+        apiKey: { type: 'apiKey', in: 'header', name: 'x-api-key', description: 'The same gateway key, as Anthropic\'s clients send it.' },
+      },
+    },
+    paths: {
+      '/chat/completions': {
+        post: {
+          tags: ['chat'], operationId: 'createChatCompletion', summary: 'OpenAI chat completions (spec 4.1).',
+          requestBody: { content: { 'application/json': { schema: chatRequestSchema } } },
+          responses: { ...answer('A chat completion (spec 2.2).', 'Chat completion chunks, then `[DONE]`.'), ...errorsOf(openAiError) },
+        },
+      },
+      '/messages': {
+        post: {
+          tags: ['messages'], operationId: 'createMessage', summary: 'Anthropic Messages, served by any connection; an Anthropic connection takes it as it came.',
+          requestBody: { content: { 'application/json': { schema: messagesRequestSchema } } },
+          responses: { ...answer('A message, with the gateway\'s `provider`, `connection`, `route` and `usage.cost`.', 'Anthropic\'s events: message_start, content_block_*, message_delta, message_stop.'), ...errorsOf(anthropicError) },
+        },
+      },
+      '/messages/count_tokens': {
+        post: {
+          tags: ['messages'], operationId: 'countMessageTokens', summary: 'The gateway\'s estimate of a Messages request\'s input tokens (what its spend hold uses); no provider is called.',
+          requestBody: { content: { 'application/json': { schema: messagesRequestSchema.omit({ max_tokens: true }) } } },
+          responses: { '200': { description: 'The estimate.', content: { 'application/json': { schema: z.object({ input_tokens: z.number().int() }) } } }, ...errorsOf(anthropicError) },
+        },
+      },
+      '/responses': {
+        post: {
+          tags: ['responses'], operationId: 'createResponse', summary: 'OpenAI Responses, served by any connection (responses are not kept yet).',
+          requestBody: { content: { 'application/json': { schema: responsesRequestSchema } } },
+          responses: { ...answer('A response object, with the gateway\'s `provider`, `connection`, `route` and `usage.cost`.', 'The semantic events: response.created ... response.completed, or error.'), ...errorsOf(openAiError) },
+        },
+      },
+      '/openapi.json': {
+        get: { tags: ['meta'], operationId: 'getGatewayOpenApiDocument', summary: 'This document (no key needed).', security: [], responses: { '200': { description: 'OpenAPI 3.1.' } } },
+      },
+    },
+  });
+  return cached;
+}
+
+/** `GET /v1/openapi.json`, before the gateway's key check: the document names no secret. */
+export function gatewayDocsRouter(): Router<GatewayState> {
+  const router = new Router<GatewayState>();
+  router.get('/v1/openapi.json', (ctx) => {
+    ctx.body = gatewayOpenApiDocument();
+  });
+  return router;
+}

@@ -13,7 +13,8 @@ import { NATIVE_REQUEST, type ChatBody, type ChatResult, type Choice, type Chunk
 import { planCandidates, type Plan } from '../../core/routing/candidates';
 import { ADAPTERS } from '../../core/providers/adapters';
 import type { GatewayContext } from '../context';
-import { routingMetadata, type Attribution } from './chat-request';
+import { parseCacheControl, routingMetadata, type Attribution } from './chat-request';
+import type { GatewayServices } from './services';
 import { relayStream, type NativeEvent, type StreamTally } from './stream-answer';
 import { ChoiceAssembler, replayChunks, type CachedAnswer } from '../../core/response-cache/answer';
 import { resolveCachePolicy, type CachePolicy, type CacheControl } from '../../core/response-cache/policy';
@@ -419,6 +420,44 @@ function settleAbandoned(call: Call, served: Served<ChatResult> | NotServed): vo
   const estimate = costOf(call, served, usage);
   endSpend(call, estimate);
   logRequest(call, { status: 499, served, servedModel: served.value.model ?? served.candidate.upstreamModel, attempts: served.attempts, usage, estimate });
+}
+
+/** The gateway's extension fields (spec 4.1) as every client protocol's request carries them. */
+export type GatewayFields = {
+  model: string;
+  fallbacks?: string[];
+  routing?: { providers?: { allow?: string[]; deny?: string[] } };
+  logging?: boolean;
+  cache?: unknown;
+  stream?: boolean;
+};
+
+/**
+ * A protocol route's whole part after parsing: the call built from the request's extension
+ * fields and the translated body, then served in the route's wire. `answer` says how a stream
+ * ends (`includeUsage`) and what only the client's own wire carries (`nativeOnly`).
+ */
+export async function serveProtocol(ctx: GatewayContext, services: GatewayServices, request: GatewayFields, translated: {
+  body: ChatBody;
+  attribution: Attribution;
+  wire: ChatWire;
+  answer: Pick<ChatRequest, 'includeUsage' | 'nativeOnly'>;
+  started: number;
+}): Promise<void> {
+  const key = ctx.state.key!;
+  const cacheControl = parseCacheControl(request.cache, (name) => ctx.get(name));
+  const config = await services.orgConfig.get(key.orgId);
+  const { body, attribution, wire } = translated;
+  const call: Call = { ctx, services, key, config, endpoint: wire.endpoint, plan: null, body, attribution, logging: request.logging !== false, started: translated.started, createdAt: new Date(), hold: null, cache: null };
+  await serveChat(call, {
+    model: request.model,
+    fallbacks: request.fallbacks ?? [],
+    allow: request.routing?.providers?.allow,
+    deny: request.routing?.providers?.deny,
+    cacheControl,
+    stream: request.stream === true,
+    ...translated.answer,
+  }, wire);
 }
 
 /**

@@ -2,8 +2,8 @@ import type Router from '@koa/router';
 import { estimatePromptTokens } from '../../core/spend/worst-case';
 import type { GatewayState } from '../context';
 import { parseInput } from '../validation';
-import { serveChat, type ChatCall } from './chat-call';
-import { parseAttribution, parseCacheControl } from './chat-request';
+import { serveProtocol } from './chat-call';
+import { parseAttribution } from './chat-request';
 import { NATIVE_REQUEST } from '../../core/providers/types';
 import { anthropicMessagesWire, chatBodyOf, chatMessagesOf, messagesRequestSchema, nativeBodyOf, refuseUntranslatable } from './protocols/anthropic-messages';
 import type { GatewayServices } from './services';
@@ -17,30 +17,23 @@ import type { GatewayServices } from './services';
 export function messagesRoutes(router: Router<GatewayState>, services: GatewayServices): void {
   router.post('/messages', async (ctx) => {
     const started = performance.now();
-    const key = ctx.state.key!;
     const request = parseInput(messagesRequestSchema, ctx.state.body);
     refuseUntranslatable(request);
-    const attribution = parseAttribution(request.metadata?.user_id ? { user_id: request.metadata.user_id } : undefined);
-    const cacheControl = parseCacheControl(request.cache, (name) => ctx.get(name));
     const body = chatBodyOf(request);
     // An Anthropic connection takes the request as it came (cache_control, thinking blocks and
     // their signatures); every other is sent the chat body's translation.
     const betas = ctx.get('anthropic-beta').split(',').map((b) => b.trim()).filter(Boolean);
     body[NATIVE_REQUEST] = { wire: 'anthropic-messages', body: nativeBodyOf(request), ...(betas.length > 0 && { betas }) };
-    const config = await services.orgConfig.get(key.orgId);
-    const call: ChatCall = { ctx, services, key, config, endpoint: anthropicMessagesWire.endpoint, plan: null, body, attribution, logging: request.logging !== false, started, createdAt: new Date(), hold: null, cache: null };
-    await serveChat(call, {
-      model: request.model,
-      fallbacks: request.fallbacks ?? [],
-      allow: request.routing?.providers?.allow,
-      deny: request.routing?.providers?.deny,
-      cacheControl,
-      stream: request.stream === true,
-      // Messages streams always end with their usage (`message_delta`).
-      includeUsage: true,
-      // Only Anthropic's wire thinks in blocks: named as dropped when another serves.
-      ...(request.thinking?.type === 'enabled' && { nativeOnly: ['thinking'] }),
-    }, anthropicMessagesWire);
+    await serveProtocol(ctx, services, request, {
+      body, wire: anthropicMessagesWire, started,
+      attribution: parseAttribution(request.metadata?.user_id ? { user_id: request.metadata.user_id } : undefined),
+      answer: {
+        // Messages streams always end with their usage (`message_delta`).
+        includeUsage: true,
+        // Only Anthropic's wire thinks in blocks: named as dropped when another serves.
+        ...(request.thinking?.type === 'enabled' && { nativeOnly: ['thinking'] }),
+      },
+    });
   });
 
   /**

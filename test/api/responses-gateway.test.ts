@@ -70,6 +70,29 @@ describe('OpenAI Responses through the one chat call', () => {
     expect(Number(row.cost)).toBeGreaterThan(0);
   });
 
+  it('settles a stream whose client hangs up after the first token at what was relayed, logged 499', async () => {
+    const key = await f.key({ credit_limit: { amount: 100, period: 'daily' } });
+    const gone = new AbortController();
+    const res = await fetch(`${f.api.url}/v1/responses`, {
+      method: 'POST', signal: gone.signal,
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress() },
+      body: JSON.stringify({ model: 'openai/gpt-4o-mini', stream: true, input: `${fresh()} [sandbox words=3000]` }),
+    });
+    const reader = res.body!.getReader();
+    let received = '';
+    while (!received.includes('response.output_text.delta')) received += new TextDecoder().decode((await reader.read()).value);
+    gone.abort();
+    await reader.cancel().catch(() => undefined);
+    const row = await logRow(f, res.headers.get('x-gw-request-id')!);
+    expect(row).toMatchObject({ endpoint: 'responses', status: 499 });
+    expect((row.usage as Loose).completion_tokens).toBeGreaterThan(0);
+    const usage = await until(async () => {
+      const info = await (await fetch(`${f.api.url}/v1/key`, { headers: { authorization: `Bearer ${key}` } })).json() as Loose;
+      return info.usage > 0 && info.usage;
+    }, 'the key\'s settled spend');
+    expect(usage).toBeCloseTo(Number(row.cost), 9);
+  });
+
   it('hits the cache on the second of two identical requests', async () => {
     const current = await f.client.get<Loose>('/org_settings');
     expect((await f.client.patch('/org_settings', { response_cache: { enabled: true, default_ttl_seconds: 600 } }, current.etag!)).status).toBe(200);

@@ -39,6 +39,26 @@ export type ChatRequest = z.infer<typeof chatRequestSchema>;
 /** The fields only the gateway reads; everything else goes to the provider. */
 export const EXTENSION_FIELDS = ['routing', 'fallbacks', 'logging', 'metadata', 'cache'] as const;
 
+/**
+ * The extension fields (spec 4.1) a request of another client protocol (Anthropic Messages,
+ * OpenAI Responses) carries beside its own: those protocols have `metadata` of their own, so
+ * attribution comes from their fields instead.
+ */
+export const PROTOCOL_EXTENSION_FIELDS = {
+  fallbacks: z.array(z.string().min(1)).max(5).optional(),
+  routing: z.object({ providers: z.object({ allow: z.array(z.string()).optional(), deny: z.array(z.string()).optional() }).optional() }).optional(),
+  logging: z.boolean().optional(),
+  cache: z.unknown().optional(),
+};
+export const PROTOCOL_EXTENSION_NAMES: ReadonlySet<string> = new Set(Object.keys(PROTOCOL_EXTENSION_FIELDS));
+
+/** A request without the fields only the gateway reads: what goes to the provider. */
+export function withoutFields(request: Record<string, unknown>, names: ReadonlySet<string>): Record<string, unknown> {
+  const body: Record<string, unknown> = {};
+  for (const k in request) if (!names.has(k)) body[k] = request[k];
+  return body;
+}
+
 export type Attribution = { userId: string | null; sessionId: string | null; tags: Record<string, string>; other: Record<string, unknown> };
 
 const attributionSchema = z.looseObject({

@@ -1,6 +1,6 @@
 import { eq } from 'drizzle-orm';
 import { requestLogs } from '../../core/db/schema';
-import { startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
+import { namedEvents, startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
 import { randomClientAddress } from '../helpers/harness';
 import { until } from '../helpers/until';
 
@@ -16,27 +16,9 @@ describe('Anthropic Messages through the one chat call', () => {
   /** A prompt no other test sends (the cache keys on it). */
   const fresh = (text = 'Say hello') => `${text} #${Date.now()}-${seq++}`;
 
-  async function messages(key: string, body: Record<string, unknown>, headers: Record<string, string> = {}) {
-    const res = await fetch(`${f.api.url}/v1/messages`, {
-      method: 'POST',
-      headers: { 'x-api-key': key, 'anthropic-version': '2023-06-01', 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress(), ...headers },
-      body: JSON.stringify({ model: 'openai/gpt-4o-mini', max_tokens: 200, ...body }),
-    });
-    const text = await res.text();
-    let json: Loose = {};
-    try {
-      json = JSON.parse(text) as Loose;
-    } catch {
-      // a stream
-    }
-    return { status: res.status, headers: res.headers, json, text, id: res.headers.get('x-gw-request-id')! };
-  }
-
-  /** The named events of a Messages stream, parsed. */
-  const events = (text: string) => text.split('\n\n').filter(Boolean).map((block) => {
-    const [eventLine, dataLine] = block.split('\n');
-    return { event: eventLine!.slice('event: '.length), data: JSON.parse(dataLine!.slice('data: '.length)) as Loose };
-  });
+  const messages = (key: string, body: Record<string, unknown>, headers: Record<string, string> = {}) =>
+    f.post('/v1/messages', { model: 'openai/gpt-4o-mini', max_tokens: 200, ...body }, { 'x-api-key': key, 'anthropic-version': '2023-06-01', ...headers });
+  const events = namedEvents;
 
   const logRow = (id: string) => until(async () => (await f.database.db.select().from(requestLogs).where(eq(requestLogs.id, id)))[0], `request-log row ${id}`);
 

@@ -1,6 +1,6 @@
 import { eq } from 'drizzle-orm';
 import { requestLogs } from '../../core/db/schema';
-import { startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
+import { namedEvents, startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
 import { randomClientAddress } from '../helpers/harness';
 import { until } from '../helpers/until';
 
@@ -15,25 +15,9 @@ describe('OpenAI Responses through the one chat call', () => {
   let seq = 0;
   const fresh = (text = 'Say hello') => `${text} #${Date.now()}-${seq++}`;
 
-  async function responses(key: string, body: Record<string, unknown>, api = f) {
-    const res = await fetch(`${api.api.url}/v1/responses`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress() },
-      body: JSON.stringify({ model: 'openai/gpt-4o-mini', ...body }),
-    });
-    const text = await res.text();
-    let json: Loose = {};
-    try {
-      json = JSON.parse(text) as Loose;
-    } catch {
-      // a stream
-    }
-    return { status: res.status, headers: res.headers, json, text, id: res.headers.get('x-gw-request-id')! };
-  }
-  const events = (text: string) => text.split('\n\n').filter(Boolean).map((block) => {
-    const [eventLine, dataLine] = block.split('\n');
-    return { event: eventLine!.slice('event: '.length), data: JSON.parse(dataLine!.slice('data: '.length)) as Loose };
-  });
+  const responses = (key: string, body: Record<string, unknown>, api = f) =>
+    api.post('/v1/responses', { model: 'openai/gpt-4o-mini', ...body }, { authorization: `Bearer ${key}` });
+  const events = namedEvents;
   const logRow = (api: ChatFixture, id: string) => until(async () => (await api.database.db.select().from(requestLogs).where(eq(requestLogs.id, id)))[0], `request-log row ${id}`);
 
   beforeAll(async () => {

@@ -16,6 +16,9 @@ export function sandboxPath(kind: string): string {
   }
 }
 
+/** A gateway answer: status, headers, parsed JSON (empty for a stream) or raw text, and its request id. */
+export type Answer = { status: number; headers: Headers; json: Loose; text: string; id: string };
+
 export type ChatFixture = ManagementFixture & {
   sandbox: Sandbox;
   /** Creates a provider connection on the sandbox; `directives` choose its failures. */
@@ -23,7 +26,9 @@ export type ChatFixture = ManagementFixture & {
   /** A gateway key of the tenant's project with these settings. */
   key(settings?: Record<string, unknown>): Promise<string>;
   /** POST /v1/chat/completions with a key; answers status, headers and parsed JSON or raw text. */
-  chat(secret: string, body: Record<string, unknown>, headers?: Record<string, string>): Promise<{ status: number; headers: Headers; json: Loose; text: string }>;
+  chat(secret: string, body: Record<string, unknown>, headers?: Record<string, string>): Promise<Answer>;
+  /** POST to a gateway path with these headers (the key among them, in whichever form); the answer as `chat` reads it. */
+  post(path: string, body: Record<string, unknown>, headers: Record<string, string>): Promise<Answer>;
   settle(): Promise<void>;
 };
 
@@ -34,6 +39,21 @@ export async function startChatFixture(env: Record<string, string> = {}, options
   const sandbox = await startSandbox();
   const fixture = await startManagementFixture({ env: { GW_ALLOW_PRIVATE_NETWORK: 'true', ...env }, operator: options.operator });
   const settle = () => new Promise<void>((r) => setTimeout(r, 150));
+  async function post(path: string, body: Record<string, unknown>, headers: Record<string, string>): Promise<Answer> {
+    const res = await fetch(`${fixture.api.url}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress(), ...headers },
+      body: JSON.stringify(body),
+    });
+    const text = await res.text();
+    let json: Loose = {};
+    try {
+      json = JSON.parse(text);
+    } catch {
+      // A stream: callers read `text`.
+    }
+    return { status: res.status, headers: res.headers, json, text, id: res.headers.get('x-gw-request-id')! };
+  }
   return {
     ...fixture,
     sandbox,
@@ -56,21 +76,10 @@ export async function startChatFixture(env: Record<string, string> = {}, options
       if (res.status !== 201) throw new Error(`key refused: ${JSON.stringify(res.body)}`);
       return res.body.secret;
     },
-    async chat(secret, body, headers = {}) {
-      const res = await fetch(`${fixture.api.url}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress(), ...headers },
-        body: JSON.stringify(body),
-      });
-      const text = await res.text();
-      let json: Loose = {};
-      try {
-        json = JSON.parse(text);
-      } catch {
-        // A stream: callers read `text`.
-      }
-      return { status: res.status, headers: res.headers, json, text };
+    chat(secret, body, headers = {}) {
+      return post('/v1/chat/completions', body, { authorization: `Bearer ${secret}`, ...headers });
     },
+    post,
     async close() {
       await fixture.close();
       await sandbox.close();
@@ -87,5 +96,13 @@ export function sseData(text: string): Array<Loose | string> {
     } catch {
       return data;
     }
+  });
+}
+
+/** The named events of an SSE answer (`event:` and `data:`, as Anthropic's and OpenAI Responses' streams send them), parsed. */
+export function namedEvents(text: string): Array<{ event: string; data: Loose }> {
+  return text.split('\n\n').filter(Boolean).map((block) => {
+    const [eventLine, dataLine] = block.split('\n');
+    return { event: eventLine!.slice('event: '.length), data: JSON.parse(dataLine!.slice('data: '.length)) as Loose };
   });
 }

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { GatewayError } from '../../../core/errors';
 import type { ChatBody, ChatMessage, Choice, ChunkChoice, ContentPart, FinishReason, ToolDefinition, Usage } from '../../../core/providers/types';
 import { modelName } from '../../validation';
+import { PROTOCOL_EXTENSION_FIELDS, PROTOCOL_EXTENSION_NAMES, withoutFields } from '../chat-request';
 import type { AnswerExtras, AnswerIdentity, ChatWire, StreamEncoder } from '../chat-wire';
 import type { NativeEvent } from '../stream-answer';
 import type { ChatCall } from '../chat-call';
@@ -59,10 +60,7 @@ export const messagesRequestSchema = z.looseObject({
   ]).optional(),
   stream: z.boolean().optional(),
   // The gateway's own (spec 4.1 extension fields, as on chat completions).
-  fallbacks: z.array(z.string().min(1)).max(5).optional(),
-  routing: z.object({ providers: z.object({ allow: z.array(z.string()).optional(), deny: z.array(z.string()).optional() }).optional() }).optional(),
-  logging: z.boolean().optional(),
-  cache: z.unknown().optional(),
+  ...PROTOCOL_EXTENSION_FIELDS,
 });
 export type MessagesRequest = z.infer<typeof messagesRequestSchema>;
 
@@ -145,14 +143,9 @@ export function chatBodyOf(request: MessagesRequest): ChatBody {
   return body;
 }
 
-/** The gateway's own fields of a Messages request (spec 4.1's extension fields), never sent to a provider. */
-const GATEWAY_FIELDS = new Set(['fallbacks', 'routing', 'logging', 'cache']);
-
 /** The request as Anthropic takes it: the client's body without the gateway's own fields. */
 export function nativeBodyOf(request: MessagesRequest): Record<string, unknown> {
-  const body: Record<string, unknown> = {};
-  for (const k in request) if (!GATEWAY_FIELDS.has(k)) body[k] = (request as Record<string, unknown>)[k];
-  return body;
+  return withoutFields(request, PROTOCOL_EXTENSION_NAMES);
 }
 
 const STOP_REASONS: Record<FinishReason, string> = { stop: 'end_turn', length: 'max_tokens', tool_calls: 'tool_use', content_filter: 'refusal' };

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { GatewayError } from '../../../core/errors';
 import type { ChatBody, ChatMessage, Choice, ChunkChoice, ContentPart, ToolDefinition, Usage } from '../../../core/providers/types';
 import { modelName } from '../../validation';
+import { PROTOCOL_EXTENSION_FIELDS } from '../chat-request';
 import type { ChatCall } from '../chat-call';
 import type { AnswerExtras, AnswerIdentity, ChatWire, StreamEncoder } from '../chat-wire';
 
@@ -53,10 +54,7 @@ export const responsesRequestSchema = z.looseObject({
   store: z.boolean().optional(),
   previous_response_id: z.string().nullish(),
   // The gateway's own (spec 4.1 extension fields, as on chat completions).
-  fallbacks: z.array(z.string().min(1)).max(5).optional(),
-  routing: z.object({ providers: z.object({ allow: z.array(z.string()).optional(), deny: z.array(z.string()).optional() }).optional() }).optional(),
-  logging: z.boolean().optional(),
-  cache: z.unknown().optional(),
+  ...PROTOCOL_EXTENSION_FIELDS,
 });
 export type ResponsesRequest = z.infer<typeof responsesRequestSchema>;
 

@@ -10,6 +10,7 @@ const BODY_LIMITS: ReadonlyArray<[path: string, bytes: number]> = [
   ['/v1/chat/completions', 28 * MB],
   // Anthropic Messages and OpenAI Responses carry the same prompts (images inline), so the chat limit.
   ['/v1/messages', 28 * MB],
+  ['/v1/messages/count_tokens', 28 * MB],
   ['/v1/responses', 28 * MB],
   ['/v1/images/edits', 51 * MB],
   ['/v1/audio/transcriptions', 26 * MB],

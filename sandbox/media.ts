@@ -4,6 +4,7 @@ import busboy from 'busboy';
 import { directivesInText, parseDirectives, type Directives } from './directives';
 import { audioSeconds, colorFor, imageKind, png, pngInfo, speechFile, speechSamples, SPEECH_CONTENT_TYPES } from './files';
 import { countWords } from './turn';
+import { embeddingTexts, planGeminiEmbeddings, planOpenAiEmbeddings, type EmbeddingPlan } from './embeddings';
 import { googleWire } from './wire/google';
 import { openaiWire } from './wire/openai';
 import type { Wire } from './wire/types';
@@ -13,12 +14,13 @@ import type { Wire } from './wire/types';
  *   OpenAI (and Azure deployments)  images/generations (JSON), images/edits (multipart),
  *                                   audio/transcriptions (multipart), audio/speech (JSON, streamed bytes)
  *   Gemini API                      models/{imagen-*}:predict
+ *   Embeddings (embeddings.ts)      OpenAI/Azure .../embeddings, Gemini models/{m}:batchEmbedContents
  * Answers carry real small files (files.ts). DALL-E `url` answers point at `/blob/...` on the
  * sandbox itself, signed and valid for an hour like the real blob links.
  * Directives (directives.ts) come from the connection's `/x/...` prefix and from the prompt
  * text: `prompt` (images, edits, transcriptions, Imagen `instances[].prompt`) or `input` (speech).
  */
-export type MediaKind = 'images' | 'edits' | 'transcriptions' | 'speech' | 'imagen';
+export type MediaKind = 'images' | 'edits' | 'transcriptions' | 'speech' | 'imagen' | 'embeddings' | 'gemini-embeddings';
 type MediaEndpoint = { kind: MediaKind; wire: Wire; flavor: 'openai' | 'azure' | 'google'; model?: string };
 
 const OPENAI_PATHS: Record<string, MediaKind> = {
@@ -33,6 +35,9 @@ export function mediaEndpointFor(method: string, path: string): MediaEndpoint | 
     return { kind: OPENAI_PATHS[m[2]!]!, wire: openaiWire, flavor: 'azure', model: decodeURIComponent(m[1]!) };
   }
   if ((m = /^\/google\/v1beta\/models\/([^/:]+):predict$/.exec(path))) return { kind: 'imagen', wire: googleWire, flavor: 'google', model: decodeURIComponent(m[1]!) };
+  if (path === '/openai/v1/embeddings') return { kind: 'embeddings', wire: openaiWire, flavor: 'openai' };
+  if ((m = /^\/azure\/openai\/deployments\/([^/]+)\/embeddings$/.exec(path))) return { kind: 'embeddings', wire: openaiWire, flavor: 'azure', model: decodeURIComponent(m[1]!) };
+  if ((m = /^\/google\/v1beta\/models\/([^/:]+):batchEmbedContents$/.exec(path))) return { kind: 'gemini-embeddings', wire: googleWire, flavor: 'google', model: decodeURIComponent(m[1]!) };
   return null;
 }
 
@@ -141,7 +146,8 @@ export async function handleMedia(ctx: MediaContext): Promise<void> {
 
   const promptText = endpoint.kind === 'speech' ? String(body.input ?? '')
     : endpoint.kind === 'imagen' ? ((body.instances as Array<{ prompt?: unknown }> | undefined) ?? []).map((i) => String(i?.prompt ?? '')).join(' ')
-      : String(body.prompt ?? '');
+      : endpoint.kind === 'embeddings' || endpoint.kind === 'gemini-embeddings' ? embeddingTexts(body)
+        : String(body.prompt ?? '');
   const directiveText = [ctx.pathDirectives, directivesInText(promptText)].join(',');
   const directives = parseDirectives(directiveText);
 
@@ -149,7 +155,9 @@ export async function handleMedia(ctx: MediaContext): Promise<void> {
     : endpoint.kind === 'edits' ? planEdits(form!, endpoint)
       : endpoint.kind === 'transcriptions' ? planTranscription(form!, endpoint)
         : endpoint.kind === 'speech' ? planSpeech(body, endpoint)
-          : planImagen(body, endpoint);
+          : endpoint.kind === 'embeddings' ? answered(planOpenAiEmbeddings(body, endpoint.model))
+            : endpoint.kind === 'gemini-embeddings' ? answered(planGeminiEmbeddings(body, endpoint.model!))
+              : planImagen(body, endpoint);
   if ('refusal' in plan) return refuse(plan.refusal);
 
   if (directives.delayMs) await new Promise((r) => setTimeout(r, directives.delayMs));
@@ -196,6 +204,12 @@ function blobUrl(ctx: MediaContext, bytes: Buffer): string {
 }
 
 type Plan = { refusal: Refusal } | { answer(ctx: MediaContext, d: Directives): Promise<void> | void };
+
+/** A JSON answer decided whole (embeddings): sent as it is. */
+function answered(plan: EmbeddingPlan): Plan {
+  if ('refusal' in plan) return plan;
+  return { answer: (ctx) => ctx.send(200, plan.answer) };
+}
 const refusal = (message: string, param: string | null = null, code: string | null = 'invalid_value', status = 400): Plan => ({ refusal: { message, param, code, status } });
 
 // ---------------------------------------------------------------- images

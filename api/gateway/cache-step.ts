@@ -1,7 +1,7 @@
 import type { GatewayContext } from '../context';
 import { GatewayError } from '../../core/errors';
-import type { ChatBody } from '../../core/providers/types';
-import type { CachedAnswer } from '../../core/response-cache/answer';
+import type { CachedAnswer, CachedServing } from '../../core/response-cache/answer';
+import type { Plan } from '../../core/routing/candidates';
 import { responseCacheKey } from '../../core/response-cache/key';
 import { uncacheableReason, type CachePolicy } from '../../core/response-cache/policy';
 import { ResponseCacheUnavailable, type ResponseCacheStore } from '../../core/response-cache/store';
@@ -9,11 +9,11 @@ import { ResponseCacheUnavailable, type ResponseCacheStore } from '../../core/re
 export type CacheStatus = 'hit' | 'miss' | 'bypass' | 'uncacheable';
 
 /** The cache's part in one request once it was consulted; null when the cache is off for it. */
-export type CacheOutcome = {
+export type CacheOutcome<E extends CachedServing = CachedAnswer> = {
   status: CacheStatus;
   /** Where a fresh answer is stored, or null when this request must not write. */
   writeTo: { key: string; ttlSeconds: number } | null;
-  hit: CachedAnswer | null;
+  hit: E | null;
 };
 
 const HEADER: Record<CacheStatus, string> = { hit: 'HIT', miss: 'MISS', bypass: 'BYPASS', uncacheable: 'UNCACHEABLE' };
@@ -30,7 +30,7 @@ const HEADER: Record<CacheStatus, string> = { hit: 'HIT', miss: 'MISS', bypass: 
  * this request could have been served by the connection and model that produced it
  * (`servable`); otherwise it is a miss, and the fresh answer takes its place.
  */
-export async function consultCache(ctx: GatewayContext, store: ResponseCacheStore, orgId: string, policy: CachePolicy, body: ChatBody, logging: boolean, servable: (hit: CachedAnswer) => boolean): Promise<CacheOutcome | null> {
+export async function consultCache<E extends CachedServing = CachedAnswer>(ctx: GatewayContext, store: ResponseCacheStore, orgId: string, policy: CachePolicy, body: Record<string, unknown>, logging: boolean, servable: (hit: E) => boolean): Promise<CacheOutcome<E> | null> {
   if (policy.state === 'off') {
     ctx.set('X-GW-Cache', 'DISABLED');
     return null;
@@ -40,14 +40,14 @@ export async function consultCache(ctx: GatewayContext, store: ResponseCacheStor
   return outcome;
 }
 
-async function decide(store: ResponseCacheStore, orgId: string, policy: CachePolicy & { state: 'on' }, body: ChatBody, logging: boolean, servable: (hit: CachedAnswer) => boolean): Promise<CacheOutcome> {
+async function decide<E extends CachedServing>(store: ResponseCacheStore, orgId: string, policy: CachePolicy & { state: 'on' }, body: Record<string, unknown>, logging: boolean, servable: (hit: E) => boolean): Promise<CacheOutcome<E>> {
   if (policy.mode === 'bypass') return { status: 'bypass', writeTo: null, hit: null };
   if (uncacheableReason(body)) return { status: 'uncacheable', writeTo: null, hit: null };
   const key = responseCacheKey(orgId, policy.namespace, body);
   const writeTo = policy.write && logging ? { key, ttlSeconds: policy.ttlSeconds } : null;
   if (!policy.read) return { status: 'miss', writeTo, hit: null };
   try {
-    const hit = await store.get(key);
+    const hit = await store.get<E>(key);
     return hit && servable(hit) ? { status: 'hit', writeTo: null, hit } : { status: 'miss', writeTo, hit: null };
   } catch (err) {
     if (!(err instanceof ResponseCacheUnavailable)) throw err;
@@ -57,17 +57,22 @@ async function decide(store: ResponseCacheStore, orgId: string, policy: CachePol
 }
 
 /** The `cache` object of an answer (spec 2.2). */
-export function cacheField(outcome: CacheOutcome, now: number): Record<string, unknown> {
+export function cacheField<E extends CachedServing>(outcome: CacheOutcome<E>, now: number): Record<string, unknown> {
   if (outcome.status !== 'hit' || !outcome.hit) return { status: outcome.status };
   return { status: 'hit', age_seconds: ageSeconds(outcome.hit, now), source_request_id: outcome.hit.requestId, provider_billed: false };
 }
 
-export function ageSeconds(hit: CachedAnswer, now: number): number {
+export function ageSeconds(hit: CachedServing, now: number): number {
   return Math.max(0, Math.floor((now - hit.storedAt) / 1000));
 }
 
 /** Stores a complete answer off the answer's path; a store that fails loses only the reuse. */
-export function storeAnswer(store: ResponseCacheStore, outcome: CacheOutcome | null, answer: CachedAnswer, onError: (err: unknown) => void): void {
+export function storeAnswer<E extends CachedServing>(store: ResponseCacheStore, outcome: CacheOutcome<E> | null, answer: E, onError: (err: unknown) => void): void {
   if (!outcome?.writeTo) return;
   store.put(outcome.writeTo.key, answer, outcome.writeTo.ttlSeconds).catch(onError);
+}
+
+/** Whether a stored answer came from a connection and model this request's plan could have used. */
+export function couldHaveServed(plan: Plan, hit: CachedServing): boolean {
+  return plan.candidates.some((c) => c.connection.id === hit.connection && (hit.upstreamModel === undefined || c.upstreamModel === hit.upstreamModel));
 }

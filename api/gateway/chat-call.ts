@@ -18,7 +18,7 @@ import type { GatewayServices } from './services';
 import { relayStream, type NativeEvent, type StreamTally } from './stream-answer';
 import { ChoiceAssembler, replayChunks, type CachedAnswer } from '../../core/response-cache/answer';
 import { resolveCachePolicy, type CachePolicy, type CacheControl } from '../../core/response-cache/policy';
-import { ageSeconds, cacheField, consultCache, storeAnswer, type CacheOutcome } from './cache-step';
+import { ageSeconds, cacheField, consultCache, couldHaveServed, storeAnswer, type CacheOutcome } from './cache-step';
 import { addCutCost, chargedEstimate, endSpend, requestLogRow, reserveSpend, type SpendCall } from './spend-step';
 import type { AnswerIdentity, ChatWire } from './chat-wire';
 
@@ -348,11 +348,6 @@ function keepAnswer(call: Call, served: Served<unknown>, model: string, choices:
     choices,
     usage,
   }, (err) => call.ctx.state.log?.warn({ err: errorSummary(err) }, 'response cache write failed'));
-}
-
-/** Whether a stored answer came from a connection and model this request's plan could have used. */
-function couldHaveServed(plan: Plan, hit: CachedAnswer): boolean {
-  return plan.candidates.some((c) => c.connection.id === hit.connection && (hit.upstreamModel === undefined || c.upstreamModel === hit.upstreamModel));
 }
 
 const CACHE_HIT_ESTIMATE = { cost: 0, source: 'gateway_cache' } as CostEstimate;

@@ -4,6 +4,7 @@ import { GatewayError } from '../../core/errors';
 import { RequestGuard } from '../../core/guardrails/request-guard';
 import { errorSummary } from '../../core/logger';
 import type { CostEstimate } from '../../core/pricing/cost';
+import { embeddingModel } from '../../core/catalog/embedding-models';
 import { MEDIA_UNITS, mediaListRow, type MediaKind } from '../../core/pricing/media-cost';
 import { ADAPTERS } from '../../core/providers/adapters';
 import { mediaAdapterFor } from '../../core/providers/media';
@@ -16,6 +17,9 @@ import type { OrgConfig } from '../../core/routing/org-config';
 import type { GatewayContext } from '../context';
 import { parseAttribution, routingMetadata, type Attribution } from './chat-request';
 import type { GatewayServices } from './services';
+import { ageSeconds, consultCache, couldHaveServed, storeAnswer, type CacheOutcome } from './cache-step';
+import { resolveCachePolicy, type CacheControl } from '../../core/response-cache/policy';
+import type { CachedServing } from '../../core/response-cache/answer';
 import { addCutCost, chargedEstimate, endSpend, requestLogRow, reserveSpend, type SpendCall } from './spend-step';
 
 /**
@@ -35,8 +39,8 @@ export type MediaRouting = {
   logging?: boolean;
 };
 
-/** Which price table a media endpoint's models are in. */
-export const MEDIA_KIND_OF: Record<MediaEndpoint, MediaKind> = {
+/** Which price table an image or audio endpoint's models are in (embeddings are priced per token, as chat). */
+export const MEDIA_KIND_OF: Record<Exclude<MediaEndpoint, 'embeddings'>, MediaKind> = {
   'images.generations': 'image',
   'images.edits': 'image',
   'audio.transcriptions': 'transcription',
@@ -46,6 +50,8 @@ export const MEDIA_KIND_OF: Record<MediaEndpoint, MediaKind> = {
 export type MediaCall = SpendCall & {
   /** The request's guardrails, when an enabled policy applies to its key (core/guardrails). */
   guard?: RequestGuard;
+  /** The response cache's part, for an endpoint that keeps answers (embeddings); null when off or not asked. */
+  cache?: CacheOutcome<CachedServing> | null;
   endpoint: MediaEndpoint;
   routing: MediaRouting;
   plan: Plan | null;
@@ -63,7 +69,26 @@ export type MediaOutcome = { usage: Record<string, unknown> | null; estimate: Co
 /** Sends one call to the candidate being tried (its hosts, credentials, timeout, the client's abort). */
 export type SendUpstream = (upstream: UpstreamRequest) => Promise<UpstreamSuccess | { ok: false; failure: ProviderFailure }>;
 
-export type MediaEndpointHandler<T> = {
+/**
+ * How an endpoint's answers are kept and given again (spec 4.1 `cache`, as chat's): the same
+ * policy, key scheme, reach check and headers; only what is kept differs.
+ */
+export type MediaCache<T, E extends CachedServing> = {
+  /** What determines the answer, hashed into the key (never the payload itself); read after guardrails. */
+  key(): Record<string, unknown>;
+  /** What the request asked of the cache (its `cache` field and X-GW-Cache headers). */
+  control: CacheControl;
+  /** What is kept of a served answer, beside who served it. */
+  entry(served: MediaServed<T>, usage: Record<string, unknown> | null): Omit<E, keyof CachedServing>;
+  /** Writes the answer from a kept entry (`usage` already says cost 0, `gateway_cache`); answers what the log keeps. */
+  answerFromHit(hit: E, usage: Record<string, unknown>, call: MediaCall): unknown;
+  /** The usage counts a kept entry stands for. */
+  usageOf(hit: E): Record<string, unknown> | null;
+};
+
+export type MediaEndpointHandler<T, E extends CachedServing = CachedServing> = {
+  /** The response cache, where the endpoint's answers can be kept (embeddings). */
+  cache?: MediaCache<T, E>;
   /** What the request log keeps of the request when the organization logs prompts (never file bytes). */
   loggedRequest: Record<string, unknown>;
   /**
@@ -74,6 +99,11 @@ export type MediaEndpointHandler<T> = {
   guardedText: { read(): string[]; write(sent: string[], logged: string[]): void };
   /** The most the request can cost on this candidate; null when nothing prices it. */
   worstCase(candidate: Candidate, config: OrgConfig): CostEstimate;
+  /**
+   * Why this candidate cannot take the request (an input its wire cannot carry), or null. Such
+   * candidates are left out of the plan; when none is left the request is a 400 saying why.
+   */
+  refusal?(candidate: Candidate, adapter: MediaAdapter): string | null;
   /** One try on one candidate: what it answered, or how it failed (which drives failover). */
   attempt(candidate: Candidate, adapter: MediaAdapter, send: SendUpstream): Promise<TryResult<T>>;
   /** The cost of what was served, and the usage the answer and the log report. */
@@ -102,6 +132,8 @@ function logMedia(call: MediaCall, loggedRequest: Record<string, unknown>, outco
   estimate?: CostEstimate;
   error?: GatewayError;
   response?: unknown;
+  /** On a cache hit, the kept answer given again. */
+  hit?: CachedServing;
 }): void {
   const capture = call.logging && call.config.promptLoggingEnabled;
   const charged = chargedEstimate(call, outcome.estimate ?? null);
@@ -109,10 +141,10 @@ function logMedia(call: MediaCall, loggedRequest: Record<string, unknown>, outco
     endpoint: call.endpoint,
     requestedModel: call.routing.model,
     routeSlug: call.plan?.route?.slug ?? null,
-    servedModel: outcome.served?.candidate.upstreamModel ?? null,
-    provider: outcome.served?.candidate.connection.kind ?? null,
-    connectionId: outcome.served?.candidate.connection.id ?? null,
-    chainPosition: outcome.served?.position ?? null,
+    servedModel: outcome.served?.candidate.upstreamModel ?? outcome.hit?.model ?? null,
+    provider: outcome.served?.candidate.connection.kind ?? outcome.hit?.provider ?? null,
+    connectionId: outcome.served?.candidate.connection.id ?? outcome.hit?.connection ?? null,
+    chainPosition: outcome.served?.position ?? outcome.hit?.route ?? null,
     status: outcome.status,
     errorType: outcome.error?.type ?? null,
     errorCode: outcome.error?.code ?? null,
@@ -126,17 +158,28 @@ function logMedia(call: MediaCall, loggedRequest: Record<string, unknown>, outco
     requestBody: capture ? loggedRequest : null,
     // Spec 4.1 logging: image and audio answers are kept only as the links they gave.
     responseBody: capture ? (outcome.response ?? null) : null,
+    cacheStatus: call.cache?.status ?? null,
+    cacheSourceRequestId: outcome.hit?.requestId ?? null,
   }));
 }
 
 /**
  * The models an endpoint knows by name (a bare `dall-e-3` resolves through these): the media
- * price table's rows for the kind, and any model the organization gave a per-unit rate.
+ * price table's rows for the kind, or the embedding models' table; and any model the
+ * organization gave a rate of the endpoint's unit (per image, second or character; per input
+ * token for embeddings).
  */
 function mediaModelKnown(endpoint: MediaEndpoint, config: OrgConfig): (kind: ProviderKind, name: string) => boolean {
+  const rated = (kind: ProviderKind, name: string, has: (p: OrgConfig['prices'][number]) => boolean) => config.prices.some((p) => has(p) && (p.model === name || p.model === `${kind}/${name}`));
+  if (endpoint === 'embeddings') return (kind, name) => embeddingModel(kind, name) !== null || rated(kind, name, (p) => p.inputPerMillion !== null);
   const media = MEDIA_KIND_OF[endpoint];
-  return (kind, name) => mediaListRow(media, { kind, model: name }) !== null
-    || config.prices.some((p) => p.unit !== null && (p.model === name || p.model === `${kind}/${name}`));
+  return (kind, name) => mediaListRow(media, { kind, model: name }) !== null || rated(kind, name, (p) => p.unit !== null);
+}
+
+/** What a refused unpriced request tells the customer to enter. */
+function missingRate(endpoint: MediaEndpoint): string {
+  if (endpoint === 'embeddings') return 'has no input-token price, and a spend limit applies to this request; enter a rate (`input_per_million`)';
+  return `has no ${MEDIA_UNITS[MEDIA_KIND_OF[endpoint]]} price, and a spend limit applies to this request; enter a rate (\`unit\`)`;
 }
 
 /**
@@ -145,7 +188,7 @@ function mediaModelKnown(endpoint: MediaEndpoint, config: OrgConfig): (kind: Pro
  * out, as chat leaves out fallbacks whose output differs; candidates whose wire lacks the
  * endpoint are dropped (no call, no attempt).
  */
-function planMedia(call: MediaCall): Plan {
+function planMedia<T>(call: MediaCall, handler: MediaEndpointHandler<T>): Plan {
   const { routing, key, config, services, endpoint } = call;
   const knows = mediaModelKnown(endpoint, config);
   const otherModality = (id: string) => {
@@ -165,10 +208,13 @@ function planMedia(call: MediaCall): Plan {
     catalogModelsOnly: true,
     knows,
   });
-  const candidates = plan.candidates.filter((c) => mediaAdapterFor(c.connection.kind, endpoint) !== null);
-  if (candidates.length === 0) {
+  const offering = plan.candidates.filter((c) => mediaAdapterFor(c.connection.kind, endpoint) !== null);
+  if (offering.length === 0) {
     throw new GatewayError('no_provider_connected', `No connection serving \`${routing.model}\` offers ${endpoint}.`);
   }
+  const refusals = offering.map((c) => handler.refusal?.(c, mediaAdapterFor(c.connection.kind, endpoint)!) ?? null);
+  const candidates = offering.filter((_, i) => refusals[i] === null);
+  if (candidates.length === 0) throw new GatewayError('invalid_request', `No connection serving \`${routing.model}\` can take this request: ${refusals[0]}`);
   return { ...plan, candidates };
 }
 
@@ -183,7 +229,7 @@ function worstCaseOver<T>(call: MediaCall, handler: MediaEndpointHandler<T>): nu
     const estimate = handler.worstCase(candidate, call.config);
     if (!estimate) {
       if (call.config.unpricedBudgetPolicy !== 'allow') {
-        throw new GatewayError('unpriced_model_under_budget', `\`${candidate.modelId}\` has no ${MEDIA_UNITS[MEDIA_KIND_OF[call.endpoint]]} price, and a spend limit applies to this request; enter a rate (\`unit\`) or allow unpriced traffic.`);
+        throw new GatewayError('unpriced_model_under_budget', `\`${candidate.modelId}\` ${missingRate(call.endpoint)} or allow unpriced traffic.`);
       }
       continue;
     }
@@ -211,11 +257,11 @@ async function guardText<T>(call: MediaCall, handler: MediaEndpointHandler<T>): 
 }
 
 /** Headers every media answer carries (binary ones have no JSON body to say it in). */
-function setServedHeaders(call: MediaCall, served: Walked<unknown>, estimate: CostEstimate): void {
+function setServedHeaders(call: MediaCall, served: { provider: string; connection: string; route: string }, estimate: CostEstimate): void {
   const { ctx } = call;
-  ctx.set('X-GW-Provider', served.candidate.connection.kind);
-  ctx.set('X-GW-Connection', served.candidate.connection.id);
-  ctx.set('X-GW-Route', served.position);
+  ctx.set('X-GW-Provider', served.provider);
+  ctx.set('X-GW-Connection', served.connection);
+  ctx.set('X-GW-Route', served.route);
   if (estimate) {
     ctx.set('X-GW-Cost', String(estimate.cost));
     ctx.set('X-GW-Price-Source', estimate.source);
@@ -246,8 +292,42 @@ function settleAbandoned<T>(call: MediaCall, handler: MediaEndpointHandler<T>, w
   logMedia(call, handler.loggedRequest, { status: 499, served, attempts: served.attempts, usage: priced.usage, estimate: priced.estimate });
 }
 
+const servingOf = (served: Walked<unknown>) => ({ provider: served.candidate.connection.kind, connection: served.candidate.connection.id, route: served.position });
+
+const CACHE_HIT_ESTIMATE: CostEstimate = { cost: 0, source: 'gateway_cache' };
+
+/**
+ * A kept answer given again (spec 2.2, 8, as chat's): no budget held, no provider called, cost 0
+ * with price source `gateway_cache`; who originally served it in the headers and the log.
+ */
+function answerFromCache<T, E extends CachedServing>(call: MediaCall, cache: MediaCache<T, E>, hit: E, loggedRequest: Record<string, unknown>): void {
+  const now = Date.now();
+  call.ctx.set('X-GW-Cache-Age', String(ageSeconds(hit, now)));
+  call.ctx.set('X-GW-Cache-Source', hit.requestId);
+  setServedHeaders(call, hit, CACHE_HIT_ESTIMATE);
+  const counts = cache.usageOf(hit);
+  const response = cache.answerFromHit(hit, mediaUsage(counts, CACHE_HIT_ESTIMATE), call);
+  logMedia(call, loggedRequest, { status: 200, attempts: [], usage: counts, estimate: CACHE_HIT_ESTIMATE, response, hit });
+}
+
+/** Keeps a served answer for reuse when this request may write the cache. */
+function keepAnswer<T, E extends CachedServing>(call: MediaCall, cache: MediaCache<T, E>, served: MediaServed<T>, usage: Record<string, unknown> | null): void {
+  if (!call.cache?.writeTo) return;
+  const entry = {
+    requestId: call.ctx.state.requestId,
+    storedAt: Date.now(),
+    model: served.candidate.upstreamModel,
+    provider: served.candidate.connection.kind,
+    connection: served.candidate.connection.id,
+    upstreamModel: served.candidate.upstreamModel,
+    route: served.position,
+    ...cache.entry(served, usage),
+  } as E;
+  storeAnswer(call.services.responseCache, call.cache, entry, (err) => call.ctx.state.log?.warn({ err: errorSummary(err) }, 'response cache write failed'));
+}
+
 /** Serves one media request through `handler` (see the module comment). */
-export async function serveMedia<T>(ctx: GatewayContext, services: GatewayServices, endpoint: MediaEndpoint, routing: MediaRouting, handler: MediaEndpointHandler<T>): Promise<void> {
+export async function serveMedia<T, E extends CachedServing = CachedServing>(ctx: GatewayContext, services: GatewayServices, endpoint: MediaEndpoint, routing: MediaRouting, handler: MediaEndpointHandler<T, E>): Promise<void> {
   const started = performance.now();
   const key = ctx.state.key!;
   const attribution = parseAttribution(routing.metadata);
@@ -262,9 +342,17 @@ export async function serveMedia<T>(ctx: GatewayContext, services: GatewayServic
   };
 
   try {
-    call.plan = planMedia(call);
+    const cachePolicy = handler.cache ? resolveCachePolicy(config.responseCache, config.plan, handler.cache.control) : null;
+    const plan = (call.plan = planMedia(call, handler));
     await guardText(call, handler);
-    await reserveSpend(call, () => worstCaseOver(call, handler), call.plan.candidates[0]);
+    // The cache is asked after guardrails (a blocked request is never answered, even from it)
+    // and before any budget is held: a hit takes no reservation (spec 8).
+    if (cachePolicy && handler.cache) {
+      const cached = await consultCache<E>(ctx, services.responseCache, key.orgId, cachePolicy, handler.cache.key(), call.logging, (hit) => couldHaveServed(plan, hit));
+      call.cache = cached;
+      if (cached?.hit) return answerFromCache(call, handler.cache, cached.hit, handler.loggedRequest);
+    }
+    await reserveSpend(call, () => worstCaseOver(call, handler), plan.candidates[0]);
   } catch (err) {
     refuse(err);
   }
@@ -318,7 +406,7 @@ export async function serveMedia<T>(ctx: GatewayContext, services: GatewayServic
   }
   const { estimate, usage } = priced!;
   endSpend(call, estimate);
-  setServedHeaders(call, served, estimate);
+  setServedHeaders(call, servingOf(served), estimate);
   const wire = mediaUsage(usage, estimate);
   let response: unknown;
   try {
@@ -330,4 +418,5 @@ export async function serveMedia<T>(ctx: GatewayContext, services: GatewayServic
     throw error;
   }
   logMedia(call, handler.loggedRequest, { status: 200, served, attempts: served.attempts, usage, estimate, response });
+  if (handler.cache) keepAnswer(call, handler.cache, served, usage);
 }

@@ -16,6 +16,7 @@ import { keyRateLimit, meterKnownKey, type KeyMeterDeps } from '../middleware/ke
 import { chatCompletions } from './chat';
 import { messagesRoutes } from './messages';
 import { responsesRoutes } from './responses';
+import { embeddingsRoutes } from './embeddings';
 import { decisionRoutes } from './decisions';
 import { mediaRoutes } from './media-routes';
 import { jobRoutes } from './jobs';
@@ -43,7 +44,7 @@ export function gatewayRouter(deps: GatewayRouterDeps): Router<GatewayState> {
     const config = await deps.gateway.orgConfig.get(key.orgId);
     ctx.body = {
       object: 'list',
-      data: callableModels(key, config, deps.gateway.catalog).map((m) => ({ id: m.id, object: 'model', created: 0, owned_by: m.owned_by })),
+      data: callableModels(key, config, deps.gateway.catalog).map((m) => ({ id: m.id, object: 'model', created: 0, owned_by: m.owned_by, type: m.type })),
     };
   });
 
@@ -71,6 +72,7 @@ export function gatewayRouter(deps: GatewayRouterDeps): Router<GatewayState> {
   router.post('/chat/completions', chatCompletions(deps.gateway));
   messagesRoutes(router, deps.gateway);
   responsesRoutes(router, deps.gateway);
+  embeddingsRoutes(router, deps.gateway);
   mediaRoutes(router, deps.gateway);
   jobRoutes(router, { db: deps.db, clock: deps.clock, gateway: deps.gateway, jobs: deps.gateway.jobs });
   requestLogRoutes(router, { db: deps.db, clock: deps.clock });

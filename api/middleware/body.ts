@@ -12,6 +12,8 @@ const BODY_LIMITS: ReadonlyArray<[path: string, bytes: number]> = [
   ['/v1/messages', 28 * MB],
   ['/v1/messages/count_tokens', 28 * MB],
   ['/v1/responses', 28 * MB],
+  // Up to 2,048 inputs of up to 8,191 tokens each (OpenAI's bounds; its 300,000-token request cap is the provider's to enforce).
+  ['/v1/embeddings', 8 * MB],
   ['/v1/images/edits', 51 * MB],
   ['/v1/audio/transcriptions', 26 * MB],
   ['/v1/videos', 11 * MB],

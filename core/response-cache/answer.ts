@@ -1,7 +1,7 @@
 import type { Choice, ChunkChoice, ToolCall, Usage } from '../providers/types';
 
-/** What the cache keeps of an answer: enough to answer again, whole or streamed. */
-export type CachedAnswer = {
+/** Who made a kept answer, and when: what tells whether a later request could have used it. */
+export type CachedServing = {
   /** The request that produced it (`X-GW-Cache-Source`, `cache.source_request_id`). */
   requestId: string;
   /** When it was stored, in ms since the epoch (`age_seconds`). */
@@ -12,6 +12,10 @@ export type CachedAnswer = {
   /** The model name the connection was sent (absent on entries stored before it was kept). */
   upstreamModel?: string;
   route: string;
+};
+
+/** What the cache keeps of a chat answer: enough to answer again, whole or streamed. */
+export type CachedAnswer = CachedServing & {
   choices: Choice[];
   usage: Usage | null;
 };

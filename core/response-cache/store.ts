@@ -1,7 +1,7 @@
 import { promisify } from 'node:util';
 import { deflateRaw, inflateRaw } from 'node:zlib';
 import type Redis from 'ioredis';
-import type { CachedAnswer } from './answer';
+import type { CachedAnswer, CachedServing } from './answer';
 
 const deflate = promisify(deflateRaw);
 const inflate = promisify(inflateRaw);
@@ -14,21 +14,25 @@ const DEFLATED = 0x7a; // 'z'
 /** Redis could not be asked: the request is served uncached, or refused if it demanded `read_only`. */
 export class ResponseCacheUnavailable extends Error {}
 
+/**
+ * Kept answers by key. An entry's shape is its endpoint's (chat's CachedAnswer, or an
+ * embeddings answer): the key says which, since each endpoint hashes its own requests.
+ */
 export type ResponseCacheStore = {
-  get(key: string): Promise<CachedAnswer | null>;
-  put(key: string, answer: CachedAnswer, ttlSeconds: number): Promise<void>;
+  get<E extends CachedServing = CachedAnswer>(key: string): Promise<E | null>;
+  put(key: string, answer: CachedServing, ttlSeconds: number): Promise<void>;
 };
 
-export function encodeAnswer(answer: CachedAnswer): Promise<Buffer> | Buffer {
+export function encodeAnswer(answer: CachedServing): Promise<Buffer> | Buffer {
   const json = Buffer.from(JSON.stringify(answer));
   if (json.length <= COMPRESS_ABOVE_BYTES) return Buffer.concat([Buffer.of(PLAIN), json]);
   return deflate(json).then((z) => Buffer.concat([Buffer.of(DEFLATED), z]));
 }
 
-export async function decodeAnswer(stored: Buffer): Promise<CachedAnswer | null> {
+export async function decodeAnswer<E extends CachedServing = CachedAnswer>(stored: Buffer): Promise<E | null> {
   const body = stored.subarray(1);
-  if (stored[0] === PLAIN) return JSON.parse(body.toString('utf8')) as CachedAnswer;
-  if (stored[0] === DEFLATED) return JSON.parse((await inflate(body)).toString('utf8')) as CachedAnswer;
+  if (stored[0] === PLAIN) return JSON.parse(body.toString('utf8')) as E;
+  if (stored[0] === DEFLATED) return JSON.parse((await inflate(body)).toString('utf8')) as E;
   return null;
 }
 
@@ -39,7 +43,7 @@ export async function decodeAnswer(stored: Buffer): Promise<CachedAnswer | null>
 export function createResponseCacheStore(redis: Redis): ResponseCacheStore {
   const unavailable = (err?: unknown) => new ResponseCacheUnavailable('The response cache is unavailable.', { cause: err });
   return {
-    async get(key) {
+    async get<E extends CachedServing = CachedAnswer>(key: string) {
       if (redis.status !== 'ready') throw unavailable();
       let stored: Buffer | null;
       try {
@@ -49,7 +53,7 @@ export function createResponseCacheStore(redis: Redis): ResponseCacheStore {
       }
       if (!stored) return null;
       // An entry this version cannot read is a miss, and is replaced by the next answer.
-      return decodeAnswer(stored).catch(() => null);
+      return decodeAnswer<E>(stored).catch(() => null);
     },
     async put(key, answer, ttlSeconds) {
       if (redis.status !== 'ready') throw unavailable();

@@ -29,6 +29,11 @@ export function estimateOutputTokens(bytes: number): number {
   return Math.ceil(bytes / BYTES_PER_TOKEN_ESTIMATE);
 }
 
+/** Tokens of one text input (an embedding's), estimated as a prompt's are. */
+export function estimateTextTokens(text: string): number {
+  return Math.ceil(Buffer.byteLength(text) / BYTES_PER_TOKEN_ESTIMATE);
+}
+
 export function estimatePromptTokens(body: Pick<ChatBody, 'messages' | 'tools'>): number {
   const nonText = body.messages.reduce((n, m) => n + (Array.isArray(m.content) ? m.content.filter((p) => (p as { type?: string }).type !== 'text').length : 0), 0);
   return Math.ceil(Buffer.byteLength(JSON.stringify([body.messages, body.tools ?? null])) / BYTES_PER_TOKEN_ESTIMATE) + nonText * NON_TEXT_PART_TOKENS;

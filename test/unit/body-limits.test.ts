@@ -10,4 +10,8 @@ describe('request body limits per endpoint', () => {
     expect(bodyLimitFor('/v1/messages/count_tokens')).toBe(chat);
     expect(bodyLimitFor('/v1/key')).toBe(DEFAULT_BODY_LIMIT);
   });
+
+  it('takes 8 MB of embeddings inputs', () => {
+    expect(bodyLimitFor('/v1/embeddings')).toBe(8_000_000);
+  });
 });

@@ -1,4 +1,4 @@
-import type { ImageOut, ImagesResult, MediaAdapter } from './types';
+import type { EmbeddingsResult, ImageOut, ImagesResult, MediaAdapter } from './types';
 
 /** The aspect ratios Imagen takes, with their width over height. */
 export const IMAGEN_ASPECT_RATIOS = { '1:1': 1, '3:4': 3 / 4, '4:3': 4 / 3, '9:16': 9 / 16, '16:9': 16 / 9 } as const;
@@ -29,6 +29,36 @@ export function imagenAspectRatio(size: unknown): ImagenAspectRatio | undefined 
 /** Imagen's own parameters a client may set alongside the OpenAI ones; passed on as given. */
 const IMAGEN_PARAMETERS = ['personGeneration', 'imageSize'] as const;
 
+/** The most inputs one `batchEmbedContents` call takes (the Gemini API refuses more). */
+export const GEMINI_EMBED_BATCH_MAX = 100;
+
+/**
+ * A vector scaled to length one. Gemini answers shortened vectors (`outputDimensionality`
+ * under the model's own) without normalising them, where OpenAI's shortened ones are unit
+ * length; the gateway makes them unit length, so cosine and dot product agree whoever served.
+ */
+export function normalised(vector: Float32Array): Float32Array {
+  let sum = 0;
+  for (const x of vector) sum += x * x;
+  const norm = Math.sqrt(sum);
+  if (norm === 0 || Math.abs(norm - 1) < 1e-6) return vector;
+  return vector.map((x) => x / norm);
+}
+
+/** A Gemini `batchEmbedContents` answer: `embeddings[].values` in request order, no token count. */
+export function parseGeminiEmbeddings(json: unknown, inputs: number, shortened: boolean): EmbeddingsResult {
+  const list = (json as { embeddings?: unknown } | null)?.embeddings;
+  if (!Array.isArray(list) || list.length !== inputs) throw new Error(`The embeddings answer holds ${Array.isArray(list) ? list.length : 'no'} vectors for ${inputs} inputs.`);
+  const vectors = list.map((e: unknown, i) => {
+    const values = (e as { values?: unknown } | null)?.values;
+    if (!Array.isArray(values) || !values.every((x) => typeof x === 'number')) throw new Error(`Embedding ${i} of the answer holds no values.`);
+    const vector = Float32Array.from(values as number[]);
+    return shortened ? normalised(vector) : vector;
+  });
+  // The Gemini API states no token count for embeddings: the gateway estimates it.
+  return { vectors, promptTokens: null };
+}
+
 const notOffered = (endpoint: string) => (): never => {
   throw new Error(`Google offers no ${endpoint} on this wire.`);
 };
@@ -41,7 +71,7 @@ const notOffered = (endpoint: string) => (): never => {
  * are not sent: Imagen always answers base64.
  */
 export const googleMediaAdapter: MediaAdapter = {
-  endpoints: ['images.generations'],
+  endpoints: ['images.generations', 'embeddings'],
 
   imagesRequest(body, { model }) {
     const aspectRatio = imagenAspectRatio(body.size);
@@ -73,4 +103,22 @@ export const googleMediaAdapter: MediaAdapter = {
   transcriptionRequest: notOffered('audio.transcriptions'),
   parseTranscription: notOffered('audio.transcriptions'),
   speechRequest: notOffered('audio.speech'),
+
+  /**
+   * Embeddings by `models/<model>:batchEmbedContents`, one request per input text (with
+   * `outputDimensionality` for `dimensions`). Token ids cannot cross to this wire, nor more
+   * inputs than one batch takes: such a request is refused for this candidate.
+   */
+  embeddingsRequest({ input, dimensions }, { model }) {
+    if (input.some((i) => typeof i !== 'string')) return { refusal: 'Gemini embeds text only, not token ids.' };
+    if (input.length > GEMINI_EMBED_BATCH_MAX) return { refusal: `Gemini embeds at most ${GEMINI_EMBED_BATCH_MAX} inputs in one request.` };
+    const name = `models/${model}`;
+    return {
+      method: 'POST',
+      path: `/models/${encodeURIComponent(model)}:batchEmbedContents`,
+      body: { requests: (input as string[]).map((text) => ({ model: name, content: { parts: [{ text }] }, ...(dimensions !== undefined && { outputDimensionality: dimensions }) })) },
+    };
+  },
+
+  parseEmbeddings: (json, body) => parseGeminiEmbeddings(json, body.input.length, body.dimensions !== undefined),
 };

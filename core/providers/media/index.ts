@@ -1,22 +1,22 @@
 import type { ProviderKind } from '../kinds';
 import { googleMediaAdapter } from './google';
-import { azureOpenAiMediaAdapter, openAiCompatibleMediaAdapter, openAiMediaAdapter } from './openai';
+import { azureOpenAiMediaAdapter, openAiCompatibleMediaAdapter, openAiOwnMediaAdapter } from './openai';
 import { MEDIA_ENDPOINTS, type MediaAdapter, type MediaEndpoint } from './types';
 
 /**
- * Which image and audio endpoints each OpenAI-compatible kind serves on its base URL, by the
+ * Which image, audio and embeddings endpoints each OpenAI-compatible kind serves on its base URL, by the
  * OpenAI paths. Data: a kind gains an endpoint here and nowhere else. A kind with none (chat-only
  * servers, Anthropic) has no media adapter at all, so its connections are skipped as candidates.
  */
 export const COMPATIBLE_MEDIA_ENDPOINTS: Record<Exclude<ProviderKind, 'openai' | 'azure_openai' | 'google'>, readonly MediaEndpoint[]> = {
   groq: ['audio.transcriptions', 'audio.speech'],
-  together: ['images.generations'],
+  together: ['images.generations', 'embeddings'],
   xai: ['images.generations'],
   // A server the customer runs: it may serve any of them; one that does not answers its own 404.
   custom: MEDIA_ENDPOINTS,
-  mistral: [],
+  mistral: ['embeddings'],
   deepseek: [],
-  fireworks: [],
+  fireworks: ['embeddings'],
   cerebras: [],
   perplexity: [],
   openrouter: [],
@@ -31,7 +31,7 @@ const compatible = Object.fromEntries(
 
 /** The media adapter of each kind that serves any image or audio endpoint. */
 export const MEDIA_ADAPTERS: Partial<Record<ProviderKind, MediaAdapter>> = {
-  openai: openAiMediaAdapter(),
+  openai: openAiOwnMediaAdapter,
   azure_openai: azureOpenAiMediaAdapter,
   google: googleMediaAdapter,
   ...compatible,

@@ -1,7 +1,8 @@
 import type { MediaTokenUsage } from '../../pricing/media-cost';
 import type { UpstreamRequest } from '../types';
 import { formatOverride, measuringFormat } from './transcript-formats';
-import { MEDIA_ENDPOINTS, TRANSCRIPTION_FORMATS, type ImageOut, type ImagesResult, type MediaAdapter, type MediaEndpoint, type TranscriptionFormat, type TranscriptionResult } from './types';
+import { float32FromBase64 } from './vectors';
+import { MEDIA_ENDPOINTS, TRANSCRIPTION_FORMATS, type EmbeddingsResult, type ImageOut, type ImagesResult, type MediaAdapter, type MediaEndpoint, type TranscriptionFormat, type TranscriptionResult } from './types';
 
 /** Where each endpoint lives under an OpenAI-wire base URL (or under an Azure deployment). */
 export const OPENAI_MEDIA_PATHS: Record<MediaEndpoint, string> = {
@@ -9,6 +10,7 @@ export const OPENAI_MEDIA_PATHS: Record<MediaEndpoint, string> = {
   'images.edits': '/images/edits',
   'audio.transcriptions': '/audio/transcriptions',
   'audio.speech': '/audio/speech',
+  embeddings: '/embeddings',
 };
 
 /** The Azure `api-version` when the connection sets none (the one the chat adapter uses). */
@@ -125,6 +127,28 @@ export function parseOpenAiTranscription(format: string, text: string): Transcri
   return { body, usage };
 }
 
+/** One vector as the answer gave it: a list of numbers, or base64 float32. */
+function vectorOf(raw: unknown, i: number): Float32Array {
+  if (typeof raw === 'string') return float32FromBase64(raw);
+  if (Array.isArray(raw) && raw.every((x) => typeof x === 'number')) return Float32Array.from(raw as number[]);
+  throw new Error(`Embedding ${i} of the answer is neither numbers nor base64.`);
+}
+
+/** An OpenAI embeddings answer: `data[].embedding` placed by `index`, `usage.prompt_tokens`. */
+export function parseOpenAiEmbeddings(json: unknown, inputs: number): EmbeddingsResult {
+  const r = (json ?? {}) as { data?: unknown; usage?: { prompt_tokens?: unknown } };
+  if (!Array.isArray(r.data)) throw new Error('The embeddings answer holds no data.');
+  const vectors: Float32Array[] = new Array(inputs);
+  r.data.forEach((item: unknown, position) => {
+    const d = (item ?? {}) as { index?: unknown; embedding?: unknown };
+    const index = typeof d.index === 'number' ? d.index : position;
+    if (!Number.isInteger(index) || index < 0 || index >= inputs || vectors[index]) throw new Error(`The embeddings answer has a stray index ${String(d.index)}.`);
+    vectors[index] = vectorOf(d.embedding, index);
+  });
+  if (r.data.length !== inputs) throw new Error(`The embeddings answer holds ${r.data.length} vectors for ${inputs} inputs.`);
+  return { vectors, promptTokens: isCount(r.usage?.prompt_tokens) ? r.usage.prompt_tokens : null };
+}
+
 export type OpenAiMediaOptions = {
   /** The endpoints the kind offers (all four by default). */
   endpoints?: readonly MediaEndpoint[];
@@ -132,6 +156,11 @@ export type OpenAiMediaOptions = {
   path?: (model: string, endpointPath: string) => string;
   /** Query parameters every call carries (Azure's `api-version`). */
   query?: (config: Record<string, unknown>) => Record<string, string>;
+  /**
+   * Whether embeddings are asked as base64 (a quarter of the bytes of decimal text). OpenAI and
+   * Azure take it; a compatible server is asked in its default (floats), which every one serves.
+   */
+  embeddingsAsBase64?: boolean;
 };
 
 /**
@@ -182,6 +211,14 @@ export function openAiMediaAdapter(options: OpenAiMediaOptions = {}): MediaAdapt
       const { delivery: _ours, ...rest } = body;
       return { ...target('audio.speech', model, config), body: { ...rest, model } };
     },
+
+    embeddingsRequest({ input, dimensions, extra }, { model, config }) {
+      const body: Record<string, unknown> = { ...extra, input, model, ...(dimensions !== undefined && { dimensions }) };
+      if (options.embeddingsAsBase64) body.encoding_format = 'base64';
+      return { ...target('embeddings', model, config), body };
+    },
+
+    parseEmbeddings: (json, body) => parseOpenAiEmbeddings(json, body.input.length),
   };
 }
 
@@ -190,6 +227,9 @@ export function openAiCompatibleMediaAdapter(endpoints: readonly MediaEndpoint[]
   return openAiMediaAdapter({ endpoints });
 }
 
+/** OpenAI itself: every endpoint; embeddings asked as base64. */
+export const openAiOwnMediaAdapter = openAiMediaAdapter({ embeddingsAsBase64: true });
+
 /**
  * Azure OpenAI: addressed by deployment (the model name is the deployment), with an
  * `api-version` query, as the chat adapter is.
@@ -197,4 +237,5 @@ export function openAiCompatibleMediaAdapter(endpoints: readonly MediaEndpoint[]
 export const azureOpenAiMediaAdapter = openAiMediaAdapter({
   path: (deployment, endpointPath) => `/deployments/${encodeURIComponent(deployment)}${endpointPath}`,
   query: (config) => ({ 'api-version': typeof config.api_version === 'string' ? config.api_version : AZURE_DEFAULT_API_VERSION }),
+  embeddingsAsBase64: true,
 });

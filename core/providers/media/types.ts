@@ -6,7 +6,7 @@ import type { UpstreamRequest } from '../types';
  * The image and audio wires (issue 14), like the chat adapters: data plus pure transforms. The
  * HTTP call, failover, storage and cost live elsewhere (api/gateway/media.ts).
  */
-export const MEDIA_ENDPOINTS = ['images.generations', 'images.edits', 'audio.transcriptions', 'audio.speech'] as const;
+export const MEDIA_ENDPOINTS = ['images.generations', 'images.edits', 'audio.transcriptions', 'audio.speech', 'embeddings'] as const;
 export type MediaEndpoint = (typeof MEDIA_ENDPOINTS)[number];
 
 export const TRANSCRIPTION_FORMATS = ['json', 'text', 'srt', 'verbose_json', 'vtt'] as const;
@@ -50,6 +50,24 @@ export type TranscriptionResult = {
   usage: MediaTokenUsage | { type: 'duration'; seconds: number } | null;
 };
 
+/**
+ * An embeddings request as the gateway holds it: the inputs always as a list (text, or token
+ * ids), the vector length asked, and the client's other OpenAI fields (`user`) to pass on.
+ */
+export type EmbeddingsBody = {
+  input: string[] | number[][];
+  dimensions?: number;
+  /** The client's other fields, passed on where the wire is OpenAI's. */
+  extra: Record<string, unknown>;
+};
+
+export type EmbeddingsResult = {
+  /** One vector per input, in input order (float32, as every provider computes them). */
+  vectors: Float32Array[];
+  /** Input tokens as the provider counted them; null when it says none (Gemini). */
+  promptTokens: number | null;
+};
+
 /** The JSON body of an image generation or a speech request, without the gateway's own fields. */
 export type MediaJsonBody = Record<string, unknown> & { model: string };
 
@@ -72,4 +90,8 @@ export interface MediaAdapter {
   parseTranscription(format: TranscriptionFormat, text: string): TranscriptionResult;
   /** `audio.speech`: the upstream call; its answer is the audio bytes, passed on as they stream. */
   speechRequest(body: MediaJsonBody, options: MediaBuildOptions): UpstreamRequest;
+  /** `embeddings`: the upstream call; null when this wire cannot take the input (its reason in `refusal`). */
+  embeddingsRequest(body: EmbeddingsBody, options: MediaBuildOptions): UpstreamRequest | { refusal: string };
+  /** An embeddings answer to `body` in our terms; throws when it is not one vector per input. */
+  parseEmbeddings(json: unknown, body: EmbeddingsBody): EmbeddingsResult;
 }

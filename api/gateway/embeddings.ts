@@ -29,7 +29,7 @@ import type { GatewayServices } from './services';
 export const EMBEDDING_INPUTS_MAX = 2048;
 
 const tokenIds = z.array(z.number().int().min(0)).min(1);
-const embeddingsSchema = z.looseObject({
+export const embeddingsRequestSchema = z.looseObject({
   ...MEDIA_EXTENSIONS,
   cache: z.unknown().optional(),
   model: modelName,
@@ -50,7 +50,7 @@ const NOT_FORWARDED: ReadonlySet<string> = new Set([...Object.keys(MEDIA_EXTENSI
 type CachedEmbeddings = CachedServing & { vectors: string[]; promptTokens: number; estimated: boolean };
 
 /** The inputs always as a list: one string or one token-id array is one input. */
-function inputList(input: z.infer<typeof embeddingsSchema>['input']): string[] | number[][] {
+function inputList(input: z.infer<typeof embeddingsRequestSchema>['input']): string[] | number[][] {
   if (typeof input === 'string') return [input];
   if (input.every((i) => typeof i === 'number')) return [input as number[]];
   return input as string[] | number[][];
@@ -85,7 +85,7 @@ function priced(candidate: Candidate, config: OrgConfig, services: GatewayServic
 /** `POST /v1/embeddings`. */
 export function createEmbeddings(services: GatewayServices) {
   return async (ctx: GatewayContext): Promise<void> => {
-    const request = parseInput(embeddingsSchema, ctx.state.body);
+    const request = parseInput(embeddingsRequestSchema, ctx.state.body);
     const extra: Record<string, unknown> = {};
     for (const k in request) if (!NOT_FORWARDED.has(k)) extra[k] = request[k];
     const body: EmbeddingsBody = { input: inputList(request.input), ...(request.dimensions !== undefined && { dimensions: request.dimensions }), extra };

@@ -5,6 +5,7 @@ import { createDocument } from 'zod-openapi';
 import { chatRequestSchema } from './chat-request';
 import { messagesRequestSchema } from './protocols/anthropic-messages';
 import { responsesRequestSchema } from './protocols/openai-responses';
+import { embeddingsRequestSchema } from './embeddings';
 
 /**
  * The gateway's own OpenAPI 3.1 document (`GET /v1/openapi.json`): the model endpoints each
@@ -40,7 +41,7 @@ export function gatewayOpenApiDocument(): ReturnType<typeof createDocument> {
     info: {
       title: 'Model gateway API',
       version: '1',
-      description: 'Model calls through the gateway: OpenAI chat completions, Anthropic Messages and OpenAI Responses, each served by any connected provider with the same routing, failover, spend limits, cache, guardrails and request log.',
+      description: 'Model calls through the gateway: OpenAI chat completions, Anthropic Messages, OpenAI Responses and OpenAI embeddings, each served by any connected provider with the same routing, failover, spend limits, cache, guardrails and request log.',
     },
     servers: [{ url: '/v1' }],
     security: [{ bearer: [] }, { apiKey: [] }],
@@ -77,6 +78,31 @@ export function gatewayOpenApiDocument(): ReturnType<typeof createDocument> {
           tags: ['responses'], operationId: 'createResponse', summary: 'OpenAI Responses, served by any connection (responses are not kept yet).',
           requestBody: { content: { 'application/json': { schema: responsesRequestSchema } } },
           responses: { ...answer('A response object, with the gateway\'s `provider`, `connection`, `route` and `usage.cost`.', 'The semantic events: response.created ... response.completed, or error.'), ...errorsOf(openAiError) },
+        },
+      },
+      '/embeddings': {
+        post: {
+          tags: ['embeddings'], operationId: 'createEmbeddings', summary: 'OpenAI embeddings, served by OpenAI, Azure, Gemini and OpenAI-compatible connections; priced per input token, kept in the response cache.',
+          requestBody: { content: { 'application/json': { schema: embeddingsRequestSchema } } },
+          responses: {
+            '200': {
+              description: 'One vector per input, as floats or base64 float32 (`encoding_format`); `usage` with `prompt_tokens`, `cost`, `price_source` (and `estimated: true` where the provider states no count); `provider`, `connection`, `route`, `route_name`.',
+              content: { 'application/json': { schema: z.looseObject({ object: z.literal('list'), data: z.array(z.object({ object: z.literal('embedding'), index: z.number().int(), embedding: z.union([z.array(z.number()), z.string()]) })), model: z.string() }) } },
+            },
+            ...errorsOf(openAiError),
+          },
+        },
+      },
+      '/models': {
+        get: {
+          tags: ['models'], operationId: 'listModels', summary: 'The models and routes the calling key can call (spec 4.3); `type` says whether each chats or embeds.',
+          responses: {
+            '200': {
+              description: 'The list.',
+              content: { 'application/json': { schema: z.object({ object: z.literal('list'), data: z.array(z.object({ id: z.string(), object: z.literal('model'), created: z.number().int(), owned_by: z.string(), type: z.enum(['chat', 'embedding']) })) }) } },
+            },
+            ...errorsOf(openAiError),
+          },
         },
       },
       '/openapi.json': {

@@ -250,8 +250,8 @@ describe('Google Imagen media adapter', () => {
     expect(() => google.parseImages(null)).toThrow(/no base64/);
   });
 
-  it('offers images.generations only; the other methods throw', () => {
-    expect(google.endpoints).toEqual(['images.generations']);
+  it('offers images.generations and embeddings only; the other methods throw', () => {
+    expect(google.endpoints).toEqual(['images.generations', 'embeddings']);
     expect(() => google.editRequest({}, build('imagen-3.0-generate-002'))).toThrow();
     expect(() => google.transcriptionRequest({}, build('x'))).toThrow();
     expect(() => google.parseTranscription('json', '{}')).toThrow();
@@ -266,11 +266,13 @@ describe('which kinds serve which endpoints', () => {
     expect(served('openai')).toEqual(MEDIA_ENDPOINTS);
     expect(served('azure_openai')).toEqual(MEDIA_ENDPOINTS);
     expect(served('custom')).toEqual(MEDIA_ENDPOINTS);
-    expect(served('google')).toEqual(['images.generations']);
+    expect(served('google')).toEqual(['images.generations', 'embeddings']);
     expect(served('groq')).toEqual(['audio.transcriptions', 'audio.speech']);
-    expect(served('together')).toEqual(['images.generations']);
+    expect(served('together')).toEqual(['images.generations', 'embeddings']);
     expect(served('xai')).toEqual(['images.generations']);
-    for (const kind of ['mistral', 'deepseek', 'fireworks', 'cerebras', 'perplexity', 'openrouter', 'anthropic'] as const) {
+    expect(served('mistral')).toEqual(['embeddings']);
+    expect(served('fireworks')).toEqual(['embeddings']);
+    for (const kind of ['deepseek', 'cerebras', 'perplexity', 'openrouter', 'anthropic'] as const) {
       expect(served(kind)).toEqual([]);
       expect(MEDIA_ADAPTERS[kind]).toBeUndefined();
     }
@@ -429,11 +431,14 @@ describe('against the sandbox', () => {
   it.each(MEDIA_ENDPOINTS)('every %s builder of an adapter that offers it names a path the sandbox routes', (endpoint: MediaEndpoint) => {
     for (const [kind, adapter] of Object.entries({ openai, azure_openai: azure, google }) as Array<[Flavor, typeof openai]>) {
       if (!adapter.endpoints.includes(endpoint)) continue;
+      const embedding = () => adapter.embeddingsRequest({ input: ['p'], extra: {} }, build('m')) as UpstreamRequest;
       const req = endpoint === 'images.generations' ? adapter.imagesRequest({ model: 'm', prompt: 'p' }, build('m'))
         : endpoint === 'images.edits' ? adapter.editRequest({}, build('m'))
           : endpoint === 'audio.transcriptions' ? adapter.transcriptionRequest({}, build('m'))
-            : adapter.speechRequest({ model: 'm' }, build('m'));
-      expect(new URL(urlOf(kind, req)).pathname).toMatch(kind === 'google' ? /^\/google\/v1beta\/models\/m:predict$/ : /\/(images\/generations|images\/edits|audio\/transcriptions|audio\/speech)$/);
+            : endpoint === 'embeddings' ? embedding()
+              : adapter.speechRequest({ model: 'm' }, build('m'));
+      const google = endpoint === 'embeddings' ? /^\/google\/v1beta\/models\/m:batchEmbedContents$/ : /^\/google\/v1beta\/models\/m:predict$/;
+      expect(new URL(urlOf(kind, req)).pathname).toMatch(kind === 'google' ? google : /\/(images\/generations|images\/edits|audio\/transcriptions|audio\/speech|embeddings)$/);
     }
   });
 });

@@ -4,6 +4,7 @@ import type { Database } from '../core/db/client';
 import { deleteExpiredJobOutputs, type JobOutputDeletion } from '../core/jobs/expired-outputs';
 import { deleteExpiredMediaFiles, type MediaFileDeletion } from '../core/media/expired-files';
 import { clearExpiredBodies, maintainPartitions, type BodyClearing, type PartitionChanges } from '../core/request-log/retention';
+import { deleteExpiredStoredResponses } from '../core/responses/stored-responses';
 import type { OutputStorage } from '../core/storage/output-storage';
 
 export type { BodyClearing, JobOutputDeletion, MediaFileDeletion, PartitionChanges };
@@ -35,9 +36,15 @@ export function createRetentionActivities(deps: RetentionDeps) {
       return maintainPartitions(deps.db, deps.clock.now());
     },
 
-    /** Sets expired prompts and answers to NULL, keeping every other column; heartbeats each batch. */
+    /**
+     * Sets expired prompts and answers to NULL, keeping every other column; heartbeats each batch.
+     * Kept Responses (`store: true`) are prompts and answers on the same clock: the first call
+     * of a run deletes those past their retention (they read as gone from that moment anyway).
+     */
     async clearExpiredRequestBodies(input: { afterOrgId: string | null }): Promise<BodyClearing> {
-      return clearExpiredBodies(deps.db, deps.clock.now(), { afterOrgId: input.afterOrgId, budgetMs: BODY_CLEAR_BUDGET_MS, onBatch: heartbeat });
+      const now = deps.clock.now();
+      if (input.afterOrgId === null) await deleteExpiredStoredResponses(deps.db, now, { budgetMs: BODY_CLEAR_BUDGET_MS / 4, onBatch: heartbeat });
+      return clearExpiredBodies(deps.db, now, { afterOrgId: input.afterOrgId, budgetMs: BODY_CLEAR_BUDGET_MS, onBatch: heartbeat });
     },
 
     /** Deletes expired media files, the stored object then the row; heartbeats each batch. */

@@ -305,9 +305,10 @@ function answerStream(call: Call, served: Served<LiveStream>, wire: ChatWire, in
     if (refusal) {
       out.write(encoder.fail(refusal));
     } else if (end.phase === 'complete') {
-      out.write(encoder.complete(tally.model, {
+      const completion = encoder.complete(tally.model, {
         usage: tally.usage, estimate: chargedEstimate(call, estimate), guardrails: guardrailsOf(call), ...(call.cache && { cache: cacheField(call.cache, Date.now()) }),
-      }));
+      });
+      out.write(typeof completion === 'string' ? completion : await completion);
       // Only a complete answer is kept; a cut or abandoned one never is.
       const choices = assembler?.choices();
       if (choices) keepAnswer(call, served, tally.model, choices, tally.usage);
@@ -377,7 +378,7 @@ async function answerFromCache(call: Call, hit: CachedAnswer, wire: ChatWire, st
     streamHeaders(ctx);
     const encoder = wire.stream(call, who, includeUsage);
     const events = replayChunks(hit.choices).map((choices) => encoder.chunk(hit.model, choices, call.guard && choices.some((c) => c.finish_reason) ? guardrailsOf(call) : undefined));
-    events.push(encoder.complete(hit.model, extras));
+    events.push(await encoder.complete(hit.model, extras));
     ctx.body = events.join('');
   } else {
     ctx.body = wire.whole(call, who, hit.choices, extras);

@@ -31,8 +31,11 @@ export type StreamEncoder = {
    * then come as a batch of their own).
    */
   chunk(model: string, choices: ChunkChoice[], guardrails?: unknown, native?: NativeEvent): string;
-  /** The end of a complete answer. */
-  complete(model: string, extras: AnswerExtras): string;
+  /**
+   * The end of a complete answer. A wire that must finish something before the client reads the
+   * end (a Responses answer kept for `previous_response_id`) answers it when that is done.
+   */
+  complete(model: string, extras: AnswerExtras): string | Promise<string>;
   /** A stream broken off, or refused at its end: the wire's own error event. */
   fail(error: GatewayError): string;
 };

@@ -75,9 +75,21 @@ export function gatewayOpenApiDocument(): ReturnType<typeof createDocument> {
       },
       '/responses': {
         post: {
-          tags: ['responses'], operationId: 'createResponse', summary: 'OpenAI Responses, served by any connection (responses are not kept yet).',
+          tags: ['responses'], operationId: 'createResponse', summary: 'OpenAI Responses, served by any connection; kept for `previous_response_id` unless `store: false` (where the organization keeps prompts).',
           requestBody: { content: { 'application/json': { schema: responsesRequestSchema } } },
           responses: { ...answer('A response object, with the gateway\'s `provider`, `connection`, `route` and `usage.cost`.', 'The semantic events: response.created ... response.completed, or error.'), ...errorsOf(openAiError) },
+        },
+      },
+      '/responses/{id}': {
+        get: {
+          tags: ['responses'], operationId: 'getResponse', summary: 'A kept response, within the organization\'s prompt retention and the key\'s reach.',
+          requestParams: { path: z.object({ id: z.string() }) },
+          responses: { '200': { description: 'The response object as it was answered.', content: { 'application/json': { schema: z.looseObject({ id: z.string(), object: z.literal('response') }) } } }, ...errorsOf(openAiError) },
+        },
+        delete: {
+          tags: ['responses'], operationId: 'deleteResponse', summary: 'Deletes a kept response.',
+          requestParams: { path: z.object({ id: z.string() }) },
+          responses: { '200': { description: 'Deleted.', content: { 'application/json': { schema: z.object({ id: z.string(), object: z.literal('response'), deleted: z.literal(true) }) } } }, ...errorsOf(openAiError) },
         },
       },
       '/embeddings': {

@@ -71,7 +71,7 @@ export function gatewayRouter(deps: GatewayRouterDeps): Router<GatewayState> {
 
   router.post('/chat/completions', chatCompletions(deps.gateway));
   messagesRoutes(router, deps.gateway);
-  responsesRoutes(router, deps.gateway);
+  responsesRoutes(router, { db: deps.db, clock: deps.clock, gateway: deps.gateway });
   embeddingsRoutes(router, deps.gateway);
   mediaRoutes(router, deps.gateway);
   jobRoutes(router, { db: deps.db, clock: deps.clock, gateway: deps.gateway, jobs: deps.gateway.jobs });

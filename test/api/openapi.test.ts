@@ -131,7 +131,7 @@ describe('GET /v1/openapi.json', () => {
     const document = (await res.json()) as OpenAPIV3_1.Document;
     await SwaggerParser.validate(structuredClone(document) as never);
     const operations = Object.entries(document.paths ?? {}).flatMap(([p, item]) => Object.keys(item ?? {}).map((m) => `${m} ${p}`));
-    expect(operations).toEqual(expect.arrayContaining(['post /chat/completions', 'post /messages', 'post /messages/count_tokens', 'post /responses', 'post /embeddings', 'get /models', 'get /openapi.json']));
+    expect(operations).toEqual(expect.arrayContaining(['post /chat/completions', 'post /messages', 'post /messages/count_tokens', 'post /responses', 'get /responses/{id}', 'delete /responses/{id}', 'post /embeddings', 'get /models', 'get /openapi.json']));
     const messages = document.paths!['/messages']!.post!.requestBody as OpenAPIV3_1.RequestBodyObject;
     expect(JSON.stringify(messages.content['application/json']!.schema)).toContain('max_tokens');
   });

@@ -1,5 +1,5 @@
 import { eq } from 'drizzle-orm';
-import { requestLogs } from '../../core/db/schema';
+import { requestLogs, storedResponses } from '../../core/db/schema';
 import { namedEvents, startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
 import { randomClientAddress } from '../helpers/harness';
 import { until } from '../helpers/until';
@@ -123,5 +123,91 @@ describe('OpenAI Responses through the one chat call', () => {
     expect(sent.max_tokens).toBe(3);
     // Three words of "The tool said: found": cut at the cap.
     expect(res.json).toMatchObject({ status: 'incomplete', incomplete_details: { reason: 'max_output_tokens' } });
+  });
+
+  describe('kept responses (store)', () => {
+    let g: ChatFixture;
+    const settings = async (patch: Record<string, unknown>) => {
+      const current = await g.client.get<Loose>('/org_settings');
+      expect((await g.client.patch('/org_settings', patch, current.etag!)).status).toBe(200);
+      await g.settle();
+    };
+    const keyOf = async (settingsOf: Record<string, unknown> = {}) => (await g.client.post<{ id: string; secret: string }>('/gateway_keys', { label: `resp ${seq++}`, project_id: g.tenant.projectId, ...settingsOf })).body;
+    const read = (key: string, id: string) => fetch(`${g.api.url}/v1/responses/${id}`, { headers: { authorization: `Bearer ${key}` } });
+
+    beforeAll(async () => {
+      g = await startChatFixture();
+      await g.connect('openai');
+      await settings({ prompt_logging_enabled: true });
+    });
+    afterAll(() => g.close());
+
+    it('keeps nothing where the organization keeps no prompts, or the request says logging: false', async () => {
+      const key = await keyOf();
+      const unlogged = await responses(key.secret, { input: fresh(), logging: false }, g);
+      expect(unlogged.json.store).toBe(false);
+      expect((await read(key.secret, unlogged.json.id)).status).toBe(404);
+      await settings({ prompt_logging_enabled: false });
+      try {
+        const res = await responses(key.secret, { input: fresh(), store: true }, g);
+        expect(res.json.store).toBe(false);
+        expect((await read(key.secret, res.json.id)).status).toBe(404);
+      } finally {
+        await settings({ prompt_logging_enabled: true });
+      }
+    });
+
+    it('lets only keys whose reach covers the maker read or continue it; a rotated key keeps it', async () => {
+      const maker = await keyOf();
+      const first = await responses(maker.secret, { input: fresh('My secret is 42.') }, g);
+      expect(first.json.store).toBe(true);
+      const id = first.json.id;
+
+      const other = await keyOf();
+      expect((await read(other.secret, id)).status).toBe(404);
+      const continued = await responses(other.secret, { input: 'What is my secret?', previous_response_id: id }, g);
+      expect(continued.status).toBe(404);
+      expect(continued.json.error).toMatchObject({ type: 'not_found', param: 'previous_response_id' });
+      expect(JSON.stringify(continued.json)).not.toContain('42');
+
+      const organization = await keyOf({ observability_access: 'organization' });
+      expect((await read(organization.secret, id)).status).toBe(200);
+      expect((await responses(organization.secret, { input: 'And?', previous_response_id: id }, g)).status).toBe(200);
+
+      const rotated = await g.client.post<{ secret: string }>(`/gateway_keys/${maker.id}/rotate`, { overlap_seconds: 0 });
+      expect(rotated.status).toBe(200);
+      await g.settle();
+      const after = await read(rotated.body.secret, id);
+      expect(after.status).toBe(200);
+      expect(await after.json()).toMatchObject({ id, object: 'response', status: 'completed', store: true });
+    });
+
+    it('continues a function-tool turn by previous_response_id with only the tool output as input', async () => {
+      const key = await keyOf();
+      const tools = [{ type: 'function', name: 'lookup', parameters: { type: 'object', properties: { q: { type: 'string' } } } }];
+      const first = await responses(key.secret, { input: fresh('Look it up'), tools }, g);
+      const call = first.json.output.find((o: Loose) => o.type === 'function_call');
+      expect(call).toBeTruthy();
+      const second = await responses(key.secret, { previous_response_id: first.json.id, tools, input: [{ type: 'function_call_output', call_id: call.call_id, output: 'found it' }] }, g);
+      expect(second.status).toBe(200);
+      expect(second.json.output[0].content[0].text).toContain('found it');
+    });
+
+    it('reads as gone once older than the prompt retention, and can be deleted', async () => {
+      const key = await keyOf();
+      const res = await responses(key.secret, { input: fresh() }, g);
+      const id = res.json.id;
+      await g.database.db.update(storedResponses).set({ createdAt: new Date(Date.now() - 31 * 86_400_000) }).where(eq(storedResponses.id, id));
+      expect((await read(key.secret, id)).status).toBe(404);
+      await settings({ prompt_logging_retention_days: 90 });
+      try {
+        expect((await read(key.secret, id)).status).toBe(200);
+      } finally {
+        await settings({ prompt_logging_retention_days: 30 });
+      }
+      const removed = await fetch(`${g.api.url}/v1/responses/${id}`, { method: 'DELETE', headers: { authorization: `Bearer ${key.secret}` } });
+      expect(await removed.json()).toEqual({ id, object: 'response', deleted: true });
+      expect((await g.database.db.select().from(storedResponses).where(eq(storedResponses.id, id))).length).toBe(0);
+    });
   });
 });

@@ -20,6 +20,9 @@ describe.each(WIRES)('openai SDK responses through the gateway to $kind', ({ kin
 
   beforeAll(async () => {
     fixture = await startChatFixture();
+    // Responses are kept only where the organization keeps prompts.
+    const settings = await fixture.client.get<Loose>('/org_settings');
+    expect((await fixture.client.patch('/org_settings', { prompt_logging_enabled: true }, settings.etag!)).status).toBe(200);
     await fixture.connect(kind);
     sdk = new OpenAI({ apiKey: await fixture.key(), baseURL: `${fixture.api.url}/v1`, maxRetries: 0 });
   });
@@ -84,9 +87,38 @@ describe.each(WIRES)('openai SDK responses through the gateway to $kind', ({ kin
     expect(JSON.parse(res.output_text)).toEqual({ name: 'sandbox' });
   });
 
-  it('refuses previous_response_id while responses are not kept, in OpenAI\'s error shape', async () => {
-    const err = await sdk.responses.create({ model, input: 'again', previous_response_id: 'resp_x' }).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(OpenAI.BadRequestError);
-    expect((err as InstanceType<typeof OpenAI.APIError>).error).toMatchObject({ type: 'invalid_request_error', message: expect.stringContaining('previous_response_id') });
+  it('continues a kept response with previous_response_id, whole and streamed, and retrieves it', async () => {
+    const first = await sdk.responses.create({ model, instructions: 'Be brief.', input: 'My name is Ada. Say hello' });
+    expect((first as unknown as Loose).store).toBe(true);
+    const second = await sdk.responses.create({ model, previous_response_id: first.id, input: 'What is my name?' });
+    expect(second.previous_response_id).toBe(first.id);
+    // The provider was given the earlier turn and its answer, then the new input; not the earlier instructions.
+    const sent = JSON.stringify(fixture.sandbox.received.at(-1)!.body);
+    expect(sent).toContain('My name is Ada. Say hello');
+    expect(sent).toContain(first.output_text);
+    expect(sent).toContain('What is my name?');
+    expect(sent).not.toContain('Be brief.');
+
+    // A streamed continuation is kept before its end reaches the client: the next one finds it at once.
+    const stream = sdk.responses.stream({ model, previous_response_id: second.id, input: 'And again?' });
+    const third = await stream.finalResponse();
+    expect(third).toMatchObject({ store: true, previous_response_id: second.id });
+    const fourth = await sdk.responses.create({ model, previous_response_id: third.id, input: 'Last one' });
+    expect(JSON.stringify(fixture.sandbox.received.at(-1)!.body)).toContain('And again?');
+    expect(fourth.status).toBe('completed');
+
+    const read = await sdk.responses.retrieve(first.id);
+    expect(read).toMatchObject({ id: first.id, object: 'response', status: 'completed', output: first.output, usage: first.usage });
+    expect(read.output_text).toBe(first.output_text);
+
+    const missing = await sdk.responses.create({ model, input: 'again', previous_response_id: 'resp_nothing_here' }).catch((e: unknown) => e);
+    expect(missing).toBeInstanceOf(OpenAI.NotFoundError);
+    expect((missing as InstanceType<typeof OpenAI.APIError>).error).toMatchObject({ type: 'not_found', param: 'previous_response_id' });
+  });
+
+  it('keeps nothing with store: false', async () => {
+    const res = await sdk.responses.create({ model, input: 'Say hello', store: false });
+    expect((res as unknown as Loose).store).toBe(false);
+    await expect(sdk.responses.retrieve(res.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
   });
 });

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { Client, ScheduleOverlapPolicy } from '@temporalio/client';
 import { inArray, sql } from 'drizzle-orm';
 import { fixedClock, systemClock } from '../../core/clock';
-import { mediaFiles, organizations, orgSettings, requestLogs } from '../../core/db/schema';
+import { mediaFiles, organizations, orgSettings, requestLogs, storedResponses } from '../../core/db/schema';
 import { createLinkSigner } from '../../core/jobs/output-links';
 import { deleteExpiredMediaFiles } from '../../core/media/expired-files';
 import { createMediaFiles } from '../../core/media/stored-files';
@@ -82,6 +82,18 @@ describe('request log retention', () => {
     }
     // A second run finds nothing more to do.
     expect((await runRetention('bodies-again')).bodiesCleared).toBe(0);
+  });
+
+  it('deletes kept Responses past their organization\'s prompt retention, keeping newer ones', async () => {
+    const kept = (orgId: string, id: string, createdAt: Date) => ({ id, orgId, keyId: 'key_ret', lineageId: 'lin_ret', input: [{ role: 'user', content: 'secret prompt' }], response: { id, object: 'response' }, createdAt });
+    const ids = { old30: `resp_${run}_a`, new30: `resp_${run}_b`, old7: `resp_${run}_c`, new7: `resp_${run}_d` };
+    await database.db.insert(storedResponses).values([
+      kept(orgDefault, ids.old30, daysAgo(31)), kept(orgDefault, ids.new30, daysAgo(10)),
+      kept(orgWeek, ids.old7, daysAgo(8)), kept(orgWeek, ids.new7, daysAgo(3)),
+    ]);
+    await runRetention('stored-responses');
+    const left = (await database.db.select({ id: storedResponses.id }).from(storedResponses).where(inArray(storedResponses.id, Object.values(ids)))).map((r) => r.id).sort();
+    expect(left).toEqual([ids.new30, ids.new7].sort());
   });
 
   it('makes day partitions ahead (moving rows the default partition caught) and drops days past the longest history window', async () => {

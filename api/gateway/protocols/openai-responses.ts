@@ -157,6 +157,12 @@ function outputOf(call: ChatCall, choice: Choice | undefined): OutputItem[] {
   return output;
 }
 
+/**
+ * Keeps a finished response for `previous_response_id` (api/gateway/responses.ts); answers
+ * whether it was kept. Never rejects: a response that could not be kept says `store: false`.
+ */
+export type KeepResponse = (response: Record<string, unknown>) => Promise<boolean>;
+
 /** The request's own settings a response object repeats (OpenAI's reference). */
 export type ResponseEcho = Pick<ResponsesRequest, 'instructions' | 'tools' | 'tool_choice' | 'temperature' | 'top_p' | 'max_output_tokens' | 'text' | 'metadata' | 'store' | 'previous_response_id' | 'parallel_tool_calls' | 'user'>;
 
@@ -216,7 +222,7 @@ class ResponsesStream implements StreamEncoder {
   private open: { index: number; kind: 'text'; text: string } | { index: number; kind: 'tool'; tool: number; item: OutputItem } | null = null;
   private finish: Choice['finish_reason'] | null = null;
 
-  constructor(private readonly call: ChatCall, private readonly who: AnswerIdentity, private readonly echo: ResponseEcho) {}
+  constructor(private readonly call: ChatCall, private readonly who: AnswerIdentity, private readonly echo: ResponseEcho, private readonly keep?: KeepResponse) {}
 
   private event(type: string, data: Record<string, unknown>): string {
     return `event: ${type}\ndata: ${JSON.stringify(Object.assign({ type, sequence_number: this.seq++ }, data))}\n\n`;
@@ -286,12 +292,18 @@ class ResponsesStream implements StreamEncoder {
     return out;
   }
 
-  complete(model: string, extras: AnswerExtras): string {
+  complete(model: string, extras: AnswerExtras): string | Promise<string> {
     const out = this.start(model) + this.close();
     const response = Object.assign(responseObject(this.call, { ...this.who, model }, this.echo, 'completed'), finishFields(this.finish), {
       output: this.items, usage: responsesUsage(extras.usage, extras),
     }, extraFields(extras));
-    return out + this.event(response.status === 'completed' ? 'response.completed' : 'response.incomplete', { response });
+    const end = () => out + this.event(response.status === 'completed' ? 'response.completed' : 'response.incomplete', { response });
+    // Kept before the client reads the end, so a continuation sent on `response.completed` finds it.
+    if (!this.keep) return end();
+    return this.keep(response).then((kept) => {
+      if (!kept) response.store = false;
+      return end();
+    });
   }
 
   fail(error: GatewayError): string {
@@ -299,8 +311,11 @@ class ResponsesStream implements StreamEncoder {
   }
 }
 
-/** The Responses wire for one request (its settings are echoed in the response object). */
-export function openAIResponsesWire(echo: ResponseEcho): ChatWire {
+/**
+ * The Responses wire for one request (its settings are echoed in the response object). `keep`
+ * stores a streamed response as it ends; a whole one is kept by the route once answered.
+ */
+export function openAIResponsesWire(echo: ResponseEcho, keep?: KeepResponse): ChatWire {
   return {
     endpoint: 'responses',
     whole: (call, who, choices, extras) => {
@@ -309,6 +324,6 @@ export function openAIResponsesWire(echo: ResponseEcho): ChatWire {
         output: outputOf(call, choice), usage: responsesUsage(extras.usage, extras),
       }, extraFields(extras));
     },
-    stream: (call, who) => new ResponsesStream(call, who, echo),
+    stream: (call, who) => new ResponsesStream(call, who, echo, keep),
   };
 }

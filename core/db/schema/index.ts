@@ -22,3 +22,4 @@ export * from './mcp';
 export * from './findings';
 export * from './cost-attribution';
 export * from './decision-policies';
+export * from './stored-responses';

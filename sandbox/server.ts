@@ -8,12 +8,13 @@ import { createVideoState, handleVideo } from './video';
 import { anthropicWire } from './wire/anthropic';
 import { googleWire } from './wire/google';
 import { openaiWire } from './wire/openai';
+import { openaiResponsesWire } from './wire/openai-responses';
 import type { ParsedChat, Wire } from './wire/types';
 
 /**
  * The provider simulator: real HTTP speaking each provider's wire format, one path prefix per
  * provider, so one sandbox stands in for all of them:
- *   /openai/v1        OpenAI and every OpenAI-compatible kind (Bearer)
+ *   /openai/v1        OpenAI and every OpenAI-compatible kind (Bearer); OpenAI's Responses at /responses
  *   /azure/openai     Azure OpenAI deployments (api-key)
  *   /anthropic/v1     Anthropic Messages (x-api-key)
  *   /google/v1beta    Gemini generateContent (x-goog-api-key)
@@ -41,6 +42,7 @@ function endpointFor(method: string, path: string): Endpoint | null {
   let m: RegExpExecArray | null;
   if (method === 'GET' && path === '/openai/v1/models') return { wire: openaiWire, flavor: 'openai', kind: 'models' };
   if (method === 'POST' && path === '/openai/v1/chat/completions') return { wire: openaiWire, flavor: 'openai', kind: 'chat' };
+  if (method === 'POST' && path === '/openai/v1/responses') return { wire: openaiResponsesWire, flavor: 'openai', kind: 'chat' };
   if (method === 'GET' && path === '/azure/openai/models') return { wire: openaiWire, flavor: 'azure', kind: 'models' };
   if (method === 'POST' && (m = /^\/azure\/openai\/deployments\/([^/]+)\/chat\/completions$/.exec(path))) return { wire: openaiWire, flavor: 'azure', kind: 'chat', model: decodeURIComponent(m[1]!) };
   if (method === 'GET' && path === '/anthropic/v1/models') return { wire: anthropicWire, flavor: 'anthropic', kind: 'models' };
@@ -201,7 +203,7 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
   async function answer(res: http.ServerResponse, endpoint: Endpoint, parsed: ParsedChat, directives: Directives) {
     const reply = directives.reply ?? (directives.words ? numberedWords(directives.words, directives.wordBytes) : undefined);
     const turn = planTurn({ ...parsed, reply, parallelTools: directives.parallelTools === true && parsed.parallelToolCalls !== false });
-    const ctx = { id: randomBytes(12).toString('hex'), created: Math.floor(Date.now() / 1000), directives, turn, model: parsed.model, includeUsage: parsed.includeUsage, choices: parsed.choices ?? 1, logprobs: parsed.logprobs, thinking: parsed.thinking };
+    const ctx = { id: randomBytes(12).toString('hex'), created: Math.floor(Date.now() / 1000), directives, turn, model: parsed.model, includeUsage: parsed.includeUsage, choices: parsed.choices ?? 1, logprobs: parsed.logprobs, thinking: parsed.thinking, extra: parsed.extra };
     if (!parsed.stream) {
       res.writeHead(200, { 'content-type': 'application/json' });
       return res.end(JSON.stringify(endpoint.wire.answer(ctx)));

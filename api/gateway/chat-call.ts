@@ -254,7 +254,7 @@ function answerWhole(call: Call, served: Served<ChatResult>, wire: ChatWire): vo
     estimate: chargedEstimate(call, estimate),
     ...(guardrails && { guardrails }),
     ...(call.cache && { cache: cacheField(call.cache, Date.now()) }),
-    ...(call.body[NATIVE_REQUEST] && result.native && { native: result.native }),
+    ...(result.native && servedNatively(call.body, served) && { native: result.native }),
   });
   logRequest(call, { status: 200, served, servedModel: model, attempts: served.attempts, usage, estimate, response: call.guard?.logChoices(result.choices) ?? result.choices });
   keepAnswer(call, served, model, result.choices, result.usage);

@@ -9,13 +9,15 @@ import type { GatewayContext, GatewayState } from '../context';
 import { parseInput } from '../validation';
 import { serveProtocol } from './chat-call';
 import { parseAttribution } from './chat-request';
-import { chatBodyOf, openAIResponsesWire, responsesRequestSchema, type KeepResponse, type ResponsesRequest } from './protocols/openai-responses';
+import { NATIVE_REQUEST } from '../../core/providers/types';
+import { chatBodyOf, nativeBodyOf, nativeOnlyFields, openAIResponsesWire, responsesRequestSchema, type KeepResponse, type ResponsesRequest } from './protocols/openai-responses';
 import type { GatewayServices } from './services';
 
 /**
  * `POST /v1/responses` (OpenAI's Responses API, issue 35): the request translated into the chat
  * call's body and served by the one chat call (routes, failover, spend, cache, guardrails, the
- * request log), the answer as a response object or its semantic stream events.
+ * request log), the answer as a response object or its semantic stream events. An OpenAI
+ * connection is sent the request as it came, to its own `/responses`.
  *
  * `store` (true unless the request says false, as OpenAI's) keeps the finished response when the
  * organization keeps prompts (`prompt_logging_enabled`, and the request's `logging` is not false):
@@ -63,15 +65,20 @@ export function responsesRoutes(router: Router<GatewayState>, deps: ResponsesDep
       }
     } : undefined;
     const translated: ResponsesRequest = { ...request, input: input as ResponsesRequest['input'] };
+    const body = chatBodyOf(translated);
+    // An OpenAI connection takes the request as it came (reasoning items, `include`, and the
+    // rest only its wire has); every other is sent the chat body's translation.
+    body[NATIVE_REQUEST] = { wire: 'openai-responses', body: nativeBodyOf(request, input) };
+    const nativeOnly = nativeOnlyFields(request);
     await serveProtocol(ctx, services, request, {
-      body: chatBodyOf(translated), wire: openAIResponsesWire({ ...request, store: storing }, keep), started,
+      body, wire: openAIResponsesWire({ ...request, store: storing }, keep), started,
       attribution: parseAttribution(request.user ? { user_id: request.user } : undefined),
       // A Responses stream always ends with the whole response, usage included.
-      answer: { includeUsage: true },
+      answer: { includeUsage: true, ...(nativeOnly.length > 0 && { nativeOnly }) },
     });
     // A whole answer is kept before the client reads it (a stream's is kept as it ends).
-    const body = ctx.body as Item | null;
-    if (keep && !request.stream && ctx.status === 200 && body?.object === 'response' && !(await keep(body))) body.store = false;
+    const answer = ctx.body as Item | null;
+    if (keep && !request.stream && ctx.status === 200 && answer?.object === 'response' && !(await keep(answer))) answer.store = false;
   });
 
   router.get('/responses/:id', async (ctx) => {

@@ -155,7 +155,7 @@ export function completeChat(plan: Plan, body: ChatBody, deps: ExecuteDeps, stop
         return sent;
       }
       try {
-        return { ok: true, value: adapter.parseResponse(await sent.body.json()) };
+        return { ok: true, value: adapter.parseResponse(await sent.body.json(), sentNatively(prepared.body, adapter) ? NATIVE : undefined) };
       } catch (err) {
         if (abort?.aborted) throw err;
         return { ok: false, failure: { kind: 'server_error', message: `unreadable answer: ${(err as Error).message}` } };
@@ -168,10 +168,18 @@ export function completeChat(plan: Plan, body: ChatBody, deps: ExecuteDeps, stop
   }, stop);
 }
 
+const NATIVE = { native: true } as const;
+
+/** Whether the adapter sent the client's own request (its wire is the one the request came in). */
+function sentNatively(body: ChatBody, adapter: ProviderAdapter): boolean {
+  const native = body[NATIVE_REQUEST];
+  return native !== undefined && native.wire === adapter.nativeWire;
+}
+
 const startsAnswer = (o: StreamOutput) => o.type === 'delta' && o.choices.some((c) => c.delta.content || c.delta.tool_calls?.length || c.finish_reason);
 
 async function* decodeStream(sent: UpstreamSuccess, adapter: ProviderAdapter, native: boolean): AsyncGenerator<StreamOutput[]> {
-  const decode = adapter.createStreamDecoder(native ? { native } : undefined);
+  const decode = adapter.createStreamDecoder(native ? NATIVE : undefined);
   for await (const event of readSse(sent.body)) {
     const outputs = decode(event);
     if (outputs.length > 0) yield outputs;
@@ -202,7 +210,7 @@ export function startChatStream(plan: Plan, body: ChatBody, deps: ExecuteDeps, s
       if (sent.failure.kind === 'timeout') deps.onCut?.(candidate);
       return sent;
     }
-    const rest = decodeStream(sent, adapter, prepared.body[NATIVE_REQUEST] !== undefined);
+    const rest = decodeStream(sent, adapter, sentNatively(prepared.body, adapter));
     const buffered: StreamOutput[] = [];
     // A candidate given up on before its first token must not keep its pooled socket.
     const giveUp = (failure: ProviderFailure): TryResult<LiveStream> => {

@@ -27,7 +27,8 @@ export type ToolDefinition = { type: 'function'; function: { name: string; descr
  */
 export const NATIVE_REQUEST: unique symbol = Symbol('native request');
 export type NativeRequest = {
-  wire: 'anthropic-messages';
+  /** Anthropic Messages (served natively by Anthropic), or OpenAI Responses (by OpenAI). */
+  wire: 'anthropic-messages' | 'openai-responses';
   body: Record<string, unknown>;
   /** The client's `anthropic-beta` features; sent only those the connection allows (`config.anthropic_betas`). */
   betas?: string[];
@@ -83,7 +84,7 @@ export type Choice = {
 
 export type ChatResult = {
   model: string | null; choices: Choice[]; usage: Usage | null;
-  /** The answer in the provider's own wire, when its adapter keeps it (Anthropic): what a native client protocol answers with. */
+  /** The answer in the provider's own wire, when the request went in it (NATIVE_REQUEST): what a native client protocol answers with. */
   native?: Record<string, unknown>;
 };
 
@@ -157,7 +158,8 @@ export interface ProviderAdapter {
    */
   refusal(body: ChatBody, model: string): ParamRefusal | null;
   buildRequest(body: ChatBody, options: BuildOptions): UpstreamRequest;
-  parseResponse(json: unknown): ChatResult;
+  /** `native`: the request was sent in this wire's own form (its answer is that wire's, kept as `native`). */
+  parseResponse(json: unknown, options?: { native?: boolean }): ChatResult;
   /** `native`: the request was sent in this wire's own form; the decoder passes each event along too. */
   createStreamDecoder(options?: { native?: boolean }): StreamDecoder;
   classifyError(status: number, body: unknown, headers: Record<string, string | string[] | undefined>): ProviderFailure;

@@ -25,11 +25,13 @@ export type ParsedChat = {
   logprobs?: { top: number };
   /** Extended thinking asked for (Anthropic `thinking`): a signed thinking block before the answer. */
   thinking?: boolean;
+  /** What only this wire answers with, as its parser read it (Responses' reasoning options); handed to its answer. */
+  extra?: unknown;
 };
 
 export type Frame = { event?: string; data: string; content?: boolean };
 
-export type AnswerContext = { id: string; created: number; directives: Directives; turn: Turn & { truncated: boolean }; model: string; includeUsage: boolean; choices: number; logprobs?: { top: number }; thinking?: boolean };
+export type AnswerContext = { id: string; created: number; directives: Directives; turn: Turn & { truncated: boolean }; model: string; includeUsage: boolean; choices: number; logprobs?: { top: number }; thinking?: boolean; extra?: unknown };
 
 /** Output tokens over every answer given (`n` answers cost n times one). */
 export const completionTokens = (ctx: AnswerContext) => ctx.turn.completionTokens * ctx.choices;

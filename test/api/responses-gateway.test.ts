@@ -23,6 +23,8 @@ describe('OpenAI Responses through the one chat call', () => {
   beforeAll(async () => {
     f = await startChatFixture();
     await f.connect('openai');
+    // A wire that takes chat completions only: what is sent to it is the translation.
+    await f.connect('azure_openai', { extra: { model_map: { 'gpt-4o-mini': 'gpt-4o-mini' } } });
     secret = await f.key();
   });
   afterAll(() => f.close());
@@ -105,6 +107,7 @@ describe('OpenAI Responses through the one chat call', () => {
 
   it('translates input items, instructions and max_output_tokens to the chat wire', async () => {
     const res = await responses(secret, {
+      routing: { providers: { allow: ['azure_openai'] } },
       instructions: 'Be brief.',
       max_output_tokens: 3,
       input: [

@@ -35,7 +35,9 @@ describe('OpenAI Agents SDK through the gateway', () => {
     const result = await runner.run(agent, 'Weather in Paris?');
     expect(calls).toEqual(['sandbox']);
     expect(result.finalOutput).toContain('sunny');
-    // Both turns went through the gateway's Responses endpoint.
-    expect(fixture.sandbox.received.filter((r) => r.path.endsWith('/chat/completions')).length).toBeGreaterThanOrEqual(2);
+    // Both turns went through the gateway's Responses endpoint to OpenAI's own, as they came.
+    const sent = fixture.sandbox.received.filter((r) => r.path.endsWith('/openai/v1/responses'));
+    expect(sent.length).toBeGreaterThanOrEqual(2);
+    expect(sent.every((r) => r.body?.store === false && r.body.previous_response_id === undefined)).toBe(true);
   });
 });

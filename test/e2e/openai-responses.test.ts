@@ -122,3 +122,82 @@ describe.each(WIRES)('openai SDK responses through the gateway to $kind', ({ kin
     await expect(sdk.responses.retrieve(res.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
   });
 });
+
+/**
+ * Served by OpenAI, a Responses request goes to OpenAI's own `/responses` as it came (issue 35):
+ * what only that wire carries (reasoning items with their summary and encrypted content,
+ * `include`) reaches the client; OpenAI is never asked to keep it; across wires those fields are
+ * named as dropped.
+ */
+describe('openai SDK responses passed through to OpenAI\'s own Responses wire', () => {
+  let fixture: ChatFixture;
+  let sdk: OpenAI;
+  const model = 'openai/o3-mini';
+
+  beforeAll(async () => {
+    fixture = await startChatFixture();
+    const settings = await fixture.client.get<Loose>('/org_settings');
+    expect((await fixture.client.patch('/org_settings', { prompt_logging_enabled: true }, settings.etag!)).status).toBe(200);
+    await fixture.connect('openai');
+    await fixture.connect('anthropic');
+    sdk = new OpenAI({ apiKey: await fixture.key(), baseURL: `${fixture.api.url}/v1`, maxRetries: 0 });
+  });
+  afterAll(() => fixture.close());
+
+  const reasoning = { effort: 'low', summary: 'auto' } as const;
+
+  it('keeps reasoning items, their summary and encrypted content; the id, store and cost are the gateway\'s', async () => {
+    const { data, response } = await sdk.responses.create({ model, input: 'Say hello', reasoning, include: ['reasoning.encrypted_content'] }).withResponse();
+    const sent = fixture.sandbox.received.at(-1)!;
+    expect(sent.path).toBe('/openai/v1/responses');
+    expect(sent.body).toMatchObject({ model: 'o3-mini', input: [{ type: 'message', role: 'user', content: 'Say hello' }], reasoning, include: ['reasoning.encrypted_content'], store: false });
+    expect(data.id).toBe(`resp_${response.headers.get('x-gw-request-id')}`);
+    expect(data.output[0]).toMatchObject({ type: 'reasoning', summary: [{ type: 'summary_text' }], encrypted_content: expect.any(String) });
+    expect(data.output_text).toMatch(/^Hello from the sandbox model /);
+    expect(data as unknown as Loose).toMatchObject({ store: true, provider: 'openai', route: 'primary', usage: { input_tokens: 2, cost: expect.any(Number), price_source: 'list' } });
+    expect(response.headers.get('x-gw-params-dropped')).toBeNull();
+
+    // Continuing sends the kept conversation, reasoning item included (it carries its content), never an id OpenAI did not keep.
+    await sdk.responses.create({ model, previous_response_id: data.id, input: 'Again', reasoning });
+    const next = fixture.sandbox.received.at(-1)!.body as Loose;
+    expect(next.previous_response_id).toBeUndefined();
+    expect(next.input.map((i: Loose) => i.type ?? i.role)).toEqual(['message', 'reasoning', 'message', 'message']);
+  });
+
+  it('streams OpenAI\'s own events, renumbered, ending with the gateway\'s response', async () => {
+    const stream = sdk.responses.stream({ model, input: 'Say hello', reasoning });
+    const events: Loose[] = [];
+    stream.on('event', (e) => events.push(e));
+    const final = await stream.finalResponse();
+    expect(events.map((e) => e.sequence_number)).toEqual(events.map((_, i) => i));
+    expect(events.at(-1)!.type).toBe('response.completed');
+    expect(events.find((e) => e.type === 'response.output_item.added')?.item).toMatchObject({ type: 'reasoning' });
+    expect(events[0]!.response).toMatchObject({ id: final.id, store: true, provider: 'openai' });
+    expect(final.output[0]).toMatchObject({ type: 'reasoning', summary: [{ type: 'summary_text' }] });
+    expect(final as unknown as Loose).toMatchObject({ usage: { cost: expect.any(Number) }, provider: 'openai' });
+    expect(final.output_text).toMatch(/^Hello from the sandbox model /);
+  });
+
+  it('names what only OpenAI\'s wire carries as dropped when another wire serves', async () => {
+    const { data, response } = await sdk.responses.create({ model: 'anthropic/claude-3-5-haiku-latest', input: 'Say hello', reasoning, include: ['reasoning.encrypted_content'], truncation: 'auto' }).withResponse();
+    const sent = fixture.sandbox.received.at(-1)!;
+    expect(sent.path).toBe('/anthropic/v1/messages');
+    expect(JSON.stringify(sent.body)).not.toMatch(/reasoning|include|truncation/);
+    expect(response.headers.get('x-gw-params-dropped')).toBe('reasoning,include,truncation');
+    expect(data.output_text).toMatch(/^Hello from the sandbox model /);
+  });
+
+  it('fails over from OpenAI\'s Responses wire to a translated one before the first byte', async () => {
+    const g = await startChatFixture();
+    try {
+      await g.connect('openai', { directives: 'status=503', name: 'down openai' });
+      await g.connect('anthropic', { name: 'up anthropic' });
+      const client = new OpenAI({ apiKey: await g.key(), baseURL: `${g.api.url}/v1`, maxRetries: 0 });
+      const final = await client.responses.stream({ model: 'openai/gpt-4o-mini', input: 'Say hello', fallbacks: ['anthropic/claude-3-5-haiku-latest'] } as unknown as OpenAI.Responses.ResponseCreateParamsStreaming).finalResponse();
+      expect(final as unknown as Loose).toMatchObject({ provider: 'anthropic', route: 'standby_a' });
+      expect(g.sandbox.received.map((r) => r.path)).toEqual(expect.arrayContaining(['/x/status=503/openai/v1/responses', '/anthropic/v1/messages']));
+    } finally {
+      await g.close();
+    }
+  });
+});

@@ -2,9 +2,10 @@ import { z } from 'zod';
 import { GatewayError } from '../../../core/errors';
 import type { ChatBody, ChatMessage, Choice, ChunkChoice, ContentPart, ToolDefinition, Usage } from '../../../core/providers/types';
 import { modelName } from '../../validation';
-import { PROTOCOL_EXTENSION_FIELDS } from '../chat-request';
+import { PROTOCOL_EXTENSION_FIELDS, PROTOCOL_EXTENSION_NAMES, withoutFields } from '../chat-request';
 import type { ChatCall } from '../chat-call';
 import type { AnswerExtras, AnswerIdentity, ChatWire, StreamEncoder } from '../chat-wire';
+import type { NativeEvent } from '../stream-answer';
 
 /**
  * OpenAI's Responses API as a client protocol (`POST /v1/responses`): the request translated into
@@ -121,9 +122,37 @@ export function chatBodyOf(request: ResponsesRequest): ChatBody {
   } else if (format?.type === 'json_object') {
     body.response_format = { type: 'json_object' };
   }
-  if (request.reasoning?.effort) body.reasoning_effort = request.reasoning.effort;
   return body;
 }
+
+/** The fields the translation reads; any other a client sends reaches only OpenAI's own wire. */
+const TRANSLATED_FIELDS: ReadonlySet<string> = new Set([
+  'model', 'input', 'instructions', 'tools', 'tool_choice', 'parallel_tool_calls', 'temperature', 'top_p', 'max_output_tokens',
+  'text', 'user', 'metadata', 'stream', 'store', 'previous_response_id', ...PROTOCOL_EXTENSION_NAMES,
+]);
+
+/**
+ * What only OpenAI's own Responses wire carries of a request (`reasoning`, `include`,
+ * `truncation`, ...): sent when OpenAI serves it as it came, named as dropped otherwise.
+ * `reasoning` has no equivalent every other wire takes (Anthropic's thinking budget is another
+ * thing, and Chat Completions' `reasoning_effort` is refused by the models that do not reason).
+ */
+export function nativeOnlyFields(request: ResponsesRequest): string[] {
+  return Object.keys(request).filter((k) => !TRANSLATED_FIELDS.has(k) && request[k] != null);
+}
+
+/**
+ * The request as OpenAI's `/responses` takes it: the client's body without the gateway's own
+ * fields, with the conversation expanded in `input` (the gateway keeps responses, so
+ * `previous_response_id` is its to resolve). Earlier reasoning items OpenAI could only read back
+ * by id (it is never asked to keep them) are left out unless they carry their encrypted content.
+ */
+export function nativeBodyOf(request: ResponsesRequest, input: Array<Record<string, unknown>>): Record<string, unknown> {
+  const body = withoutFields(request, NOT_NATIVE);
+  body.input = input.filter((item) => item.type !== 'reasoning' || typeof item.encrypted_content === 'string');
+  return body;
+}
+const NOT_NATIVE: ReadonlySet<string> = new Set([...PROTOCOL_EXTENSION_NAMES, 'previous_response_id', 'store']);
 
 /** `resp_` and the request id: the response's id. */
 const responseId = (call: ChatCall) => `resp_${call.ctx.state.requestId}`;
@@ -197,6 +226,23 @@ function responseObject(call: ChatCall, who: AnswerIdentity, echo: ResponseEcho,
   };
 }
 
+/**
+ * OpenAI's own response object (a request it served as it came) as the client gets it: the
+ * gateway's id, `store` and `previous_response_id` (the gateway keeps responses, not OpenAI), the
+ * gateway's cost beside the usage, and the serving identity.
+ */
+function asServedNatively(native: Record<string, unknown>, call: ChatCall, who: AnswerIdentity, echo: ResponseEcho, extras?: AnswerExtras): Record<string, unknown> {
+  const fields: Record<string, unknown> = {
+    id: responseId(call), store: echo.store ?? false, previous_response_id: echo.previous_response_id ?? null,
+    route: who.route, route_name: call.plan?.route?.slug ?? null, provider: who.provider, connection: who.connection,
+  };
+  if (extras) {
+    fields.usage = Object.assign({}, native.usage as Record<string, unknown> | undefined, { cost: extras.estimate?.cost ?? null, ...(extras.estimate && { price_source: extras.estimate.source }) });
+    Object.assign(fields, extraFields(extras));
+  }
+  return Object.assign({}, native, fields);
+}
+
 function finishFields(finish: Choice['finish_reason'] | null): Record<string, unknown> {
   return finish === 'length' ? { status: 'incomplete', incomplete_details: { reason: 'max_output_tokens' } } : finish === 'content_filter' ? { status: 'incomplete', incomplete_details: { reason: 'content_filter' } } : { status: 'completed' };
 }
@@ -221,8 +267,36 @@ class ResponsesStream implements StreamEncoder {
   private readonly items: OutputItem[] = [];
   private open: { index: number; kind: 'text'; text: string } | { index: number; kind: 'tool'; tool: number; item: OutputItem } | null = null;
   private finish: Choice['finish_reason'] | null = null;
+  /**
+   * Set by the first of OpenAI's own events (a request it served as it came): from then on those
+   * are what the client gets (reasoning items, annotations, built-in tools' items), renumbered,
+   * with the gateway's id on the response; the translated deltas are only read by the gateway.
+   * The final `response.completed` (or `.incomplete`) is held so the gateway's cost joins it.
+   */
+  private native: { end: { type: string; response: Record<string, unknown> } | null } | null = null;
 
   constructor(private readonly call: ChatCall, private readonly who: AnswerIdentity, private readonly echo: ResponseEcho, private readonly keep?: KeepResponse) {}
+
+  private passAlong(e: NativeEvent): string {
+    this.native ??= { end: null };
+    const { type, sequence_number: _theirs, ...data } = JSON.parse(e.data) as Record<string, unknown> & { type: string; response?: Record<string, unknown> };
+    switch (type) {
+      case 'response.created':
+      case 'response.in_progress':
+        this.started = true;
+        return this.event(type, { ...data, response: asServedNatively(data.response ?? {}, this.call, this.who, this.echo) });
+      case 'response.completed':
+      case 'response.incomplete':
+        this.native.end = { type, response: data.response ?? {} };
+        return '';
+      // A failure is the gateway's to say (fail).
+      case 'response.failed':
+      case 'error':
+        return '';
+      default:
+        return this.event(type, data);
+    }
+  }
 
   private event(type: string, data: Record<string, unknown>): string {
     return `event: ${type}\ndata: ${JSON.stringify(Object.assign({ type, sequence_number: this.seq++ }, data))}\n\n`;
@@ -254,7 +328,9 @@ class ResponsesStream implements StreamEncoder {
       + this.event('response.output_item.done', { output_index: open.index, item });
   }
 
-  chunk(model: string, choices: ChunkChoice[]): string {
+  chunk(model: string, choices: ChunkChoice[], _guardrails?: unknown, native?: NativeEvent): string {
+    if (native) return this.passAlong(native);
+    if (this.native) return '';
     let out = this.start(model);
     const c = choices.find((x) => x.index === 0);
     if (!c) return out;
@@ -293,11 +369,12 @@ class ResponsesStream implements StreamEncoder {
   }
 
   complete(model: string, extras: AnswerExtras): string | Promise<string> {
-    const out = this.start(model) + this.close();
-    const response = Object.assign(responseObject(this.call, { ...this.who, model }, this.echo, 'completed'), finishFields(this.finish), {
+    const held = this.native?.end;
+    const out = held ? '' : this.start(model) + this.close();
+    const response = held ? asServedNatively(held.response, this.call, this.who, this.echo, extras) : Object.assign(responseObject(this.call, { ...this.who, model }, this.echo, 'completed'), finishFields(this.finish), {
       output: this.items, usage: responsesUsage(extras.usage, extras),
     }, extraFields(extras));
-    const end = () => out + this.event(response.status === 'completed' ? 'response.completed' : 'response.incomplete', { response });
+    const end = () => out + this.event(held?.type ?? (response.status === 'completed' ? 'response.completed' : 'response.incomplete'), { response });
     // Kept before the client reads the end, so a continuation sent on `response.completed` finds it.
     if (!this.keep) return end();
     return this.keep(response).then((kept) => {
@@ -319,6 +396,8 @@ export function openAIResponsesWire(echo: ResponseEcho, keep?: KeepResponse): Ch
   return {
     endpoint: 'responses',
     whole: (call, who, choices, extras) => {
+      // Served in OpenAI's own wire: its response as it came, with the gateway's id, cost and fields.
+      if (extras.native) return asServedNatively(extras.native, call, who, echo, extras);
       const choice = choices.find((c) => c.index === 0) ?? choices[0];
       return Object.assign(responseObject(call, who, echo, 'completed'), finishFields(choice?.finish_reason ?? null), {
         output: outputOf(call, choice), usage: responsesUsage(extras.usage, extras),

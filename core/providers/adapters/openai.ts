@@ -1,5 +1,6 @@
 import { classifyByStatus } from '../errors';
-import type { ChatResult, ChunkChoice, ProviderAdapter, StreamOutput, Usage } from '../types';
+import { NATIVE_REQUEST, type ChatResult, type ChunkChoice, type NativeRequest, type ProviderAdapter, type StreamOutput, type Usage } from '../types';
+import { nativeResponsesRequest, parseResponsesObject, responsesStreamDecoder } from './openai-responses';
 
 type OpenAiUsage = {
   prompt_tokens?: number;
@@ -31,13 +32,23 @@ export function mapOpenAiUsage(u: OpenAiUsage | null | undefined): Usage | null 
  * its own 400. Streams always ask for usage so cost can be settled, and the gateway drops that
  * chunk if the client did not ask. `logprobs` come back on each choice and chunk choice.
  */
-export function openAiWireAdapter(options: { path?: (model: string) => string; query?: (config: Record<string, unknown>) => Record<string, string>; unsupportedSampling?: readonly string[] } = {}): ProviderAdapter {
+export function openAiWireAdapter(options: {
+  path?: (model: string) => string;
+  query?: (config: Record<string, unknown>) => Record<string, string>;
+  unsupportedSampling?: readonly string[];
+  /** OpenAI itself also takes Responses requests as they came (`/responses`, openai-responses.ts). */
+  nativeWire?: NativeRequest['wire'];
+} = {}): ProviderAdapter {
   return {
+    ...(options.nativeWire && { nativeWire: options.nativeWire }),
+
     unsupportedSampling: options.unsupportedSampling ?? [],
 
     refusal: () => null,
 
     buildRequest(body, { model, stream, config }) {
+      const native = body[NATIVE_REQUEST];
+      if (native && native.wire === options.nativeWire) return { path: '/responses', body: nativeResponsesRequest(native.body, body, model, stream) };
       // The rest is a new object, so it takes the fields in place (and a spread-first literal
       // would gain them the slow way, docs/decisions.md).
       const { stream_options: streamOptions, ...sent }: Record<string, unknown> = body;
@@ -47,7 +58,8 @@ export function openAiWireAdapter(options: { path?: (model: string) => string; q
       return { path: options.path ? options.path(model) : '/chat/completions', query: options.query?.(config), body: sent };
     },
 
-    parseResponse(json): ChatResult {
+    parseResponse(json, parse): ChatResult {
+      if (parse?.native) return parseResponsesObject(json);
       const r = json as { model?: string; choices?: ChatResult['choices']; usage?: OpenAiUsage };
       return {
         model: r.model ?? null,
@@ -66,7 +78,8 @@ export function openAiWireAdapter(options: { path?: (model: string) => string; q
       };
     },
 
-    createStreamDecoder() {
+    createStreamDecoder(decode) {
+      if (decode?.native) return responsesStreamDecoder();
       return ({ data }): StreamOutput[] => {
         if (data.trim() === '[DONE]') return [{ type: 'done' }];
         const chunk = JSON.parse(data) as { model?: string; choices?: ChunkChoice[]; usage?: OpenAiUsage | null; error?: { message?: string; code?: string } };
@@ -87,8 +100,11 @@ export function openAiWireAdapter(options: { path?: (model: string) => string; q
   };
 }
 
-/** OpenAI itself: `top_k` is no parameter of its Chat Completions, so it is dropped and named. */
-export const openAiAdapter = openAiWireAdapter({ unsupportedSampling: ['top_k'] });
+/**
+ * OpenAI itself: `top_k` is no parameter of its Chat Completions, so it is dropped and named; a
+ * Responses request goes to its own `/responses` as it came.
+ */
+export const openAiAdapter = openAiWireAdapter({ unsupportedSampling: ['top_k'], nativeWire: 'openai-responses' });
 
 /** OpenAI-compatible kinds and `custom`: many of these servers take `top_k`, so it is sent. */
 export const openAiCompatibleAdapter = openAiWireAdapter();

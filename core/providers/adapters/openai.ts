@@ -40,7 +40,7 @@ export function openAiWireAdapter(options: {
   nativeWire?: NativeRequest['wire'];
 } = {}): ProviderAdapter {
   return {
-    ...(options.nativeWire && { nativeWire: options.nativeWire }),
+    nativeWire: options.nativeWire,
 
     unsupportedSampling: options.unsupportedSampling ?? [],
 

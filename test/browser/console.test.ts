@@ -173,6 +173,25 @@ describe('operator console in a browser', () => {
     await accessible('one request');
   });
 
+  it('says which client protocol each request came in by', async () => {
+    const post = async (path: string, body: Record<string, unknown>) => {
+      const res = await fetch(`${f.api.url}${path}`, { method: 'POST', headers: { 'x-api-key': keySecret, 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress() }, body: JSON.stringify(body) });
+      expect(res.status).toBe(200);
+      await res.text();
+      return res.headers.get('x-gw-request-id')!;
+    };
+    const messages = await post('/v1/messages', { model: 'openai/gpt-4o-mini', max_tokens: 50, messages: [{ role: 'user', content: 'Say hello' }] });
+    const embeddings = await post('/v1/embeddings', { model: 'openai/text-embedding-3-small', input: 'hello' });
+    await new Promise((r) => setTimeout(r, 700));
+    await open(`/requests/${messages}`);
+    await waitText('Anthropic Messages');
+    await open(`/requests/${embeddings}`);
+    await waitText('OpenAI Embeddings');
+    await open('/requests');
+    await waitText('OpenAI Chat Completions');
+    await accessible('request log with protocols');
+  });
+
   it('acknowledges a finding from the inbox', async () => {
     const now = new Date();
     await recordDetection(f.database.db, {

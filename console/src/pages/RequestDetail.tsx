@@ -1,7 +1,7 @@
 import { Chart } from '../components/Chart';
 import { ReadState } from '../components/ReadState';
 import { get } from '../lib/api';
-import { count, usd, when } from '../lib/format';
+import { count, protocolOf, usd, when } from '../lib/format';
 import { useRead } from '../lib/use-read';
 import type { RequestLog } from '../lib/types';
 
@@ -24,6 +24,7 @@ export function RequestDetail({ id }: { id: string }) {
             <>
               <dl className="facts">
                 <dt>Time</dt><dd>{when(r.created_at)}</dd>
+                <dt>Protocol</dt><dd>{protocolOf(r.endpoint)} <code>{r.endpoint}</code></dd>
                 <dt>Status</dt><dd>{r.status}{r.error ? ` (${r.error.type}${r.error.code ? `, ${r.error.code}` : ''})` : ''}</dd>
                 <dt>Model asked</dt><dd>{r.model ?? '—'}</dd>
                 <dt>Route</dt><dd>{r.route ?? '—'} {r.chain_position ? `(${r.chain_position})` : ''}</dd>

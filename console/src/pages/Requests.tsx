@@ -6,7 +6,7 @@ import { FilterFields } from '../components/FilterFields';
 import { ReadState } from '../components/ReadState';
 import { Pager } from '../components/Pager';
 import { useList } from '../lib/use-list';
-import { usd, when } from '../lib/format';
+import { protocolOf, usd, when } from '../lib/format';
 import { useUrlState } from '../lib/url-state';
 import type { RequestLog } from '../lib/types';
 
@@ -43,7 +43,7 @@ export function Requests() {
 
   const columns: ColumnDef<RequestLog, unknown>[] = [
     { header: 'Time', cell: ({ row }) => <Link href={`/requests/${row.original.id}`}>{when(row.original.created_at)}</Link> },
-    { header: 'Endpoint', accessorKey: 'endpoint' },
+    { header: 'Protocol', cell: ({ row }) => <span title={row.original.endpoint}>{protocolOf(row.original.endpoint)}</span> },
     { header: 'Model', cell: ({ row }) => row.original.model ?? '—' },
     { header: 'Provider', cell: ({ row }) => row.original.provider ?? '—' },
     { header: 'Status', accessorKey: 'status' },

@@ -16,7 +16,7 @@ import path from 'node:path';
 import { newKeyring } from '../core/crypto/sealing';
 import { applyMigrations } from '../core/db/migrate';
 import { freePort, waitFor } from '../scripts/lib/ports';
-import { chatBody, messagesBody, responsesBody, startGatewaySubject, startMock, type TenantFeatures } from './lib/gateway';
+import { BENCH_CHAT_WIRE_MODEL, chatBody, messagesBody, responsesBody, startGatewaySubject, startMock, type TenantFeatures } from './lib/gateway';
 import { findLoadTool, type LoadResult, type LoadTool } from './lib/load';
 import { cpuSeconds, rssMb } from './lib/proc';
 import { log, node, ROOT, runBench, waitForPort, workDir } from './lib/processes';
@@ -70,14 +70,19 @@ const GATEWAY_SUBJECTS = [
   ['gateway_guardrails', 'gateway, guardrails', { promptLogging: false, guardrails: true }],
   ['gateway_cost_rules', 'gateway, cost-center rules', { promptLogging: false, costRules: true }],
   ['gateway_messages', 'gateway, /v1/messages to OpenAI', { promptLogging: false }],
-  ['gateway_responses', 'gateway, /v1/responses to OpenAI', { promptLogging: false }],
+  ['gateway_responses', 'gateway, /v1/responses to the chat wire', { promptLogging: false }],
 ] as const satisfies ReadonlyArray<readonly [string, string, TenantFeatures]>;
 type GatewaySubjectId = (typeof GATEWAY_SUBJECTS)[number][0];
 
-/** Subjects that take another client protocol than chat completions (issue 35): its path and request. */
-const PROTOCOLS: Partial<Record<GatewaySubjectId, { path: string; body: (model: string, stream?: boolean) => string }>> = {
+/**
+ * Subjects that take another client protocol than chat completions (issue 35): its path, request
+ * and, where it must not be the chat subject's, the model: a Responses request to an `openai`
+ * connection goes to its own /responses as it came, so the translated row names a compatible
+ * kind's connection to the same mock.
+ */
+const PROTOCOLS: Partial<Record<GatewaySubjectId, { path: string; body: (model: string, stream?: boolean) => string; model?: string }>> = {
   gateway_messages: { path: '/v1/messages', body: messagesBody },
-  gateway_responses: { path: '/v1/responses', body: responsesBody },
+  gateway_responses: { path: '/v1/responses', body: responsesBody, model: BENCH_CHAT_WIRE_MODEL },
 };
 
 async function ensurePortkey(): Promise<void> {
@@ -116,7 +121,7 @@ async function startSubjects(work: string, svc: Services): Promise<{ subjects: S
     if (profile) profiles.push({ label, pid: api.pid, file: profile });
     const protocol = PROTOCOLS[id];
     const url = `${api.apiUrl}${protocol?.path ?? '/v1/chat/completions'}`;
-    subjects.push({ id, label, pid: api.pid, url, headers: {}, bearers: api.keys, model: 'openai/gpt-4o-mini', usesServices: true, delayed: { url, headers: {}, model: 'bench-delay20' }, body: protocol?.body });
+    subjects.push({ id, label, pid: api.pid, url, headers: {}, bearers: api.keys, model: protocol?.model ?? 'openai/gpt-4o-mini', usesServices: true, delayed: { url, headers: {}, model: 'bench-delay20' }, body: protocol?.body });
   }
 
   if (wanted.has('portkey')) {

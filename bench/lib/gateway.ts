@@ -15,6 +15,9 @@ import type { Services } from './services';
 /** Keys per gateway subject, used in turn, so the 50 000 rpm tier of one key is not what is measured. */
 export const KEYS_PER_SUBJECT = 8;
 
+/** The model a subject names to reach the mock through the chat completions wire of a compatible kind. */
+export const BENCH_CHAT_WIRE_MODEL = 'bench-chat-wire';
+
 /** The chat request every load run sends. */
 export const chatBody = (model: string, stream = false) =>
   JSON.stringify({ model, messages: [{ role: 'system', content: 'You are a helpful assistant.' }, { role: 'user', content: 'Write two sentences about foxes.' }], ...(stream && { stream: true }) });
@@ -155,7 +158,10 @@ export async function tenant(apiUrl: string, token: string, mockUrl: string, fea
   await manage(apiUrl, token, 'POST', '/provider_connections', { kind: 'openai', name: 'mock upstream', secret: 'sk-mock-bench', config: { base_url: `${mockUrl}/v1` }, validate: true });
   // The 20 ms mode is another base URL: a connection of its own, reached by the model name it maps.
   await manage(apiUrl, token, 'POST', '/provider_connections', { kind: 'custom', name: 'mock upstream, 20 ms', secret: 'sk-mock-bench', config: { base_url: `${mockUrl}/delay20/v1` }, model_map: { 'bench-delay20': 'gpt-4o-mini' }, validate: true });
-  for (const [model, provider] of [['gpt-4o-mini', 'openai'], ['gpt-4o-mini', 'custom'], ['bench-delay20', 'custom']]) {
+  // The chat completions wire under another kind: a Responses request reaches it translated
+  // (an `openai` connection takes Responses requests as they came, to its own /responses).
+  await manage(apiUrl, token, 'POST', '/provider_connections', { kind: 'custom', name: 'mock upstream, chat wire', secret: 'sk-mock-bench', config: { base_url: `${mockUrl}/v1` }, model_map: { [BENCH_CHAT_WIRE_MODEL]: 'gpt-4o-mini' }, validate: true });
+  for (const [model, provider] of [['gpt-4o-mini', 'openai'], ['gpt-4o-mini', 'custom'], ['bench-delay20', 'custom'], [BENCH_CHAT_WIRE_MODEL, 'custom']]) {
     await manage(apiUrl, token, 'POST', '/model_prices', { model, provider, input_per_million: 0.15, output_per_million: 0.6 });
   }
   const settings = await manage(apiUrl, token, 'GET', '/org_settings');

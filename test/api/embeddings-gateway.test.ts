@@ -16,6 +16,11 @@ describe('embeddings through the gateway', () => {
   const embed = (key: string, body: Record<string, unknown>, headers: Record<string, string> = {}, api = f) =>
     api.post('/v1/embeddings', { model: 'openai/text-embedding-3-small', ...body }, { authorization: `Bearer ${key}`, ...headers });
   const logRow = (id: string, api = f) => until(async () => (await api.database.db.select().from(requestLogs).where(eq(requestLogs.id, id)))[0], `request-log row ${id}`);
+  /** Entries of this organization in the response cache (the API's Redis, under its key prefix). */
+  const cacheEntries = async () => {
+    const { redis, prefix } = f.api.runtime.deps.redis;
+    return (await redis.keys(`${prefix}rc:{${f.tenant.orgId}}:*`)).length;
+  };
   const providerCalls = () => f.sandbox.received.filter((r) => r.path.endsWith('/embeddings')).length;
   const settings = async (patch: Record<string, unknown>) => {
     const current = await f.client.get<Loose>('/org_settings');
@@ -47,10 +52,13 @@ describe('embeddings through the gateway', () => {
     await settings({ response_cache: { enabled: true, default_ttl_seconds: 600 } });
     try {
       const input = [fresh('cache me'), fresh('and me')];
+      const kept = await cacheEntries();
       const first = await embed(secret, { input, encoding_format: 'float' });
       expect(first.headers.get('x-gw-cache')).toBe('MISS');
       expect(first.json.cache).toEqual({ status: 'miss' });
       const calls = providerCalls();
+      // The answer is written off its path: wait until it is kept.
+      await until(async () => (await cacheEntries()) > kept, 'the answer kept in the cache');
 
       const again = await embed(secret, { input, encoding_format: 'base64' });
       expect(again.status).toBe(200);

@@ -46,7 +46,8 @@ describe('OpenAI Responses through the one chat call', () => {
   });
 
   it('ends a stream cut mid-answer with the error event, no response.completed, and charges what was sent', async () => {
-    const res = await responses(secret, { stream: true, input: `${fresh('Tell a story')} [sandbox cut_after=2]` });
+    // OpenAI's own Responses wire, passed through: its cut ends with the gateway's error event all the same.
+    const res = await responses(secret, { stream: true, routing: { providers: { allow: ['openai'] } }, input: `${fresh('Tell a story')} [sandbox cut_after=2]` });
     const got = events(res.text);
     expect(got.some((e) => e.event === 'response.output_text.delta')).toBe(true);
     expect(got.at(-1)).toMatchObject({ event: 'error', data: { type: 'error', code: expect.any(String), message: expect.any(String) } });
@@ -62,7 +63,7 @@ describe('OpenAI Responses through the one chat call', () => {
     const res = await fetch(`${f.api.url}/v1/responses`, {
       method: 'POST', signal: gone.signal,
       headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress() },
-      body: JSON.stringify({ model: 'openai/gpt-4o-mini', stream: true, input: `${fresh()} [sandbox words=3000]` }),
+      body: JSON.stringify({ model: 'openai/gpt-4o-mini', stream: true, routing: { providers: { allow: ['openai'] } }, input: `${fresh()} [sandbox words=3000]` }),
     });
     const reader = res.body!.getReader();
     let received = '';

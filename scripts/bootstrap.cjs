@@ -15,6 +15,32 @@ function run(command, args, options = {}) {
   return result.status ?? 1;
 }
 
+/**
+ * A step whose own output is a package manager's hundreds of lines: kept in a log file, with one
+ * line said before and one after (its time), and the log's last lines only when it fails.
+ */
+function quietly(label, command, args, options = {}) {
+  const log = path.join(require('node:os').tmpdir(), `gw-setup-${path.basename(command)}-${process.pid}-${Date.now()}.log`);
+  const started = Date.now();
+  console.error(`[setup] ${label}...`);
+  const out = fs.openSync(log, 'w');
+  let status;
+  try {
+    status = run(command, args, { ...options, stdio: ['ignore', out, out] });
+  } finally {
+    fs.closeSync(out);
+  }
+  const seconds = ((Date.now() - started) / 1000).toFixed(0);
+  if (status === 0) {
+    console.error(`[setup] ${label}: done (${seconds}s)`);
+    fs.rmSync(log, { force: true });
+  } else {
+    const tail = fs.readFileSync(log, 'utf8').trim().split('\n').slice(-15).map((l) => `[setup]   ${l}`).join('\n');
+    console.error(`[setup] ${label}: failed (exit ${status}); the last lines of ${log}:\n${tail}`);
+  }
+  return status;
+}
+
 function dependenciesStale() {
   const marker = path.join(root, 'node_modules', '.package-lock.json');
   const lock = path.join(root, 'package-lock.json');
@@ -36,9 +62,11 @@ function ensureChromium() {
     console.error('[setup] no Chromium for the console browser tests: install `chromium` or set CHROME_PATH');
     return;
   }
-  console.error('[setup] installing Debian\'s chromium for the console browser tests (apt-get; once per machine)...');
-  run('apt-get', ['update', '-qq']);
-  if (run('apt-get', ['install', '-y', '-qq', 'chromium']) !== 0) console.error('[setup] installing chromium failed; the browser tests will say so');
+  quietly('updating the apt package lists (once per machine, for chromium)', 'apt-get', ['update', '-qq']);
+  const status = quietly('installing Debian\'s chromium for the console browser tests (apt-get; once per machine)', 'apt-get', ['install', '-y', '-qq', 'chromium'], {
+    env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+  });
+  if (status !== 0) console.error('[setup] the browser tests will say Chromium is missing');
 }
 
 function main() {

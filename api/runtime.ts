@@ -25,6 +25,7 @@ import { DEFAULT_UPSTREAM_TIMEOUT_MS, type GatewayServices } from './gateway/ser
 import { loadModelCatalog } from '../core/catalog/model-catalog';
 import { createLearnedParams } from '../core/chat/prepare';
 import { createUpstreamAgent } from '../core/providers/upstream';
+import { createGatewayMetrics, observedRequestLog, type GatewayMetrics } from '../core/observability/metrics';
 import { createRequestLogWriter } from '../core/request-log/writer';
 import { createRequestAttribution } from '../core/attribution/request-attribution';
 import { createBatchWriter } from '../core/db/batch-writer';
@@ -38,7 +39,13 @@ import type { HealthChecks } from './health';
 import { createInFlight } from '../core/in-flight';
 import { checkSpendRedis, connectSpendRedis } from '../core/spend/spend-redis';
 
-export type ApiRuntime = { deps: AppDeps; temporal: Client; close(): Promise<void> };
+export type ApiRuntime = {
+  deps: AppDeps;
+  temporal: Client;
+  /** Kept only when an ops port is configured (GW_OPS_PORT): served there by api/server.ts. */
+  metrics: GatewayMetrics | null;
+  close(): Promise<void>;
+};
 
 /** Connects everything the API process needs, from configuration. */
 export async function startApiRuntime(config: Config, logger: Logger): Promise<ApiRuntime> {
@@ -64,12 +71,19 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
   const storage = localOutputStorage(path.join(config.dataDir, 'outputs'));
   // Cost-center attribution of request-log rows, with their batch (issue 23).
   const attribution = createRequestAttribution(database.db);
+  // Without an ops port nothing is counted: the request path pays nothing for metrics.
+  const metrics = config.GW_OPS_PORT === undefined ? null : createGatewayMetrics('gw-api');
+  const requestLog = createRequestLogWriter(database.db, logger, { attribution });
+  if (metrics) {
+    metrics.watchWriter('request_log', requestLog);
+    metrics.watchWriter('spend_ledger', spendRows);
+  }
   const gateway: GatewayServices = {
     orgConfig: createOrgConfigCache(database.db, manage.sealer),
     catalog: await loadModelCatalog(),
     agent: upstreamAgent,
     learned: createLearnedParams(),
-    requestLog: createRequestLogWriter(database.db, logger, { attribution }),
+    requestLog: metrics ? observedRequestLog(requestLog, metrics) : requestLog,
     defaultTimeoutMs: DEFAULT_UPSTREAM_TIMEOUT_MS,
     jobs: {
       temporal: temporal.client,
@@ -132,6 +146,7 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
 
   return {
     temporal: temporal.client,
+    metrics,
     deps: {
       config,
       db: database.db,

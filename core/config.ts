@@ -50,6 +50,9 @@ const configSchema = z
     NODE_ENV: z.enum(['development', 'test', 'production']).default('development'),
     PORT: z.coerce.number().int().min(0).max(65535).default(8080),
     HOST: z.string().default('0.0.0.0'),
+    /** The ops port (Prometheus `GET /metrics`); unset: no metrics are kept and none are served. */
+    GW_OPS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+    GW_OPS_HOST: z.string().default('0.0.0.0'),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     DATABASE_URL: z.string().url().optional(),
     REDIS_URL: z.string().url().optional(),

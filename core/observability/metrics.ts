@@ -1,0 +1,143 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+import type { RequestAttempt } from '../db/schema';
+import type { BatchWriter } from '../db/batch-writer';
+import type { RequestLogEntry, RequestLogWriter } from '../request-log/writer';
+
+/**
+ * Prometheus metrics of a gateway process (issue 36), with prom-client. Every model request
+ * writes one request-log row, refused or served; the request metrics are read from that row as
+ * it is recorded (`observeRequest`), so one place says what a request was, for the log, the
+ * usage rollups and the metrics alike. Labels are bounded sets: endpoints, statuses, provider
+ * kinds, models served, failure kinds, error codes; never an organization, key or user (the
+ * usage API answers per organization). Served on an ops port (`startOpsServer`), never on the
+ * public one. Names follow Prometheus conventions (units as suffixes, `_total` on counters) and,
+ * for model calls, the OpenTelemetry GenAI semantic conventions' metric names and attributes.
+ */
+
+/** Seconds buckets from a millisecond to ten minutes: gateway overhead to long generations. */
+const SECONDS_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
+/** Token buckets as the GenAI conventions advise (powers of four). */
+const TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304];
+
+/** The GenAI operation of a request-log endpoint. */
+const OPERATIONS: Record<string, string> = {
+  'chat.completions': 'chat', messages: 'chat', responses: 'chat', embeddings: 'embeddings',
+  'images.generations': 'generate_content', 'images.edits': 'generate_content', 'audio.transcriptions': 'generate_content', 'audio.speech': 'generate_content',
+};
+
+export type GatewayMetrics = {
+  registry: Registry;
+  /** One request as its request-log row says it. */
+  observeRequest(row: RequestLogEntry): void;
+  /** A batch writer's rows given up (past its queue's bound, or refused by Postgres), by its name. */
+  watchWriter(name: string, writer: Pick<BatchWriter<unknown>, 'dropped'>): void;
+};
+
+/** A request-log writer that tells the metrics of every row it takes. */
+export function observedRequestLog(writer: RequestLogWriter, metrics: GatewayMetrics): RequestLogWriter {
+  return Object.assign({}, writer, {
+    record(row: RequestLogEntry) {
+      metrics.observeRequest(row);
+      writer.record(row);
+    },
+  });
+}
+
+
+export function createGatewayMetrics(service: string): GatewayMetrics {
+  const registry = new Registry();
+  registry.setDefaultLabels({ service });
+  // Event-loop lag, GC, heap, CPU, handles: prom-client's process metrics.
+  collectDefaultMetrics({ register: registry });
+
+  const requests = new Counter({ name: 'gw_requests_total', help: 'Model requests answered, by endpoint (the client protocol), HTTP status and the provider kind that served (none when none did).', labelNames: ['endpoint', 'status', 'provider'], registers: [registry] });
+  const duration = new Histogram({ name: 'gw_request_duration_seconds', help: 'Time from a model request\'s arrival to its answer, by endpoint.', labelNames: ['endpoint'], buckets: SECONDS_BUCKETS, registers: [registry] });
+  const added = new Histogram({ name: 'gw_request_added_duration_seconds', help: 'Time a model request spent in the gateway rather than waiting on providers, by endpoint.', labelNames: ['endpoint'], buckets: SECONDS_BUCKETS, registers: [registry] });
+  const attempts = new Counter({ name: 'gw_provider_attempts_total', help: 'Calls to providers, by provider kind and outcome (ok, or the failure kind that drove failover).', labelNames: ['provider', 'outcome'], registers: [registry] });
+  const cache = new Counter({ name: 'gw_response_cache_lookups_total', help: 'Response cache outcomes of requests that reached the cache step (hit, miss, bypass, uncacheable).', labelNames: ['status'], registers: [registry] });
+  const guardrails = new Counter({ name: 'gw_guardrail_actions_total', help: 'Requests a guardrail policy acted on, by the strongest action taken.', labelNames: ['action'], registers: [registry] });
+  const refusals = new Counter({ name: 'gw_refusals_total', help: 'Requests answered with an error carrying a code (budget, rate, unpriced, guardrail...), by HTTP status and code.', labelNames: ['status', 'code'], registers: [registry] });
+  const spend = new Counter({ name: 'gw_spend_settled_usd_total', help: 'US dollars settled against budgets, by provider kind (estimated as answers report them).', labelNames: ['provider'], registers: [registry] });
+  const tokens = new Histogram({ name: 'gen_ai_client_token_usage', help: 'Tokens per model call (GenAI semantic conventions), by operation, provider, model served and token type.', labelNames: ['gen_ai_operation_name', 'gen_ai_provider_name', 'gen_ai_response_model', 'gen_ai_token_type'], buckets: TOKEN_BUCKETS, registers: [registry] });
+  const writers = new Map<string, Pick<BatchWriter<unknown>, 'dropped'>>();
+  const reported = new Map<string, number>();
+  new Counter({
+    name: 'gw_batch_rows_dropped_total', help: 'Rows a batch writer gave up (request log, spend ledger): past its queue\'s bound, or in a batch Postgres refused.', labelNames: ['writer'], registers: [registry],
+    collect() {
+      for (const [name, writer] of writers) {
+        const now = writer.dropped();
+        const before = reported.get(name) ?? 0;
+        if (now > before) this.inc({ writer: name }, now - before);
+        else if (!reported.has(name)) this.inc({ writer: name }, 0);
+        reported.set(name, now);
+      }
+    },
+  });
+  const operation = new Histogram({ name: 'gen_ai_client_operation_duration_seconds', help: 'Duration of served model calls (GenAI semantic conventions), by operation, provider and model served.', labelNames: ['gen_ai_operation_name', 'gen_ai_provider_name', 'gen_ai_response_model'], buckets: SECONDS_BUCKETS, registers: [registry] });
+
+  return {
+    registry,
+    watchWriter(name, writer) {
+      writers.set(name, writer);
+    },
+    observeRequest(row) {
+      const endpoint = row.endpoint ?? 'unknown';
+      const provider = row.provider ?? 'none';
+      requests.inc({ endpoint, status: String(row.status), provider });
+      const seconds = (row.latencyMs ?? 0) / 1000;
+      duration.observe({ endpoint }, seconds);
+      const list: RequestAttempt[] = row.attempts ?? [];
+      let upstreamMs = 0;
+      for (const a of list) {
+        attempts.inc({ provider: a.provider, outcome: a.outcome });
+        upstreamMs += a.latency_ms;
+      }
+      added.observe({ endpoint }, Math.max(0, (row.latencyMs ?? 0) - upstreamMs) / 1000);
+      if (row.cacheStatus) cache.inc({ status: row.cacheStatus });
+      const action = (row.guardrails as { action?: string } | null | undefined)?.action;
+      if (action && action !== 'none') guardrails.inc({ action });
+      if (row.errorCode) refusals.inc({ status: String(row.status), code: row.errorCode });
+      if (typeof row.cost === 'number' && row.cost > 0 && row.priceSource !== 'gateway_cache') spend.inc({ provider }, row.cost);
+      // Model calls: what a provider served (a cache hit called none).
+      if (row.provider && row.servedModel && row.priceSource !== 'gateway_cache') {
+        const labels = { gen_ai_operation_name: OPERATIONS[endpoint] ?? endpoint, gen_ai_provider_name: row.provider, gen_ai_response_model: row.servedModel };
+        const usage = row.usage as { prompt_tokens?: number; completion_tokens?: number } | null | undefined;
+        if (typeof usage?.prompt_tokens === 'number') tokens.observe({ ...labels, gen_ai_token_type: 'input' }, usage.prompt_tokens);
+        if (typeof usage?.completion_tokens === 'number') tokens.observe({ ...labels, gen_ai_token_type: 'output' }, usage.completion_tokens);
+        const served = list.at(-1);
+        if (served) operation.observe(labels, served.latency_ms / 1000);
+      }
+    },
+  };
+}
+
+/**
+ * The ops listener: `GET /metrics` in Prometheus's text format, and nothing else, on its own
+ * port (GW_OPS_PORT), so the public port never serves it.
+ */
+export async function startOpsServer(registry: Registry, port: number, host: string): Promise<{ port: number; close(): Promise<void> }> {
+  const server = http.createServer((req, res) => {
+    if (req.method !== 'GET' || (req.url ?? '').split('?')[0] !== '/metrics') {
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
+      return;
+    }
+    registry.metrics().then((text) => {
+      res.writeHead(200, { 'content-type': registry.contentType }).end(text);
+    }, (err: unknown) => {
+      res.writeHead(500, { 'content-type': 'text/plain' }).end(`metrics failed: ${(err as Error).message}\n`);
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve());
+  });
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: () => new Promise<void>((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    }),
+  };
+}

@@ -69,6 +69,25 @@ function ensureChromium() {
   if (status !== 0) console.error('[setup] the browser tests will say Chromium is missing');
 }
 
+/**
+ * Installs Debian's `prometheus` for the test that has it scrape the API, once per machine, as
+ * Chromium is (root with apt-get); otherwise that test says plainly what is missing.
+ */
+function ensurePrometheus() {
+  if (process.env.PROMETHEUS_PATH || hasCommand('prometheus')) return;
+  if (process.getuid?.() !== 0 || !hasCommand('apt-get')) {
+    console.error('[setup] no Prometheus for the metrics test: install `prometheus` or set PROMETHEUS_PATH');
+    return;
+  }
+  const install = () => quietly('installing Debian\'s prometheus for the metrics test (apt-get; once per machine)', 'apt-get', ['install', '-y', '-qq', 'prometheus'], {
+    env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+  });
+  // The package lists may be older than the archive: refreshed once if the first try fails.
+  if (install() === 0) return;
+  quietly('updating the apt package lists (once per machine, for prometheus)', 'apt-get', ['update', '-qq']);
+  if (install() !== 0) console.error('[setup] the metrics test will say Prometheus is missing');
+}
+
 function main() {
   if (mode !== 'start' && mode !== 'test') {
     console.error('usage: node scripts/bootstrap.cjs start|test');
@@ -82,6 +101,7 @@ function main() {
   if (run(process.execPath, [path.join('scripts', 'build-console.cjs')]) !== 0) return 1;
   // The console's browser tests need a Chromium: Debian's package, installed once when missing.
   if (mode === 'test') ensureChromium();
+  if (mode === 'test') ensurePrometheus();
   // Locates or builds the Temporal CLI once per machine; prints its path last.
   const setup = spawnSync('bash', [path.join('scripts', 'setup')], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
   if (setup.status !== 0) return 1;

@@ -1,0 +1,85 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { startOpsServer } from '../../core/observability/metrics';
+import { freePort } from '../../scripts/lib/ports';
+import { startChatFixture, type ChatFixture } from '../helpers/chat-fixture';
+import { until } from '../helpers/until';
+
+/**
+ * Prometheus itself (Debian's `prometheus`, which `npm test` installs once per machine) scrapes
+ * the API's ops port while known traffic runs; its HTTP API then answers the exact increase
+ * (issue 36, "real parts in the tests").
+ */
+const PROMETHEUS = process.env.PROMETHEUS_PATH ?? 'prometheus';
+
+describe('Prometheus scraping the API', () => {
+  let f: ChatFixture;
+  let ops: Awaited<ReturnType<typeof startOpsServer>>;
+  let prometheus: ChildProcess;
+  let promUrl: string;
+  let dir: string;
+  let output = '';
+
+  /** One instant value of a PromQL expression (0 when it has no series yet). */
+  const query = async (expr: string): Promise<number> => {
+    const res = await fetch(`${promUrl}/api/v1/query?query=${encodeURIComponent(expr)}`);
+    const body = (await res.json()) as { status: string; data: { result: Array<{ value: [number, string] }> } };
+    expect(body.status).toBe('success');
+    return body.data.result.reduce((n, r) => n + Number(r.value[1]), 0);
+  };
+  /** The number of scrapes of the API Prometheus has made so far. */
+  const scrapes = () => query('count_over_time(up{job="gateway-api"}[10m])');
+
+  beforeAll(async () => {
+    if (spawnSync(PROMETHEUS, ['--version'], { stdio: 'ignore' }).status !== 0) {
+      throw new Error(`No Prometheus at \`${PROMETHEUS}\`: npm test installs Debian's prometheus once per machine (as root), or set PROMETHEUS_PATH.`);
+    }
+    f = await startChatFixture({ GW_OPS_PORT: '0' });
+    ops = await startOpsServer(f.api.runtime.metrics!.registry, 0, '127.0.0.1');
+    await f.connect('openai');
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-prometheus-'));
+    fs.writeFileSync(path.join(dir, 'prometheus.yml'), [
+      'global: { scrape_interval: 1s, evaluation_interval: 1s }',
+      'scrape_configs:',
+      '  - job_name: gateway-api',
+      `    static_configs: [{ targets: ['127.0.0.1:${ops.port}'] }]`,
+    ].join('\n'));
+    const port = await freePort();
+    promUrl = `http://127.0.0.1:${port}`;
+    prometheus = spawn(PROMETHEUS, [`--config.file=${path.join(dir, 'prometheus.yml')}`, `--storage.tsdb.path=${path.join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`], { stdio: ['ignore', 'pipe', 'pipe'] });
+    prometheus.stdout!.on('data', (d: Buffer) => (output += d.toString()));
+    prometheus.stderr!.on('data', (d: Buffer) => (output += d.toString()));
+    await until(async () => (await fetch(`${promUrl}/-/ready`).catch(() => null))?.ok, `Prometheus ready (${output.slice(-500)})`, 30_000, 200);
+    await until(async () => (await query('up{job="gateway-api"}')) === 1, 'the first scrape of the API', 30_000, 200);
+  }, 60_000);
+  afterAll(async () => {
+    prometheus?.kill('SIGTERM');
+    await ops?.close();
+    await f?.close();
+    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('sees exactly the requests sent, by endpoint, status and provider', async () => {
+    const served = 'sum(gw_requests_total{job="gateway-api",endpoint="chat.completions",status="200",provider="openai"})';
+    const refusals = 'sum(gw_refusals_total{job="gateway-api",code="key_budget"})';
+    const secret = await f.key();
+    // A first request makes the series exist, so the baseline below is a scraped value, not an absence.
+    expect((await f.chat(secret, { model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'Say hello' }] })).status).toBe(200);
+    await until(async () => (await query(served)) >= 1, 'the first request scraped', 30_000, 200);
+    // Two more scrapes after it, so nothing from before is still on its way.
+    const seen = await scrapes();
+    await until(async () => (await scrapes()) >= seen + 2, 'two more scrapes', 30_000, 200);
+    const before = await query(served);
+
+    for (let i = 0; i < 5; i++) expect((await f.chat(secret, { model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'Say hello' }] })).status).toBe(200);
+    const broke = await f.key({ credit_limit: { amount: 0.01, period: 'monthly' } });
+    expect((await f.chat(broke, { model: 'openai/gpt-4o', max_tokens: 16_000, messages: [{ role: 'user', content: 'Say hello' }] })).status).toBe(402);
+
+    await until(async () => (await query(served)) === before + 5 && (await query(refusals)) === 1, 'Prometheus to have scraped the traffic', 30_000, 200);
+    expect(await query(served)).toBe(before + 5);
+    expect(await query('sum(gen_ai_client_token_usage_count{job="gateway-api",gen_ai_token_type="input"})')).toBeGreaterThanOrEqual(6);
+    expect(await query('count(nodejs_eventloop_lag_seconds{job="gateway-api"})')).toBe(1);
+  });
+});

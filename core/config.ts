@@ -53,6 +53,8 @@ const configSchema = z
     /** The ops port (Prometheus `GET /metrics`); unset: no metrics are kept and none are served. */
     GW_OPS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
     GW_OPS_HOST: z.string().default('0.0.0.0'),
+    /** A worker's Temporal SDK metrics (its Prometheus exporter, on GW_OPS_HOST); unset: none. */
+    GW_TEMPORAL_METRICS_PORT: z.coerce.number().int().min(1).max(65535).optional(),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     DATABASE_URL: z.string().url().optional(),
     REDIS_URL: z.string().url().optional(),

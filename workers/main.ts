@@ -4,6 +4,7 @@ import { NativeConnection, type WorkerOptions } from '@temporalio/worker';
 import { ConfigError, loadConfig, requireSetting } from '../core/config';
 import { connectDatabase } from '../core/db/client';
 import { createLogger } from '../core/logger';
+import { createProcessMetrics, startOpsServer } from '../core/observability/metrics';
 import { connectRedis } from '../core/redis';
 import type { TaskQueueName } from '../workflows/definitions';
 import { queueWorkerDeps, startQueueWorkers } from './queues';
@@ -26,7 +27,11 @@ export async function runWorkerProcess(names: readonly TaskQueueName[]): Promise
   const log = createLogger(process.env.LOG_LEVEL, 'gw-worker');
   try {
     const config = loadConfig();
-    installTemporalRuntime(config.LOG_LEVEL);
+    installTemporalRuntime(config.LOG_LEVEL, config.GW_TEMPORAL_METRICS_PORT === undefined ? undefined : `${config.GW_OPS_HOST}:${config.GW_TEMPORAL_METRICS_PORT}`);
+    // The process's own metrics (event loop, GC, heap) on the ops port, as the API's.
+    const metrics = config.GW_OPS_PORT === undefined ? null : createProcessMetrics('gw-worker');
+    const ops = metrics && config.GW_OPS_PORT !== undefined ? await startOpsServer(metrics, config.GW_OPS_PORT, config.GW_OPS_HOST) : null;
+    if (ops) log.info({ port: ops.port }, `metrics on http://localhost:${ops.port}/metrics`);
     const database = connectDatabase(requireSetting(config, 'DATABASE_URL'));
     const redis = connectRedis(requireSetting(config, 'REDIS_URL'), config.REDIS_KEY_PREFIX);
     const connection = await NativeConnection.connect({ address: requireSetting(config, 'TEMPORAL_ADDRESS') });
@@ -37,7 +42,7 @@ export async function runWorkerProcess(names: readonly TaskQueueName[]): Promise
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
     await running.done;
-    await Promise.allSettled([connection.close(), database.close(), redis.close(), deps.services.spendRedis === redis ? undefined : deps.services.spendRedis.close()]);
+    await Promise.allSettled([connection.close(), database.close(), redis.close(), deps.services.spendRedis === redis ? undefined : deps.services.spendRedis.close(), ops?.close()]);
   } catch (err) {
     // One line at start-up: a bad setting or an unreachable Temporal, not a stack trace.
     console.error(`gw-worker: ${(err as Error).message}`);

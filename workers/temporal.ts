@@ -12,11 +12,19 @@ export const WORKFLOWS_PATH = path.resolve(__dirname, '..', 'workflows', 'index.
 
 /**
  * Once per process: the SDK logs at our level, and leaves signals to our own handlers so that
- * shutdown runs in the order the process chooses.
+ * shutdown runs in the order the process chooses. With `metricsAddress` (`host:port`) the SDK's
+ * own worker metrics (task latencies, schedule-to-start, sticky cache, slots) are served there
+ * for Prometheus by its core, named as Prometheus names things (`_total`, units, seconds).
  */
-export function installTemporalRuntime(level: string): void {
+export function installTemporalRuntime(level: string, metricsAddress?: string): void {
   const sdkLevel: LogLevel = level === 'debug' || level === 'trace' ? 'DEBUG' : level === 'info' ? 'INFO' : 'WARN';
-  Runtime.install({ logger: new DefaultLogger(sdkLevel, sdkLogLine), shutdownSignals: [] });
+  Runtime.install({
+    logger: new DefaultLogger(sdkLevel, sdkLogLine),
+    shutdownSignals: [],
+    ...(metricsAddress && {
+      telemetryOptions: { metrics: { prometheus: { bindAddress: metricsAddress, countersTotalSuffix: true, unitSuffix: true, useSecondsForDurations: true } } },
+    }),
+  });
 }
 
 /**

@@ -46,11 +46,16 @@ export function observedRequestLog(writer: RequestLogWriter, metrics: GatewayMet
 }
 
 
-export function createGatewayMetrics(service: string): GatewayMetrics {
+/** A registry with the process's own metrics (event-loop lag, GC, heap, CPU, handles), every series labelled with its service. */
+export function createProcessMetrics(service: string): Registry {
   const registry = new Registry();
   registry.setDefaultLabels({ service });
-  // Event-loop lag, GC, heap, CPU, handles: prom-client's process metrics.
   collectDefaultMetrics({ register: registry });
+  return registry;
+}
+
+export function createGatewayMetrics(service: string): GatewayMetrics {
+  const registry = createProcessMetrics(service);
 
   const requests = new Counter({ name: 'gw_requests_total', help: 'Model requests answered, by endpoint (the client protocol), HTTP status and the provider kind that served (none when none did).', labelNames: ['endpoint', 'status', 'provider'], registers: [registry] });
   const duration = new Histogram({ name: 'gw_request_duration_seconds', help: 'Time from a model request\'s arrival to its answer, by endpoint.', labelNames: ['endpoint'], buckets: SECONDS_BUCKETS, registers: [registry] });

@@ -5,12 +5,15 @@ import path from 'node:path';
 import { startOpsServer } from '../../core/observability/metrics';
 import { freePort } from '../../scripts/lib/ports';
 import { startChatFixture, type ChatFixture } from '../helpers/chat-fixture';
+import { uniquePrefix } from '../helpers/harness';
 import { until } from '../helpers/until';
+import { startWorkerProcess, type WorkerProcess } from '../helpers/worker-process';
 
 /**
  * Prometheus itself (Debian's `prometheus`, which `npm test` installs once per machine) scrapes
- * the API's ops port while known traffic runs; its HTTP API then answers the exact increase
- * (issue 36, "real parts in the tests").
+ * the API's ops port while known traffic runs, and a worker process's two (its own metrics, and
+ * the Temporal SDK's); its HTTP API then answers the exact increase (issue 36, "real parts in
+ * the tests").
  */
 const PROMETHEUS = process.env.PROMETHEUS_PATH ?? 'prometheus';
 
@@ -18,6 +21,7 @@ describe('Prometheus scraping the API', () => {
   let f: ChatFixture;
   let ops: Awaited<ReturnType<typeof startOpsServer>>;
   let prometheus: ChildProcess;
+  let worker: WorkerProcess | undefined;
   let promUrl: string;
   let dir: string;
   let output = '';
@@ -39,12 +43,16 @@ describe('Prometheus scraping the API', () => {
     f = await startChatFixture({ GW_OPS_PORT: '0' });
     ops = await startOpsServer(f.api.runtime.metrics!.registry, 0, '127.0.0.1');
     await f.connect('openai');
+    const [workerOps, workerTemporal] = [await freePort(), await freePort()];
+    worker = await startWorkerProcess('webhooks', uniquePrefix('prom'), { GW_OPS_PORT: String(workerOps), GW_TEMPORAL_METRICS_PORT: String(workerTemporal), GW_OPS_HOST: '127.0.0.1' });
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-prometheus-'));
+    const job = (name: string, port: number) => [`  - job_name: ${name}`, `    static_configs: [{ targets: ['127.0.0.1:${port}'] }]`];
     fs.writeFileSync(path.join(dir, 'prometheus.yml'), [
       'global: { scrape_interval: 1s, evaluation_interval: 1s }',
       'scrape_configs:',
-      '  - job_name: gateway-api',
-      `    static_configs: [{ targets: ['127.0.0.1:${ops.port}'] }]`,
+      ...job('gateway-api', ops.port),
+      ...job('gateway-worker', workerOps),
+      ...job('gateway-worker-temporal', workerTemporal),
     ].join('\n'));
     const port = await freePort();
     promUrl = `http://127.0.0.1:${port}`;
@@ -52,10 +60,11 @@ describe('Prometheus scraping the API', () => {
     prometheus.stdout!.on('data', (d: Buffer) => (output += d.toString()));
     prometheus.stderr!.on('data', (d: Buffer) => (output += d.toString()));
     await until(async () => (await fetch(`${promUrl}/-/ready`).catch(() => null))?.ok, `Prometheus ready (${output.slice(-500)})`, 30_000, 200);
-    await until(async () => (await query('up{job="gateway-api"}')) === 1, 'the first scrape of the API', 30_000, 200);
+    await until(async () => (await query('sum(up)')) === 3, 'the first scrape of the API and the worker\'s two ports', 30_000, 200);
   }, 60_000);
   afterAll(async () => {
     prometheus?.kill('SIGTERM');
+    await worker?.stop();
     await ops?.close();
     await f?.close();
     if (dir) fs.rmSync(dir, { recursive: true, force: true });
@@ -81,5 +90,13 @@ describe('Prometheus scraping the API', () => {
     expect(await query(served)).toBe(before + 5);
     expect(await query('sum(gen_ai_client_token_usage_count{job="gateway-api",gen_ai_token_type="input"})')).toBeGreaterThanOrEqual(6);
     expect(await query('count(nodejs_eventloop_lag_seconds{job="gateway-api"})')).toBe(1);
+  });
+
+  it('scrapes a worker: its process metrics, and the Temporal SDK\'s worker metrics', async () => {
+    expect(await query('count(nodejs_eventloop_lag_seconds{job="gateway-worker",service="gw-worker"})')).toBe(1);
+    expect(await query('count(nodejs_gc_duration_seconds_count{job="gateway-worker"})')).toBeGreaterThan(0);
+    // The SDK's own: task slots and pollers of the worker's queues (reported once its pollers start).
+    await until(async () => (await query('count(temporal_worker_task_slots_available{job="gateway-worker-temporal"})')) > 0, 'the Temporal SDK\'s task slots', 30_000, 200);
+    await until(async () => (await query('sum(temporal_num_pollers{job="gateway-worker-temporal"})')) > 0, 'the Temporal SDK\'s pollers', 30_000, 200);
   });
 });

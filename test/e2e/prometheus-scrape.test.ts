@@ -22,6 +22,8 @@ describe('Prometheus scraping the API', () => {
   let ops: Awaited<ReturnType<typeof startOpsServer>>;
   let prometheus: ChildProcess;
   let worker: WorkerProcess | undefined;
+  /** The worker's two ports: its own metrics, and the Temporal SDK's. */
+  let workerPorts: [number, number];
   let promUrl: string;
   let dir: string;
   let output = '';
@@ -43,7 +45,7 @@ describe('Prometheus scraping the API', () => {
     f = await startChatFixture({ GW_OPS_PORT: '0' });
     ops = await startOpsServer(f.api.runtime.metrics!.registry, 0, '127.0.0.1');
     await f.connect('openai');
-    const [workerOps, workerTemporal] = [await freePort(), await freePort()];
+    const [workerOps, workerTemporal] = (workerPorts = [await freePort(), await freePort()]);
     worker = await startWorkerProcess('webhooks', uniquePrefix('prom'), { GW_OPS_PORT: String(workerOps), GW_TEMPORAL_METRICS_PORT: String(workerTemporal), GW_OPS_HOST: '127.0.0.1' });
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-prometheus-'));
     const job = (name: string, port: number) => [`  - job_name: ${name}`, `    static_configs: [{ targets: ['127.0.0.1:${port}'] }]`];
@@ -99,4 +101,48 @@ describe('Prometheus scraping the API', () => {
     await until(async () => (await query('count(temporal_worker_task_slots_available{job="gateway-worker-temporal"})')) > 0, 'the Temporal SDK\'s task slots', 30_000, 200);
     await until(async () => (await query('sum(temporal_num_pollers{job="gateway-worker-temporal"})')) > 0, 'the Temporal SDK\'s pollers', 30_000, 200);
   });
+
+  it('has a Grafana dashboard whose every expression is valid PromQL naming only metrics the scrapes expose', async () => {
+    const dashboard = JSON.parse(fs.readFileSync(path.join(__dirname, '../../docs/grafana/gateway.json'), 'utf8')) as { panels: Array<{ title: string; targets: Array<{ expr: string }> }> };
+    const exposed = new Set<string>();
+    for (const port of [ops.port, ...workerPorts]) {
+      const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      for (const [, name, type] of text.matchAll(/^# TYPE (\S+) (\S+)$/gm)) {
+        const suffixes = type === 'histogram' ? ['_bucket', '_sum', '_count'] : type === 'summary' ? ['', '_sum', '_count'] : type === 'counter' && !name!.endsWith('_total') ? ['', '_total'] : [''];
+        for (const suffix of suffixes) exposed.add(`${name}${suffix}`);
+      }
+    }
+    const named = new Set<string>();
+    for (const panel of dashboard.panels) {
+      for (const { expr } of panel.targets) {
+        const res = (await (await fetch(`${promUrl}/api/v1/query?query=${encodeURIComponent(expr)}`)).json()) as { status: string; error?: string };
+        expect([panel.title, res.status, res.error]).toEqual([panel.title, 'success', undefined]);
+        for (const metric of metricNames(expr)) {
+          named.add(metric);
+          expect([panel.title, metric, exposed.has(metric)]).toEqual([panel.title, metric, true]);
+        }
+      }
+    }
+    // The dashboard covers the gateway's own metrics, the process's and the Temporal SDK's.
+    for (const metric of ['gw_requests_total', 'gw_refusals_total', 'gen_ai_client_token_usage_sum', 'nodejs_eventloop_lag_p99_seconds', 'temporal_worker_task_slots_used']) expect(named).toContain(metric);
+  });
 });
+
+/** PromQL's own words: functions, aggregations and their modifiers. */
+const PROMQL_WORDS = new Set(['by', 'without', 'on', 'ignoring', 'group_left', 'group_right', 'and', 'or', 'unless', 'offset', 'bool']);
+
+/** The metric names an expression reads: identifiers outside label matchers, groupings and strings that are not calls. */
+function metricNames(expr: string): string[] {
+  const bare = expr
+    .replace(/"[^"]*"/g, '""')
+    .replace(/\{[^}]*\}/g, '')
+    .replace(/\b(by|without|on|ignoring)\s*\([^)]*\)/g, '')
+    .replace(/\[[^\]]*\]/g, '')
+    .replace(/(?<![\w:])\d[\d.]*(e[-+]?\d+)?/gi, '');
+  const names: string[] = [];
+  for (const m of bare.matchAll(/[a-zA-Z_:][\w:]*(?=\s*(\(?))/g)) {
+    if (m[1] === '(' || PROMQL_WORDS.has(m[0])) continue;
+    names.push(m[0]);
+  }
+  return names;
+}

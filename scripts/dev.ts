@@ -28,6 +28,8 @@ import { SANDBOX_SECRET_PREFIX, startSandbox } from '../sandbox/server';
 import { DataDirLockedError, lockDataDir, type DataDirLock } from './lib/data-dir-lock';
 import { startEmbeddedPostgres, startRedisServer } from './lib/local-services';
 import { startMailCatcher } from './lib/mail-catcher';
+import { prometheusBinary, startPrometheus } from './lib/prometheus';
+import { startOpsServer } from '../core/observability/metrics';
 import { freePort, preferredPort } from './lib/ports';
 import { developmentSealingKeysFile, removeRuntimeFile, writeRuntimeFile } from './lib/runtime-file';
 import { resolveTemporalCli } from './lib/temporal-cli';
@@ -130,6 +132,30 @@ async function bootstrapDemoOrganization(databaseUrl: string, dataDir: string): 
 }
 
 /**
+ * The API's metrics on its ops port, and a Prometheus scraping it and the Temporal SDK's metrics
+ * when this machine has one (Debian's `prometheus`, which `npm test` installs; PROMETHEUS_PATH).
+ */
+async function startMetrics(runtime: Awaited<ReturnType<typeof startApiRuntime>>, config: ReturnType<typeof loadConfig>): Promise<void> {
+  if (!runtime.metrics || config.GW_OPS_PORT === undefined) return;
+  const ops = await startOpsServer(runtime.metrics.registry, config.GW_OPS_PORT, config.GW_OPS_HOST);
+  stops.push(['Metrics', ops.close]);
+  const binary = prometheusBinary();
+  if (!binary) {
+    say('Metrics', `http://localhost:${ops.port}/metrics (no Prometheus on this machine: apt-get install prometheus, or PROMETHEUS_PATH)`);
+    return;
+  }
+  const prometheus = await startPrometheus({
+    binary, dir: path.join(config.dataDir, 'prometheus'), port: await preferredPort(9090),
+    jobs: [
+      { name: 'gateway-api', target: `127.0.0.1:${ops.port}` },
+      { name: 'gateway-worker-temporal', target: `127.0.0.1:${config.GW_TEMPORAL_METRICS_PORT}` },
+    ],
+  });
+  stops.push(['Prometheus', prometheus.stop]);
+  say('Metrics', `http://localhost:${ops.port}/metrics; Prometheus at ${prometheus.url.replace('127.0.0.1', 'localhost')} (dashboard: docs/grafana/gateway.json)`);
+}
+
+/**
  * Connects the new demo organization to the sandbox through its own management API, and
  * issues a gateway key, so the first `curl` can chat without any setup.
  */
@@ -174,8 +200,14 @@ async function main(): Promise<void> {
     say('Mail', `${smtpUrl} (local mail catcher: alert emails stay on this machine, inbox at ${mailInbox})`);
   }
 
+  // The ops ports: the API's metrics, and the Temporal SDK's (one process runs both here).
+  const opsPort = process.env.GW_OPS_PORT ?? String(await preferredPort(9464));
+  const temporalMetricsPort = process.env.GW_TEMPORAL_METRICS_PORT ?? String(await preferredPort(9465));
   const config = loadConfig({
     ...process.env,
+    GW_OPS_PORT: opsPort,
+    GW_TEMPORAL_METRICS_PORT: temporalMetricsPort,
+    GW_OPS_HOST: process.env.GW_OPS_HOST ?? '127.0.0.1',
     SMTP_URL: smtpUrl,
     // Development reaches the local sandbox; production keeps the default (public HTTPS only).
     GW_ALLOW_PRIVATE_NETWORK: process.env.GW_ALLOW_PRIVATE_NETWORK ?? 'true',
@@ -188,7 +220,7 @@ async function main(): Promise<void> {
     GW_OPERATOR_ORG_ID: process.env.GW_OPERATOR_ORG_ID || developmentOperatorOrg(base.dataDir),
   });
   const logger = createLogger(config.LOG_LEVEL, 'gw', terminalLogDestination());
-  installTemporalRuntime(config.LOG_LEVEL === 'info' ? 'warn' : config.LOG_LEVEL);
+  installTemporalRuntime(config.LOG_LEVEL === 'info' ? 'warn' : config.LOG_LEVEL, `${config.GW_OPS_HOST}:${config.GW_TEMPORAL_METRICS_PORT}`);
 
   say('Workers', 'bundling workflows and connecting...');
   const connection = await NativeConnection.connect({ address: services.temporalAddress });
@@ -218,6 +250,7 @@ async function main(): Promise<void> {
     API_URL: apiUrl,
   });
   say('API', `${apiUrl}  (ready: ${apiUrl}/readyz)`);
+  await startMetrics(runtime, config);
   if (demoToken) await connectDemoToSandbox(apiUrl, demoToken, sandbox.url);
   say('Console', `${apiUrl}/console  (sign in with a management token${demoToken ? ', such as the demo token above' : ''})`);
   if (services.temporalUi) say('Temporal UI', services.temporalUi);

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Client } from 'pg';
 import { freePort } from '../../scripts/lib/ports';
+import { prometheusBinary } from '../../scripts/lib/prometheus';
 
 const ROOT = path.resolve(__dirname, '../..');
 
@@ -98,6 +99,15 @@ describe('development launcher', () => {
       expect(res.status).toBeGreaterThanOrEqual(500);
       await res.text();
     }
+    // The API's metrics on the ops port, and a Prometheus scraping them where the machine has one.
+    const metricsUrl = /\[gw\] Metrics +(http:\/\/localhost:\d+\/metrics)/.exec(output)![1]!.replace('localhost', '127.0.0.1');
+    const metrics = await (await fetch(metricsUrl)).text();
+    expect(metrics).toMatch(/^gw_provider_attempts_total\{[^}]*provider="openai"[^}]*outcome="server_error"[^}]*\} \d+/m);
+    if (prometheusBinary()) {
+      const prometheusUrl = /Prometheus at (http:\/\/localhost:\d+)/.exec(output)![1]!.replace('localhost', '127.0.0.1');
+      expect((await fetch(`${prometheusUrl}/-/ready`)).status).toBe(200);
+    }
+
     let types: string[] = [];
     for (const until = Date.now() + 45_000; Date.now() < until && !types.includes('connection.failing');) {
       await new Promise((r) => setTimeout(r, 1000));

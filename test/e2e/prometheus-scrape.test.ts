@@ -1,9 +1,9 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { startOpsServer } from '../../core/observability/metrics';
 import { freePort } from '../../scripts/lib/ports';
+import { prometheusBinary, startPrometheus, type PrometheusServer } from '../../scripts/lib/prometheus';
 import { startChatFixture, type ChatFixture } from '../helpers/chat-fixture';
 import { uniquePrefix } from '../helpers/harness';
 import { until } from '../helpers/until';
@@ -15,18 +15,17 @@ import { startWorkerProcess, type WorkerProcess } from '../helpers/worker-proces
  * the Temporal SDK's); its HTTP API then answers the exact increase (issue 36, "real parts in
  * the tests").
  */
-const PROMETHEUS = process.env.PROMETHEUS_PATH ?? 'prometheus';
+const PROMETHEUS = prometheusBinary();
 
 describe('Prometheus scraping the API', () => {
   let f: ChatFixture;
   let ops: Awaited<ReturnType<typeof startOpsServer>>;
-  let prometheus: ChildProcess;
+  let prometheus: PrometheusServer | undefined;
   let worker: WorkerProcess | undefined;
   /** The worker's two ports: its own metrics, and the Temporal SDK's. */
   let workerPorts: [number, number];
   let promUrl: string;
   let dir: string;
-  let output = '';
 
   /** One instant value of a PromQL expression (0 when it has no series yet). */
   const query = async (expr: string): Promise<number> => {
@@ -39,33 +38,26 @@ describe('Prometheus scraping the API', () => {
   const scrapes = () => query('count_over_time(up{job="gateway-api"}[10m])');
 
   beforeAll(async () => {
-    if (spawnSync(PROMETHEUS, ['--version'], { stdio: 'ignore' }).status !== 0) {
-      throw new Error(`No Prometheus at \`${PROMETHEUS}\`: npm test installs Debian's prometheus once per machine (as root), or set PROMETHEUS_PATH.`);
-    }
+    if (!PROMETHEUS) throw new Error('No Prometheus: npm test installs Debian\'s prometheus once per machine (as root), or set PROMETHEUS_PATH.');
     f = await startChatFixture({ GW_OPS_PORT: '0' });
     ops = await startOpsServer(f.api.runtime.metrics!.registry, 0, '127.0.0.1');
     await f.connect('openai');
     const [workerOps, workerTemporal] = (workerPorts = [await freePort(), await freePort()]);
     worker = await startWorkerProcess('webhooks', uniquePrefix('prom'), { GW_OPS_PORT: String(workerOps), GW_TEMPORAL_METRICS_PORT: String(workerTemporal), GW_OPS_HOST: '127.0.0.1' });
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-prometheus-'));
-    const job = (name: string, port: number) => [`  - job_name: ${name}`, `    static_configs: [{ targets: ['127.0.0.1:${port}'] }]`];
-    fs.writeFileSync(path.join(dir, 'prometheus.yml'), [
-      'global: { scrape_interval: 1s, evaluation_interval: 1s }',
-      'scrape_configs:',
-      ...job('gateway-api', ops.port),
-      ...job('gateway-worker', workerOps),
-      ...job('gateway-worker-temporal', workerTemporal),
-    ].join('\n'));
-    const port = await freePort();
-    promUrl = `http://127.0.0.1:${port}`;
-    prometheus = spawn(PROMETHEUS, [`--config.file=${path.join(dir, 'prometheus.yml')}`, `--storage.tsdb.path=${path.join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`], { stdio: ['ignore', 'pipe', 'pipe'] });
-    prometheus.stdout!.on('data', (d: Buffer) => (output += d.toString()));
-    prometheus.stderr!.on('data', (d: Buffer) => (output += d.toString()));
-    await until(async () => (await fetch(`${promUrl}/-/ready`).catch(() => null))?.ok, `Prometheus ready (${output.slice(-500)})`, 30_000, 200);
+    prometheus = await startPrometheus({
+      binary: PROMETHEUS, dir, port: await freePort(), scrapeIntervalSeconds: 1,
+      jobs: [
+        { name: 'gateway-api', target: `127.0.0.1:${ops.port}` },
+        { name: 'gateway-worker', target: `127.0.0.1:${workerOps}` },
+        { name: 'gateway-worker-temporal', target: `127.0.0.1:${workerTemporal}` },
+      ],
+    });
+    promUrl = prometheus.url;
     await until(async () => (await query('sum(up)')) === 3, 'the first scrape of the API and the worker\'s two ports', 30_000, 200);
   }, 60_000);
   afterAll(async () => {
-    prometheus?.kill('SIGTERM');
+    await prometheus?.stop();
     await worker?.stop();
     await ops?.close();
     await f?.close();

@@ -115,8 +115,17 @@ describe('operator console in a browser', () => {
     await waitText('console key');
     expect(await text()).not.toContain(keySecret);
 
-    page.once('dialog', (dialog) => void dialog.accept('0'));
+    // Forms of the page's own, never browser prompts: any dialog is recorded, and fails the test below.
+    const dialogs: string[] = [];
+    page.on('dialog', (dialog) => {
+      dialogs.push(dialog.message());
+      void dialog.dismiss();
+    });
     await page.click('button[aria-label="Rotate console key"]');
+    await page.waitForSelector('form[aria-label="Rotate console key"]');
+    await page.$eval('#key-action-value', (el) => { (el as unknown as { value: string }).value = ''; });
+    await page.type('#key-action-value', '0');
+    await page.click('form[aria-label="Rotate console key"] button[type=submit]');
     await page.waitForSelector('[data-testid=secret]');
     const rotated = await page.$eval('[data-testid=secret]', (el) => el.textContent ?? '');
     expect(rotated).not.toBe(keySecret);
@@ -125,9 +134,17 @@ describe('operator console in a browser', () => {
     // A monthly limit on the new key, from its row.
     await open('/keys');
     await waitText('console key');
-    page.once('dialog', (dialog) => void dialog.accept('25'));
     await page.click('button[aria-label="Limit console key"]');
+    await page.waitForSelector('form[aria-label="Monthly limit of console key"]');
+    await accessible('a key action form');
+    await page.type('#key-action-value', '25');
+    await page.click('form[aria-label="Monthly limit of console key"] button[type=submit]');
     await waitText('$25 monthly');
+    // The key's project by its name, its id on hover.
+    const project = await page.$eval('table.data tbody tr td:nth-child(3) span', (el) => [el.textContent, el.getAttribute('title')]);
+    expect(project[1]).toMatch(/^proj_/);
+    expect(project[0]).not.toBe(project[1]);
+    expect(dialogs).toEqual([]);
   });
 
   it('finds chat requests in the request log by a tag filter kept in the URL', async () => {

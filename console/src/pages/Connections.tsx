@@ -36,11 +36,16 @@ export function Connections() {
       setForm({ ...form, name: '', secret: '' });
     });
   };
-  const replace = (c: Connection) => void action.run(async () => {
-    const secret = window.prompt(`New credential for "${c.name}" (checked with the provider before it is stored)`);
-    if (!secret) return;
-    await api('POST', `/provider_connections/${c.id}/credential`, { body: { secret, validate: true } });
-  });
+  /** The connection whose credential is being replaced, in a form below the table (never a browser prompt). */
+  const [replacing, setReplacing] = useState<{ connection: Connection; secret: string } | null>(null);
+  const replace = (event: FormEvent) => {
+    event.preventDefault();
+    if (!replacing) return;
+    void action.run(async () => {
+      await api('POST', `/provider_connections/${replacing.connection.id}/credential`, { body: { secret: replacing.secret, validate: true } });
+      setReplacing(null);
+    });
+  };
 
   const columns: ColumnDef<Connection, unknown>[] = [
     { header: 'Name', accessorKey: 'name' },
@@ -48,7 +53,7 @@ export function Connections() {
     { header: 'Status', accessorKey: 'status' },
     { header: 'Base URL', accessorKey: 'base_url' },
     { header: 'Credential', cell: ({ row }) => (row.original.has_credential ? `set ${when(row.original.credential_updated_at)}${row.original.fallback_secret_count ? ` (+${row.original.fallback_secret_count} pooled)` : ''}` : 'none') },
-    { header: 'Actions', cell: ({ row }) => <button type="button" onClick={() => replace(row.original)} aria-label={`Replace credential of ${row.original.name}`}>Replace credential</button> },
+    { header: 'Actions', cell: ({ row }) => <button type="button" onClick={() => setReplacing({ connection: row.original, secret: '' })} aria-label={`Replace credential of ${row.original.name}`}>Replace credential</button> },
   ];
 
   return (
@@ -69,6 +74,15 @@ export function Connections() {
         <button type="submit">Add and validate</button>
       </form>
       <ReadState read={connections} what="connections">{(page) => <><DataTable caption="Provider connections" columns={columns} rows={page.data} /><Pager page={page} what="connections" {...connectionList} /></>}</ReadState>
+      {replacing && (
+        <form className="inline" onSubmit={replace} aria-label={`New credential of ${replacing.connection.name}`}>
+          <h3>New credential of {replacing.connection.name}</h3>
+          <label htmlFor="c-new-secret">Credential (checked with the provider before it is stored)</label>
+          <input id="c-new-secret" type="password" autoComplete="off" value={replacing.secret} onChange={(e) => setReplacing({ ...replacing, secret: e.target.value })} required autoFocus />
+          <button type="submit">Replace and validate</button>
+          <button type="button" onClick={() => setReplacing(null)}>Cancel</button>
+        </form>
+      )}
       <h2>Routes</h2>
       <ReadState read={routes} what="routes">
         {(page) => page.data.length === 0 ? <p>No routes.</p> : (

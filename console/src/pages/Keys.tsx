@@ -23,6 +23,48 @@ function RevealedSecret({ secret, onDone }: { secret: string; onDone: () => void
   );
 }
 
+type KeyAction = 'limit' | 'rate' | 'rotate';
+
+const ACTION_TITLES: Record<KeyAction, string> = { limit: 'Monthly limit of', rate: 'Rate tier of', rotate: 'Rotate' };
+
+/** One key's limit, rate tier or rotation, as a form (the page's own, never a browser prompt). */
+function KeyActionForm({ editing, onChange, onSubmit, onCancel }: {
+  editing: { key: GatewayKey; action: KeyAction; value: string };
+  onChange(value: string): void;
+  onSubmit(event: FormEvent): void;
+  onCancel(): void;
+}) {
+  const { key, action, value } = editing;
+  const title = `${ACTION_TITLES[action]} ${key.label}`;
+  return (
+    <form className="inline key-action" onSubmit={onSubmit} aria-label={title}>
+      <h3>{title}</h3>
+      {action === 'limit' && (
+        <>
+          <label htmlFor="key-action-value">Monthly limit in USD (empty: none)</label>
+          <input id="key-action-value" type="number" min={0.01} step={0.01} value={value} onChange={(e) => onChange(e.target.value)} autoFocus />
+        </>
+      )}
+      {action === 'rate' && (
+        <>
+          <label htmlFor="key-action-value">Requests a minute</label>
+          <select id="key-action-value" value={value} onChange={(e) => onChange(e.target.value)} autoFocus>
+            {RATE_LIMIT_TIERS.map((t) => <option key={t} value={t}>{t}</option>)}
+          </select>
+        </>
+      )}
+      {action === 'rotate' && (
+        <>
+          <label htmlFor="key-action-value">Seconds the old secret keeps working</label>
+          <input id="key-action-value" type="number" min={0} step={1} value={value} onChange={(e) => onChange(e.target.value)} required autoFocus />
+        </>
+      )}
+      <button type="submit">{action === 'rotate' ? 'Rotate' : 'Save'}</button>
+      <button type="button" onClick={onCancel}>Cancel</button>
+    </form>
+  );
+}
+
 /** Gateway keys: create (secret once), rotate with overlap, disable; paged with the API's cursors. */
 export function Keys() {
   const keyList = useList<GatewayKey>('keys', '/gateway_keys?limit=50');
@@ -67,30 +109,38 @@ export function Keys() {
       projects.refresh();
     });
   };
-  const setKeyLimit = (key: GatewayKey) => void act(async () => {
-    const amount = window.prompt(`Monthly limit in USD for "${key.label}" (empty: none)`, key.credit_limit ? String(key.credit_limit.amount) : '');
-    if (amount === null) return;
-    await api('PATCH', `/gateway_keys/${key.id}`, { body: { credit_limit: amount.trim() ? { amount: Number(amount), period: 'monthly' } : null }, ifMatch: `"${key.version}"` });
+  /** The one key action being filled in (a form below the table, never a browser prompt). */
+  const [editing, setEditing] = useState<{ key: GatewayKey; action: KeyAction; value: string } | null>(null);
+  const startEdit = (key: GatewayKey, action: KeyAction) => setEditing({
+    key, action,
+    value: action === 'limit' ? (key.credit_limit ? String(key.credit_limit.amount) : '') : action === 'rate' ? String(key.rate_limit_rpm ?? DEFAULT_RATE_LIMIT_RPM) : '3600',
   });
-  const setKeyRate = (key: GatewayKey) => void act(async () => {
-    const rpm = window.prompt(`Rate tier of "${key.label}", in requests a minute: one of ${RATE_LIMIT_TIERS.join(', ')}`, String(key.rate_limit_rpm ?? DEFAULT_RATE_LIMIT_RPM));
-    if (rpm === null || !rpm.trim()) return;
-    await api('PATCH', `/gateway_keys/${key.id}`, { body: { rate_limit_rpm: Number(rpm) }, ifMatch: `"${key.version}"` });
-  });
-  const rotate = (key: GatewayKey) => void act(async () => {
-    const overlap = window.prompt(`Rotate "${key.label}": seconds the old secret keeps working`, '3600');
-    if (overlap === null) return;
-    const { body } = await api<{ secret: string }>('POST', `/gateway_keys/${key.id}/rotate`, { body: { overlap_seconds: Number(overlap) }, idempotencyKey: crypto.randomUUID() });
-    setSecret(body.secret);
-  });
+  const saveEdit = (event: FormEvent) => {
+    event.preventDefault();
+    if (!editing) return;
+    const { key, action, value } = editing;
+    void act(async () => {
+      if (action === 'limit') {
+        await api('PATCH', `/gateway_keys/${key.id}`, { body: { credit_limit: value.trim() ? { amount: Number(value), period: 'monthly' } : null }, ifMatch: `"${key.version}"` });
+      } else if (action === 'rate') {
+        await api('PATCH', `/gateway_keys/${key.id}`, { body: { rate_limit_rpm: Number(value) }, ifMatch: `"${key.version}"` });
+      } else {
+        const { body } = await api<{ secret: string }>('POST', `/gateway_keys/${key.id}/rotate`, { body: { overlap_seconds: Number(value) }, idempotencyKey: crypto.randomUUID() });
+        setSecret(body.secret);
+      }
+      setEditing(null);
+    });
+  };
   const toggle = (key: GatewayKey) => void act(async () => {
     await api('PATCH', `/gateway_keys/${key.id}`, { body: { disabled: !key.disabled }, ifMatch: `"${key.version}"` });
   });
 
+  // Projects by their names; the id on hover.
+  const projectNames = new Map((projects.data?.data ?? []).map((p) => [p.id, p.name]));
   const columns: ColumnDef<GatewayKey, unknown>[] = [
     { header: 'Label', accessorKey: 'label' },
     { header: 'Key', cell: ({ row }) => <code>{String(row.original.key_prefix ?? row.original.id)}</code> },
-    { header: 'Project', accessorKey: 'project_id' },
+    { header: 'Project', cell: ({ row }) => <span title={row.original.project_id}>{projectNames.get(row.original.project_id) ?? row.original.project_id}</span> },
     { header: 'Rate (rpm)', cell: ({ row }) => row.original.rate_limit_rpm ?? 'default' },
     { header: 'Monthly limit', cell: ({ row }) => (row.original.credit_limit ? `$${row.original.credit_limit.amount} ${row.original.credit_limit.period}` : 'none') },
     { header: 'State', cell: ({ row }) => (row.original.revoked_at ? 'revoked' : row.original.disabled ? 'disabled' : 'active') },
@@ -99,9 +149,9 @@ export function Keys() {
       header: 'Actions',
       cell: ({ row }) => (
         <span className="actions">
-          <button type="button" onClick={() => rotate(row.original)} aria-label={`Rotate ${row.original.label}`}>Rotate</button>
-          <button type="button" onClick={() => setKeyLimit(row.original)} aria-label={`Limit ${row.original.label}`}>Limit</button>
-          <button type="button" onClick={() => setKeyRate(row.original)} aria-label={`Rate ${row.original.label}`}>Rate</button>
+          <button type="button" onClick={() => startEdit(row.original, 'rotate')} aria-label={`Rotate ${row.original.label}`}>Rotate</button>
+          <button type="button" onClick={() => startEdit(row.original, 'limit')} aria-label={`Limit ${row.original.label}`}>Limit</button>
+          <button type="button" onClick={() => startEdit(row.original, 'rate')} aria-label={`Rate ${row.original.label}`}>Rate</button>
           <button type="button" onClick={() => toggle(row.original)} aria-label={`${row.original.disabled ? 'Enable' : 'Disable'} ${row.original.label}`}>{row.original.disabled ? 'Enable' : 'Disable'}</button>
         </span>
       ),
@@ -144,6 +194,7 @@ export function Keys() {
           <>
             <DataTable caption="Gateway keys" columns={columns} rows={page.data} />
             <Pager page={page} what="keys" {...keyList} />
+            {editing && <KeyActionForm editing={editing} onChange={(value) => setEditing({ ...editing, value })} onSubmit={saveEdit} onCancel={() => setEditing(null)} />}
           </>
         )}
       </ReadState>

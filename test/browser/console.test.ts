@@ -237,6 +237,13 @@ describe('operator console in a browser', () => {
     const caption = await page.$eval('figure.chart figcaption', (el) => el.textContent ?? '');
     expect(caption).toMatch(/Console team: \$[0-9.e-]+ \([0-9.]+%\)/);
     expect(caption).toContain('unallocated');
+    // Every bucket of the span, the empty ones too: a day back from this hour touches two days.
+    expect(caption).toMatch(/ over 2 days\./);
+    // Hour buckets over a day: the last 24 hours and this one, whatever had traffic.
+    await open('/usage?bucket=hour&days=1');
+    await page.waitForFunction(() => / over 2[45] hours/.test(document.querySelector('figure.chart figcaption')?.textContent ?? ''), { timeout: 15_000 });
+    await open('/usage?group_by=cost_center&bucket=day&days=1');
+    await waitText('Console team');
     await shot('usage');
     await accessible('usage');
     // Grouped by a tag, from the URL alone.
@@ -313,7 +320,9 @@ describe('operator console in a browser', () => {
       }
     }
     await open('/');
-    await waitText('errors; the slowest hour');
+    await waitText('the slowest hour');
+    // The overview says the day's error rate.
+    expect(await text()).toMatch(/\d+ errors \(error rate \d+\.\d%\)/);
     await shot('overview');
     await accessible('overview');
     // The first Tab reaches the skip link, the next ones the pages.

@@ -7,7 +7,7 @@ import { Pager } from '../components/Pager';
 import { ReadState } from '../components/ReadState';
 import { api, get, type ListPage } from '../lib/api';
 import { useAction } from '../lib/act';
-import { usd, when } from '../lib/format';
+import { dollarAxis, usd, when } from '../lib/format';
 import { useList } from '../lib/use-list';
 import { useRead } from '../lib/use-read';
 
@@ -94,7 +94,7 @@ export function Costs() {
               <Chart label="Commitments: consumed and remaining" summary={page.data.map((c) => `${c.label}: ${usd(c.consumed_usd)} of ${usd(c.amount_usd)}`).join('; ')} config={{
                 type: 'bar',
                 data: { labels: page.data.map((c) => c.label), datasets: [{ label: 'consumed', data: page.data.map((c) => c.consumed_usd) }, { label: 'remaining', data: page.data.map((c) => c.remaining_usd) }] },
-                options: { indexAxis: 'y', scales: { x: { stacked: true }, y: { stacked: true } } },
+                options: { indexAxis: 'y', scales: { x: { stacked: true, ...dollarAxis }, y: { stacked: true } }, plugins: { tooltip: { callbacks: { label: (item) => `${item.dataset.label ?? ''}: ${usd(item.parsed.x ?? 0)}` } } } },
               }} />
             )}
             <DataTable caption="Commitments" columns={commitmentColumns} rows={page.data} />

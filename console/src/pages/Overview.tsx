@@ -3,7 +3,7 @@ import { Link } from 'wouter';
 import { Chart } from '../components/Chart';
 import { ReadState } from '../components/ReadState';
 import { get, query, type ListPage } from '../lib/api';
-import { count, usd, when } from '../lib/format';
+import { bucketLabel, count, usd } from '../lib/format';
 import { useRead } from '../lib/use-read';
 import type { BudgetStatus, Finding, RequestStats, UsageReport } from '../lib/types';
 
@@ -44,10 +44,10 @@ export function Overview() {
             const errors = report.data.reduce((s, b) => s + b.errors, 0);
             const worst = Math.max(0, ...report.data.map((b) => b.p95_latency_ms ?? 0));
             return (
-              <Chart label="Requests, errors and p95 latency per hour over the last 24 hours" summary={`${count(total)} requests, ${count(errors)} errors; the slowest hour's p95 ${worst} ms`} config={{
+              <Chart label="Requests, errors and p95 latency per hour over the last 24 hours" summary={`${count(total)} requests, ${count(errors)} errors (error rate ${total > 0 ? ((errors / total) * 100).toFixed(1) : '0.0'}%); the slowest hour's p95 ${worst} ms`} config={{
                 type: 'bar',
                 data: {
-                  labels: report.data.map((b) => when(b.bucket_start).slice(11, 16)),
+                  labels: report.data.map((b) => bucketLabel(b.bucket_start, 'hour')),
                   datasets: [
                     { label: 'requests', data: report.data.map((b) => b.requests - b.errors), yAxisID: 'y', stack: 'r' },
                     { label: 'errors', data: report.data.map((b) => b.errors), yAxisID: 'y', stack: 'r', backgroundColor: '#c62828' },

@@ -4,7 +4,7 @@ import { Chart } from '../components/Chart';
 import { DataTable } from '../components/DataTable';
 import { ReadState } from '../components/ReadState';
 import { get, query } from '../lib/api';
-import { count, usd, when } from '../lib/format';
+import { bucketLabel, bucketStarts, count, dollarAxis, dollarTooltip, usd, when } from '../lib/format';
 import { useUrlState } from '../lib/url-state';
 import { useRead } from '../lib/use-read';
 import type { UsageBucket, UsageReport } from '../lib/types';
@@ -71,7 +71,8 @@ export function Usage() {
       </form>
       <ReadState read={read} what="usage">
         {(report) => {
-          const labels = [...new Set(report.data.map((b) => b.bucket_start))].sort((a, b) => a - b);
+          // Every bucket of the span, the empty ones at zero.
+          const labels = bucketStarts(from, Date.now() / 1000, bucket);
           const groups = field ? [...new Set(report.data.map((b) => b.group?.[field] ?? null))] : [null];
           const costOf = (start: number, group: string | null) => report.data.filter((b) => b.bucket_start === start && (!field || (b.group?.[field] ?? null) === group)).reduce((s, b) => s + b.cost, 0);
           const nameOf = (g: string | null) => (field === 'cost_center' ? centerName(g) : g ?? '(none)');
@@ -82,13 +83,13 @@ export function Usage() {
           }).join('; ') : '';
           return (
             <>
-              <Chart label={`Cost per ${bucket}${field ? ` by ${field}` : ''}`} summary={`${count(report.totals.requests)} requests, ${usd(report.totals.cost)} in total${shares ? `. ${shares}` : ''}`} config={{
+              <Chart label={`Cost per ${bucket}${field ? ` by ${field}` : ''}`} summary={`${count(report.totals.requests)} requests, ${usd(report.totals.cost)} in total over ${labels.length} ${bucket}s${shares ? `. ${shares}` : ''}`} config={{
                 type: 'bar',
                 data: {
-                  labels: labels.map((s) => when(s).slice(0, bucket === 'hour' ? 16 : 10)),
+                  labels: labels.map((s) => bucketLabel(s, bucket)),
                   datasets: groups.map((g) => ({ label: field ? nameOf(g) : 'cost', data: labels.map((s) => costOf(s, g)) })),
                 },
-                options: { scales: { x: { stacked: true }, y: { stacked: true } } },
+                options: { scales: { x: { stacked: true }, y: { stacked: true, ...dollarAxis } }, plugins: { tooltip: dollarTooltip } },
               }} />
               <button type="button" onClick={() => downloadCsv(report, field)}>Download CSV</button>
               <DataTable caption="Usage buckets" columns={columns} rows={report.data} />

@@ -71,8 +71,14 @@ const GATEWAY_SUBJECTS = [
   ['gateway_cost_rules', 'gateway, cost-center rules', { promptLogging: false, costRules: true }],
   ['gateway_messages', 'gateway, /v1/messages to OpenAI', { promptLogging: false }],
   ['gateway_responses', 'gateway, /v1/responses to the chat wire', { promptLogging: false }],
+  ['gateway_metrics', 'gateway, metrics on', { promptLogging: false }],
 ] as const satisfies ReadonlyArray<readonly [string, string, TenantFeatures]>;
 type GatewaySubjectId = (typeof GATEWAY_SUBJECTS)[number][0];
+
+/** Subjects whose API runs with settings of its own (issue 36: Prometheus metrics kept and served on an ops port). */
+const SUBJECT_ENV: Partial<Record<GatewaySubjectId, Record<string, string>>> = {
+  gateway_metrics: { GW_OPS_PORT: '0', GW_OPS_HOST: '127.0.0.1' },
+};
 
 /**
  * Subjects that take another client protocol than chat completions (issue 35): its path, request
@@ -116,7 +122,7 @@ async function startSubjects(work: string, svc: Services): Promise<{ subjects: S
     const profile = process.env.BENCH_CPU_PROF ? path.resolve(process.env.BENCH_CPU_PROF, `${id}.cpuprofile`) : undefined;
     const api = await startGatewaySubject(work, id, label, svc, sealingKeys, mockUrl, features, {
       preload: profile ? ['./bench/lib/cpu-prof-preload.ts'] : [],
-      env: { BENCH_CPU_PROF_FILE: profile },
+      env: { BENCH_CPU_PROF_FILE: profile, ...SUBJECT_ENV[id] },
     });
     if (profile) profiles.push({ label, pid: api.pid, file: profile });
     const protocol = PROTOCOLS[id];

@@ -1,7 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { Connection } from '@temporalio/client';
 import { SEARCH_ATTRIBUTES } from '../../workflows/definitions';
-import { waitFor } from './ports';
 
 export type DevServerOptions = {
   cliPath: string;
@@ -39,6 +38,44 @@ export const DEV_SERVER_GO_RUNTIME: Record<string, string> = { GOGC: '400' };
 
 export type DevServer = { address: string; process: ChildProcess; stop(): Promise<void> };
 
+/** Starts tried before giving up when the CLI's own HTTP API port was taken as it bound it. */
+const START_ATTEMPTS = 3;
+
+type Started = { child: ChildProcess };
+
+/** One start of the CLI: ready when it answers, or why it is not (it exited, or 60 s passed). */
+async function startOnce(cliPath: string, args: string[], env: NodeJS.ProcessEnv, address: string): Promise<Started | { error: string }> {
+  const child = spawn(cliPath, args, { stdio: ['ignore', 'ignore', 'pipe'], detached: false, env });
+  let stderr = '';
+  child.stderr?.on('data', (d: Buffer) => {
+    stderr = (stderr + d.toString()).slice(-4000);
+  });
+  let exited = false;
+  child.once('exit', () => (exited = true));
+  process.once('exit', () => child.kill('SIGTERM'));
+  const said = () => (stderr ? `; temporal said: ${stderr.trim().split('\n').pop()}` : '');
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    // An exited CLI ends the wait at once, with what it said.
+    if (exited) return { error: `the Temporal dev server exited${said()}` };
+    const answered = await (async () => {
+      const connection = await Connection.connect({ address, connectTimeout: 1000 });
+      try {
+        await connection.workflowService.getSystemInfo({});
+        return true;
+      } finally {
+        await connection.close();
+      }
+    })().catch(() => false);
+    if (answered) return { child };
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      return { error: `the Temporal dev server did not come up within 60 s${said()}` };
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
 /** `temporal server start-dev` with our search attributes registered, ready when it answers. */
 export async function startTemporalDevServer(options: DevServerOptions): Promise<DevServer> {
   const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(options.port), '--log-level', 'error'];
@@ -57,35 +94,19 @@ export async function startTemporalDevServer(options: DevServerOptions): Promise
   if (options.uiCodecEndpoint && options.uiPort) args.push('--ui-codec-endpoint', options.uiCodecEndpoint);
 
   const env = { ...options.goRuntime, ...process.env };
-  const child = spawn(options.cliPath, args, { stdio: ['ignore', 'ignore', 'pipe'], detached: false, env });
-  let stderr = '';
-  child.stderr?.on('data', (d: Buffer) => {
-    stderr = (stderr + d.toString()).slice(-4000);
-  });
-  let exited = false;
-  child.once('exit', () => (exited = true));
-  process.once('exit', () => child.kill('SIGTERM'));
-
   const address = `127.0.0.1:${options.port}`;
-  try {
-    await waitFor(
-      'the Temporal dev server',
-      async () => {
-        if (exited) throw new Error(`temporal exited: ${stderr.trim().split('\n').pop() ?? ''}`);
-        const connection = await Connection.connect({ address, connectTimeout: 1000 });
-        try {
-          await connection.workflowService.getSystemInfo({});
-          return true;
-        } finally {
-          await connection.close();
-        }
-      },
-      60_000,
-    );
-  } catch (err) {
-    child.kill('SIGKILL');
-    throw new Error(`${(err as Error).message}${stderr ? `; temporal said: ${stderr.trim().split('\n').pop()}` : ''}`);
+  // The CLI picks its own HTTP API port as it starts; another process can take that port first.
+  // Such a start is tried again (the CLI then picks another); our own port taken is not.
+  let started: Started | null = null;
+  for (let attempt = 1; !started; attempt++) {
+    const outcome = await startOnce(options.cliPath, args, env, address);
+    if ('child' in outcome) started = outcome;
+    else if (attempt < START_ATTEMPTS && outcome.error.includes('address already in use') && !outcome.error.includes(`:${options.port}:`)) continue;
+    else throw new Error(outcome.error);
   }
+  const { child } = started;
+  let exited = child.exitCode !== null;
+  child.once('exit', () => (exited = true));
 
   return {
     address,

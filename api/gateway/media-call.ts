@@ -79,7 +79,7 @@ export type MediaCache<T, E extends CachedServing> = {
   /** What the request asked of the cache (its `cache` field and X-GW-Cache headers). */
   control: CacheControl;
   /** What is kept of a served answer, beside who served it. */
-  entry(served: MediaServed<T>, usage: Record<string, unknown> | null): Omit<E, keyof CachedServing>;
+  entry(served: MediaServed<T>): Omit<E, keyof CachedServing>;
   /** Writes the answer from a kept entry (`usage` already says cost 0, `gateway_cache`); answers what the log keeps. */
   answerFromHit(hit: E, usage: Record<string, unknown>, call: MediaCall): unknown;
   /** The usage counts a kept entry stands for. */
@@ -311,7 +311,7 @@ function answerFromCache<T, E extends CachedServing>(call: MediaCall, cache: Med
 }
 
 /** Keeps a served answer for reuse when this request may write the cache. */
-function keepAnswer<T, E extends CachedServing>(call: MediaCall, cache: MediaCache<T, E>, served: MediaServed<T>, usage: Record<string, unknown> | null): void {
+function keepAnswer<T, E extends CachedServing>(call: MediaCall, cache: MediaCache<T, E>, served: MediaServed<T>): void {
   if (!call.cache?.writeTo) return;
   const entry = {
     requestId: call.ctx.state.requestId,
@@ -321,7 +321,7 @@ function keepAnswer<T, E extends CachedServing>(call: MediaCall, cache: MediaCac
     connection: served.candidate.connection.id,
     upstreamModel: served.candidate.upstreamModel,
     route: served.position,
-    ...cache.entry(served, usage),
+    ...cache.entry(served),
   } as E;
   storeAnswer(call.services.responseCache, call.cache, entry, (err) => call.ctx.state.log?.warn({ err: errorSummary(err) }, 'response cache write failed'));
 }
@@ -418,5 +418,5 @@ export async function serveMedia<T, E extends CachedServing = CachedServing>(ctx
     throw error;
   }
   logMedia(call, handler.loggedRequest, { status: 200, served, attempts: served.attempts, usage, estimate, response });
-  if (handler.cache) keepAnswer(call, handler.cache, served, usage);
+  if (handler.cache) keepAnswer(call, handler.cache, served);
 }

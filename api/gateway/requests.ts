@@ -4,14 +4,11 @@ import type { KeyContext } from '../../core/auth/gateway-key-auth';
 import { keyReach } from '../../core/auth/key-reach';
 import type { Clock } from '../../core/clock';
 import type { Database } from '../../core/db/client';
-import { gatewayKeys, organizations, orgSettings, type Plan } from '../../core/db/schema';
+import { DEFAULT_PROMPT_RETENTION_DAYS, gatewayKeys, organizations, orgSettings, type Plan } from '../../core/db/schema';
 import { GatewayError } from '../../core/errors';
 import { presentRequestLog, withBodies } from '../../core/observability/request-log-present';
 import { findRequestLog, lineageKeyIds, listRequestLogs, parseRequestLogQuery, type QueryParams, type RequestLogScope } from '../../core/observability/request-log-query';
 import type { GatewayState } from '../context';
-
-/** Days prompts are kept when the organization has no settings row (the column's default). */
-const DEFAULT_PROMPT_RETENTION_DAYS = 30;
 
 type Reader = { scope: RequestLogScope; payloadAccess: boolean; retentionDays: number };
 

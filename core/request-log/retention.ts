@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { Database } from '../db/client';
+import { DEFAULT_PROMPT_RETENTION_DAYS } from '../db/schema';
 import { LONGEST_HISTORY_DAYS } from '../observability/history';
 
 /**
@@ -20,8 +21,6 @@ export const REQUEST_LOG_PARTITIONS_AHEAD_DAYS = 7;
 export const REQUEST_LOG_PARTITION_SLACK_DAYS = 2;
 /** Rows cleared per UPDATE: short transactions, bounded WAL per statement. */
 export const BODY_CLEAR_BATCH_ROWS = 2_000;
-/** What an organization keeps bodies for when it has no settings row yet (the column's default). */
-const DEFAULT_RETENTION_DAYS = 30;
 /** Partition DDL waits at most this long for its lock, never queueing inserts behind it for longer. */
 const PARTITION_LOCK_TIMEOUT = '5s';
 /** Serializes partition maintenance across workers (any constant; distinct from the migration lock). */
@@ -126,13 +125,13 @@ export async function clearExpiredBodies(
   for (;;) {
     // Only organizations holding an expired body: one probe each of the bodies-only index.
     const { rows: orgs } = await db.execute<{ id: string; days: number }>(sql`
-      select o.id, coalesce(s.prompt_logging_retention_days, ${DEFAULT_RETENTION_DAYS})::int as days
+      select o.id, coalesce(s.prompt_logging_retention_days, ${DEFAULT_PROMPT_RETENTION_DAYS})::int as days
       from organizations o left join org_settings s on s.id = o.id
       where (${after}::text is null or o.id > ${after})
         and exists (
           select 1 from request_logs r
           where r.org_id = o.id
-            and r.created_at < ${now.toISOString()}::timestamptz - make_interval(days => coalesce(s.prompt_logging_retention_days, ${DEFAULT_RETENTION_DAYS}))
+            and r.created_at < ${now.toISOString()}::timestamptz - make_interval(days => coalesce(s.prompt_logging_retention_days, ${DEFAULT_PROMPT_RETENTION_DAYS}))
             and (r.request_body is not null or r.response_body is not null))
       order by o.id
       limit 100`);

@@ -1,7 +1,7 @@
 import { and, eq, sql } from 'drizzle-orm';
 import type { KeyReach } from '../auth/key-reach';
 import type { Database } from '../db/client';
-import { orgSettings, storedResponses } from '../db/schema';
+import { DEFAULT_PROMPT_RETENTION_DAYS, orgSettings, storedResponses } from '../db/schema';
 
 /**
  * Kept Responses (issue 35): written when a response with `store: true` completes, read for
@@ -12,8 +12,6 @@ import { orgSettings, storedResponses } from '../db/schema';
  * organization`); anything else reads as not found, never as someone else's.
  */
 
-/** Days prompts are kept when the organization has no settings row (the column's default). */
-export const DEFAULT_PROMPT_RETENTION_DAYS = 30;
 /** Rows deleted per statement by the retention run. */
 export const STORED_RESPONSE_DELETE_BATCH = 2_000;
 
@@ -27,8 +25,8 @@ export async function keepResponse(db: Database, row: KeepResponse): Promise<voi
 
 const retentionDays = sql<number>`coalesce(${orgSettings.promptLoggingRetentionDays}, ${DEFAULT_PROMPT_RETENTION_DAYS})`;
 
-/** Whether `created_at` is still inside the organization's retention at `now`. */
-const withinRetention = (now: Date) => sql`${storedResponses.createdAt} > ${now.toISOString()}::timestamptz - make_interval(days => ${retentionDays})`;
+/** The oldest `created_at` still inside the organization's retention at `now` (with org_settings joined). */
+const retentionCutoff = (now: Date) => sql`${now.toISOString()}::timestamptz - make_interval(days => ${retentionDays})`;
 
 /** A kept response the reach covers, inside its retention; null otherwise. */
 export async function findStoredResponse(db: Database, reach: KeyReach, id: string, now: Date): Promise<StoredResponse | null> {
@@ -39,7 +37,7 @@ export async function findStoredResponse(db: Database, reach: KeyReach, id: stri
       eq(storedResponses.id, id),
       eq(storedResponses.orgId, reach.orgId),
       reach.lineageId === null ? undefined : eq(storedResponses.lineageId, reach.lineageId),
-      withinRetention(now),
+      sql`${storedResponses.createdAt} > ${retentionCutoff(now)}`,
     ));
   return row ?? null;
 }
@@ -65,8 +63,8 @@ export async function deleteExpiredStoredResponses(db: Database, now: Date, opti
   for (;;) {
     const { rowCount } = await db.execute(sql`
       delete from ${storedResponses} where ${storedResponses.id} in (
-        select s.id from ${storedResponses} s left join ${orgSettings} os on os.id = s.org_id
-        where s.created_at <= ${now.toISOString()}::timestamptz - make_interval(days => coalesce(os.prompt_logging_retention_days, ${DEFAULT_PROMPT_RETENTION_DAYS}))
+        select ${storedResponses.id} from ${storedResponses} left join ${orgSettings} on ${orgSettings.id} = ${storedResponses.orgId}
+        where ${storedResponses.createdAt} <= ${retentionCutoff(now)}
         limit ${batch})`);
     deleted += rowCount ?? 0;
     options.onBatch?.();

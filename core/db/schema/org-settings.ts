@@ -6,6 +6,9 @@ import { DEFAULT_RESPONSE_CACHE, type GuardrailPolicy, type ResponseCacheSetting
 
 export const UNPRICED_BUDGET_POLICIES = ['block', 'allow'] as const;
 
+/** Days prompts and answers are kept (request-log bodies, kept Responses) when an organization has no settings row: the column's default. */
+export const DEFAULT_PROMPT_RETENTION_DAYS = 30;
+
 /** The organization's single settings object; `id` is the organization's id. */
 export const orgSettings = pgTable('org_settings', {
   id: text('id').primaryKey().references(() => organizations.id, { onDelete: 'cascade' }),
@@ -14,7 +17,7 @@ export const orgSettings = pgTable('org_settings', {
   hardCap: jsonb('hard_cap').$type<SpendLimit | null>(),
   unpricedBudgetPolicy: text('unpriced_budget_policy', { enum: UNPRICED_BUDGET_POLICIES }).notNull().default('block'),
   promptLoggingEnabled: boolean('prompt_logging_enabled').notNull().default(false),
-  promptLoggingRetentionDays: integer('prompt_logging_retention_days').notNull().default(30),
+  promptLoggingRetentionDays: integer('prompt_logging_retention_days').notNull().default(DEFAULT_PROMPT_RETENTION_DAYS),
   modelAllowlist: text('model_allowlist').array().notNull().default([]),
   billingDayOfMonth: integer('billing_day_of_month').notNull().default(1),
   responseCache: jsonb('response_cache').$type<ResponseCacheSettings>().notNull().default(DEFAULT_RESPONSE_CACHE),

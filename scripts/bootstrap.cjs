@@ -109,7 +109,10 @@ function main() {
   const env = { ...process.env, TEMPORAL_CLI_PATH: cli };
 
   const bin = (name) => path.join(root, 'node_modules', '.bin', name);
-  if (mode === 'start') return run(bin('tsx'), [path.join('scripts', 'dev.ts'), ...passThrough], { env });
+  // The launcher runs in this Node with tsx's loader, not under the tsx CLI: that wrapper relays a
+  // Ctrl-C and, when the launcher's event loop does not acknowledge it within 60 ms (busy
+  // stopping), SIGKILLs it, leaving what it started running and exiting 130.
+  if (mode === 'start') return run(process.execPath, ['--import', 'tsx', path.join('scripts', 'dev.ts'), ...passThrough], { env });
   if (passThrough.length > 0) return run(bin('jest'), passThrough, { env });
   // Suites that measure the machine run after the rest, one at a time: the console's browser
   // tests drive a Chromium that takes a core of its own, and the multipart intake test measures

@@ -32,7 +32,7 @@ describe('development launcher', () => {
 
   beforeAll(() => admin(`CREATE DATABASE ${database}`));
   afterAll(async () => {
-    // The launcher's whole process group (tsx, the launcher, Temporal, the API and workers): a
+    // The launcher's whole process group (the launcher, Temporal, the API and workers): a
     // test that timed out must not leave a development stack running on the machine.
     if (child?.pid && child.exitCode === null) {
       try {
@@ -60,7 +60,7 @@ describe('development launcher', () => {
       // Findings every 3 s rather than every 5 minutes: the scale must reach the schedules.
       GW_SCHEDULE_SCALE: '0.01',
     });
-    child = spawn(path.join(ROOT, 'node_modules/.bin/tsx'), ['scripts/dev.ts'], {
+    child = spawn(process.execPath, ['--import', 'tsx', 'scripts/dev.ts'], {
       cwd: ROOT,
       env: launcherEnv([port, temporalPort, uiPort]),
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -119,7 +119,7 @@ describe('development launcher', () => {
     // A second launcher on the same folder starts nothing: one line naming the first's pid.
     const holder = fs.readFileSync(path.join(dataDir, 'gw.lock'), 'utf8').trim();
     expect(output).toContain(`(locked by pid ${holder})`);
-    const second = spawn(path.join(ROOT, 'node_modules/.bin/tsx'), ['scripts/dev.ts'], {
+    const second = spawn(process.execPath, ['--import', 'tsx', 'scripts/dev.ts'], {
       cwd: ROOT,
       env: launcherEnv([await freePort(), await freePort(), await freePort()]),
       stdio: ['ignore', 'pipe', 'pipe'],

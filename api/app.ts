@@ -19,6 +19,7 @@ import type { ManagementServices } from './manage/services';
 import { bodyLimit } from './middleware/body';
 import { errorHandler } from './middleware/error-handler';
 import { requestContext } from './middleware/request-context';
+import { requestTracing } from './middleware/tracing';
 import { temporalCodecRouter, type TemporalCodecDeps } from './temporal-codec';
 
 export type AppDeps = {
@@ -61,6 +62,8 @@ export function createApp(deps: AppDeps): Koa<GatewayState> {
   ];
 
   app.use(requestContext(deps.logger));
+  // Before the error handler: the server span ends with the status the error was rendered as.
+  app.use(requestTracing());
   app.use(errorHandler());
   const meterDeps = { keys: deps.keys, clock: deps.clock, redis: deps.spendRedis };
   app.use(bodyLimit({ beforeRefusal: gatewayPreAuthMeter(meterDeps) }));

@@ -7,6 +7,8 @@ import type { Logger } from '../core/logger';
 /** Everything middlewares put on ctx.state, typed in one place. */
 export type GatewayState = {
   requestId: string;
+  /** The request's trace (api/middleware/tracing.ts): its own when traces are on, else the caller's `traceparent`'s, else unset. */
+  traceId?: string;
   /** The request's logger, carrying `logFields`; made on first use (most requests never log but their access line). */
   log: Logger;
   /** Fields every log line of the request carries: `request_id`, then the caller's ids once known. */

@@ -2,6 +2,7 @@ import v8 from 'node:v8';
 import { ConfigError, loadConfig } from '../core/config';
 import { createLogger } from '../core/logger';
 import { startOpsServer } from '../core/observability/metrics';
+import { startTracing } from '../core/observability/tracing';
 import { createApp } from './app';
 import { listen } from './listen';
 import { startApiRuntime } from './runtime';
@@ -21,6 +22,9 @@ async function main(): Promise<void> {
   const log = createLogger(process.env.LOG_LEVEL, 'gw-api');
   try {
     const config = loadConfig();
+    // Before the runtime: its Temporal client and the request middleware look for a tracer once.
+    const tracing = startTracing('gw-api');
+    if (tracing) log.info('exporting traces (OTEL_* settings)');
     const runtime = await startApiRuntime(config, log);
     const http = await listen(createApp(runtime.deps), config.PORT, config.HOST);
     log.info({ port: http.port }, `API listening on http://localhost:${http.port}`);
@@ -33,6 +37,7 @@ async function main(): Promise<void> {
       await http.close(config.GW_SHUTDOWN_GRACE_MS);
       await runtime.close();
       await ops?.close();
+      await tracing?.shutdown();
     };
     process.once('SIGINT', () => void stop());
     process.once('SIGTERM', () => void stop());

@@ -5,7 +5,9 @@
  */
 import { Client, Connection, defaultGrpcRetryOptions, makeGrpcRetryInterceptor } from '@temporalio/client';
 import type { DataConverter } from '@temporalio/common';
+import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry/lib/client';
 import { temporal } from '@temporalio/proto';
+import { processTracer } from '../core/observability/tracing';
 
 /**
  * Calls the client retries on UNAVAILABLE and the like: 6 attempts over about 3 s (the SDK's
@@ -28,7 +30,17 @@ export async function connectClient(address: string, namespace: string, dataConv
   // 2% of the API's CPU and an object per promise, on requests that never touch Temporal. The
   // store is empty again now; a later `withDeadline` (none of ours) would turn it back on.
   connection.callContextStorage.disable();
-  return { client: new Client({ connection, namespace, dataConverter }), close: () => connection.close() };
+  return { client: new Client({ connection, namespace, dataConverter, interceptors: tracingClientInterceptors() }), close: () => connection.close() };
+}
+
+/**
+ * With traces on, starting a workflow (a video job, a webhook delivery) is a span of the request
+ * or activity that starts it, and its context rides in the workflow's headers: the workflow's
+ * and its activities' spans join the same trace (`@temporalio/interceptors-opentelemetry`).
+ */
+export function tracingClientInterceptors(): { workflow: OpenTelemetryWorkflowClientInterceptor[] } | undefined {
+  const tracer = processTracer();
+  return tracer ? { workflow: [new OpenTelemetryWorkflowClientInterceptor({ tracer })] } : undefined;
 }
 
 /** Readiness: a queue is served when some worker has polled it recently. */

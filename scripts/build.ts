@@ -16,9 +16,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { bundleWorkflowCode } from '@temporalio/worker';
 import * as esbuild from 'esbuild';
-import { WORKFLOWS_PATH } from '../workers/temporal';
+import { bundleGatewayWorkflows, WORKFLOWS_PATH } from '../workers/temporal';
 
 const ROOT = path.resolve(__dirname, '..');
 
@@ -79,7 +78,7 @@ async function workflowInputs(): Promise<string[]> {
 async function bundleWorkflows(outDir: string): Promise<void> {
   const errors: string[] = [];
   try {
-    const { code } = await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: bundlerLogger(errors) });
+    const { code } = await bundleGatewayWorkflows(bundlerLogger(errors));
     fs.writeFileSync(path.join(outDir, 'workflow-bundle.js'), code);
   } catch (err) {
     throw new Error(`bundling workflows: ${webpackFailure(errors.join('\n'), err as Error)}`);

@@ -14,10 +14,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
-import { bundleWorkflowCode, Worker, type ReplayWorkerOptions } from '@temporalio/worker';
+import { Worker, type ReplayWorkerOptions } from '@temporalio/worker';
 import { loadConfig } from '../core/config';
 import { quietBundlerLogger } from '../workers/queues';
-import { installTemporalRuntime, WORKFLOWS_PATH } from '../workers/temporal';
+import { bundleGatewayWorkflows, installTemporalRuntime } from '../workers/temporal';
 import { readDevelopmentSealingKeys, readRuntimeFile } from './lib/runtime-file';
 import { sealingDataConverter } from '../core/crypto/payload-codec';
 
@@ -46,7 +46,7 @@ async function main(): Promise<number> {
     say(`workflow code: ${values.bundle}`);
   } else {
     say('bundling the workflow code from workflows/ ...');
-    workflowBundle = { code: (await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quietBundlerLogger })).code };
+    workflowBundle = { code: (await bundleGatewayWorkflows(quietBundlerLogger)).code };
   }
 
   const failures: string[] = [];

@@ -5,6 +5,7 @@ import { ConfigError, loadConfig, requireSetting } from '../core/config';
 import { connectDatabase } from '../core/db/client';
 import { createLogger } from '../core/logger';
 import { createProcessMetrics, startOpsServer } from '../core/observability/metrics';
+import { startTracing } from '../core/observability/tracing';
 import { connectRedis } from '../core/redis';
 import type { TaskQueueName } from '../workflows/definitions';
 import { queueWorkerDeps, startQueueWorkers } from './queues';
@@ -30,6 +31,8 @@ export async function runWorkerProcess(names: readonly TaskQueueName[]): Promise
     installTemporalRuntime(config.LOG_LEVEL, config.GW_TEMPORAL_METRICS_PORT === undefined ? undefined : `${config.GW_OPS_HOST}:${config.GW_TEMPORAL_METRICS_PORT}`);
     // The process's own metrics (event loop, GC, heap) on the ops port, as the API's.
     const metrics = config.GW_OPS_PORT === undefined ? null : createProcessMetrics('gw-worker');
+    // Before the workers: their interceptors and span sink look for a tracer as they are made.
+    const tracing = startTracing(`gw-worker-${names.join('-')}`);
     const ops = metrics && config.GW_OPS_PORT !== undefined ? await startOpsServer(metrics, config.GW_OPS_PORT, config.GW_OPS_HOST) : null;
     if (ops) log.info({ port: ops.port }, `metrics on http://localhost:${ops.port}/metrics`);
     const database = connectDatabase(requireSetting(config, 'DATABASE_URL'));
@@ -42,7 +45,7 @@ export async function runWorkerProcess(names: readonly TaskQueueName[]): Promise
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
     await running.done;
-    await Promise.allSettled([connection.close(), database.close(), redis.close(), deps.services.spendRedis === redis ? undefined : deps.services.spendRedis.close(), ops?.close()]);
+    await Promise.allSettled([connection.close(), database.close(), redis.close(), deps.services.spendRedis === redis ? undefined : deps.services.spendRedis.close(), ops?.close(), tracing?.shutdown()]);
   } catch (err) {
     // One line at start-up: a bad setting or an unreachable Temporal, not a stack trace.
     console.error(`gw-worker: ${(err as Error).message}`);

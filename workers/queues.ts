@@ -1,7 +1,7 @@
 import { Client } from '@temporalio/client';
 import type { DataConverter } from '@temporalio/common';
 import { sealingDataConverter } from '../core/crypto/payload-codec';
-import { bundleWorkflowCode, NativeConnection, type Worker } from '@temporalio/worker';
+import { NativeConnection, type Worker } from '@temporalio/worker';
 import type { Dispatcher } from 'undici';
 import { createKeyRotationActivities } from '../activities/key-rotation';
 import { createMcpToolSyncActivities } from '../activities/mcp-tool-sync';
@@ -30,7 +30,8 @@ import { downloadsQueue, FINDINGS_SCAN_EVERY_MS, taskQueue, type TaskQueueName }
 import { createFindingsActivities } from '../activities/findings';
 import { ANOMALY_DOLLAR_FLOOR, type ScanSettings } from '../core/findings/scan';
 import { ensureMaintenanceSchedules } from './schedules';
-import { createWorker, WORKFLOWS_PATH, type WorkerSpec } from './temporal';
+import { tracingClientInterceptors } from '../api/temporal-client';
+import { bundleGatewayWorkflows, createWorker, type WorkerSpec } from './temporal';
 
 export type QueueWorkerDeps = {
   connection: NativeConnection;
@@ -164,9 +165,9 @@ export async function startQueueWorkers(names: readonly TaskQueueName[], deps: Q
   // A job worker ends spend holds: not on a Redis that may evict them.
   if (names.includes('jobs')) await checkSpendRedis(deps.services.spendRedis.redis, { SPEND_REDIS_URL: deps.spendRedisUrl });
   // Every queue's worker runs the same workflow code: bundle it once, not once per queue.
-  const workflowBundle = deps.workflowBundle ?? (await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quietBundlerLogger }));
+  const workflowBundle = deps.workflowBundle ?? (await bundleGatewayWorkflows(quietBundlerLogger));
   // Activities that queue webhook events start their delivery workflows over the worker's own connection.
-  const temporal = new Client({ connection: deps.connection, namespace: deps.namespace, dataConverter: deps.dataConverter });
+  const temporal = new Client({ connection: deps.connection, namespace: deps.namespace, dataConverter: deps.dataConverter, interceptors: tracingClientInterceptors() });
   const specs: WorkerSpec[] = names.flatMap((name) => {
     const queue = taskQueue(name, deps.taskQueuePrefix);
     const activities = activitiesFor(name, queue, deps.services, temporal, deps.taskQueuePrefix);

@@ -1,6 +1,8 @@
-import { DefaultLogger, NativeConnection, Runtime, Worker, type LogEntry, type LogLevel, type WorkerOptions } from '@temporalio/worker';
+import { makeWorkflowExporter, OpenTelemetryActivityInboundInterceptor, OpenTelemetryActivityOutboundInterceptor } from '@temporalio/interceptors-opentelemetry/lib/worker';
+import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker, type BundleOptions, type InjectedSinks, type LogEntry, type LogLevel, type WorkerOptions } from '@temporalio/worker';
 import path from 'node:path';
 import { inspect } from 'node:util';
+import { processTracingSetup } from '../core/observability/tracing';
 
 /**
  * The workflow sources, which `npm start`, the tests and `npm run build` bundle. A path, not
@@ -9,6 +11,26 @@ import { inspect } from 'node:util';
  * would throw as the module loads.
  */
 export const WORKFLOWS_PATH = path.resolve(__dirname, '..', 'workflows', 'index.ts');
+
+/**
+ * The OpenTelemetry workflow interceptors, in every bundle whether traces are on or not: a bundle
+ * is built ahead (`npm run build`) and must serve either way. They issue no commands, so
+ * histories replay the same with or without them. With traces off their spans go to a sink that
+ * drops them (`workflowSpanSink`).
+ */
+const WORKFLOW_INTERCEPTOR_MODULES = [require.resolve('@temporalio/interceptors-opentelemetry/lib/workflow-interceptors')];
+
+/** The workflow bundle every worker runs, built the one way (workers, tests, `npm run build`, replay). */
+export function bundleGatewayWorkflows(logger: BundleOptions['logger']): ReturnType<typeof bundleWorkflowCode> {
+  return bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, workflowInterceptorModules: WORKFLOW_INTERCEPTOR_MODULES, logger });
+}
+
+/** Where the bundled workflow interceptors' spans go: the process's span pipeline, or nowhere. */
+function workflowSpanSink(): InjectedSinks<{ exporter: { export(spans: unknown[]): void } }> {
+  const tracing = processTracingSetup();
+  if (tracing) return { exporter: makeWorkflowExporter(tracing.spanProcessor, tracing.resource) } as unknown as InjectedSinks<{ exporter: { export(spans: unknown[]): void } }>;
+  return { exporter: { export: { fn: () => undefined } } };
+}
 
 /**
  * Once per process: the SDK logs at our level, and leaves signals to our own handlers so that
@@ -67,6 +89,11 @@ export async function createWorker(spec: WorkerSpec): Promise<Worker> {
     activities: spec.activities,
     dataConverter: spec.dataConverter,
     ...cache,
+    sinks: workflowSpanSink(),
+    // With traces on, each activity is a span of its workflow's trace.
+    ...(processTracingSetup() && {
+      interceptors: { activity: [(ctx) => ({ inbound: new OpenTelemetryActivityInboundInterceptor(ctx), outbound: new OpenTelemetryActivityOutboundInterceptor(ctx) })] },
+    }),
     maxConcurrentActivityTaskExecutions: spec.settings.activitySlots,
     // The SDK's default is 0: a deploy's SIGTERM would cancel every submit, delivery and
     // download in flight. They get the grace the API gives its requests, then are cancelled.

@@ -1,3 +1,4 @@
+import { traceEvent } from '../../core/observability/tracing';
 import type { GatewayContext } from '../context';
 import { GatewayError } from '../../core/errors';
 import type { CachedAnswer, CachedServing } from '../../core/response-cache/answer';
@@ -37,6 +38,7 @@ export async function consultCache<E extends CachedServing = CachedAnswer>(ctx: 
   }
   const outcome = await decide(store, orgId, policy, body, logging, servable);
   ctx.set('X-GW-Cache', HEADER[outcome.status]);
+  traceEvent('gw.cache', () => ({ 'gw.cache': outcome.status }));
   return outcome;
 }
 

@@ -3,6 +3,7 @@ import { completeChat, startChatStream, type LiveStream, type NotServed, type Se
 import type { RequestAttempt } from '../../core/db/schema';
 import { GatewayError } from '../../core/errors';
 import { RequestGuard } from '../../core/guardrails/request-guard';
+import { traceEvent } from '../../core/observability/tracing';
 import { errorSummary } from '../../core/logger';
 import { estimateCost, type CostEstimate } from '../../core/pricing/cost';
 import { changesPrice, priceChangingFeatures, withPriceChangingFeatures } from '../../core/pricing/priced-features';
@@ -189,6 +190,7 @@ export async function guardInput(call: Call): Promise<void> {
 function guardHeader(call: Call, stream: boolean): void {
   const word = call.guard!.header(stream);
   if (word) call.ctx.set('X-GW-Guardrails', word);
+  traceEvent('gw.guardrails', () => ({ 'gw.guardrails.action': call.guard!.outcome()?.action ?? 'none' }));
   // Names only: a failed detector's error could quote the text it was reading.
   if (call.guard!.skipped.length > 0) call.ctx.state.log?.warn({ detectors: call.guard!.skipped }, 'guardrail detector failed; its policy allows carrying on');
 }

@@ -169,6 +169,7 @@ async function logCall(x: LogScope, name: string, tool: McpToolRow | null, start
   const failure = outcome.refusal ?? outcome.error;
   x.services.requestLog.record({
     id, orgId: x.key.orgId, keyId: x.key.keyId, projectId: x.key.projectId, userId: null, sessionId: null, tags: {}, createdAt: new Date(),
+    traceId: x.ctx.state.traceId ?? null,
     endpoint: MCP_CALL_ENDPOINT,
     // The tool the agent named, the upstream tool it reached, and the server (by slug and id).
     requestedModel: name,

@@ -1,3 +1,4 @@
+import { traceEvent } from '../../core/observability/tracing';
 import type { KeyContext } from '../../core/auth/gateway-key-auth';
 import { GatewayError } from '../../core/errors';
 import { newId } from '../../core/ids';
@@ -70,6 +71,7 @@ export function requestLogRow<Fields extends object>(call: SpendCall & { attribu
   return {
     id: call.callId ?? call.ctx.state.requestId, orgId: key.orgId, keyId: key.keyId, projectId: key.projectId,
     userId: attribution.userId, sessionId: attribution.sessionId, tags: attribution.tags, createdAt: call.createdAt,
+    traceId: call.ctx.state.traceId ?? null,
     ...served,
   };
 }
@@ -104,6 +106,7 @@ export async function reserveSpend(call: SpendCall, worstCase: () => number, fir
   // Counted already (by the rate middleware, on a path that does not count itself): never twice.
   call.hold = ctx.state.rateCounted === true ? await services.spend.reserve(input) : await services.spend.reserveCounted({ rate, counted, ...input });
   if (!call.hold) refuseOverRate(key, window!);
+  traceEvent('gw.spend.hold', () => ({ 'gw.spend.hold_usd': input.amount, 'gw.spend.blocking': blocking }));
   // From here the call is in flight until its spend ends: a graceful stop waits for it.
   call.endInFlight = services.inFlight.begin();
   if (!blocking) return;

@@ -16,6 +16,7 @@ export const REQUEST_ID_HEADER = 'X-GW-Request-Id';
  */
 class RequestState implements GatewayState {
   bodyLimit = 0;
+  traceId?: string = undefined;
   key?: KeyContext = undefined;
   principal?: ManagementPrincipal = undefined;
   body?: unknown = undefined;

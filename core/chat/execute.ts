@@ -2,6 +2,8 @@ import type { Agent } from 'undici';
 import type { ModelCatalog } from '../catalog/model-catalog';
 import type { RequestAttempt } from '../db/schema';
 import { GatewayError } from '../errors';
+import { endFailedAttempt, keepServedAttempt, startAttemptSpan } from '../observability/attempt-spans';
+import { currentRequestTrace } from '../observability/tracing';
 import { ADAPTERS } from '../providers/adapters';
 import { sendUpstream, type UpstreamSuccess } from '../providers/upstream';
 import { NATIVE_REQUEST, type ChatBody, type ChatResult, type ProviderAdapter, type ProviderFailure, type StreamOutput } from '../providers/types';
@@ -55,6 +57,8 @@ export async function walkPlan<T>(
 ): Promise<Walked<T> | NotServed> {
   const attempts: RequestAttempt[] = [];
   const failures: FailedAttempt[] = [];
+  // Traced requests only: undefined (one context read) when traces are off.
+  const traced = currentRequestTrace();
   for (const [index, candidate] of plan.candidates.entries()) {
     if (options.skip?.(candidate, index)) continue;
     const position = chainPosition(index);
@@ -62,13 +66,22 @@ export async function walkPlan<T>(
     for (;;) {
       if (options.stop?.aborted) return { ok: false, error: finalError(failures), attempts };
       const started = performance.now();
-      const result = await attempt(candidate);
+      const span = traced && startAttemptSpan(traced, candidate, position);
+      let result: TryResult<T>;
+      try {
+        result = await attempt(candidate);
+      } catch (err) {
+        if (span) endFailedAttempt(span, 'exception', null);
+        throw err;
+      }
       if (result.ok) {
         attempts.push(attemptRecord(candidate, position, 'ok', 200, started));
+        if (span) keepServedAttempt(traced, candidate, span, result.value);
         return { ok: true, candidate, position, attempts, value: result.value };
       }
       const { failure } = result;
       attempts.push(attemptRecord(candidate, position, failure.kind, failure.status ?? null, started));
+      if (span) endFailedAttempt(span, failure.kind, failure.status ?? null);
       if (options.tryAgain?.(candidate, failure)) continue;
       failures.push({ candidate, failure });
       if (failure.kind === 'invalid_request' || failure.kind === 'unsupported_parameter' || failure.kind === 'model_not_served') break;

@@ -35,11 +35,15 @@ export type GatewayMetrics = {
   watchWriter(name: string, writer: Pick<BatchWriter<unknown>, 'dropped'>): void;
 };
 
-/** A request-log writer that tells the metrics of every row it takes. */
-export function observedRequestLog(writer: RequestLogWriter, metrics: GatewayMetrics): RequestLogWriter {
+/**
+ * A request-log writer that shows every row it takes to its observers first (the metrics, the
+ * request's trace), in the request's own async context. Without observers, the writer itself.
+ */
+export function observedRequestLog(writer: RequestLogWriter, observers: ReadonlyArray<(row: RequestLogEntry) => void>): RequestLogWriter {
+  if (observers.length === 0) return writer;
   return Object.assign({}, writer, {
     record(row: RequestLogEntry) {
-      metrics.observeRequest(row);
+      for (const observe of observers) observe(row);
       writer.record(row);
     },
   });

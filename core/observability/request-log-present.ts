@@ -61,6 +61,7 @@ export const requestLogSchema = z.object({
   metadata: z.object({ user_id: z.string().nullable(), session_id: z.string().nullable(), tags: z.record(z.string(), z.string()) }),
   params_dropped: z.array(z.string()),
   decision_id: z.string().nullable().meta({ description: 'Endpoint `decisions`: the decision (`dec_...`) this model call answered.' }),
+  trace_id: z.string().nullable().meta({ description: 'The W3C trace id the request ran in (`X-GW-Trace-Id`): the gateway\'s own trace when traces are exported, else the caller\'s `traceparent`; null when neither.' }),
   allocation: z.object({
     rule_id: z.string().nullable().meta({ description: 'The cost-center rule (lineage id) that allocated the request; null when none matched.' }),
     rule_version_id: z.string().nullable().meta({ description: 'The rule\'s version in force when the request was served.' }),
@@ -141,6 +142,7 @@ export function presentRequestLog(row: RequestLogMetadata): PresentedRequestLog 
     metadata: { user_id: row.userId, session_id: row.sessionId, tags: row.tags ?? {} },
     params_dropped: row.paramsDropped ?? [],
     decision_id: row.decisionId,
+    trace_id: row.traceId,
     allocation: presentAllocation(row),
   };
 }

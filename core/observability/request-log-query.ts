@@ -36,6 +36,8 @@ export type RequestLogFilters = {
   keyId?: string;
   /** A cost center id the request was charged to, or `unallocated` (issue 23). */
   costCenter?: string;
+  /** The W3C trace id (32 lowercase hex digits) the request ran in. */
+  traceId?: string;
 };
 
 /** Who is reading: the organization, its plan (the history window), and any narrowing. */
@@ -52,7 +54,7 @@ export type RequestLogScope = {
 type QueryValue = string | string[] | undefined;
 export type QueryParams = Record<string, QueryValue>;
 
-const FILTER_PARAMS = ['model', 'status', 'from', 'to', 'user_id', 'session_id', 'route', 'provider', 'key_id', 'cost_center'] as const;
+const FILTER_PARAMS = ['model', 'status', 'from', 'to', 'user_id', 'session_id', 'route', 'provider', 'key_id', 'cost_center', 'trace_id'] as const;
 const PAGE_PARAMS = ['limit', 'after'] as const;
 const TAG_PREFIX = 'tags.';
 const TAG_NAME = /^[A-Za-z0-9_.:-]{1,64}$/;
@@ -151,10 +153,19 @@ export function parseRequestLogQuery(query: QueryParams, options: { defaultLimit
       provider,
       keyId,
       costCenter,
+      traceId: traceIdFilter(single(query, 'trace_id')),
     },
     limit,
     after,
   };
+}
+
+/** A trace id as W3C writes it; upper-case hex is read as the same id. */
+function traceIdFilter(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  const id = value.toLowerCase();
+  if (!/^[0-9a-f]{32}$/.test(id)) throw invalid('Invalid `trace_id`: a W3C trace id, 32 hexadecimal digits.');
+  return id;
 }
 
 /** A cursor this module made (paging checks its time when the query is built); anything else is 400. */
@@ -205,6 +216,7 @@ export function requestLogWhere(scope: RequestLogScope, f: RequestLogFilters): S
     f.provider !== undefined ? eq(requestLogs.provider, f.provider) : undefined,
     f.keyId !== undefined ? eq(requestLogs.keyId, f.keyId) : undefined,
     f.costCenter !== undefined ? costCenterWhere(f.costCenter) : undefined,
+    f.traceId !== undefined ? eq(requestLogs.traceId, f.traceId) : undefined,
   )!;
 }
 

@@ -1,7 +1,6 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { bundleWorkflowCode } from '@temporalio/worker';
 import { Client } from 'pg';
 import { TEST_SEALING_KEYS } from './sealing-keys';
 import { applyMigrations } from '../../core/db/migrate';
@@ -10,7 +9,7 @@ import { postgresAnswers, redisAnswers, startEmbeddedPostgres, startRedisServer 
 import { resolveTemporalCli } from '../../scripts/lib/temporal-cli';
 import { startTemporalDevServer } from '../../scripts/lib/temporal-dev-server';
 import { quietBundlerLogger } from '../../workers/queues';
-import { WORKFLOWS_PATH } from '../../workers/temporal';
+import { bundleGatewayWorkflows } from '../../workers/temporal';
 
 /**
  * Real services for the run: a fresh database on the machine's Postgres (or an embedded one),
@@ -56,7 +55,7 @@ export default async function globalSetup(): Promise<void> {
   process.env.TEMPORAL_ADDRESS = temporal.address;
 
   // Bundling workflows takes seconds; do it once for every test file's workers.
-  const { code } = await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quietBundlerLogger });
+  const { code } = await bundleGatewayWorkflows(quietBundlerLogger);
   const bundlePath = path.join(scratch, 'workflow-bundle.js');
   fs.writeFileSync(bundlePath, code);
   process.env.GW_TEST_WORKFLOW_BUNDLE = bundlePath;

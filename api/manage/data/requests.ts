@@ -68,6 +68,7 @@ export const requestLogFilterQuery = z.object({
   provider: z.string().optional().meta({ description: 'Provider id.' }),
   key_id: z.string().optional().meta({ description: 'Gateway key id.' }),
   cost_center: z.string().optional().meta({ description: 'A cost center id: requests charged to it, wholly or in part; `unallocated`: requests with an unallocated part.' }),
+  trace_id: z.string().regex(/^[0-9a-fA-F]{32}$/).optional().meta({ description: 'A W3C trace id (`X-GW-Trace-Id`, the request log\'s `trace_id`).' }),
   limit: z.number().int().min(1).max(REQUEST_LOG_PAGE_MAX).optional().meta({ description: `Default ${REQUEST_LOG_PAGE_DEFAULT}.` }),
   after: z.string().optional().meta({ description: 'The `next_cursor` of the previous page; absent or empty reads the first page.' }),
 });

@@ -66,6 +66,8 @@ export const requestLogs = pgTable(
     costRuleVersionId: text('cost_rule_version_id'),
     /** The split (issue 23); null when no rule matched: all of it unallocated. */
     costAllocation: jsonb('cost_allocation').$type<CostShareRecord[] | null>(),
+    /** The W3C trace the request ran in (its server span's, or the caller's `traceparent`'s); null when neither. */
+    traceId: text('trace_id'),
     requestBody: jsonb('request_body'),
     responseBody: jsonb('response_body'),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
@@ -78,6 +80,8 @@ export const requestLogs = pgTable(
     index('request_logs_org_session').on(t.orgId, t.sessionId, t.createdAt).where(sql`${t.sessionId} is not null`),
     index('request_logs_org_model').on(t.orgId, t.requestedModel, t.createdAt),
     index('request_logs_org_status').on(t.orgId, t.status, t.createdAt),
+    /** A trace id finds its requests (the filter `trace_id`). */
+    index('request_logs_org_trace').on(t.orgId, t.traceId).where(sql`${t.traceId} is not null`),
     /** A project's purge check counts its requests. */
     index('request_logs_project').on(t.projectId),
     /** Only rows still holding a body: what the retention schedule looks for, oldest first. */

@@ -1,0 +1,67 @@
+import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import type { Middleware } from 'koa';
+import { genAiOperationOf } from '../../core/observability/attempt-spans';
+import { processTracer, RequestTrace, traceIdOfTraceparent } from '../../core/observability/tracing';
+import type { GatewayState } from '../context';
+
+export const TRACE_ID_HEADER = 'X-GW-Trace-Id';
+
+/** Only the gateway's model endpoints are traced: health probes and console assets would drown them. */
+const TRACED = '/v1/';
+
+/**
+ * A server span per gateway request (HTTP server conventions: `{method} {route}`), joining the
+ * caller's W3C `traceparent` when it sends one. The answer carries the trace id
+ * (`X-GW-Trace-Id`), and so does the request-log row (`ctx.state.traceId`).
+ *
+ * With traces off, a request that sent a `traceparent` still gets its trace id echoed and logged
+ * (the caller's trace, to find the row from it); nothing else is done.
+ */
+export function requestTracing(): Middleware<GatewayState> {
+  const tracer = processTracer();
+  if (!tracer) {
+    return (ctx, next) => {
+      const header = ctx.headers.traceparent;
+      if (header !== undefined && ctx.path.startsWith(TRACED)) {
+        const traceId = traceIdOfTraceparent(typeof header === 'string' ? header : undefined);
+        if (traceId) {
+          ctx.state.traceId = traceId;
+          ctx.set(TRACE_ID_HEADER, traceId);
+        }
+      }
+      return next();
+    };
+  }
+  return async (ctx, next) => {
+    if (!ctx.path.startsWith(TRACED)) return next();
+    const parent = propagation.extract(ROOT_CONTEXT, ctx.headers);
+    const span = tracer.startSpan(`${ctx.method} ${ctx.path}`, {
+      kind: SpanKind.SERVER,
+      attributes: {
+        'http.request.method': ctx.method,
+        'url.path': ctx.path,
+        'url.scheme': ctx.protocol,
+        'gw.request_id': ctx.state.requestId,
+        ...(ctx.get('user-agent') && { 'user_agent.original': ctx.get('user-agent') }),
+      },
+    }, parent);
+    const requestTrace = new RequestTrace(tracer, span, genAiOperationOf(ctx.path), parent);
+    const traceId = span.spanContext().traceId;
+    ctx.state.traceId = traceId;
+    ctx.set(TRACE_ID_HEADER, traceId);
+    try {
+      await context.with(requestTrace.context, next);
+    } finally {
+      // @koa/router leaves the matched route's template: `POST /v1/videos/:id`, not every id.
+      const route = (ctx as { _matchedRoute?: unknown })._matchedRoute;
+      if (typeof route === 'string') {
+        span.setAttribute('http.route', route);
+        span.updateName(`${ctx.method} ${route}`);
+      }
+      span.setAttribute('http.response.status_code', ctx.status);
+      if (ctx.status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+      requestTrace.endAll();
+      span.end();
+    }
+  };
+}

@@ -1,0 +1,143 @@
+import { context, createContextKey, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+import { detectResourcesSync, envDetectorSync, Resource } from '@opentelemetry/resources';
+import { BatchSpanProcessor, ConsoleSpanExporter, type SpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
+
+/**
+ * OpenTelemetry traces of a gateway process (issue 36), configured by the standard `OTEL_*`
+ * environment variables and nothing else: `OTEL_EXPORTER_OTLP_ENDPOINT` (or `..._TRACES_ENDPOINT`)
+ * turns export on over OTLP/HTTP (protobuf); `OTEL_TRACES_EXPORTER` may say `otlp`, `console` or
+ * `none`; `OTEL_SDK_DISABLED=true` turns everything off; `OTEL_SERVICE_NAME`,
+ * `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER(_ARG)`, `OTEL_BSP_*` and the exporter's
+ * headers and timeouts are read by the SDK itself.
+ *
+ * With none of them set, no provider is registered and `processTracer()` is undefined: the
+ * request middleware and the plan walker check that once and do nothing else, so the hot path
+ * pays no span, no context switch and no exporter (the bench's "telemetry off" row).
+ */
+
+export type Tracing = {
+  tracer: Tracer;
+  /** For the Temporal workers' workflow-span sink, which exports through the same pipeline. */
+  spanProcessor: SpanProcessor;
+  resource: Resource;
+  /** Exports what is queued, then stops. */
+  shutdown(): Promise<void>;
+};
+
+let processTracing: Tracing | undefined;
+const REQUEST_TRACE = createContextKey('gw.request-trace');
+
+/** The exporters `OTEL_*` asks for; empty when traces are off. */
+export function configuredExporters(env: NodeJS.ProcessEnv = process.env): Array<'otlp' | 'console'> {
+  if ((env.OTEL_SDK_DISABLED ?? '').trim().toLowerCase() === 'true') return [];
+  const named = (env.OTEL_TRACES_EXPORTER ?? '').split(',').map((s) => s.trim().toLowerCase()).filter(Boolean);
+  if (named.length > 0) return named.filter((n): n is 'otlp' | 'console' => n === 'otlp' || n === 'console');
+  return env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ? ['otlp'] : [];
+}
+
+/**
+ * Once per process, before anything traced starts: registers the tracer provider (with its
+ * AsyncLocalStorage context manager and the W3C trace-context propagator) when `OTEL_*` asks
+ * for traces. Returns undefined, and registers nothing, when it does not.
+ */
+export function startTracing(serviceName: string, env: NodeJS.ProcessEnv = process.env): Tracing | undefined {
+  if (processTracing) return processTracing;
+  const exporters = configuredExporters(env);
+  if (exporters.length === 0) return undefined;
+  // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES (the env detector) win over the process's own name.
+  const resource = Resource.default()
+    .merge(new Resource({ 'service.name': serviceName }))
+    .merge(detectResourcesSync({ detectors: [envDetectorSync] }));
+  const processors = exporters.map((name) => new BatchSpanProcessor(exporterOf(name)));
+  const provider = new NodeTracerProvider({ resource, spanProcessors: processors });
+  provider.register();
+  const spanProcessor = processors.length === 1 ? processors[0]! : fanOut(processors);
+  processTracing = {
+    tracer: provider.getTracer('gateway'),
+    spanProcessor,
+    resource,
+    async shutdown() {
+      processTracing = undefined;
+      await provider.shutdown();
+    },
+  };
+  return processTracing;
+}
+
+/** The process's tracer when traces are on; undefined (and free to ask) when they are off. */
+export function processTracer(): Tracer | undefined {
+  return processTracing?.tracer;
+}
+
+export function processTracingSetup(): Tracing | undefined {
+  return processTracing;
+}
+
+function exporterOf(name: 'otlp' | 'console'): SpanExporter {
+  return name === 'console' ? new ConsoleSpanExporter() : new OTLPTraceExporter();
+}
+
+function fanOut(processors: SpanProcessor[]): SpanProcessor {
+  return {
+    onStart: (span, parent) => processors.forEach((p) => p.onStart(span, parent)),
+    onEnd: (span) => processors.forEach((p) => p.onEnd(span)),
+    forceFlush: async () => void (await Promise.all(processors.map((p) => p.forceFlush()))),
+    shutdown: async () => void (await Promise.all(processors.map((p) => p.shutdown()))),
+  };
+}
+
+/** The W3C `traceparent` header's trace id, when the header is well formed (version 00 or later, non-zero ids). */
+export function traceIdOfTraceparent(header: string | undefined): string | undefined {
+  if (!header) return undefined;
+  const m = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}/.exec(header.trim());
+  if (!m || m[1] === 'ff' || /^0+$/.test(m[2]!) || /^0+$/.test(m[3]!)) return undefined;
+  return m[2];
+}
+
+/**
+ * What a traced gateway request carries through its async context: its server span, and the
+ * served attempts' client spans that stay open until the request-log row says how the call
+ * ended (a stream's usage and model are known only then).
+ */
+export class RequestTrace {
+  private readonly open: Array<{ connectionId: string; span: Span }> = [];
+  /** The context the request runs in: its server span active, and this trace findable. */
+  readonly context: Context;
+
+  constructor(readonly tracer: Tracer, readonly server: Span, readonly operation: string, parent: Context) {
+    this.context = trace.setSpan(parent, server).setValue(REQUEST_TRACE, this);
+  }
+
+  /** A served attempt's span, ended by `endServed` with what the call produced. */
+  keepOpen(connectionId: string, span: Span): void {
+    this.open.push({ connectionId, span });
+  }
+
+  /** The open served span of this connection (the oldest, should a request call it twice). */
+  takeServed(connectionId: string | null | undefined): Span | undefined {
+    const at = this.open.findIndex((o) => o.connectionId === connectionId);
+    return at < 0 ? undefined : this.open.splice(at, 1)[0]!.span;
+  }
+
+  /** Whatever no row ended (a request that threw after serving) ends with the request. */
+  endAll(): void {
+    for (const o of this.open.splice(0)) o.span.end();
+  }
+}
+
+/** The running request's trace; undefined when traces are off or outside a traced request. */
+export function currentRequestTrace(): RequestTrace | undefined {
+  if (!processTracing) return undefined;
+  return context.active().getValue(REQUEST_TRACE) as RequestTrace | undefined;
+}
+
+/**
+ * Adds an event (cache, guardrails, spend hold) to the running request's server span, if traced.
+ * The attributes are made only then: untraced requests build nothing.
+ */
+export function traceEvent(name: string, attributes: () => Record<string, string | number | boolean>): void {
+  const rt = currentRequestTrace();
+  if (rt) rt.server.addEvent(name, attributes());
+}

@@ -1,0 +1,2 @@
+ALTER TABLE "request_logs" ADD COLUMN "trace_id" text;--> statement-breakpoint
+CREATE INDEX "request_logs_org_trace" ON "request_logs" USING btree ("org_id","trace_id") WHERE "request_logs"."trace_id" is not null;

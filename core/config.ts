@@ -81,6 +81,8 @@ const configSchema = z
     GW_AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().positive().default(30),
     /** The Temporal UI, for links from a job to its workflow (`npm start` sets its dev server's). */
     GW_TEMPORAL_UI_URL: z.string().url().optional(),
+    /** The operator's tracing UI, one trace's page with `{trace_id}` in it (Jaeger: `http://host:16686/trace/{trace_id}`). */
+    GW_TRACE_URL_TEMPLATE: z.string().url().refine((v) => v.includes('{trace_id}'), 'must contain {trace_id}').optional(),
     /**
      * The operator's own organization: only its tokens see the Temporal UI's address and
      * namespace in a job's read (`npm start` sets its demo organization). Unset: no one does.

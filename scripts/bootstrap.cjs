@@ -88,11 +88,34 @@ function ensurePrometheus() {
   if (install() !== 0) console.error('[setup] the metrics test will say Prometheus is missing');
 }
 
-function main() {
+/**
+ * Jaeger for the tracing test, built once per machine from its Go module by scripts/setup-jaeger
+ * (several minutes the first time). Started first and in the background, so that a first build
+ * overlaps the other steps; its path is awaited just before the tests run.
+ */
+function startJaegerSetup() {
+  const child = require('node:child_process').spawn('bash', [path.join('scripts', 'setup-jaeger')], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  const done = new Promise((resolve) => child.on('exit', (code) => resolve(code === 0 ? out.trim().split('\n').pop() : null)));
+  // A step failing before the tests exits at once, not after the build (which the next run resumes).
+  child.unref();
+  child.stdout.unref();
+  return {
+    wait() {
+      child.ref();
+      child.stdout.ref();
+      return done;
+    },
+  };
+}
+
+async function main() {
   if (mode !== 'start' && mode !== 'test') {
     console.error('usage: node scripts/bootstrap.cjs start|test');
     return 2;
   }
+  const jaegerSetup = mode === 'test' ? startJaegerSetup() : null;
   if (dependenciesStale() && run('bash', [path.join('scripts', 'install-deps')]) !== 0) {
     console.error('[setup] npm dependencies could not be installed (see above)');
     return 1;
@@ -113,6 +136,9 @@ function main() {
   // Ctrl-C and, when the launcher's event loop does not acknowledge it within 60 ms (busy
   // stopping), SIGKILLs it, leaving what it started running and exiting 130.
   if (mode === 'start') return run(process.execPath, ['--import', 'tsx', path.join('scripts', 'dev.ts'), ...passThrough], { env });
+  const jaeger = await jaegerSetup.wait();
+  if (jaeger) env.JAEGER_PATH = jaeger;
+  else console.error('[setup] no Jaeger: the tracing test will say so');
   if (passThrough.length > 0) return run(bin('jest'), passThrough, { env });
   // Suites that measure the machine run after the rest, one at a time: the console's browser
   // tests drive a Chromium that takes a core of its own, and the multipart intake test measures
@@ -124,4 +150,4 @@ function main() {
   return rest !== 0 ? rest : alone;
 }
 
-process.exitCode = main();
+main().then((code) => (process.exitCode = code));

@@ -17,7 +17,7 @@ import { Client, Connection } from '@temporalio/client';
 import { Worker, type ReplayWorkerOptions } from '@temporalio/worker';
 import { loadConfig } from '../core/config';
 import { quietBundlerLogger } from '../workers/queues';
-import { bundleGatewayWorkflows, installTemporalRuntime } from '../workers/temporal';
+import { bundleGatewayWorkflows, installTemporalRuntime, workflowSpanSink } from '../workers/temporal';
 import { readDevelopmentSealingKeys, readRuntimeFile } from './lib/runtime-file';
 import { sealingDataConverter } from '../core/crypto/payload-codec';
 
@@ -60,7 +60,7 @@ async function main(): Promise<number> {
     const folder = path.resolve(values.histories);
     for (const file of fs.readdirSync(folder).filter((f) => f.endsWith('.json')).sort()) {
       const history = JSON.parse(fs.readFileSync(path.join(folder, file), 'utf8')) as unknown;
-      const error = await Worker.runReplayHistory({ workflowBundle, dataConverter }, history, file).then(() => null, (err: unknown) => err);
+      const error = await Worker.runReplayHistory({ workflowBundle, dataConverter, sinks: workflowSpanSink() }, history, file).then(() => null, (err: unknown) => err);
       record(file, error);
     }
   } else {
@@ -75,7 +75,7 @@ async function main(): Promise<number> {
       say(`reading the histories of \`${values.query}\` from ${address} (namespace ${config.TEMPORAL_NAMESPACE}), at most ${values.limit}`);
       const histories = client.workflow.list({ query: values.query, pageSize: 100 }).intoHistories({ bufferLimit: 10 });
       let seen = 0;
-      for await (const result of Worker.runReplayHistories({ workflowBundle, dataConverter }, histories)) {
+      for await (const result of Worker.runReplayHistories({ workflowBundle, dataConverter, sinks: workflowSpanSink() }, histories)) {
         record(result.workflowId, result.error ?? null);
         if (++seen % 100 === 0) say(`${seen} replayed...`);
         if (seen >= Number(values.limit)) break;

@@ -1,4 +1,5 @@
 import { makeWorkflowExporter, OpenTelemetryActivityInboundInterceptor, OpenTelemetryActivityOutboundInterceptor } from '@temporalio/interceptors-opentelemetry/lib/worker';
+import type { OpenTelemetryWorkflowExporter } from '@temporalio/interceptors-opentelemetry/lib/workflow/definitions';
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker, type BundleOptions, type InjectedSinks, type LogEntry, type LogLevel, type WorkerOptions } from '@temporalio/worker';
 import path from 'node:path';
 import { inspect } from 'node:util';
@@ -25,11 +26,13 @@ export function bundleGatewayWorkflows(logger: BundleOptions['logger']): ReturnT
   return bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, workflowInterceptorModules: WORKFLOW_INTERCEPTOR_MODULES, logger });
 }
 
-/** Where the bundled workflow interceptors' spans go: the process's span pipeline, or nowhere. */
-function workflowSpanSink(): InjectedSinks<{ exporter: { export(spans: unknown[]): void } }> {
+/**
+ * Where the bundled workflow interceptors' spans go: the process's span pipeline, or nowhere.
+ * Every worker, replaying ones included, registers it: the bundle calls it whether or not traces are on.
+ */
+export function workflowSpanSink(): InjectedSinks<{ exporter: OpenTelemetryWorkflowExporter }> {
   const tracing = processTracingSetup();
-  if (tracing) return { exporter: makeWorkflowExporter(tracing.spanProcessor, tracing.resource) } as unknown as InjectedSinks<{ exporter: { export(spans: unknown[]): void } }>;
-  return { exporter: { export: { fn: () => undefined } } };
+  return { exporter: tracing ? makeWorkflowExporter(tracing.spanProcessor, tracing.resource) : { export: { fn: () => undefined } } };
 }
 
 /**

@@ -33,9 +33,14 @@ export type ManagementServices = {
    * are the operator's infrastructure, not a tenant's to see.
    */
   workflowUrl(orgId: string, workflowId: string): string | null;
+  /**
+   * A request's trace in the operator's tracing UI (GW_TRACE_URL_TEMPLATE, `{trace_id}` replaced),
+   * on the same terms as `workflowUrl`: the operator's own organization only.
+   */
+  traceUrl(orgId: string, traceId: string | null): string | null;
 };
 
-type ServiceConfig = Pick<Config, 'GW_SEALING_KEYS' | 'GW_ALLOW_PRIVATE_NETWORK' | 'GW_SCHEDULE_SCALE' | 'GW_TASK_QUEUE_PREFIX'> & Partial<Pick<Config, 'GW_TEMPORAL_UI_URL' | 'TEMPORAL_NAMESPACE' | 'GW_OPERATOR_ORG_ID'>>;
+type ServiceConfig = Pick<Config, 'GW_SEALING_KEYS' | 'GW_ALLOW_PRIVATE_NETWORK' | 'GW_SCHEDULE_SCALE' | 'GW_TASK_QUEUE_PREFIX'> & Partial<Pick<Config, 'GW_TEMPORAL_UI_URL' | 'TEMPORAL_NAMESPACE' | 'GW_OPERATOR_ORG_ID' | 'GW_TRACE_URL_TEMPLATE'>>;
 
 /** `outbound` is the guarded dispatcher (core/net) the API process built once from config. */
 export function createManagementServices(config: ServiceConfig & { GW_SEALING_KEYS: string }, temporal: Client, outbound: Dispatcher): ManagementServices {
@@ -47,6 +52,9 @@ export function createManagementServices(config: ServiceConfig & { GW_SEALING_KE
     scaleMs: (ms) => Math.round(ms * config.GW_SCHEDULE_SCALE),
     workflowUrl: (orgId, workflowId) => (config.GW_TEMPORAL_UI_URL && config.GW_OPERATOR_ORG_ID && orgId === config.GW_OPERATOR_ORG_ID
       ? `${config.GW_TEMPORAL_UI_URL.replace(/\/+$/, '')}/namespaces/${encodeURIComponent(config.TEMPORAL_NAMESPACE ?? 'default')}/workflows/${encodeURIComponent(workflowId)}`
+      : null),
+    traceUrl: (orgId, traceId) => (config.GW_TRACE_URL_TEMPLATE && traceId && config.GW_OPERATOR_ORG_ID && orgId === config.GW_OPERATOR_ORG_ID
+      ? config.GW_TRACE_URL_TEMPLATE.replaceAll('{trace_id}', encodeURIComponent(traceId))
       : null),
     async scheduleKeyRevocation(input) {
       await withTemporalDeadline(temporal, () => temporal.workflow.start('keyRotation', {

@@ -61,6 +61,7 @@ export const requestLogSchema = z.object({
   metadata: z.object({ user_id: z.string().nullable(), session_id: z.string().nullable(), tags: z.record(z.string(), z.string()) }),
   params_dropped: z.array(z.string()),
   decision_id: z.string().nullable().meta({ description: 'Endpoint `decisions`: the decision (`dec_...`) this model call answered.' }),
+  trace_url: z.string().nullable().meta({ description: 'The trace in the operator\'s tracing UI (GW_TRACE_URL_TEMPLATE), for the operator\'s own organization; null otherwise.' }),
   trace_id: z.string().nullable().meta({ description: 'The W3C trace id the request ran in (`X-GW-Trace-Id`): the gateway\'s own trace when traces are exported, else the caller\'s `traceparent`; null when neither.' }),
   allocation: z.object({
     rule_id: z.string().nullable().meta({ description: 'The cost-center rule (lineage id) that allocated the request; null when none matched.' }),
@@ -106,7 +107,7 @@ function presentUsage(usage: Record<string, unknown> | null): PresentedRequestLo
 }
 
 /** A row's metadata; never its prompt or answer. */
-export function presentRequestLog(row: RequestLogMetadata): PresentedRequestLog {
+export function presentRequestLog(row: RequestLogMetadata, traceUrl: string | null = null): PresentedRequestLog {
   return {
     id: row.id,
     object: 'request_log',
@@ -143,6 +144,7 @@ export function presentRequestLog(row: RequestLogMetadata): PresentedRequestLog 
     params_dropped: row.paramsDropped ?? [],
     decision_id: row.decisionId,
     trace_id: row.traceId,
+    trace_url: traceUrl,
     allocation: presentAllocation(row),
   };
 }

@@ -27,7 +27,7 @@ describe('operator console in a browser', () => {
   let f: ChatFixture;
   let workers: Awaited<ReturnType<typeof startTestWorkers>> | null = null;
   const prefix = uniquePrefix('console');
-  const env = { GW_TASK_QUEUE_PREFIX: prefix, GW_SCHEDULE_SCALE: '0.00003', GW_ALLOW_PRIVATE_NETWORK: 'true', GW_TEMPORAL_UI_URL: 'http://temporal-ui.test:8233' };
+  const env = { GW_TASK_QUEUE_PREFIX: prefix, GW_SCHEDULE_SCALE: '0.00003', GW_ALLOW_PRIVATE_NETWORK: 'true', GW_TEMPORAL_UI_URL: 'http://temporal-ui.test:8233', GW_TRACE_URL_TEMPLATE: 'http://jaeger.test:16686/trace/{trace_id}' };
   let browser: Browser;
   let page: Page;
   /** Every management API call the page made, as `METHOD path?query`. */
@@ -53,10 +53,10 @@ describe('operator console in a browser', () => {
     });
     expect([name, violations]).toEqual([name, []]);
   };
-  const chat = async (secret: string, model: string, tags: Record<string, string>) => {
+  const chat = async (secret: string, model: string, tags: Record<string, string>, headers: Record<string, string> = {}) => {
     const res = await fetch(`${f.api.url}/v1/chat/completions`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress() },
+      headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress(), ...headers },
       body: JSON.stringify({ model, messages: [{ role: 'user', content: 'Say hello' }], metadata: { tags } }),
     });
     expect(res.status).toBe(200);
@@ -176,16 +176,25 @@ describe('operator console in a browser', () => {
     });
     expect(route.status).toBe(201);
     await f.settle();
-    const id = await chat(keySecret, 'console-failover', { team: 'failover' });
+    // Sent in the caller's own trace: the request page links to it in the tracing UI.
+    const traceId = 'a1b2c3d4e5f60718293a4b5c6d7e8f90';
+    const id = await chat(keySecret, 'console-failover', { team: 'failover' }, { traceparent: `00-${traceId}-1122334455667788-01` });
     await new Promise((r) => setTimeout(r, 700));
     await open(`/requests/${id}`);
     await page.waitForSelector('tr.attempt');
     const attempts = await page.$$eval('tr.attempt', (rows) => rows.map((r) => (r as HTMLElement).innerText));
     expect(attempts.length).toBeGreaterThanOrEqual(2);
-    expect(attempts[0]).toContain(failing);
+    // Connections by name, their ids on hover.
+    expect(attempts[0]).toContain('failing primary');
     expect(attempts[0]).toMatch(/server_error|503/);
-    expect(attempts.at(-1)).toContain(healthy);
+    expect(attempts.at(-1)).toContain('healthy fallback');
     expect(attempts.at(-1)).toContain('ok');
+    const hovers = await page.$$eval('tr.attempt span[title]', (spans) => spans.map((x) => x.getAttribute('title')));
+    expect(hovers[0]).toBe(failing);
+    expect(hovers.at(-1)).toBe(healthy);
+    // The key by its label.
+    await waitText('console key');
+    expect(await page.$eval(`a[href="http://jaeger.test:16686/trace/${traceId}"]`, (a) => a.textContent)).toContain(traceId);
     await shot('request');
     await accessible('one request');
   });
@@ -321,8 +330,11 @@ describe('operator console in a browser', () => {
     }
     await open('/');
     await waitText('the slowest hour');
-    // The overview says the day's error rate.
+    // The overview says the day's error rate, and the time the gateway itself added.
     expect(await text()).toMatch(/\d+ errors \(error rate \d+\.\d%\)/);
+    expect(await text()).toMatch(/Error rate \d+\.\d%.*added by the gateway, p95 \d+ ms/s);
+    // The top keys by their labels, not their ids.
+    expect(await text()).toMatch(/console key[^\n]*: \$/);
     await shot('overview');
     await accessible('overview');
     // The first Tab reaches the skip link, the next ones the pages.

@@ -5,6 +5,7 @@ import * as workflows from '../../workflows';
 import { installTemporalRuntime } from '../../workers/temporal';
 import { HISTORIES_DIR } from '../helpers/histories';
 import { testDataConverter } from '../helpers/sealing-keys';
+import { workflowSpanSink } from '../../workers/temporal';
 
 /**
  * The deploy guard (issue 34): every committed history replays against today's workflow code.
@@ -31,7 +32,7 @@ describe('committed workflow histories', () => {
 
   it.each(files)('replays %s', async (file) => {
     const history = JSON.parse(fs.readFileSync(path.join(HISTORIES_DIR, file), 'utf8')) as unknown;
-    await Worker.runReplayHistory({ workflowBundle: { codePath: process.env.GW_TEST_WORKFLOW_BUNDLE! }, dataConverter: testDataConverter() }, history, `replay-${file}`);
+    await Worker.runReplayHistory({ workflowBundle: { codePath: process.env.GW_TEST_WORKFLOW_BUNDLE! }, dataConverter: testDataConverter(), sinks: workflowSpanSink() }, history, `replay-${file}`);
   });
 
   it('has a history of every workflow type the workers register', () => {

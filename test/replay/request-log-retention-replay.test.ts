@@ -4,6 +4,7 @@ import { Worker } from '@temporalio/worker';
 import { installTemporalRuntime } from '../../workers/temporal';
 import { HISTORIES_DIR } from '../helpers/histories';
 import { testDataConverter } from '../helpers/sealing-keys';
+import { workflowSpanSink } from '../../workers/temporal';
 
 /**
  * Determinism guard for `requestLogRetention`: a run recorded before the workflow also deleted
@@ -24,6 +25,6 @@ describe('requestLogRetention replay', () => {
 
   it.each(FROZEN)('replays the %s history through its patch', async (name) => {
     const history = JSON.parse(fs.readFileSync(path.join(HISTORIES_DIR, `request-log-retention-${name}.json`), 'utf8')) as unknown;
-    await Worker.runReplayHistory({ workflowBundle: { codePath: process.env.GW_TEST_WORKFLOW_BUNDLE! }, dataConverter: testDataConverter() }, history, `replay-retention-${name}`);
+    await Worker.runReplayHistory({ workflowBundle: { codePath: process.env.GW_TEST_WORKFLOW_BUNDLE! }, dataConverter: testDataConverter(), sinks: workflowSpanSink() }, history, `replay-retention-${name}`);
   });
 });

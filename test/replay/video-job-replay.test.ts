@@ -6,6 +6,7 @@ import { quietBundlerLogger } from '../../workers/queues';
 import { installTemporalRuntime } from '../../workers/temporal';
 import { HISTORIES_DIR } from '../helpers/histories';
 import { testDataConverter } from '../helpers/sealing-keys';
+import { workflowSpanSink } from '../../workers/temporal';
 
 /**
  * Determinism guard for `videoJob`: committed histories must replay against today's workflow
@@ -32,17 +33,17 @@ describe('videoJob replay', () => {
   });
 
   it.each(HISTORIES)('replays the recorded %s history', async (name) => {
-    await Worker.runReplayHistory({ workflowBundle: { codePath: process.env.GW_TEST_WORKFLOW_BUNDLE! }, dataConverter: testDataConverter() }, historyOf(name), `replay-${name}`);
+    await Worker.runReplayHistory({ workflowBundle: { codePath: process.env.GW_TEST_WORKFLOW_BUNDLE! }, dataConverter: testDataConverter(), sinks: workflowSpanSink() }, historyOf(name), `replay-${name}`);
   });
 
   it.each(PRE_PATCH_HISTORIES)('replays the %s history recorded before a workflow change, through its patch', async (name) => {
-    await Worker.runReplayHistory({ workflowBundle: { codePath: process.env.GW_TEST_WORKFLOW_BUNDLE! }, dataConverter: testDataConverter() }, historyOf(name), `replay-${name}`);
+    await Worker.runReplayHistory({ workflowBundle: { codePath: process.env.GW_TEST_WORKFLOW_BUNDLE! }, dataConverter: testDataConverter(), sinks: workflowSpanSink() }, historyOf(name), `replay-${name}`);
   });
 
   it('refuses a workflow changed in a way that breaks determinism', async () => {
     const { code } = await bundleWorkflowCode({ workflowsPath: require.resolve('./changed-workflows'), logger: quietBundlerLogger });
     for (const name of [...HISTORIES, ...PRE_PATCH_HISTORIES]) {
-      await expect(Worker.runReplayHistory({ workflowBundle: { code }, dataConverter: testDataConverter() }, historyOf(name), `changed-${name}`)).rejects.toBeInstanceOf(DeterminismViolationError);
+      await expect(Worker.runReplayHistory({ workflowBundle: { code }, dataConverter: testDataConverter(), sinks: workflowSpanSink() }, historyOf(name), `changed-${name}`)).rejects.toBeInstanceOf(DeterminismViolationError);
     }
   });
 });

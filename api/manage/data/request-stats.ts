@@ -13,7 +13,7 @@ import { instantParam } from './query';
 
 /**
  * `GET /manage/v1/request_stats` (issue 25): per UTC hour, requests, errors (status 400 and up)
- * and latency percentiles, read from the request log, which the usage rollup does not hold
+ * and latency percentiles, total and added by the gateway (issue 36), read from the request log, which the usage rollup does not hold
  * (it sums; a percentile cannot be summed). At most 7 days a read, so the scan stays within
  * a week of one organization's partitions and index. Scope `analytics:read`.
  */
@@ -35,6 +35,8 @@ const statsSchema = z.object({
     errors: z.number().int().meta({ description: 'Requests answered with a status of 400 or more (the gateway\'s refusals included).' }),
     p50_latency_ms: z.number().int().nullable(),
     p95_latency_ms: z.number().int().nullable(),
+    p50_added_ms: z.number().int().nullable().meta({ description: 'Time spent in the gateway rather than waiting on providers (latency less the attempts\' time), median: what `gw_request_added_duration_seconds` measures.' }),
+    p95_added_ms: z.number().int().nullable(),
   })).meta({ description: 'Hours with requests only, oldest first.' }),
 }).meta({ id: 'RequestStats' });
 
@@ -52,19 +54,22 @@ export function requestStatsRoutes(router: Router<GatewayState>, deps: { db: Dat
     // A span wholly before the history window counts nothing.
     if (from > to) from = to;
     const projects = principal.projectIds ? sql` and project_id in (${principal.projectIds.length ? sql.join(principal.projectIds.map((p) => sql`${p}`), sql`, `) : sql`''`})` : sql``;
-    const result = await deps.db.execute<{ hour: Date | string; requests: number; errors: number; p50: number | null; p95: number | null }>(sql`
+    const result = await deps.db.execute<{ hour: Date | string; requests: number; errors: number; p50: number | null; p95: number | null; added50: number | null; added95: number | null }>(sql`
       select date_trunc('hour', created_at at time zone 'UTC') at time zone 'UTC' as hour, count(*)::int as requests,
         (count(*) filter (where status >= 400))::int as errors,
         round(percentile_cont(0.5) within group (order by latency_ms))::int as p50,
-        round(percentile_cont(0.95) within group (order by latency_ms))::int as p95
-      from request_logs
+        round(percentile_cont(0.95) within group (order by latency_ms))::int as p95,
+        round(percentile_cont(0.5) within group (order by added))::int as added50,
+        round(percentile_cont(0.95) within group (order by added))::int as added95
+      from request_logs,
+        lateral (select greatest(0, latency_ms - coalesce((select sum((a->>'latency_ms')::numeric) from jsonb_array_elements(attempts) a), 0)) as added) x
       where org_id = ${principal.orgId} and created_at >= ${from.toISOString()}::timestamptz and created_at < ${to.toISOString()}::timestamptz${projects}
       group by 1 order by 1`);
     ctx.body = {
       object: 'list',
       from: Math.floor(from.getTime() / 1000),
       to: Math.floor(to.getTime() / 1000),
-      data: result.rows.map((r) => ({ bucket_start: Math.floor(new Date(r.hour).getTime() / 1000), requests: r.requests, errors: r.errors, p50_latency_ms: r.p50, p95_latency_ms: r.p95 })),
+      data: result.rows.map((r) => ({ bucket_start: Math.floor(new Date(r.hour).getTime() / 1000), requests: r.requests, errors: r.errors, p50_latency_ms: r.p50, p95_latency_ms: r.p95, p50_added_ms: r.added50, p95_added_ms: r.added95 })),
     };
   });
 }

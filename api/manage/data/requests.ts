@@ -7,8 +7,9 @@ import { GatewayError } from '../../../core/errors';
 import { presentRequestLog, presentTrace, requestLogListSchema, requestLogSchema, traceSchema } from '../../../core/observability/request-log-present';
 import {
   findRequestLog, listRequestLogs, parseRequestLogQuery, parseTraceQuery, REQUEST_LOG_PAGE_DEFAULT, REQUEST_LOG_PAGE_MAX, TRACE_PAGE_DEFAULT,
-  traceRequests, traceTotals, type QueryParams, type RequestLogScope,
+  traceRequests, traceTotals, type QueryParams, type RequestLogMetadata, type RequestLogScope,
 } from '../../../core/observability/request-log-query';
+import type { ManagementServices } from '../services';
 import type { GatewayContext, GatewayState } from '../../context';
 import { authorize } from '../../middleware/management-auth';
 
@@ -28,11 +29,14 @@ function scopeOf(ctx: GatewayContext, clock: Clock): RequestLogScope {
   return { orgId: principal.orgId, plan: principal.plan, now: clock.now(), projectIds: principal.projectIds };
 }
 
-export function requestDataRoutes(router: Router<GatewayState>, deps: { db: Database; clock: Clock }): void {
+export function requestDataRoutes(router: Router<GatewayState>, deps: { db: Database; clock: Clock; manage: Pick<ManagementServices, 'traceUrl'> }): void {
+  /** A row as the reader sees it, with its trace's link where the reader may have one. */
+  const presenter = (scope: RequestLogScope) => (row: RequestLogMetadata) => presentRequestLog(row, deps.manage.traceUrl(scope.orgId, row.traceId));
+
   router.get('/requests', async (ctx) => {
     const scope = scopeOf(ctx, deps.clock);
     const query = parseRequestLogQuery(ctx.query as QueryParams);
-    ctx.body = await listRequestLogs(deps.db, scope, query, presentRequestLog);
+    ctx.body = await listRequestLogs(deps.db, scope, query, presenter(scope));
   });
 
   router.get('/requests/:id', async (ctx) => {
@@ -40,7 +44,7 @@ export function requestDataRoutes(router: Router<GatewayState>, deps: { db: Data
     const id = ctx.params.id!;
     const row = await findRequestLog(deps.db, scope, id);
     if (!row) throw new GatewayError('resource_not_found', `No request \`${id}\`.`);
-    ctx.body = presentRequestLog(row);
+    ctx.body = presenter(scope)(row);
   });
 
   router.get('/traces/:id', async (ctx) => {
@@ -51,7 +55,7 @@ export function requestDataRoutes(router: Router<GatewayState>, deps: { db: Data
     if (sessionId.length > MAX_SESSION_ID) throw notFound;
     const totals = await traceTotals(deps.db, scope, sessionId);
     if (totals.requestCount === 0) throw notFound;
-    ctx.body = presentTrace(sessionId, totals, await traceRequests(deps.db, scope, sessionId, page, presentRequestLog));
+    ctx.body = presentTrace(sessionId, totals, await traceRequests(deps.db, scope, sessionId, page, presenter(scope)));
   });
 }
 

@@ -19,6 +19,7 @@ export type RequestLog = {
   guardrails: { action: string; findings: Array<{ detector: string; stage: string; action: string; count: number }> } | null;
   metadata: { user_id: string | null; session_id: string | null; tags: Record<string, string> };
   allocation: { rule_id: string | null; rule_version_id: string | null; shares: Array<{ cost_center_id: string | null; percent: number; cost: number | null }> };
+  trace_id: string | null; trace_url: string | null;
 };
 export type GatewayKey = {
   id: string; label: string; project_id: string; status?: string; disabled?: boolean; version: number; created_at: number; rate_limit_rpm?: number | null;
@@ -30,4 +31,4 @@ export type Job = {
   usage: { seconds: number; cost: number | null } | null; error: { message: string; type: string; code: string | null } | null;
 };
 export type JobDetail = Job & { status_checks: number; timeline: Array<{ at: number; event: string; detail: string }>; workflow: { id: string; url: string | null } };
-export type RequestStats = { bucket_start: number; requests: number; errors: number; p50_latency_ms: number | null; p95_latency_ms: number | null };
+export type RequestStats = { bucket_start: number; requests: number; errors: number; p50_latency_ms: number | null; p95_latency_ms: number | null; p50_added_ms: number | null; p95_added_ms: number | null };

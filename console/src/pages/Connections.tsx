@@ -22,6 +22,8 @@ export function Connections() {
   const routeList = useList<Route>('routes', '/routes?limit=100');
   const connections = connectionList.read;
   const routes = routeList.read;
+  // Route targets by connection name, from the list this page reads anyway.
+  const connectionNames = new Map((connections.data?.data ?? []).map((c) => [c.id, c.name]));
   const kinds = useRead('kinds', () => get<{ data: Array<{ id: string; name?: string }> }>('/provider_kinds'));
   const action = useAction(() => connections.refresh());
   const [form, setForm] = useState({ kind: 'openai', name: '', secret: '', base_url: '' });
@@ -94,7 +96,7 @@ export function Connections() {
                 <table className="data">
                   <caption>Targets of {r.slug}</caption>
                   <thead><tr><th scope="col">#</th><th scope="col">Connection</th><th scope="col">Model</th><th scope="col">Weight</th></tr></thead>
-                  <tbody>{r.targets.map((t, i) => <tr key={i}><td>{i + 1}</td><td>{t.connection_id}</td><td>{t.model}</td><td>{t.weight ?? '—'}</td></tr>)}</tbody>
+                  <tbody>{r.targets.map((t, i) => <tr key={i}><td>{i + 1}</td><td><span title={t.connection_id}>{connectionNames.get(t.connection_id) ?? t.connection_id}</span></td><td>{t.model}</td><td>{t.weight ?? '—'}</td></tr>)}</tbody>
                 </table>
                 <table className="data">
                   <caption>What {r.slug} does on each failure kind</caption>

@@ -7,6 +7,7 @@ import { get, query } from '../lib/api';
 import { useList } from '../lib/use-list';
 import { usd, when } from '../lib/format';
 import { useUrlState } from '../lib/url-state';
+import { useNames } from '../lib/names';
 import { useRead } from '../lib/use-read';
 import type { Job, JobDetail as Detail } from '../lib/types';
 
@@ -45,6 +46,8 @@ export function Jobs() {
 /** One job's timeline, with a link to its workflow in the Temporal UI. */
 export function JobDetail({ id }: { id: string }) {
   const read = useRead(id, () => get<Detail>(`/jobs/${encodeURIComponent(id)}`));
+  const connections = useNames('connection');
+  const keys = useNames('key');
   return (
     <>
       <h1>Job <code>{id}</code></h1>
@@ -53,7 +56,8 @@ export function JobDetail({ id }: { id: string }) {
           <>
             <dl className="facts">
               <dt>Status</dt><dd>{job.status}{job.error ? ` (${job.error.type}: ${job.error.message})` : ''}</dd>
-              <dt>Model</dt><dd>{job.model} {job.provider ? `on ${job.provider} (${job.connection})` : ''}</dd>
+              <dt>Model</dt><dd>{job.model} {job.provider ? <>on {job.provider} ({connections.show(job.connection)})</> : ''}</dd>
+              <dt>Key</dt><dd>{keys.show(job.key_id)}</dd>
               <dt>Status checks</dt><dd>{job.status_checks}</dd>
               <dt>Cost</dt><dd>{usd(job.usage?.cost)}</dd>
               <dt>Workflow</dt>

@@ -6,6 +6,7 @@ import { FilterFields } from '../components/FilterFields';
 import { ReadState } from '../components/ReadState';
 import { Pager } from '../components/Pager';
 import { useList } from '../lib/use-list';
+import { useNames } from '../lib/names';
 import { protocolOf, usd, when } from '../lib/format';
 import { useUrlState } from '../lib/url-state';
 import type { RequestLog } from '../lib/types';
@@ -13,7 +14,7 @@ import type { RequestLog } from '../lib/types';
 /** Every filter the request log takes (GET /requests), kept in the URL. */
 const FILTERS = [
   ['model', 'Model'], ['status', 'Status (429 or 4xx)'], ['route', 'Route'], ['provider', 'Provider'], ['key_id', 'Key id'],
-  ['user_id', 'End user'], ['session_id', 'Session'], ['cost_center', 'Cost center (id or unallocated)'], ['from', 'From (ISO 8601)'], ['to', 'To (ISO 8601)'],
+  ['user_id', 'End user'], ['session_id', 'Session'], ['cost_center', 'Cost center (id or unallocated)'], ['trace_id', 'Trace id'], ['from', 'From (ISO 8601)'], ['to', 'To (ISO 8601)'],
 ] as const;
 
 /** `tags.team=search` filters, written as `team=search, env=prod`. */
@@ -28,6 +29,7 @@ export function Requests() {
   search.set('limit', '50');
   const list = useList<RequestLog>('requests', `/requests?${search.toString()}`);
   const page = list.read;
+  const keys = useNames('key');
 
   const apply = (event: FormEvent) => {
     event.preventDefault();
@@ -44,6 +46,7 @@ export function Requests() {
   const columns: ColumnDef<RequestLog, unknown>[] = [
     { header: 'Time', cell: ({ row }) => <Link href={`/requests/${row.original.id}`}>{when(row.original.created_at)}</Link> },
     { header: 'Protocol', cell: ({ row }) => <span title={row.original.endpoint}>{protocolOf(row.original.endpoint)}</span> },
+    { header: 'Key', cell: ({ row }) => keys.show(row.original.key_id) },
     { header: 'Model', cell: ({ row }) => row.original.model ?? '—' },
     { header: 'Provider', cell: ({ row }) => row.original.provider ?? '—' },
     { header: 'Status', accessorKey: 'status' },

@@ -7,6 +7,7 @@ import { get, query } from '../lib/api';
 import { bucketLabel, bucketStarts, count, dollarAxis, dollarTooltip, usd, when } from '../lib/format';
 import { useUrlState } from '../lib/url-state';
 import { useRead } from '../lib/use-read';
+import { useNames, type NameKind } from '../lib/names';
 import type { UsageBucket, UsageReport } from '../lib/types';
 
 const GROUPS = [['', 'nothing'], ['model', 'model'], ['provider', 'provider'], ['key', 'key'], ['project', 'project'], ['user_id', 'end user'], ['tags', 'a tag'], ['cost_center', 'cost center']] as const;
@@ -23,6 +24,9 @@ function downloadCsv(report: UsageReport, field: string): void {
   URL.revokeObjectURL(url);
 }
 
+/** Groups whose values are ids of named objects. */
+const NAMED_GROUPS: Record<string, NameKind> = { key: 'key', project: 'project', cost_center: 'cost_center' };
+
 /** GET /usage with grouping and hour or day buckets, as a chart and a table. */
 export function Usage() {
   const [params, setParams] = useUrlState();
@@ -33,13 +37,13 @@ export function Usage() {
   const from = useMemo(() => Math.floor(Date.now() / 1000 / 3600) * 3600 - Number(days) * 86_400, [days]);
   const path = `/usage${query({ bucket, from, group_by: field || undefined })}`;
   const read = useRead(path, () => get<UsageReport>(path));
-  // Cost centers by name: read only when grouping by them.
-  const centers = useRead(field === 'cost_center' ? 'centers' : null, () => get<{ data: Array<{ id: string; name: string }> }>('/cost_centers?limit=100'));
-  const centerName = (id: string | null | undefined) => (id ? centers.data?.data.find((c) => c.id === id)?.name ?? id : 'unallocated');
+  // Keys, projects and cost centers by name: read only when grouping by them.
+  const names = useNames(NAMED_GROUPS[field] ?? null);
+  const noneLabel = field === 'cost_center' ? 'unallocated' : '(none)';
 
   const columns: ColumnDef<UsageBucket, unknown>[] = [
     { header: 'Bucket', cell: ({ row }) => when(row.original.bucket_start) },
-    ...(field ? [{ header: field === 'cost_center' ? 'cost center' : field, cell: ({ row }: { row: { original: UsageBucket } }) => (field === 'cost_center' ? centerName(row.original.group?.[field]) : row.original.group?.[field] ?? '(none)') }] : []),
+    ...(field ? [{ header: field === 'cost_center' ? 'cost center' : field, cell: ({ row }: { row: { original: UsageBucket } }) => names.show(row.original.group?.[field], noneLabel) }] : []),
     { header: 'Requests', cell: ({ row }) => count(row.original.requests) },
     { header: 'Tokens', cell: ({ row }) => count(row.original.total_tokens) },
     { header: 'Cost', cell: ({ row }) => usd(row.original.cost) },
@@ -75,7 +79,7 @@ export function Usage() {
           const labels = bucketStarts(from, Date.now() / 1000, bucket);
           const groups = field ? [...new Set(report.data.map((b) => b.group?.[field] ?? null))] : [null];
           const costOf = (start: number, group: string | null) => report.data.filter((b) => b.bucket_start === start && (!field || (b.group?.[field] ?? null) === group)).reduce((s, b) => s + b.cost, 0);
-          const nameOf = (g: string | null) => (field === 'cost_center' ? centerName(g) : g ?? '(none)');
+          const nameOf = (g: string | null) => names.text(g, noneLabel);
           // Each group's share of the span's cost, said in words under the chart.
           const shares = field ? groups.map((g) => {
             const cost = labels.reduce((s, start) => s + costOf(start, g), 0);

@@ -29,6 +29,8 @@ import { DataDirLockedError, lockDataDir, type DataDirLock } from './lib/data-di
 import { startEmbeddedPostgres, startRedisServer } from './lib/local-services';
 import { startMailCatcher } from './lib/mail-catcher';
 import { prometheusBinary, startPrometheus } from './lib/prometheus';
+import { jaegerBinary, startJaeger } from './lib/jaeger';
+import { configuredExporters, startTracing } from '../core/observability/tracing';
 import { startOpsServer } from '../core/observability/metrics';
 import { freePort, preferredPort } from './lib/ports';
 import { developmentSealingKeysFile, removeRuntimeFile, writeRuntimeFile } from './lib/runtime-file';
@@ -156,6 +158,38 @@ async function startMetrics(runtime: Awaited<ReturnType<typeof startApiRuntime>>
 }
 
 /**
+ * Traces: exported where OTEL_EXPORTER_OTLP_ENDPOINT (or the traces one, or OTEL_TRACES_EXPORTER)
+ * says; else to a Jaeger started here when this machine has one (scripts/setup-jaeger builds it,
+ * as `npm test` does); else off. Before the workers and the API: both look for a tracer as they
+ * are made. Returns the trace page template for the console's request page.
+ */
+async function startTraces(dataDir: string): Promise<string | undefined> {
+  if (configuredExporters().length === 0) {
+    const binary = jaegerBinary();
+    if (!binary) {
+      say('Traces', 'off (no Jaeger on this machine: `bash scripts/setup-jaeger` builds one; or set OTEL_EXPORTER_OTLP_ENDPOINT)');
+      return undefined;
+    }
+    const jaeger = await startJaeger({
+      binary, dir: path.join(dataDir, 'jaeger'),
+      ports: { ui: await preferredPort(16686), otlpHttp: await preferredPort(4318), otlpGrpc: await preferredPort(4317), queryGrpc: await preferredPort(16685), health: await freePort() },
+    });
+    stops.push(['Jaeger', jaeger.stop]);
+    process.env.OTEL_EXPORTER_OTLP_ENDPOINT = jaeger.otlpHttpUrl;
+    const tracing = startTracing('gw')!;
+    // Stopped in reverse: the spans still queued are sent before Jaeger stops.
+    stops.push(['Traces', tracing.shutdown]);
+    const ui = jaeger.url.replace('127.0.0.1', 'localhost');
+    say('Traces', `Jaeger at ${ui} (OTLP ${jaeger.otlpHttpUrl}; service gw)`);
+    return `${ui}/trace/{trace_id}`;
+  }
+  const tracing = startTracing('gw');
+  if (tracing) stops.push(['Traces', tracing.shutdown]);
+  say('Traces', `exported as OTEL_* says (${process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? process.env.OTEL_EXPORTER_OTLP_ENDPOINT ?? process.env.OTEL_TRACES_EXPORTER})`);
+  return undefined;
+}
+
+/**
  * Connects the new demo organization to the sandbox through its own management API, and
  * issues a gateway key, so the first `curl` can chat without any setup.
  */
@@ -200,6 +234,8 @@ async function main(): Promise<void> {
     say('Mail', `${smtpUrl} (local mail catcher: alert emails stay on this machine, inbox at ${mailInbox})`);
   }
 
+  const traceUrlTemplate = await startTraces(base.dataDir);
+
   // The ops ports: the API's metrics, and the Temporal SDK's (one process runs both here).
   const opsPort = process.env.GW_OPS_PORT ?? String(await preferredPort(9464));
   const temporalMetricsPort = process.env.GW_TEMPORAL_METRICS_PORT ?? String(await preferredPort(9465));
@@ -218,6 +254,8 @@ async function main(): Promise<void> {
     // The console links each job to its workflow in the dev server's UI.
     GW_TEMPORAL_UI_URL: process.env.GW_TEMPORAL_UI_URL ?? services.temporalUi ?? undefined,
     GW_OPERATOR_ORG_ID: process.env.GW_OPERATOR_ORG_ID || developmentOperatorOrg(base.dataDir),
+    // The console's request page links each request to its trace in that Jaeger.
+    GW_TRACE_URL_TEMPLATE: process.env.GW_TRACE_URL_TEMPLATE ?? traceUrlTemplate,
   });
   const logger = createLogger(config.LOG_LEVEL, 'gw', terminalLogDestination());
   installTemporalRuntime(config.LOG_LEVEL === 'info' ? 'warn' : config.LOG_LEVEL, `${config.GW_OPS_HOST}:${config.GW_TEMPORAL_METRICS_PORT}`);

@@ -39,7 +39,7 @@ describe('trace ids without an exporter', () => {
     // Filterable, in either case of hex.
     const listed = await f.client.get<{ data: Loose[] }>(`/requests?trace_id=${traceId.toUpperCase()}`);
     expect(listed.body.data.map((r) => r.id)).toEqual([res.id]);
-    const bad = await f.client.get<Loose>('/requests?trace_id=0af7651916cd43dd');
+    const bad = await f.client.get<{ error: { type: string } }>('/requests?trace_id=0af7651916cd43dd');
     expect([bad.status, bad.body.error.type]).toEqual([400, 'invalid_request_error']);
   });
 

@@ -5,6 +5,8 @@ import path from 'node:path';
 import { Client } from 'pg';
 import { freePort } from '../../scripts/lib/ports';
 import { prometheusBinary } from '../../scripts/lib/prometheus';
+import { jaegerBinary } from '../../scripts/lib/jaeger';
+import { until } from '../helpers/until';
 
 const ROOT = path.resolve(__dirname, '../..');
 
@@ -90,6 +92,7 @@ describe('development launcher', () => {
     // request is `connection.failing`, found by the scheduled scan, not by anything the test runs.
     const token = /management token \(shown once, keep it\): (gwm_\S+)/.exec(output)![1]!;
     const key = /\[gw\] Demo key +(\S+)/.exec(output)![1]!;
+    let lastTraceId: string | null = null;
     for (let i = 0; i < 12; i++) {
       const res = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
         method: 'POST',
@@ -97,7 +100,20 @@ describe('development launcher', () => {
         body: JSON.stringify({ model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: `Fail ${i} [sandbox status=500]` }] }),
       });
       expect(res.status).toBeGreaterThanOrEqual(500);
+      lastTraceId = res.headers.get('x-gw-trace-id');
       await res.text();
+    }
+    // Traces go to a Jaeger started with everything else where the machine has one (npm test builds it).
+    if (jaegerBinary()) {
+      const jaegerUrl = /\[gw\] Traces +Jaeger at (http:\/\/localhost:\d+)/.exec(output)![1]!.replace('localhost', '127.0.0.1');
+      expect(lastTraceId).toMatch(/^[0-9a-f]{32}$/);
+      const spans = await until(async () => {
+        const res = await fetch(`${jaegerUrl}/api/traces/${lastTraceId}`);
+        return res.status === 200 ? ((await res.json()) as { data: Array<{ spans: Array<{ operationName: string }> }> }).data[0]?.spans : null;
+      }, 'the request\'s trace in Jaeger', 30_000, 250);
+      expect(spans.map((x) => x.operationName)).toContain('POST /v1/chat/completions');
+    } else {
+      expect(output).toContain('[gw] Traces       off');
     }
     // The API's metrics on the ops port, and a Prometheus scraping them where the machine has one.
     const metricsUrl = /\[gw\] Metrics +(http:\/\/localhost:\d+\/metrics)/.exec(output)![1]!.replace('localhost', '127.0.0.1');

@@ -3,12 +3,15 @@ import type { KeyContext } from '../core/auth/gateway-key-auth';
 import type { ManagementPrincipal } from '../core/auth/management-token-auth';
 import type { SpooledMultipart } from '../core/http/multipart';
 import type { Logger } from '../core/logger';
+import type { RequestTrace } from '../core/observability/tracing';
 
 /** Everything middlewares put on ctx.state, typed in one place. */
 export type GatewayState = {
   requestId: string;
   /** The request's trace (api/middleware/tracing.ts): its own when traces are on, else the caller's `traceparent`'s, else unset. */
   traceId?: string;
+  /** The request's spans when traces are exported (api/middleware/tracing.ts); passed down explicitly, never through an async context. */
+  trace?: RequestTrace;
   /** The request's logger, carrying `logFields`; made on first use (most requests never log but their access line). */
   log: Logger;
   /** Fields every log line of the request carries: `request_id`, then the caller's ids once known. */

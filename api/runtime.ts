@@ -25,9 +25,7 @@ import { DEFAULT_UPSTREAM_TIMEOUT_MS, type GatewayServices } from './gateway/ser
 import { loadModelCatalog } from '../core/catalog/model-catalog';
 import { createLearnedParams } from '../core/chat/prepare';
 import { createUpstreamAgent } from '../core/providers/upstream';
-import { traceRequestRow } from '../core/observability/attempt-spans';
 import { createGatewayMetrics, observedRequestLog, type GatewayMetrics } from '../core/observability/metrics';
-import { processTracer } from '../core/observability/tracing';
 import { createRequestLogWriter, type RequestLogEntry } from '../core/request-log/writer';
 import { createRequestAttribution } from '../core/attribution/request-attribution';
 import { createBatchWriter } from '../core/db/batch-writer';
@@ -85,11 +83,7 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
     catalog: await loadModelCatalog(),
     agent: upstreamAgent,
     learned: createLearnedParams(),
-    requestLog: observedRequestLog(requestLog, [
-      ...(metrics ? [(row: RequestLogEntry) => metrics.observeRequest(row)] : []),
-      // With traces on: the row ends its request's serving attempt span (core/observability/attempt-spans.ts).
-      ...(processTracer() ? [traceRequestRow] : []),
-    ]),
+    requestLog: observedRequestLog(requestLog, metrics ? [(row: RequestLogEntry) => metrics.observeRequest(row)] : []),
     defaultTimeoutMs: DEFAULT_UPSTREAM_TIMEOUT_MS,
     jobs: {
       temporal: temporal.client,

@@ -23,7 +23,7 @@ async function main(): Promise<void> {
   try {
     const config = loadConfig();
     // Before the runtime: its Temporal client and the request middleware look for a tracer once.
-    const tracing = startTracing('gw-api');
+    const tracing = startTracing('gw-api', { context: 'sync' });
     if (tracing) log.info('exporting traces (OTEL_* settings)');
     const runtime = await startApiRuntime(config, log);
     const http = await listen(createApp(runtime.deps), config.PORT, config.HOST);

@@ -19,7 +19,8 @@ import { freePort, waitFor } from '../scripts/lib/ports';
 import { BENCH_CHAT_WIRE_MODEL, chatBody, messagesBody, responsesBody, startGatewaySubject, startMock, type TenantFeatures } from './lib/gateway';
 import { findLoadTool, type LoadResult, type LoadTool } from './lib/load';
 import { cpuSeconds, rssMb } from './lib/proc';
-import { log, node, ROOT, runBench, waitForPort, workDir } from './lib/processes';
+import { jaegerBinary, startJaeger } from '../scripts/lib/jaeger';
+import { cleanups, log, node, ROOT, runBench, waitForPort, workDir } from './lib/processes';
 import { f0, f1, f2, machineLines, median, pct, signed } from './lib/report';
 import { serviceCounters, services, servicesCpu, type Services } from './lib/services';
 import { streams, type StreamResult } from './lib/sse-client';
@@ -72,13 +73,31 @@ const GATEWAY_SUBJECTS = [
   ['gateway_messages', 'gateway, /v1/messages to OpenAI', { promptLogging: false }],
   ['gateway_responses', 'gateway, /v1/responses to the chat wire', { promptLogging: false }],
   ['gateway_metrics', 'gateway, metrics on', { promptLogging: false }],
+  ['gateway_telemetry', 'gateway, traces+metrics', { promptLogging: false }],
 ] as const satisfies ReadonlyArray<readonly [string, string, TenantFeatures]>;
 type GatewaySubjectId = (typeof GATEWAY_SUBJECTS)[number][0];
 
-/** Subjects whose API runs with settings of its own (issue 36: Prometheus metrics kept and served on an ops port). */
-const SUBJECT_ENV: Partial<Record<GatewaySubjectId, Record<string, string>>> = {
-  gateway_metrics: { GW_OPS_PORT: '0', GW_OPS_HOST: '127.0.0.1' },
+/**
+ * Subjects whose API runs with settings of its own (issue 36): Prometheus metrics kept and served
+ * on an ops port; and those with every request traced (the sampler's default, always on, said
+ * outright) and exported over OTLP to a Jaeger started for the run (`otlpEndpoint`).
+ */
+const SUBJECT_ENV: Partial<Record<GatewaySubjectId, (otlpEndpoint: () => Promise<string>) => Promise<Record<string, string>>>> = {
+  gateway_metrics: async () => ({ GW_OPS_PORT: '0', GW_OPS_HOST: '127.0.0.1' }),
+  gateway_telemetry: async (otlpEndpoint) => ({ GW_OPS_PORT: '0', GW_OPS_HOST: '127.0.0.1', OTEL_EXPORTER_OTLP_ENDPOINT: await otlpEndpoint(), OTEL_TRACES_SAMPLER: 'always_on' }),
 };
+
+/** A Jaeger for the traced subject, started once when a subject asks for it (scripts/setup-jaeger builds it). */
+function jaegerForRun(work: string): () => Promise<string> {
+  let started: Promise<string> | undefined;
+  return () => (started ??= (async () => {
+    const binary = jaegerBinary();
+    if (!binary) throw new Error('the traced subject needs Jaeger: bash scripts/setup-jaeger builds it once per machine');
+    const jaeger = await startJaeger({ binary, dir: path.join(work, 'jaeger'), ports: { ui: await freePort(), otlpHttp: await freePort(), otlpGrpc: await freePort(), queryGrpc: await freePort(), health: await freePort() } });
+    cleanups.push(() => jaeger.stop());
+    return jaeger.otlpHttpUrl;
+  })());
+}
 
 /**
  * Subjects that take another client protocol than chat completions (issue 35): its path, request
@@ -117,12 +136,13 @@ async function startSubjects(work: string, svc: Services): Promise<{ subjects: S
   }
 
   const sealingKeys = newKeyring();
+  const otlpEndpoint = jaegerForRun(work);
   for (const [id, label, features] of GATEWAY_SUBJECTS) {
     if (!wanted.has(id)) continue;
     const profile = process.env.BENCH_CPU_PROF ? path.resolve(process.env.BENCH_CPU_PROF, `${id}.cpuprofile`) : undefined;
     const api = await startGatewaySubject(work, id, label, svc, sealingKeys, mockUrl, features, {
       preload: profile ? ['./bench/lib/cpu-prof-preload.ts'] : [],
-      env: { BENCH_CPU_PROF_FILE: profile, ...SUBJECT_ENV[id] },
+      env: { BENCH_CPU_PROF_FILE: profile, ...(await SUBJECT_ENV[id]?.(otlpEndpoint)) },
     });
     if (profile) profiles.push({ label, pid: api.pid, file: profile });
     const protocol = PROTOCOLS[id];

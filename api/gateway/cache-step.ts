@@ -38,7 +38,7 @@ export async function consultCache<E extends CachedServing = CachedAnswer>(ctx: 
   }
   const outcome = await decide(store, orgId, policy, body, logging, servable);
   ctx.set('X-GW-Cache', HEADER[outcome.status]);
-  traceEvent('gw.cache', () => ({ 'gw.cache': outcome.status }));
+  traceEvent(ctx.state.trace, 'gw.cache', () => ({ 'gw.cache': outcome.status }));
   return outcome;
 }
 

@@ -20,7 +20,7 @@ import { relayStream, type NativeEvent, type StreamTally } from './stream-answer
 import { ChoiceAssembler, replayChunks, type CachedAnswer } from '../../core/response-cache/answer';
 import { resolveCachePolicy, type CachePolicy, type CacheControl } from '../../core/response-cache/policy';
 import { ageSeconds, cacheField, consultCache, couldHaveServed, storeAnswer, type CacheOutcome } from './cache-step';
-import { addCutCost, chargedEstimate, endSpend, requestLogRow, reserveSpend, type SpendCall } from './spend-step';
+import { addCutCost, chargedEstimate, endSpend, recordRequestRow, requestLogRow, reserveSpend, type SpendCall } from './spend-step';
 import type { AnswerIdentity, ChatWire } from './chat-wire';
 
 /**
@@ -86,6 +86,7 @@ export function chatCallDeps(call: Call) {
   return {
     agent: services.agent, catalog: services.catalog, learned: services.learned, defaultTimeoutMs: services.defaultTimeoutMs,
     forceOutputCeiling: call.hold?.scopes.some((s) => s.blocking) ?? false,
+    trace: call.ctx.state.trace,
     onCut(candidate: Served<unknown>['candidate']) {
       const usage = billedUsage(call.body, null, 0, false);
       addCutCost(call, candidate, estimateCost({ usage, kind: candidate.connection.kind, upstreamModel: candidate.upstreamModel, modelId: candidate.modelId, prices: call.config.prices, catalog: services.catalog }));
@@ -152,7 +153,7 @@ export function logRequest(call: Call, outcome: {
     cacheSourceRequestId: outcome.hit?.requestId ?? null,
   });
   if (call.decisionId) Object.assign(row, { decisionId: call.decisionId });
-  call.services.requestLog.record(row);
+  recordRequestRow(call, row);
 }
 
 function refused(call: Call, result: NotServed): never {
@@ -190,7 +191,7 @@ export async function guardInput(call: Call): Promise<void> {
 function guardHeader(call: Call, stream: boolean): void {
   const word = call.guard!.header(stream);
   if (word) call.ctx.set('X-GW-Guardrails', word);
-  traceEvent('gw.guardrails', () => ({ 'gw.guardrails.action': call.guard!.outcome()?.action ?? 'none' }));
+  traceEvent(call.ctx.state.trace, 'gw.guardrails', () => ({ 'gw.guardrails.action': call.guard!.outcome()?.action ?? 'none' }));
   // Names only: a failed detector's error could quote the text it was reading.
   if (call.guard!.skipped.length > 0) call.ctx.state.log?.warn({ detectors: call.guard!.skipped }, 'guardrail detector failed; its policy allows carrying on');
 }

@@ -24,6 +24,7 @@ import { JOB_CANCEL_SIGNAL, JOB_CANCEL_UPDATE, searchAttributeKeys, taskQueue, w
 import { createDeliveryStarter, deliveryStartOptions } from '../../activities/webhook-dispatch';
 import { endJobUnpaid } from '../../core/jobs/end-job';
 import { errorSummary } from '../../core/logger';
+import { withinTrace } from '../../core/observability/tracing';
 import { withTemporalDeadline } from '../temporal-client';
 import type { GatewayContext, GatewayState } from '../context';
 import { parseInput, modelName } from '../validation';
@@ -156,7 +157,8 @@ export function jobRoutes(router: Router<GatewayState>, deps: { db: Database; cl
       try {
         // The job id is recorded before the start: a retry after any later failure resolves to it.
         await claim?.checkpoint({ job_id: job.id, input: workflowInput });
-        await withTemporalDeadline(deps.jobs.temporal, () => deps.jobs.temporal.workflow.start('videoJob', {
+        // Traced: the start is a span of the request, and the workflow's spans join its trace.
+        await withTemporalDeadline(deps.jobs.temporal, () => withinTrace(ctx.state.trace, () => deps.jobs.temporal.workflow.start('videoJob', {
           workflowId: workflowIds.videoJob(job.id),
           taskQueue: taskQueue('jobs', deps.jobs.taskQueuePrefix),
           args: [workflowInput],
@@ -166,7 +168,7 @@ export function jobRoutes(router: Router<GatewayState>, deps: { db: Database; cl
             { key: searchAttributeKeys.jobStatus, value: 'queued' },
             { key: searchAttributeKeys.model, value: input.model },
           ],
-        }));
+        })));
       } catch (err) {
         // Already started (a retry resumed this job while this request was on its way): record it.
         if (!(err instanceof WorkflowExecutionAlreadyStartedError)) {

@@ -29,6 +29,8 @@ import type { GatewayServices } from './services';
  */
 
 import { MCP_CALL_ENDPOINT } from '../../core/mcp/log-endpoint';
+import { endRequestFromRow } from '../../core/observability/attempt-spans';
+import type { RequestLogEntry } from '../../core/request-log/writer';
 
 export { MCP_CALL_ENDPOINT };
 /** Request-log `provider` of a tool call. */
@@ -167,7 +169,7 @@ async function logCall(x: LogScope, name: string, tool: McpToolRow | null, start
   const capture = config?.promptLoggingEnabled === true;
   const id = x.calls++ === 0 ? x.ctx.state.requestId : newId('req');
   const failure = outcome.refusal ?? outcome.error;
-  x.services.requestLog.record({
+  const row: RequestLogEntry = {
     id, orgId: x.key.orgId, keyId: x.key.keyId, projectId: x.key.projectId, userId: null, sessionId: null, tags: {}, createdAt: new Date(),
     traceId: x.ctx.state.traceId ?? null,
     endpoint: MCP_CALL_ENDPOINT,
@@ -193,7 +195,9 @@ async function logCall(x: LogScope, name: string, tool: McpToolRow | null, start
     guardrails: outcome.guard?.outcome() ?? null,
     requestBody: capture ? { name, arguments: outcome.loggedArgs ?? null } : null,
     responseBody: capture ? (outcome.response ?? null) : null,
-  });
+  };
+  if (x.ctx.state.trace) endRequestFromRow(x.ctx.state.trace, row);
+  x.services.requestLog.record(row);
 }
 
 /** The `tools/call` messages of a body (JSON-RPC batches are arrays): what the server's rate limit counts. */

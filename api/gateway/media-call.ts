@@ -20,7 +20,7 @@ import type { GatewayServices } from './services';
 import { ageSeconds, consultCache, couldHaveServed, storeAnswer, type CacheOutcome } from './cache-step';
 import { resolveCachePolicy, type CacheControl } from '../../core/response-cache/policy';
 import type { CachedServing } from '../../core/response-cache/answer';
-import { addCutCost, chargedEstimate, endSpend, requestLogRow, reserveSpend, type SpendCall } from './spend-step';
+import { addCutCost, chargedEstimate, endSpend, recordRequestRow, requestLogRow, reserveSpend, type SpendCall } from './spend-step';
 
 /**
  * One image or audio request (issue 14), whatever its endpoint: planned exactly as chat is (a
@@ -137,7 +137,7 @@ function logMedia(call: MediaCall, loggedRequest: Record<string, unknown>, outco
 }): void {
   const capture = call.logging && call.config.promptLoggingEnabled;
   const charged = chargedEstimate(call, outcome.estimate ?? null);
-  call.services.requestLog.record(requestLogRow(call, {
+  recordRequestRow(call, requestLogRow(call, {
     endpoint: call.endpoint,
     requestedModel: call.routing.model,
     routeSlug: call.plan?.route?.slug ?? null,
@@ -377,7 +377,7 @@ export async function serveMedia<T, E extends CachedServing = CachedServing>(ctx
         return sent;
       };
       return handler.attempt(candidate, adapter, send);
-    }, { stop: clientGone.signal });
+    }, { stop: clientGone.signal, trace: ctx.state.trace });
   } catch (err) {
     endSpend(call, null);
     if (!clientGone.signal.aborted) refuse(err);

@@ -1,4 +1,6 @@
+import { endRequestFromRow } from '../../core/observability/attempt-spans';
 import { traceEvent } from '../../core/observability/tracing';
+import type { RequestLogEntry } from '../../core/request-log/writer';
 import type { KeyContext } from '../../core/auth/gateway-key-auth';
 import { GatewayError } from '../../core/errors';
 import { newId } from '../../core/ids';
@@ -66,6 +68,13 @@ export function chargedEstimate(call: SpendCall, estimate: CostEstimate): CostEs
  * makes an object that begins with a spread and then gains properties the slow way, about a
  * microsecond a property (docs/decisions.md, "no object begins with a spread").
  */
+/** Records a request's row, and first tells the request's trace, when traced, what the request came to. */
+export function recordRequestRow(call: SpendCall, row: RequestLogEntry): void {
+  const trace = call.ctx.state.trace;
+  if (trace) endRequestFromRow(trace, row);
+  call.services.requestLog.record(row);
+}
+
 export function requestLogRow<Fields extends object>(call: SpendCall & { attribution: Attribution }, served: Fields) {
   const { key, attribution } = call;
   return {
@@ -106,7 +115,7 @@ export async function reserveSpend(call: SpendCall, worstCase: () => number, fir
   // Counted already (by the rate middleware, on a path that does not count itself): never twice.
   call.hold = ctx.state.rateCounted === true ? await services.spend.reserve(input) : await services.spend.reserveCounted({ rate, counted, ...input });
   if (!call.hold) refuseOverRate(key, window!);
-  traceEvent('gw.spend.hold', () => ({ 'gw.spend.hold_usd': input.amount, 'gw.spend.blocking': blocking }));
+  traceEvent(ctx.state.trace, 'gw.spend.hold', () => ({ 'gw.spend.hold_usd': input.amount, 'gw.spend.blocking': blocking }));
   // From here the call is in flight until its spend ends: a graceful stop waits for it.
   call.endInFlight = services.inFlight.begin();
   if (!blocking) return;

@@ -4,6 +4,7 @@ import type { ManagementPrincipal } from '../../core/auth/management-token-auth'
 import type { SpooledMultipart } from '../../core/http/multipart';
 import { newId } from '../../core/ids';
 import type { Logger } from '../../core/logger';
+import type { RequestTrace } from '../../core/observability/tracing';
 import type { GatewayState } from '../context';
 
 export const REQUEST_ID_HEADER = 'X-GW-Request-Id';
@@ -17,6 +18,7 @@ export const REQUEST_ID_HEADER = 'X-GW-Request-Id';
 class RequestState implements GatewayState {
   bodyLimit = 0;
   traceId?: string = undefined;
+  trace?: RequestTrace = undefined;
   key?: KeyContext = undefined;
   principal?: ManagementPrincipal = undefined;
   body?: unknown = undefined;

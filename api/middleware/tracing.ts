@@ -1,4 +1,4 @@
-import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import type { Middleware } from 'koa';
 import { genAiOperationOf } from '../../core/observability/attempt-spans';
 import { processTracer, RequestTrace, traceIdOfTraceparent } from '../../core/observability/tracing';
@@ -12,7 +12,8 @@ const TRACED = '/v1/';
 /**
  * A server span per gateway request (HTTP server conventions: `{method} {route}`), joining the
  * caller's W3C `traceparent` when it sends one. The answer carries the trace id
- * (`X-GW-Trace-Id`), and so does the request-log row (`ctx.state.traceId`).
+ * (`X-GW-Trace-Id`), and so does the request-log row (`ctx.state.traceId`). The request's
+ * steps reach the span through `ctx.state.trace`, not an async context (core/observability/tracing.ts).
  *
  * With traces off, a request that sent a `traceparent` still gets its trace id echoed and logged
  * (the caller's trace, to find the row from it); nothing else is done.
@@ -42,15 +43,15 @@ export function requestTracing(): Middleware<GatewayState> {
         'url.path': ctx.path,
         'url.scheme': ctx.protocol,
         'gw.request_id': ctx.state.requestId,
-        ...(ctx.get('user-agent') && { 'user_agent.original': ctx.get('user-agent') }),
       },
     }, parent);
     const requestTrace = new RequestTrace(tracer, span, genAiOperationOf(ctx.path), parent);
     const traceId = span.spanContext().traceId;
     ctx.state.traceId = traceId;
+    ctx.state.trace = requestTrace;
     ctx.set(TRACE_ID_HEADER, traceId);
     try {
-      await context.with(requestTrace.context, next);
+      await next();
     } finally {
       // @koa/router leaves the matched route's template: `POST /v1/videos/:id`, not every id.
       const route = (ctx as { _matchedRoute?: unknown })._matchedRoute;

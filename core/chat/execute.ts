@@ -3,7 +3,7 @@ import type { ModelCatalog } from '../catalog/model-catalog';
 import type { RequestAttempt } from '../db/schema';
 import { GatewayError } from '../errors';
 import { endFailedAttempt, keepServedAttempt, startAttemptSpan } from '../observability/attempt-spans';
-import { currentRequestTrace } from '../observability/tracing';
+import type { RequestTrace } from '../observability/tracing';
 import { ADAPTERS } from '../providers/adapters';
 import { sendUpstream, type UpstreamSuccess } from '../providers/upstream';
 import { NATIVE_REQUEST, type ChatBody, type ChatResult, type ProviderAdapter, type ProviderFailure, type StreamOutput } from '../providers/types';
@@ -22,6 +22,8 @@ export type ExecuteDeps = {
    * provider works on, and bills, what it was sent, so the caller settles an estimate of it.
    */
   onCut?(candidate: Candidate): void;
+  /** The request's trace, when traced: each attempt is a client span of it. */
+  trace?: RequestTrace;
 };
 
 export type Served<T> = { ok: true; candidate: Candidate; position: string; dropped: string[]; attempts: RequestAttempt[]; value: T };
@@ -42,6 +44,8 @@ export type WalkOptions = {
   tryAgain?: (candidate: Candidate, failure: ProviderFailure) => boolean;
   /** Once aborted (the client left), no further attempt is sent: the walk ends not served, with the attempts made. */
   stop?: AbortSignal;
+  /** The request's trace, when traced: each attempt is a client span of it. */
+  trace?: RequestTrace;
 };
 
 /**
@@ -57,8 +61,7 @@ export async function walkPlan<T>(
 ): Promise<Walked<T> | NotServed> {
   const attempts: RequestAttempt[] = [];
   const failures: FailedAttempt[] = [];
-  // Traced requests only: undefined (one context read) when traces are off.
-  const traced = currentRequestTrace();
+  const traced = options.trace;
   for (const [index, candidate] of plan.candidates.entries()) {
     if (options.skip?.(candidate, index)) continue;
     const position = chainPosition(index);
@@ -129,6 +132,7 @@ async function runPlan<T>(
     return attempt(candidate, ADAPTERS[candidate.connection.kind], prepared);
   }, {
     stop,
+    trace: deps.trace,
     skip: (_, index) => refusals[index] !== null,
     tryAgain(candidate, failure) {
       if (failure.kind !== 'unsupported_parameter' || !isDroppable(failure.param) || relearned.has(candidate)) return false;

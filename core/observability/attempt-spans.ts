@@ -1,7 +1,7 @@
 import { SpanKind, SpanStatusCode, type Attributes, type Span } from '@opentelemetry/api';
 import type { RequestLogEntry } from '../request-log/writer';
 import type { Candidate } from '../routing/candidates';
-import { currentRequestTrace, type RequestTrace } from './tracing';
+import type { RequestTrace } from './tracing';
 
 /**
  * The client span of each upstream attempt, named and attributed per the OpenTelemetry GenAI
@@ -29,13 +29,24 @@ export function genAiOperationOf(path: string): string {
   return 'chat';
 }
 
-export function startAttemptSpan(rt: RequestTrace, candidate: Candidate, position: string): Span {
-  let host: string | undefined;
-  try {
-    host = new URL(candidate.connection.baseUrl).hostname;
-  } catch {
-    host = undefined;
+/** `server.address` of a base URL, parsed once per URL. */
+const hosts = new Map<string, string | null>();
+function hostOf(baseUrl: string): string | null {
+  let host = hosts.get(baseUrl);
+  if (host === undefined) {
+    try {
+      host = new URL(baseUrl).hostname;
+    } catch {
+      host = null;
+    }
+    if (hosts.size > 1000) hosts.clear();
+    hosts.set(baseUrl, host);
   }
+  return host;
+}
+
+export function startAttemptSpan(rt: RequestTrace, candidate: Candidate, position: string): Span {
+  const host = hostOf(candidate.connection.baseUrl);
   const attributes: Attributes = {
     'gen_ai.operation.name': rt.operation,
     'gen_ai.provider.name': genAiProviderName(candidate.connection.kind),
@@ -61,12 +72,6 @@ export function keepServedAttempt(rt: RequestTrace, candidate: Candidate, span: 
   const finishReasons = finishReasonsOf(value);
   if (finishReasons) span.setAttribute('gen_ai.response.finish_reasons', finishReasons);
   rt.keepOpen(candidate.connection.id, span);
-}
-
-/** A request-log observer: the row's request, when traced, gets what the row says (`endRequestFromRow`). */
-export function traceRequestRow(row: RequestLogEntry): void {
-  const rt = currentRequestTrace();
-  if (rt) endRequestFromRow(rt, row);
 }
 
 /** Ends the row's serving attempt span, and puts what the request came to on the server span. */

@@ -1,4 +1,4 @@
-import { context, createContextKey, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
+import { context, ROOT_CONTEXT, trace, type Context, type ContextManager, type Span, type Tracer } from '@opentelemetry/api';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { detectResourcesSync, envDetectorSync, Resource } from '@opentelemetry/resources';
 import { BatchSpanProcessor, ConsoleSpanExporter, type SpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
@@ -27,7 +27,6 @@ export type Tracing = {
 };
 
 let processTracing: Tracing | undefined;
-const REQUEST_TRACE = createContextKey('gw.request-trace');
 
 /** The exporters `OTEL_*` asks for; empty when traces are off. */
 export function configuredExporters(env: NodeJS.ProcessEnv = process.env): Array<'otlp' | 'console'> {
@@ -38,11 +37,20 @@ export function configuredExporters(env: NodeJS.ProcessEnv = process.env): Array
 }
 
 /**
- * Once per process, before anything traced starts: registers the tracer provider (with its
- * AsyncLocalStorage context manager and the W3C trace-context propagator) when `OTEL_*` asks
- * for traces. Returns undefined, and registers nothing, when it does not.
+ * Once per process, before anything traced starts: registers the tracer provider and the W3C
+ * trace-context propagator when `OTEL_*` asks for traces. Returns undefined, and registers
+ * nothing, when it does not.
+ *
+ * `context: 'async'` (workers, `npm start`) registers OpenTelemetry's AsyncLocalStorage context
+ * manager: an activity's span stays current across its awaits, so a workflow it starts (a webhook
+ * delivery) joins its trace. The API passes its request's trace explicitly instead
+ * (`ctx.state.trace`) and takes `'sync'`: an AsyncLocalStorage once run keeps Node 20's promise
+ * hooks on for every promise of the process, a cost every request would pay. Its one use of the
+ * current context, Temporal's client interceptor reading it as a workflow start begins, is
+ * synchronous (`withinTrace`).
  */
-export function startTracing(serviceName: string, env: NodeJS.ProcessEnv = process.env): Tracing | undefined {
+export function startTracing(serviceName: string, options: { context?: 'async' | 'sync'; env?: NodeJS.ProcessEnv } = {}): Tracing | undefined {
+  const env = options.env ?? process.env;
   if (processTracing) return processTracing;
   const exporters = configuredExporters(env);
   if (exporters.length === 0) return undefined;
@@ -52,7 +60,7 @@ export function startTracing(serviceName: string, env: NodeJS.ProcessEnv = proce
     .merge(detectResourcesSync({ detectors: [envDetectorSync] }));
   const processors = exporters.map((name) => new BatchSpanProcessor(exporterOf(name)));
   const provider = new NodeTracerProvider({ resource, spanProcessors: processors });
-  provider.register();
+  provider.register(options.context === 'sync' ? { contextManager: new SyncContextManager() } : {});
   const spanProcessor = processors.length === 1 ? processors[0]! : fanOut(processors);
   processTracing = {
     tracer: provider.getTracer('gateway'),
@@ -103,11 +111,11 @@ export function traceIdOfTraceparent(header: string | undefined): string | undef
  */
 export class RequestTrace {
   private readonly open: Array<{ connectionId: string; span: Span }> = [];
-  /** The context the request runs in: its server span active, and this trace findable. */
+  /** The server span as a context: what its children (attempts, a workflow start) are made in. */
   readonly context: Context;
 
   constructor(readonly tracer: Tracer, readonly server: Span, readonly operation: string, parent: Context) {
-    this.context = trace.setSpan(parent, server).setValue(REQUEST_TRACE, this);
+    this.context = trace.setSpan(parent, server);
   }
 
   /** A served attempt's span, ended by `endServed` with what the call produced. */
@@ -127,17 +135,55 @@ export class RequestTrace {
   }
 }
 
-/** The running request's trace; undefined when traces are off or outside a traced request. */
-export function currentRequestTrace(): RequestTrace | undefined {
-  if (!processTracing) return undefined;
-  return context.active().getValue(REQUEST_TRACE) as RequestTrace | undefined;
+/**
+ * Adds an event (cache, guardrails, spend hold) to a traced request's server span. The
+ * attributes are made only then: untraced requests build nothing.
+ */
+export function traceEvent(rt: RequestTrace | undefined, name: string, attributes: () => Record<string, string | number | boolean>): void {
+  if (rt) rt.server.addEvent(name, attributes());
+}
+
+/** Runs `fn` with the request's server span current (for code that reads the current context as it starts), or just runs it. */
+export function withinTrace<T>(rt: RequestTrace | undefined, fn: () => T): T {
+  return rt ? context.with(rt.context, fn) : fn();
 }
 
 /**
- * Adds an event (cache, guardrails, spend hold) to the running request's server span, if traced.
- * The attributes are made only then: untraced requests build nothing.
+ * A context manager for code that reads the current context only synchronously, under `with`:
+ * nothing carries across an await, so no async hook is ever installed.
  */
-export function traceEvent(name: string, attributes: () => Record<string, string | number | boolean>): void {
-  const rt = currentRequestTrace();
-  if (rt) rt.server.addEvent(name, attributes());
+class SyncContextManager implements ContextManager {
+  private current: Context = ROOT_CONTEXT;
+
+  active(): Context {
+    return this.current;
+  }
+
+  with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(ctx: Context, fn: F, thisArg?: ThisParameterType<F>, ...args: A): ReturnType<F> {
+    const before = this.current;
+    this.current = ctx;
+    try {
+      return fn.call(thisArg, ...args);
+    } finally {
+      this.current = before;
+    }
+  }
+
+  bind<T>(ctx: Context, target: T): T {
+    if (typeof target !== 'function') return target;
+    const run = target as unknown as (...args: unknown[]) => unknown;
+    const withContext = <R>(fn: () => R): R => this.with(ctx, fn);
+    return function (this: unknown, ...args: unknown[]) {
+      return withContext(() => run.apply(this, args));
+    } as unknown as T;
+  }
+
+  enable(): this {
+    return this;
+  }
+
+  disable(): this {
+    this.current = ROOT_CONTEXT;
+    return this;
+  }
 }

@@ -7,7 +7,7 @@ import { startTracing, type Tracing } from '../../core/observability/tracing';
 import { jaegerBinary, startJaeger, type JaegerServer } from '../../scripts/lib/jaeger';
 import { freePort } from '../../scripts/lib/ports';
 import { startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
-import { randomClientAddress, startTestWorkers, uniquePrefix } from '../helpers/harness';
+import { randomClientAddress, uniquePrefix } from '../helpers/harness';
 import { createLocalCa, type LocalCa } from '../helpers/local-ca';
 import { until } from '../helpers/until';
 import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver';
@@ -15,7 +15,7 @@ import { startWorkerProcess, type WorkerProcess } from '../helpers/worker-proces
 
 /**
  * Traces end to end into a real Jaeger (built once per machine by scripts/setup-jaeger, which
- * `npm test` runs): the API and a jobs worker in this process and a webhooks worker in its own
+ * `npm test` runs): the API in this process and the jobs and webhooks workers in their own
  * export over OTLP, configured only by the standard OTEL_* variables; the test reads each trace
  * back from Jaeger's query API (issue 36).
  */
@@ -39,7 +39,7 @@ describe('OpenTelemetry traces in Jaeger', () => {
   let jaeger: JaegerServer;
   let tracing: Tracing | undefined;
   let f: ChatFixture;
-  let jobsWorker: Awaited<ReturnType<typeof startTestWorkers>> | undefined;
+  let jobsWorker: WorkerProcess | undefined;
   let webhooksWorker: WorkerProcess | undefined;
   let ca: LocalCa;
   let receiver: WebhookReceiver;
@@ -69,17 +69,18 @@ describe('OpenTelemetry traces in Jaeger', () => {
     // Only the standard variables: the endpoint, and a short batch delay so the test waits less.
     const otel = { OTEL_EXPORTER_OTLP_ENDPOINT: jaeger.otlpHttpUrl, OTEL_BSP_SCHEDULE_DELAY: '100' };
     Object.assign(process.env, otel);
-    tracing = startTracing('gw-api');
+    // The API here as in production: its requests' traces passed explicitly, no async context.
+    tracing = startTracing('gw-api', { context: 'sync' });
     ca = createLocalCa();
     receiver = await startWebhookReceiver(ca);
     f = await startChatFixture(env);
-    jobsWorker = await startTestWorkers(['jobs'], prefix, env);
+    jobsWorker = await startWorkerProcess('jobs', prefix, { ...env, ...otel });
     webhooksWorker = await startWorkerProcess('webhooks', prefix, { ...env, ...otel, NODE_EXTRA_CA_CERTS: ca.caFile });
     secret = await f.key({ rate_limit_rpm: 50000, observability_access: 'organization' });
   }, 90_000);
   afterAll(async () => {
     await webhooksWorker?.stop();
-    await jobsWorker?.shutdown();
+    await jobsWorker?.stop();
     await f?.close();
     await tracing?.shutdown();
     await receiver?.close();
@@ -171,6 +172,7 @@ describe('OpenTelemetry traces in Jaeger', () => {
     expect(parentOf(start)).toBe(server.spanID);
     const run = byName('RunWorkflow:videoJob')[0]!;
     expect(parentOf(run)).toBe(start.spanID);
+    expect([trace.processes[server.processID]!.serviceName, trace.processes[run.processID]!.serviceName]).toEqual(['gw-api', 'gw-worker-jobs']);
     const scheduled = trace.spans.filter((s) => s.operationName.startsWith('StartActivity:') && parentOf(s) === run.spanID).map((s) => s.operationName);
     expect(scheduled).toEqual(expect.arrayContaining(['StartActivity:submitVideo', 'StartActivity:awaitRender']));
     // The status checks ride the activity's retry policy: each check is a run of `awaitRender`.

@@ -11,6 +11,8 @@
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { newKeyring } from '../core/crypto/sealing';
@@ -87,9 +89,25 @@ const SUBJECT_ENV: Partial<Record<GatewaySubjectId, (otlpEndpoint: () => Promise
   gateway_telemetry: async (otlpEndpoint) => ({ GW_OPS_PORT: '0', GW_OPS_HOST: '127.0.0.1', OTEL_EXPORTER_OTLP_ENDPOINT: await otlpEndpoint(), OTEL_TRACES_SAMPLER: 'always_on' }),
 };
 
-/** A Jaeger for the traced subject, started once when a subject asks for it (scripts/setup-jaeger builds it). */
+/**
+ * Where the traced subject exports: a Jaeger started once for the run (scripts/setup-jaeger builds
+ * it), or with BENCH_OTLP=sink an OTLP receiver in this process that answers every export 200
+ * and keeps nothing, so that a second process's work on the spans does not share the two cores
+ * with the subject while its CPU is measured.
+ */
 function jaegerForRun(work: string): () => Promise<string> {
   let started: Promise<string> | undefined;
+  if (process.env.BENCH_OTLP === 'sink') {
+    return () => (started ??= (async () => {
+      const server = http.createServer((req, res) => {
+        req.resume();
+        req.on('end', () => res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end());
+      });
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+      cleanups.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
+      return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    })());
+  }
   return () => (started ??= (async () => {
     const binary = jaegerBinary();
     if (!binary) throw new Error('the traced subject needs Jaeger: bash scripts/setup-jaeger builds it once per machine');

@@ -1,14 +1,16 @@
 import { context, ROOT_CONTEXT, trace, type Context, type ContextManager, type Span, type Tracer } from '@opentelemetry/api';
+import { OTLPTraceExporter as OTLPJsonTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { detectResourcesSync, envDetectorSync, Resource } from '@opentelemetry/resources';
 import { BatchSpanProcessor, ConsoleSpanExporter, type SpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
+import { ConfigError } from '../config';
 
 /**
  * OpenTelemetry traces of a gateway process (issue 36), configured by the standard `OTEL_*`
  * environment variables and nothing else: `OTEL_EXPORTER_OTLP_ENDPOINT` (or `..._TRACES_ENDPOINT`)
- * turns export on over OTLP/HTTP (protobuf); `OTEL_TRACES_EXPORTER` may say `otlp`, `console` or
- * `none`; `OTEL_SDK_DISABLED=true` turns everything off; `OTEL_SERVICE_NAME`,
+ * turns export on over OTLP/HTTP, protobuf or, with `OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL=http/json`,
+ * JSON; `OTEL_TRACES_EXPORTER` may say `otlp`, `console` or `none`; `OTEL_SDK_DISABLED=true` turns everything off; `OTEL_SERVICE_NAME`,
  * `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER(_ARG)`, `OTEL_BSP_*` and the exporter's
  * headers and timeouts are read by the SDK itself.
  *
@@ -58,7 +60,7 @@ export function startTracing(serviceName: string, options: { context?: 'async' |
   const resource = Resource.default()
     .merge(new Resource({ 'service.name': serviceName }))
     .merge(detectResourcesSync({ detectors: [envDetectorSync] }));
-  const processors = exporters.map((name) => new BatchSpanProcessor(exporterOf(name)));
+  const processors = exporters.map((name) => new BatchSpanProcessor(exporterOf(name, env)));
   const provider = new NodeTracerProvider({ resource, spanProcessors: processors });
   provider.register(options.context === 'sync' ? { contextManager: new SyncContextManager() } : {});
   const spanProcessor = processors.length === 1 ? processors[0]! : fanOut(processors);
@@ -83,8 +85,12 @@ export function processTracingSetup(): Tracing | undefined {
   return processTracing;
 }
 
-function exporterOf(name: 'otlp' | 'console'): SpanExporter {
-  return name === 'console' ? new ConsoleSpanExporter() : new OTLPTraceExporter();
+function exporterOf(name: 'otlp' | 'console', env: NodeJS.ProcessEnv): SpanExporter {
+  if (name === 'console') return new ConsoleSpanExporter();
+  const protocol = (env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL ?? 'http/protobuf').trim();
+  if (protocol === 'http/protobuf') return new OTLPTraceExporter();
+  if (protocol === 'http/json') return new OTLPJsonTraceExporter();
+  throw new ConfigError(`OTEL_EXPORTER_OTLP_PROTOCOL=${protocol} is not supported: use http/protobuf (the default) or http/json`);
 }
 
 function fanOut(processors: SpanProcessor[]): SpanProcessor {

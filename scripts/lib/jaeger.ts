@@ -1,6 +1,7 @@
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { startChildService } from './child-service';
 
 /**
  * A Jaeger (v2, the all-in-one `jaeger` binary: OTLP receiver, in-memory store, query API and UI)
@@ -79,28 +80,9 @@ exporters:
   jaeger_storage_exporter:
     trace_storage: memstore
 `);
-  const child = spawn(options.binary, [`--config=file:${config}`], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let output = '';
-  child.stderr!.on('data', (d: Buffer) => (output = (output + d.toString()).slice(-4000)));
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const url = `http://127.0.0.1:${ports.ui}`;
-  const deadline = Date.now() + 30_000;
   // Up when the query API answers and the OTLP receiver takes connections.
-  while ((await fetch(`${url}/api/services`).catch(() => null))?.ok !== true || (await fetch(`http://127.0.0.1:${ports.otlpHttp}/v1/traces`, { method: 'POST' }).catch(() => null)) === null) {
-    const last = output.trim().split('\n').filter((l) => /error|fatal/i.test(l)).pop() ?? output.trim().split('\n').pop() ?? '';
-    if (child.exitCode !== null) throw new Error(`Jaeger exited: ${last}`);
-    if (Date.now() > deadline) {
-      child.kill('SIGKILL');
-      throw new Error(`Jaeger did not come up within 30 s: ${last}`);
-    }
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  return {
-    url,
-    otlpHttpUrl: `http://127.0.0.1:${ports.otlpHttp}`,
-    async stop() {
-      if (child.exitCode === null) child.kill('SIGTERM');
-      await exited;
-    },
-  };
+  const up = async () => (await fetch(`${url}/api/services`)).ok && (await fetch(`http://127.0.0.1:${ports.otlpHttp}/v1/traces`, { method: 'POST' }).then(() => true));
+  const service = await startChildService('Jaeger', options.binary, [`--config=file:${config}`], up);
+  return { url, otlpHttpUrl: `http://127.0.0.1:${ports.otlpHttp}`, stop: service.stop };
 }

@@ -1,6 +1,7 @@
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { startChildService } from './child-service';
 
 /**
  * A Prometheus server scraping the gateway's ops ports, for `npm start` and the metrics test:
@@ -31,26 +32,7 @@ export async function startPrometheus(options: {
     ...options.jobs.flatMap((j) => [`  - job_name: ${j.name}`, `    static_configs: [{ targets: ['${j.target}'] }]`]),
     '',
   ].join('\n'));
-  const child = spawn(options.binary, [`--config.file=${config}`, `--storage.tsdb.path=${path.join(options.dir, 'data')}`, `--web.listen-address=127.0.0.1:${options.port}`], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let output = '';
-  child.stderr!.on('data', (d: Buffer) => (output = (output + d.toString()).slice(-2000)));
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const url = `http://127.0.0.1:${options.port}`;
-  const deadline = Date.now() + 30_000;
-  while ((await fetch(`${url}/-/ready`).catch(() => null))?.ok !== true) {
-    const last = output.trim().split('\n').pop() ?? '';
-    if (child.exitCode !== null) throw new Error(`Prometheus exited: ${last}`);
-    if (Date.now() > deadline) {
-      child.kill('SIGKILL');
-      throw new Error(`Prometheus did not come up within 30 s: ${last}`);
-    }
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  return {
-    url,
-    async stop() {
-      if (child.exitCode === null) child.kill('SIGTERM');
-      await exited;
-    },
-  };
+  const service = await startChildService('Prometheus', options.binary, [`--config.file=${config}`, `--storage.tsdb.path=${path.join(options.dir, 'data')}`, `--web.listen-address=127.0.0.1:${options.port}`], async () => (await fetch(`${url}/-/ready`)).ok);
+  return { url, stop: service.stop };
 }

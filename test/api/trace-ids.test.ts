@@ -1,4 +1,5 @@
-import { configuredExporters, processTracer, traceIdOfTraceparent } from '../../core/observability/tracing';
+import { ConfigError } from '../../core/config';
+import { configuredExporters, processTracer, startTracing, traceIdOfTraceparent } from '../../core/observability/tracing';
 import { manageClient } from '../helpers/manage-client';
 import { createTenant } from '../helpers/tenants';
 import { startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
@@ -76,6 +77,12 @@ describe('traces configuration by OTEL_* only', () => {
     expect(configuredExporters({ OTEL_TRACES_EXPORTER: 'console,otlp' })).toEqual(['console', 'otlp']);
     expect(configuredExporters({ OTEL_TRACES_EXPORTER: 'none', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' })).toEqual([]);
     expect(configuredExporters({ OTEL_SDK_DISABLED: 'true', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' })).toEqual([]);
+  });
+
+  it('refuses, in one line, an OTLP protocol it cannot speak', () => {
+    expect(() => startTracing('gw-test', { env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4317', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' } })).toThrow(ConfigError);
+    expect(() => startTracing('gw-test', { env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4317', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' } })).toThrow('OTEL_EXPORTER_OTLP_PROTOCOL=grpc is not supported: use http/protobuf (the default) or http/json');
+    expect(processTracer()).toBeUndefined();
   });
 
   it('reads a W3C traceparent\'s trace id', () => {

@@ -75,7 +75,8 @@ describe('OpenTelemetry traces in Jaeger', () => {
     receiver = await startWebhookReceiver(ca);
     f = await startChatFixture(env);
     jobsWorker = await startWorkerProcess('jobs', prefix, { ...env, ...otel });
-    webhooksWorker = await startWorkerProcess('webhooks', prefix, { ...env, ...otel, NODE_EXTRA_CA_CERTS: ca.caFile });
+    // This one exports OTLP as JSON (the standard protocol variable), the others protobuf.
+    webhooksWorker = await startWorkerProcess('webhooks', prefix, { ...env, ...otel, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', NODE_EXTRA_CA_CERTS: ca.caFile });
     secret = await f.key({ rate_limit_rpm: 50000, observability_access: 'organization' });
   }, 90_000);
   afterAll(async () => {

@@ -9,10 +9,11 @@ import { ConfigError } from '../config';
 /**
  * OpenTelemetry traces of a gateway process (issue 36), configured by the standard `OTEL_*`
  * environment variables and nothing else: `OTEL_EXPORTER_OTLP_ENDPOINT` (or `..._TRACES_ENDPOINT`)
- * turns export on over OTLP/HTTP, protobuf or, with `OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL=http/json`,
- * JSON; `OTEL_TRACES_EXPORTER` may say `otlp`, `console` or `none`; `OTEL_SDK_DISABLED=true` turns everything off; `OTEL_SERVICE_NAME`,
- * `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER(_ARG)`, `OTEL_BSP_*` and the exporter's
- * headers and timeouts are read by the SDK itself.
+ * turns export on over OTLP/HTTP, protobuf or (`OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL=http/json`)
+ * JSON; `OTEL_TRACES_EXPORTER` may say `otlp`, `console` or `none`; `OTEL_SDK_DISABLED=true`
+ * turns everything off; `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`,
+ * `OTEL_TRACES_SAMPLER(_ARG)`, `OTEL_BSP_*` and the exporter's headers and timeouts are read by
+ * the SDK itself.
  *
  * With none of them set, no provider is registered and `processTracer()` is undefined: the
  * request middleware and the plan walker check that once and do nothing else, so the hot path

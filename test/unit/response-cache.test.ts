@@ -90,7 +90,7 @@ describe('response cache: Redis unreachable', () => {
   afterAll(() => redis.disconnect());
   const store = createResponseCacheStore(redis);
   const headers: Record<string, string> = {};
-  const ctx = { set: (k: string, v: string) => void (headers[k] = v) } as unknown as GatewayContext;
+  const ctx = { state: {}, set: (k: string, v: string) => void (headers[k] = v) } as unknown as GatewayContext;
   const on = { enabled: true, default_ttl_seconds: 3600 };
 
   it('serves uncached (BYPASS) unless the request demanded read_only: then 400 response_cache_unavailable', async () => {

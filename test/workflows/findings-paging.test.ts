@@ -11,6 +11,7 @@ import { installTemporalRuntime } from '../../workers/temporal';
 import { testDatabase, uniquePrefix } from '../helpers/harness';
 import { createTenant, type Tenant } from '../helpers/tenants';
 import { testDataConverter, testTemporalClient } from '../helpers/sealing-keys';
+import { workflowSpanSink } from '../../workers/temporal';
 
 const HOUR_MS = 3_600_000;
 
@@ -59,7 +60,7 @@ describe('findings scan pages through organizations', () => {
       settings: { anomalyDollarFloor: ANOMALY_DOLLAR_FLOOR, everyMs: 300_000, catalog: () => Promise.reject(new Error('unused')) },
     });
     worker = await Worker.create({
-      connection, taskQueue: queue, workflowBundle: { codePath: process.env.GW_TEST_WORKFLOW_BUNDLE! }, dataConverter: testDataConverter(),
+      connection, taskQueue: queue, workflowBundle: { codePath: process.env.GW_TEST_WORKFLOW_BUNDLE! }, dataConverter: testDataConverter(), sinks: workflowSpanSink(),
       activities: {
         ...real,
         async runFindingDetectorPage(input: Parameters<typeof real.runFindingDetectorPage>[0]) {

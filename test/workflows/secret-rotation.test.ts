@@ -9,6 +9,7 @@ import { startTestWorkers, uniquePrefix } from '../helpers/harness';
 import { startManagementFixture, type ManagementFixture } from '../helpers/manage-client';
 import { saveHistory } from '../helpers/histories';
 import { testDataConverter } from '../helpers/sealing-keys';
+import { workflowSpanSink } from '../../workers/temporal';
 
 type Endpoint = { id: string; version: number; secret?: string; secret_rotated_at: number | null };
 
@@ -125,6 +126,7 @@ describe('webhook secret rotation racing the end of the previous workflow', () =
       workflowBundle: { codePath: process.env.GW_TEST_WORKFLOW_BUNDLE! },
       // The API seals the workflow's input; the worker opens it as the gateway's workers do.
       dataConverter: testDataConverter(),
+      sinks: workflowSpanSink(),
       activities: {
         async dropRetiredSecrets(input: { orgId: string; endpointId: string }) {
           const result = await real.dropRetiredSecrets(input);

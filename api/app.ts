@@ -61,9 +61,11 @@ export function createApp(deps: AppDeps): Koa<GatewayState> {
     temporalCodecRouter({ ...deps.temporalCodec, db: deps.db, clock: deps.clock, authFailures: deps.authFailures }),
   ];
 
-  app.use(requestContext(deps.logger));
-  // Before the error handler: the server span ends with the status the error was rendered as.
-  app.use(requestTracing());
+  // Traces exported: a server span per request, before the error handler so that it ends with
+  // the status an error was rendered as. Otherwise the request context adopts a caller's trace id.
+  const tracing = requestTracing();
+  app.use(requestContext(deps.logger, { callerTrace: !tracing }));
+  if (tracing) app.use(tracing);
   app.use(errorHandler());
   const meterDeps = { keys: deps.keys, clock: deps.clock, redis: deps.spendRedis };
   app.use(bodyLimit({ beforeRefusal: gatewayPreAuthMeter(meterDeps) }));

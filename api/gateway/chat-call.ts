@@ -191,7 +191,8 @@ export async function guardInput(call: Call): Promise<void> {
 function guardHeader(call: Call, stream: boolean): void {
   const word = call.guard!.header(stream);
   if (word) call.ctx.set('X-GW-Guardrails', word);
-  traceEvent(call.ctx.state.trace, 'gw.guardrails', () => ({ 'gw.guardrails.action': call.guard!.outcome()?.action ?? 'none' }));
+  const trace = call.ctx.state.trace;
+  if (trace) traceEvent(trace, 'gw.guardrails', { 'gw.guardrails.action': call.guard!.outcome()?.action ?? 'none' });
   // Names only: a failed detector's error could quote the text it was reading.
   if (call.guard!.skipped.length > 0) call.ctx.state.log?.warn({ detectors: call.guard!.skipped }, 'guardrail detector failed; its policy allows carrying on');
 }

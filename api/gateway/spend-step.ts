@@ -115,7 +115,8 @@ export async function reserveSpend(call: SpendCall, worstCase: () => number, fir
   // Counted already (by the rate middleware, on a path that does not count itself): never twice.
   call.hold = ctx.state.rateCounted === true ? await services.spend.reserve(input) : await services.spend.reserveCounted({ rate, counted, ...input });
   if (!call.hold) refuseOverRate(key, window!);
-  traceEvent(ctx.state.trace, 'gw.spend.hold', () => ({ 'gw.spend.hold_usd': input.amount, 'gw.spend.blocking': blocking }));
+  const trace = ctx.state.trace;
+  if (trace) traceEvent(trace, 'gw.spend.hold', { 'gw.spend.hold_usd': input.amount, 'gw.spend.blocking': blocking });
   // From here the call is in flight until its spend ends: a graceful stop waits for it.
   call.endInFlight = services.inFlight.begin();
   if (!blocking) return;

@@ -6,6 +6,7 @@ import { newId } from '../../core/ids';
 import type { Logger } from '../../core/logger';
 import type { RequestTrace } from '../../core/observability/tracing';
 import type { GatewayState } from '../context';
+import { adoptCallerTrace } from './tracing';
 
 export const REQUEST_ID_HEADER = 'X-GW-Request-Id';
 
@@ -42,13 +43,19 @@ class RequestState implements GatewayState {
   }
 }
 
-/** Gives every request an id (header on every response, body id of a chat answer) and a logger carrying it. */
-export function requestContext(logger: Logger): Middleware<GatewayState> {
+/**
+ * Gives every request an id (header on every response, body id of a chat answer) and a logger
+ * carrying it. `callerTrace` (traces off): a caller's `traceparent` is adopted here, rather than
+ * by a middleware of its own that every request would pass through.
+ */
+export function requestContext(logger: Logger, options: { callerTrace?: boolean } = {}): Middleware<GatewayState> {
+  const callerTrace = options.callerTrace === true;
   return async (ctx, next) => {
     const requestId = newId('req');
     const fields: Record<string, string> = { request_id: requestId };
     ctx.state = new RequestState(logger, requestId, fields);
     ctx.set(REQUEST_ID_HEADER, requestId);
+    if (callerTrace) adoptCallerTrace(ctx);
     const started = process.hrtime.bigint();
     try {
       await next();

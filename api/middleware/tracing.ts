@@ -2,7 +2,7 @@ import { propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode } from '@openteleme
 import type { Middleware } from 'koa';
 import { genAiOperationOf } from '../../core/observability/attempt-spans';
 import { processTracer, RequestTrace, traceIdOfTraceparent } from '../../core/observability/tracing';
-import type { GatewayState } from '../context';
+import type { GatewayContext, GatewayState } from '../context';
 
 export const TRACE_ID_HEADER = 'X-GW-Trace-Id';
 
@@ -10,29 +10,31 @@ export const TRACE_ID_HEADER = 'X-GW-Trace-Id';
 const TRACED = '/v1/';
 
 /**
+ * With traces off, a gateway request that sent a `traceparent` still gets its trace id echoed and
+ * logged (the caller's trace, to find the row from it); nothing else is done.
+ */
+export function adoptCallerTrace(ctx: GatewayContext): void {
+  const header = ctx.req.headers.traceparent;
+  if (header === undefined || !ctx.path.startsWith(TRACED)) return;
+  const traceId = traceIdOfTraceparent(typeof header === 'string' ? header : undefined);
+  if (traceId) {
+    ctx.state.traceId = traceId;
+    ctx.set(TRACE_ID_HEADER, traceId);
+  }
+}
+
+/**
  * A server span per gateway request (HTTP server conventions: `{method} {route}`), joining the
  * caller's W3C `traceparent` when it sends one. The answer carries the trace id
  * (`X-GW-Trace-Id`), and so does the request-log row (`ctx.state.traceId`). The request's
  * steps reach the span through `ctx.state.trace`, not an async context (core/observability/tracing.ts).
  *
- * With traces off, a request that sent a `traceparent` still gets its trace id echoed and logged
- * (the caller's trace, to find the row from it); nothing else is done.
+ * Undefined when traces are off: then no middleware runs, and `requestContext` echoes and logs a
+ * caller's `traceparent` (`adoptCallerTrace`).
  */
-export function requestTracing(): Middleware<GatewayState> {
+export function requestTracing(): Middleware<GatewayState> | undefined {
   const tracer = processTracer();
-  if (!tracer) {
-    return (ctx, next) => {
-      const header = ctx.headers.traceparent;
-      if (header !== undefined && ctx.path.startsWith(TRACED)) {
-        const traceId = traceIdOfTraceparent(typeof header === 'string' ? header : undefined);
-        if (traceId) {
-          ctx.state.traceId = traceId;
-          ctx.set(TRACE_ID_HEADER, traceId);
-        }
-      }
-      return next();
-    };
-  }
+  if (!tracer) return undefined;
   return async (ctx, next) => {
     if (!ctx.path.startsWith(TRACED)) return next();
     const parent = propagation.extract(ROOT_CONTEXT, ctx.headers);

@@ -143,11 +143,11 @@ export class RequestTrace {
 }
 
 /**
- * Adds an event (cache, guardrails, spend hold) to a traced request's server span. The
- * attributes are made only then: untraced requests build nothing.
+ * Adds an event (cache, guardrails, spend hold) to a traced request's server span. Callers check
+ * `ctx.state.trace` first, so an untraced request builds no attributes.
  */
-export function traceEvent(rt: RequestTrace | undefined, name: string, attributes: () => Record<string, string | number | boolean>): void {
-  if (rt) rt.server.addEvent(name, attributes());
+export function traceEvent(rt: RequestTrace, name: string, attributes: Record<string, string | number | boolean>): void {
+  rt.server.addEvent(name, attributes);
 }
 
 /** Runs `fn` with the request's server span current (for code that reads the current context as it starts), or just runs it. */

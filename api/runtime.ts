@@ -25,7 +25,7 @@ import { DEFAULT_UPSTREAM_TIMEOUT_MS, type GatewayServices } from './gateway/ser
 import { loadModelCatalog } from '../core/catalog/model-catalog';
 import { createLearnedParams } from '../core/chat/prepare';
 import { createUpstreamAgent } from '../core/providers/upstream';
-import { createGatewayMetrics, observedRequestLog, type GatewayMetrics } from '../core/observability/metrics';
+import { createGatewayMetrics, observedRequestLog, redisClients, watchConnections, type GatewayMetrics } from '../core/observability/metrics';
 import { createRequestLogWriter, type RequestLogEntry } from '../core/request-log/writer';
 import { createRequestAttribution } from '../core/attribution/request-attribution';
 import { createBatchWriter } from '../core/db/batch-writer';
@@ -77,6 +77,7 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
   if (metrics) {
     metrics.watchWriter('request_log', requestLog);
     metrics.watchWriter('spend_ledger', spendRows);
+    watchConnections(metrics.registry, database.pool, redisClients(redis, spendRedis));
   }
   const gateway: GatewayServices = {
     orgConfig: createOrgConfigCache(database.db, manage.sealer),

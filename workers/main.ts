@@ -4,7 +4,7 @@ import { NativeConnection, type WorkerOptions } from '@temporalio/worker';
 import { ConfigError, loadConfig, requireSetting } from '../core/config';
 import { connectDatabase } from '../core/db/client';
 import { createLogger } from '../core/logger';
-import { createProcessMetrics, startOpsServer } from '../core/observability/metrics';
+import { createProcessMetrics, redisClients, startOpsServer, watchConnections } from '../core/observability/metrics';
 import { startTracing } from '../core/observability/tracing';
 import { connectRedis } from '../core/redis';
 import type { TaskQueueName } from '../workflows/definitions';
@@ -39,6 +39,7 @@ export async function runWorkerProcess(names: readonly TaskQueueName[]): Promise
     const redis = connectRedis(requireSetting(config, 'REDIS_URL'), config.REDIS_KEY_PREFIX);
     const connection = await NativeConnection.connect({ address: requireSetting(config, 'TEMPORAL_ADDRESS') });
     const deps = queueWorkerDeps(config, connection, database.db, redis, prebuiltWorkflowBundle());
+    if (metrics) watchConnections(metrics, database.pool, redisClients(redis, deps.services.spendRedis));
     const running = await startQueueWorkers(names, deps);
     log.info({ queues: names }, 'worker polling');
     const stop = () => void running.shutdown();

@@ -9,6 +9,10 @@ export type BatchWriter<Row> = {
   record(row: Row): void;
   /** Rows given up so far: past the queue's bound, or in a batch Postgres refused. */
   dropped(): number;
+  /** Rows waiting for their batch now. */
+  queued(): number;
+  /** Told of each batch as it ends (written, written row by row, or given up): how long it took, in seconds. */
+  onFlush(listener: (seconds: number) => void): void;
   flush(): Promise<void>;
   close(): Promise<void>;
 };
@@ -110,6 +114,7 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
   const insert = batchInsert(table, options.afterInsert);
   let dropped = 0;
   let droppedReported = 0;
+  const flushListeners: Array<(seconds: number) => void> = [];
   /** Drops are counted, and said in the log once a flush (not once a row). */
   const reportDrops = () => {
     if (dropped === droppedReported) return;
@@ -148,6 +153,7 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
     queue = [];
     if (batch.length === 0) return inFlight;
     inFlight = inFlight.then(async () => {
+      const started = performance.now();
       if (options.beforeInsert) {
         await options.beforeInsert(batch).catch((err: unknown) => logger.error({ err, rows: batch.length }, `${what} preparation failed; rows written as they are`));
       }
@@ -168,6 +174,7 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
           });
         if (written === 'one by one') await writeOneByOne(rows);
       }
+      for (const listener of flushListeners) listener((performance.now() - started) / 1000);
     });
     return inFlight;
   };
@@ -185,6 +192,10 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
     },
     flush,
     dropped: () => dropped,
+    queued: () => queue.length,
+    onFlush(listener) {
+      flushListeners.push(listener);
+    },
     async close() {
       await flush();
     },

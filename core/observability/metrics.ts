@@ -1,6 +1,8 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+import type { Redis } from 'ioredis';
+import type { Pool } from 'pg';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { RequestAttempt } from '../db/schema';
 import type { BatchWriter } from '../db/batch-writer';
 import type { RequestLogEntry, RequestLogWriter } from '../request-log/writer';
@@ -31,8 +33,8 @@ export type GatewayMetrics = {
   registry: Registry;
   /** One request as its request-log row says it. */
   observeRequest(row: RequestLogEntry): void;
-  /** A batch writer's rows given up (past its queue's bound, or refused by Postgres), by its name. */
-  watchWriter(name: string, writer: Pick<BatchWriter<unknown>, 'dropped'>): void;
+  /** A batch writer's queue, batch times and rows given up (past its queue's bound, or refused by Postgres), by its name. */
+  watchWriter(name: string, writer: Pick<BatchWriter<unknown>, 'dropped' | 'queued' | 'onFlush'>): void;
 };
 
 /**
@@ -49,6 +51,39 @@ export function observedRequestLog(writer: RequestLogWriter, observers: Readonly
   });
 }
 
+
+/**
+ * Postgres pool and Redis client use, read at each scrape: the pool's clients in use, idle and
+ * waiting for one (a full pool), and each Redis client's commands sent and not yet answered and
+ * whether it is connected. For the API and every worker.
+ */
+export function watchConnections(registry: Registry, postgres: Pick<Pool, 'totalCount' | 'idleCount' | 'waitingCount'>, redis: Record<string, Pick<Redis, 'status' | 'commandQueue'>>): void {
+  new Gauge({
+    name: 'gw_postgres_pool_clients', help: 'Postgres pool clients: in use, idle, and requests waiting for one.', labelNames: ['state'], registers: [registry],
+    collect() {
+      this.set({ state: 'in_use' }, postgres.totalCount - postgres.idleCount);
+      this.set({ state: 'idle' }, postgres.idleCount);
+      this.set({ state: 'waiting' }, postgres.waitingCount);
+    },
+  });
+  new Gauge({
+    name: 'gw_redis_pending_commands', help: 'Commands sent to Redis and not yet answered, by client (cache, spend).', labelNames: ['client'], registers: [registry],
+    collect() {
+      for (const [client, r] of Object.entries(redis)) this.set({ client }, r.commandQueue.length);
+    },
+  });
+  new Gauge({
+    name: 'gw_redis_connected', help: '1 while a Redis client is connected and ready, else 0, by client.', labelNames: ['client'], registers: [registry],
+    collect() {
+      for (const [client, r] of Object.entries(redis)) this.set({ client }, r.status === 'ready' ? 1 : 0);
+    },
+  });
+}
+
+/** The Redis clients of a process by the name they are watched under: one, or the cache's and the spend's. */
+export function redisClients(redis: { redis: Redis }, spendRedis: { redis: Redis }): Record<string, Redis> {
+  return spendRedis === redis ? { main: redis.redis } : { cache: redis.redis, spend: spendRedis.redis };
+}
 
 /** A registry with the process's own metrics (event-loop lag, GC, heap, CPU, handles), every series labelled with its service. */
 export function createProcessMetrics(service: string): Registry {
@@ -70,7 +105,7 @@ export function createGatewayMetrics(service: string): GatewayMetrics {
   const refusals = new Counter({ name: 'gw_refusals_total', help: 'Requests answered with an error carrying a code (budget, rate, unpriced, guardrail...), by HTTP status and code.', labelNames: ['status', 'code'], registers: [registry] });
   const spend = new Counter({ name: 'gw_spend_settled_usd_total', help: 'US dollars settled against budgets, by provider kind (estimated as answers report them).', labelNames: ['provider'], registers: [registry] });
   const tokens = new Histogram({ name: 'gen_ai_client_token_usage', help: 'Tokens per model call (GenAI semantic conventions), by operation, provider, model served and token type.', labelNames: ['gen_ai_operation_name', 'gen_ai_provider_name', 'gen_ai_response_model', 'gen_ai_token_type'], buckets: TOKEN_BUCKETS, registers: [registry] });
-  const writers = new Map<string, Pick<BatchWriter<unknown>, 'dropped'>>();
+  const writers = new Map<string, Pick<BatchWriter<unknown>, 'dropped' | 'queued' | 'onFlush'>>();
   const reported = new Map<string, number>();
   new Counter({
     name: 'gw_batch_rows_dropped_total', help: 'Rows a batch writer gave up (request log, spend ledger): past its queue\'s bound, or in a batch Postgres refused.', labelNames: ['writer'], registers: [registry],
@@ -84,12 +119,20 @@ export function createGatewayMetrics(service: string): GatewayMetrics {
       }
     },
   });
+  new Gauge({
+    name: 'gw_batch_queued_rows', help: 'Rows a batch writer holds for its next batch (request log, spend ledger).', labelNames: ['writer'], registers: [registry],
+    collect() {
+      for (const [name, writer] of writers) this.set({ writer: name }, writer.queued());
+    },
+  });
+  const flushes = new Histogram({ name: 'gw_batch_flush_duration_seconds', help: 'Time a batch writer\'s batch took to write (its insert and what rides with it), by writer.', labelNames: ['writer'], buckets: SECONDS_BUCKETS, registers: [registry] });
   const operation = new Histogram({ name: 'gen_ai_client_operation_duration_seconds', help: 'Duration of served model calls (GenAI semantic conventions), by operation, provider and model served.', labelNames: ['gen_ai_operation_name', 'gen_ai_provider_name', 'gen_ai_response_model'], buckets: SECONDS_BUCKETS, registers: [registry] });
 
   return {
     registry,
     watchWriter(name, writer) {
       writers.set(name, writer);
+      writer.onFlush((seconds) => flushes.observe({ writer: name }, seconds));
     },
     observeRequest(row) {
       const endpoint = row.endpoint ?? 'unknown';

@@ -61,6 +61,8 @@ describe('Prometheus metrics on the ops port', () => {
     expect([refused.status, refused.json.error.code]).toEqual([402, 'key_budget']);
     const embedded = await f.post('/v1/embeddings', { model: 'openai/text-embedding-3-small', input: 'two words' }, { authorization: `Bearer ${secret}` });
     expect(embedded.status).toBe(200);
+    // The request log's batch written before the scrape, so that its time is in it.
+    await f.api.runtime.deps.gateway.requestLog.flush();
     const after = await scrape();
     const delta = (name: string, labels: Record<string, string> = {}) => valueOf(after, name, labels) - valueOf(before, name, labels);
 
@@ -82,6 +84,14 @@ describe('Prometheus metrics on the ops port', () => {
     // The process's own: event-loop lag and GC, as prom-client's default metrics.
     expect(after.some((s) => s.name === 'nodejs_eventloop_lag_seconds')).toBe(true);
     expect(after.some((s) => s.name === 'gw_batch_rows_dropped_total' && s.labels.writer === 'request_log')).toBe(true);
+    // The batch writers' queues and batch times: the request log wrote at least this test's rows' batch.
+    expect(after.some((s) => s.name === 'gw_batch_queued_rows' && s.labels.writer === 'spend_ledger')).toBe(true);
+    expect(delta('gw_batch_flush_duration_seconds_count', { writer: 'request_log' })).toBeGreaterThanOrEqual(1);
+    // Postgres pool and Redis clients: in use, idle, waiting; connected and commands pending.
+    expect(['in_use', 'idle', 'waiting'].map((state) => after.some((s) => s.name === 'gw_postgres_pool_clients' && s.labels.state === state))).toEqual([true, true, true]);
+    expect(valueOf(after, 'gw_postgres_pool_clients', { state: 'idle' }) + valueOf(after, 'gw_postgres_pool_clients', { state: 'in_use' })).toBeGreaterThan(0);
+    expect(after.filter((s) => s.name === 'gw_redis_connected').map((s) => s.value)).toContain(1);
+    expect(after.some((s) => s.name === 'gw_redis_pending_commands')).toBe(true);
     // No label names an organization, a key or a user.
     const labelNames = new Set(after.flatMap((s) => Object.keys(s.labels)));
     for (const forbidden of ['org', 'org_id', 'organization', 'key', 'key_id', 'user', 'user_id']) expect(labelNames.has(forbidden)).toBe(false);

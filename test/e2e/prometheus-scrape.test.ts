@@ -90,6 +90,9 @@ describe('Prometheus scraping the API', () => {
     expect(await query('count(nodejs_eventloop_lag_seconds{job="gateway-worker",service="gw-worker"})')).toBe(1);
     // (GC histograms appear with the process's first collection, which a fresh worker may not have had.)
     expect(await query('sum(nodejs_heap_size_used_bytes{job="gateway-worker"})')).toBeGreaterThan(0);
+    // Its Postgres pool and Redis client, as the API's.
+    expect(await query('count(gw_postgres_pool_clients{job="gateway-worker"})')).toBe(3);
+    expect(await query('sum(gw_redis_connected{job="gateway-worker"})')).toBeGreaterThanOrEqual(1);
     // The SDK's own: task slots and pollers of the worker's queues (reported once its pollers start).
     await until(async () => (await query('count(temporal_worker_task_slots_available{job="gateway-worker-temporal"})')) > 0, 'the Temporal SDK\'s task slots', 30_000, 200);
     await until(async () => (await query('sum(temporal_num_pollers{job="gateway-worker-temporal"})')) > 0, 'the Temporal SDK\'s pollers', 30_000, 200);

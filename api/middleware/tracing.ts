@@ -1,7 +1,8 @@
-import { propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { SpanStatusCode } from '@opentelemetry/api';
 import type { Middleware } from 'koa';
 import { genAiOperationOf } from '../../core/observability/attempt-spans';
-import { processTracer, RequestTrace, traceIdOfTraceparent } from '../../core/observability/tracing';
+import { newTraceId, RecordedSpan, SPAN_KIND } from '../../core/observability/span-recorder';
+import { parseTraceparent, processTracingSetup, RequestTrace, traceIdOfTraceparent } from '../../core/observability/tracing';
 import type { GatewayContext, GatewayState } from '../context';
 
 export const TRACE_ID_HEADER = 'X-GW-Trace-Id';
@@ -33,22 +34,21 @@ export function adoptCallerTrace(ctx: GatewayContext): void {
  * caller's `traceparent` (`adoptCallerTrace`).
  */
 export function requestTracing(): Middleware<GatewayState> | undefined {
-  const tracer = processTracer();
-  if (!tracer) return undefined;
+  const tracing = processTracingSetup();
+  if (!tracing) return undefined;
   return async (ctx, next) => {
     if (!ctx.path.startsWith(TRACED)) return next();
-    const parent = propagation.extract(ROOT_CONTEXT, ctx.headers);
-    const span = tracer.startSpan(`${ctx.method} ${ctx.path}`, {
-      kind: SpanKind.SERVER,
-      attributes: {
-        'http.request.method': ctx.method,
-        'url.path': ctx.path,
-        'url.scheme': ctx.protocol,
-        'gw.request_id': ctx.state.requestId,
-      },
-    }, parent);
-    const requestTrace = new RequestTrace(tracer, span, genAiOperationOf(ctx.path), parent);
-    const traceId = span.spanContext().traceId;
+    const header = ctx.req.headers.traceparent;
+    const caller = parseTraceparent(typeof header === 'string' ? header : undefined);
+    const traceId = caller?.traceId ?? newTraceId();
+    const recorder = tracing.sampled(caller, traceId) ? tracing.recorder : null;
+    const span = new RecordedSpan(recorder, traceId, caller?.spanId, `${ctx.method} ${ctx.path}`, SPAN_KIND.server, {
+      'http.request.method': ctx.method,
+      'url.path': ctx.path,
+      'url.scheme': ctx.protocol,
+      'gw.request_id': ctx.state.requestId,
+    });
+    const requestTrace = new RequestTrace(span, genAiOperationOf(ctx.path), recorder);
     ctx.state.traceId = traceId;
     ctx.state.trace = requestTrace;
     ctx.set(TRACE_ID_HEADER, traceId);

@@ -1,6 +1,7 @@
-import { SpanKind, SpanStatusCode, type Attributes, type Span } from '@opentelemetry/api';
+import { SpanStatusCode, type Attributes } from '@opentelemetry/api';
 import type { RequestLogEntry } from '../request-log/writer';
 import type { Candidate } from '../routing/candidates';
+import { SPAN_KIND, type RecordedSpan } from './span-recorder';
 import type { RequestTrace } from './tracing';
 
 /**
@@ -45,7 +46,7 @@ function hostOf(baseUrl: string): string | null {
   return host;
 }
 
-export function startAttemptSpan(rt: RequestTrace, candidate: Candidate, position: string): Span {
+export function startAttemptSpan(rt: RequestTrace, candidate: Candidate, position: string): RecordedSpan {
   const host = hostOf(candidate.connection.baseUrl);
   const attributes: Attributes = {
     'gen_ai.operation.name': rt.operation,
@@ -56,10 +57,10 @@ export function startAttemptSpan(rt: RequestTrace, candidate: Candidate, positio
     'gw.model': candidate.modelId,
   };
   if (host) attributes['server.address'] = host;
-  return rt.tracer.startSpan(`${rt.operation} ${candidate.upstreamModel}`, { kind: SpanKind.CLIENT, attributes }, rt.context);
+  return rt.child(`${rt.operation} ${candidate.upstreamModel}`, SPAN_KIND.client, attributes);
 }
 
-export function endFailedAttempt(span: Span, kind: string, status: number | null): void {
+export function endFailedAttempt(span: RecordedSpan, kind: string, status: number | null): void {
   span.setAttribute('gw.failure_kind', kind);
   span.setAttribute('error.type', kind);
   if (status !== null) span.setAttribute('http.response.status_code', status);
@@ -68,7 +69,7 @@ export function endFailedAttempt(span: Span, kind: string, status: number | null
 }
 
 /** The serving attempt: what a whole (not streamed) chat answer says now; the rest when its row is recorded. */
-export function keepServedAttempt(rt: RequestTrace, candidate: Candidate, span: Span, value: unknown): void {
+export function keepServedAttempt(rt: RequestTrace, candidate: Candidate, span: RecordedSpan, value: unknown): void {
   const finishReasons = finishReasonsOf(value);
   if (finishReasons) span.setAttribute('gen_ai.response.finish_reasons', finishReasons);
   rt.keepOpen(candidate.connection.id, span);

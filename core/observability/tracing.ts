@@ -1,10 +1,11 @@
-import { context, ROOT_CONTEXT, trace, type Context, type ContextManager, type Span, type Tracer } from '@opentelemetry/api';
+import { context, ROOT_CONTEXT, trace, type Attributes, type Context, type ContextManager, type Tracer } from '@opentelemetry/api';
 import { OTLPTraceExporter as OTLPJsonTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { detectResourcesSync, envDetectorSync, Resource } from '@opentelemetry/resources';
 import { BatchSpanProcessor, ConsoleSpanExporter, type SpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { ConfigError } from '../config';
+import { RecordedSpan, SpanRecorder } from './span-recorder';
 
 /**
  * OpenTelemetry traces of a gateway process (issue 36), configured by the standard `OTEL_*`
@@ -22,6 +23,10 @@ import { ConfigError } from '../config';
 
 export type Tracing = {
   tracer: Tracer;
+  /** The gateway's own request spans, recorded and exported without the SDK's span objects (span-recorder.ts). */
+  recorder: SpanRecorder;
+  /** Whether a request's spans are recorded, by `OTEL_TRACES_SAMPLER(_ARG)` and the caller's sampled flag. */
+  sampled(parent: CallerTrace | undefined, traceId: string): boolean;
   /** For the Temporal workers' workflow-span sink, which exports through the same pipeline. */
   spanProcessor: SpanProcessor;
   resource: Resource;
@@ -65,12 +70,16 @@ export function startTracing(serviceName: string, options: { context?: 'async' |
   const provider = new NodeTracerProvider({ resource, spanProcessors: processors });
   provider.register(options.context === 'sync' ? { contextManager: new SyncContextManager() } : {});
   const spanProcessor = processors.length === 1 ? processors[0]! : fanOut(processors);
+  const recorder = new SpanRecorder(resource, 'gateway');
   processTracing = {
     tracer: provider.getTracer('gateway'),
+    recorder,
+    sampled: requestSampler(env),
     spanProcessor,
     resource,
     async shutdown() {
       processTracing = undefined;
+      await recorder.shutdown();
       await provider.shutdown();
     },
   };
@@ -103,35 +112,68 @@ function fanOut(processors: SpanProcessor[]): SpanProcessor {
   };
 }
 
+/** A caller's W3C `traceparent`: its trace, the calling span, and whether the caller sampled it. */
+export type CallerTrace = { traceId: string; spanId: string; sampled: boolean };
+
+export function parseTraceparent(header: string | undefined): CallerTrace | undefined {
+  if (!header) return undefined;
+  const m = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})/.exec(header.trim());
+  if (!m || m[1] === 'ff' || /^0+$/.test(m[2]!) || /^0+$/.test(m[3]!)) return undefined;
+  return { traceId: m[2]!, spanId: m[3]!, sampled: (parseInt(m[4]!, 16) & 1) === 1 };
+}
+
 /** The W3C `traceparent` header's trace id, when the header is well formed (version 00 or later, non-zero ids). */
 export function traceIdOfTraceparent(header: string | undefined): string | undefined {
-  if (!header) return undefined;
-  const m = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}/.exec(header.trim());
-  if (!m || m[1] === 'ff' || /^0+$/.test(m[2]!) || /^0+$/.test(m[3]!)) return undefined;
-  return m[2];
+  return parseTraceparent(header)?.traceId;
 }
 
 /**
- * What a traced gateway request carries through its async context: its server span, and the
- * served attempts' client spans that stay open until the request-log row says how the call
- * ended (a stream's usage and model are known only then).
+ * `OTEL_TRACES_SAMPLER` as the SDK reads it, for the request spans the gateway records itself:
+ * `always_on`, `always_off`, `traceidratio` (`OTEL_TRACES_SAMPLER_ARG`, the SDK's trace-id
+ * arithmetic), and their `parentbased_` forms (the default, `parentbased_always_on`), which
+ * follow a caller's sampled flag.
+ */
+export function requestSampler(env: NodeJS.ProcessEnv): (parent: CallerTrace | undefined, traceId: string) => boolean {
+  const name = (env.OTEL_TRACES_SAMPLER ?? 'parentbased_always_on').trim().toLowerCase();
+  const ratio = Math.min(1, Math.max(0, Number(env.OTEL_TRACES_SAMPLER_ARG ?? 1) || 0));
+  const root = name.endsWith('always_off') ? () => false : name.endsWith('traceidratio') ? (traceId: string) => ratioSampled(traceId, ratio) : () => true;
+  if (!name.startsWith('parentbased_')) return (_, traceId) => root(traceId);
+  return (parent, traceId) => (parent ? parent.sampled : root(traceId));
+}
+
+function ratioSampled(traceId: string, ratio: number): boolean {
+  let accumulation = 0;
+  for (let i = 0; i < traceId.length / 8; i++) accumulation = (accumulation ^ parseInt(traceId.slice(i * 8, i * 8 + 8), 16)) >>> 0;
+  return accumulation < Math.floor(ratio * 0xffffffff);
+}
+
+/**
+ * What a traced gateway request carries (`ctx.state.trace`): its server span, and the served
+ * attempts' client spans that stay open until the request-log row says how the call ended (a
+ * stream's usage and model are known only then). Unsampled, its spans record nothing but still
+ * have ids, which a workflow start carries on.
  */
 export class RequestTrace {
-  private readonly open: Array<{ connectionId: string; span: Span }> = [];
-  /** The server span as a context: what its children (attempts, a workflow start) are made in. */
+  private readonly open: Array<{ connectionId: string; span: RecordedSpan }> = [];
+  /** The server span as an OpenTelemetry context: what SDK-made children (a workflow start) are made in. */
   readonly context: Context;
 
-  constructor(readonly tracer: Tracer, readonly server: Span, readonly operation: string, parent: Context) {
-    this.context = trace.setSpan(parent, server);
+  constructor(readonly server: RecordedSpan, readonly operation: string, private readonly recorder: SpanRecorder | null) {
+    this.context = trace.setSpanContext(ROOT_CONTEXT, server.spanContext());
+  }
+
+  /** A child span of the server span (an upstream attempt). */
+  child(name: string, kind: number, attributes: Attributes): RecordedSpan {
+    return new RecordedSpan(this.recorder, this.server.traceId, this.server.spanId, name, kind, attributes);
   }
 
   /** A served attempt's span, ended by `endServed` with what the call produced. */
-  keepOpen(connectionId: string, span: Span): void {
+  keepOpen(connectionId: string, span: RecordedSpan): void {
     this.open.push({ connectionId, span });
   }
 
   /** The open served span of this connection (the oldest, should a request call it twice). */
-  takeServed(connectionId: string | null | undefined): Span | undefined {
+  takeServed(connectionId: string | null | undefined): RecordedSpan | undefined {
     const at = this.open.findIndex((o) => o.connectionId === connectionId);
     return at < 0 ? undefined : this.open.splice(at, 1)[0]!.span;
   }

@@ -1,0 +1,101 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Resource } from '@opentelemetry/resources';
+import { RecordedSpan, SPAN_KIND, SpanRecorder } from '../../core/observability/span-recorder';
+import { parseTraceparent, requestSampler } from '../../core/observability/tracing';
+
+type OtlpValue = { stringValue?: string; intValue?: string; doubleValue?: number; boolValue?: boolean; arrayValue?: { values: OtlpValue[] } };
+type OtlpSpan = {
+  traceId: string; spanId: string; parentSpanId?: string; name: string; kind: number; startTimeUnixNano: string; endTimeUnixNano: string;
+  attributes: Array<{ key: string; value: OtlpValue }>; events: Array<{ name: string; timeUnixNano: string; attributes: Array<{ key: string; value: OtlpValue }> }>; status?: { code: number; message?: string };
+};
+
+/** The gateway's own request spans, written straight to OTLP/HTTP JSON (issue 36). */
+describe('span recorder', () => {
+  let server: http.Server;
+  const bodies: Array<{ path: string; type: string | undefined; body: { resourceSpans: Array<{ resource: { attributes: Array<{ key: string; value: OtlpValue }> }; scopeSpans: Array<{ scope: { name: string }; spans: OtlpSpan[] }> }> } }> = [];
+  const saved = process.env.OTEL_EXPORTER_OTLP_ENDPOINT;
+
+  beforeAll(async () => {
+    server = http.createServer((req, res) => {
+      let text = '';
+      req.on('data', (d: Buffer) => (text += d.toString()));
+      req.on('end', () => {
+        bodies.push({ path: req.url ?? '', type: req.headers['content-type'], body: JSON.parse(text) });
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    process.env.OTEL_EXPORTER_OTLP_ENDPOINT = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    process.env.OTEL_EXPORTER_OTLP_ENDPOINT = saved;
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+
+  it('exports server and client spans as OTLP JSON to OTEL_EXPORTER_OTLP_ENDPOINT/v1/traces', async () => {
+    const recorder = new SpanRecorder(new Resource({ 'service.name': 'gw-test' }), 'gateway');
+    const before = BigInt(Date.now()) * 1_000_000n;
+    const server = new RecordedSpan(recorder, '4bf92f3577b34da6a3ce929d0e0e4736', '00f067aa0ba902b7', 'POST /v1/chat/completions', SPAN_KIND.server, { 'http.request.method': 'POST', 'gw.request_id': 'req_1' });
+    server.addEvent('gw.spend.hold', { 'gw.spend.hold_usd': 0.25, 'gw.spend.blocking': true });
+    const attempt = new RecordedSpan(recorder, server.traceId, server.spanId, 'chat gpt-4o-mini', SPAN_KIND.client, { 'gen_ai.request.model': 'gpt-4o-mini' });
+    attempt.setAttribute('gen_ai.usage.input_tokens', 12).setAttribute('gen_ai.response.finish_reasons', ['stop']).setAttribute('gw.failure_kind', 'rate_limit "quoted"');
+    attempt.setStatus({ code: 2, message: 'rate_limit' });
+    attempt.end();
+    attempt.setAttribute('after.end', 'ignored');
+    attempt.end();
+    server.updateName('POST /v1/chat/completions (route)');
+    server.end();
+    await recorder.shutdown();
+
+    expect(bodies).toHaveLength(1);
+    expect([bodies[0]!.path, bodies[0]!.type]).toEqual(['/v1/traces', 'application/json']);
+    const [resourceSpans] = bodies[0]!.body.resourceSpans;
+    expect(resourceSpans!.resource.attributes).toContainEqual({ key: 'service.name', value: { stringValue: 'gw-test' } });
+    const [scope] = resourceSpans!.scopeSpans;
+    expect(scope!.scope.name).toBe('gateway');
+    const [a, s] = scope!.spans;
+    expect(s).toMatchObject({ traceId: '4bf92f3577b34da6a3ce929d0e0e4736', parentSpanId: '00f067aa0ba902b7', name: 'POST /v1/chat/completions (route)', kind: 2 });
+    expect(s!.spanId).toMatch(/^[0-9a-f]{16}$/);
+    expect(s!.events).toEqual([{ name: 'gw.spend.hold', timeUnixNano: expect.stringMatching(/^\d{19}$/), attributes: [{ key: 'gw.spend.hold_usd', value: { doubleValue: 0.25 } }, { key: 'gw.spend.blocking', value: { boolValue: true } }] }]);
+    expect(a).toMatchObject({ traceId: s!.traceId, parentSpanId: s!.spanId, name: 'chat gpt-4o-mini', kind: 3, status: { code: 2, message: 'rate_limit' } });
+    expect(a!.attributes).toEqual([
+      { key: 'gen_ai.request.model', value: { stringValue: 'gpt-4o-mini' } },
+      { key: 'gen_ai.usage.input_tokens', value: { intValue: '12' } },
+      { key: 'gen_ai.response.finish_reasons', value: { arrayValue: { values: [{ stringValue: 'stop' }] } } },
+      { key: 'gw.failure_kind', value: { stringValue: 'rate_limit "quoted"' } },
+    ]);
+    // Epoch nanoseconds, in order.
+    const [start, end] = [BigInt(a!.startTimeUnixNano), BigInt(a!.endTimeUnixNano)];
+    expect(start >= before - 1_000_000n).toBe(true);
+    expect(end >= start).toBe(true);
+  });
+
+  it('records nothing for an unsampled request, whose spans still have ids', async () => {
+    const before = bodies.length;
+    const span = new RecordedSpan(null, '4bf92f3577b34da6a3ce929d0e0e4736', undefined, 'POST /v1/embeddings', SPAN_KIND.server, { a: 'b' });
+    span.setAttribute('x', 1).addEvent('e', {});
+    span.end();
+    expect(span.spanContext()).toEqual({ traceId: '4bf92f3577b34da6a3ce929d0e0e4736', spanId: expect.stringMatching(/^[0-9a-f]{16}$/), traceFlags: 0 });
+    expect(bodies.length).toBe(before);
+  });
+
+  it('samples as OTEL_TRACES_SAMPLER says, following a caller\'s flag when parent-based', () => {
+    const sampledCaller = parseTraceparent('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01');
+    const unsampledCaller = parseTraceparent('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00');
+    expect(unsampledCaller).toEqual({ traceId: '4bf92f3577b34da6a3ce929d0e0e4736', spanId: '00f067aa0ba902b7', sampled: false });
+    const byDefault = requestSampler({});
+    expect([byDefault(undefined, 'a'.repeat(32)), byDefault(sampledCaller, 'x'), byDefault(unsampledCaller, 'x')]).toEqual([true, true, false]);
+    expect(requestSampler({ OTEL_TRACES_SAMPLER: 'always_on' })(unsampledCaller, 'x')).toBe(true);
+    expect(requestSampler({ OTEL_TRACES_SAMPLER: 'always_off' })(sampledCaller, 'x')).toBe(false);
+    // A ratio keeps about that share of trace ids, the same ids every time.
+    const ratio = requestSampler({ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.25' });
+    const word = (n: number) => (n >>> 0).toString(16).padStart(8, '0');
+    const ids = Array.from({ length: 4000 }, (_, i) => word(Math.imul(i, 2654435761)) + word(Math.imul(i, 40503)) + word(Math.imul(i + 7, 97)) + word(Math.imul(i, 2246822519)));
+    const kept = ids.filter((id) => ratio(undefined, id)).length;
+    expect(kept / ids.length).toBeGreaterThan(0.2);
+    expect(kept / ids.length).toBeLessThan(0.3);
+    expect(ids.filter((id) => ratio(undefined, id)).length).toBe(kept);
+    expect(requestSampler({ OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0' })(sampledCaller, 'x')).toBe(true);
+  });
+});

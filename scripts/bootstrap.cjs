@@ -140,14 +140,15 @@ async function main() {
   if (jaeger) env.JAEGER_PATH = jaeger;
   else console.error('[setup] no Jaeger: the tracing test will say so');
   if (passThrough.length > 0) return run(bin('jest'), passThrough, { env });
-  // Suites that measure the machine run after the rest, one at a time: the console's browser
-  // tests drive a Chromium that takes a core of its own, and the multipart intake test measures
-  // its own process's memory peak, which another suite's load on the two cores pushes past its
-  // bar. Both runs always run; either failing fails.
+  // Suites that measure the machine run after the rest, each in a Jest process of its own: the
+  // console's browser tests drive a Chromium that takes a core of its own, and the multipart
+  // intake test measures its own process's memory peak, which another suite's load on the two
+  // cores, or what an earlier suite left in the same process, pushes past its bar. Every run
+  // always runs; any failing fails.
   const ALONE = ['/test/browser/', '/test/api/multipart-intake.test.ts'];
   const rest = run(bin('jest'), ['--testPathIgnorePatterns', ...ALONE], { env });
-  const alone = run(bin('jest'), ['--runInBand', ...ALONE.map((p) => p.replace(/^\//, ''))], { env });
-  return rest !== 0 ? rest : alone;
+  const alone = ALONE.map((p) => run(bin('jest'), ['--runInBand', p.replace(/^\//, '')], { env }));
+  return [rest, ...alone].find((code) => code !== 0) ?? 0;
 }
 
 main().then((code) => (process.exitCode = code));

@@ -19,7 +19,7 @@ const GEN_AI_PROVIDER: Record<string, string> = {
   groq: 'groq', deepseek: 'deepseek', xai: 'x_ai', perplexity: 'perplexity',
 };
 
-export function genAiProviderName(kind: string): string {
+function genAiProviderName(kind: string): string {
   return GEN_AI_PROVIDER[kind] ?? kind;
 }
 

@@ -38,7 +38,7 @@ function randomHex(bytes: number): string {
   return hex;
 }
 export const newTraceId = () => randomHex(16);
-export const newSpanId = () => randomHex(8);
+const newSpanId = () => randomHex(8);
 
 /** Epoch nanoseconds as OTLP JSON writes them (a decimal string; a double cannot hold them). */
 function nowNanos(): string {
@@ -135,7 +135,6 @@ export class SpanRecorder {
   private timer: NodeJS.Timeout | null = null;
   private readonly delegate: Delegate;
   private readonly head: string;
-  private dropped = 0;
 
   constructor(resource: Resource, scopeName: string) {
     const resourceAttributes = encodeAttributes(resource.attributes).join(',');
@@ -148,18 +147,10 @@ export class SpanRecorder {
   }
 
   add(encoded: string): void {
-    if (this.queue.length >= MAX_QUEUED) {
-      this.dropped++;
-      return;
-    }
+    if (this.queue.length >= MAX_QUEUED) return;
     this.queue.push(encoded);
     if (this.queue.length >= MAX_BATCH) this.flushSoon(0);
     else this.flushSoon(FLUSH_MS);
-  }
-
-  /** Spans given up so far (the queue was full while exports were slow or failing). */
-  droppedSpans(): number {
-    return this.dropped;
   }
 
   private flushSoon(ms: number): void {

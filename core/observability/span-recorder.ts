@@ -40,11 +40,23 @@ function randomHex(bytes: number): string {
 export const newTraceId = () => randomHex(16);
 const newSpanId = () => randomHex(8);
 
-/** Epoch nanoseconds as OTLP JSON writes them (a decimal string; a double cannot hold them). */
-function nowNanos(): string {
-  const ms = performance.timeOrigin + performance.now();
-  const whole = Math.floor(ms);
-  return `${whole}${String(Math.round((ms - whole) * 1e6)).padStart(6, '0')}`;
+/**
+ * Epoch nanoseconds as OTLP JSON writes them (a decimal string; a double cannot hold them), from a
+ * `performance.now()` reading: to the microsecond, which a double holds exactly.
+ */
+function nanosOf(now: number): string {
+  return `${Math.round((performance.timeOrigin + now) * 1000)}000`;
+}
+
+/** Each attribute key's encoded start, made once per key: keys are a small fixed set. */
+const keyPrefixes = new Map<string, string>();
+function keyPrefix(key: string): string {
+  let prefix = keyPrefixes.get(key);
+  if (prefix === undefined) {
+    prefix = `{"key":${JSON.stringify(key)},"value":`;
+    if (keyPrefixes.size < 1000) keyPrefixes.set(key, prefix);
+  }
+  return prefix;
 }
 
 function encodeValue(value: AttributeValue): string {
@@ -61,14 +73,15 @@ function encodeValue(value: AttributeValue): string {
 }
 
 function encodeAttribute(key: string, value: AttributeValue): string {
-  return `{"key":${JSON.stringify(key)},"value":${encodeValue(value)}}`;
+  return `${keyPrefix(key)}${encodeValue(value)}}`;
 }
 
-function encodeAttributes(attributes: Attributes): string[] {
-  const out: string[] = [];
+/** Attributes as the comma-separated members of an OTLP attribute list. */
+function encodeAttributes(attributes: Attributes): string {
+  let out = '';
   for (const key in attributes) {
     const value = attributes[key];
-    if (value !== undefined && value !== null) out.push(encodeAttribute(key, value));
+    if (value !== undefined && value !== null) out = out ? `${out},${encodeAttribute(key, value)}` : encodeAttribute(key, value);
   }
   return out;
 }
@@ -76,9 +89,10 @@ function encodeAttributes(attributes: Attributes): string[] {
 /** One span: the subset of OpenTelemetry's `Span` the gateway uses, so either can stand for the other. */
 export class RecordedSpan {
   readonly spanId = newSpanId();
-  private readonly start = nowNanos();
-  private readonly attributes: string[];
-  private readonly events: string[] = [];
+  private readonly start = performance.now();
+  /** Encoded as they are set (members of the OTLP list), so a span holds strings, not objects. */
+  private attributes: string;
+  private events = '';
   private status = '';
   private ended = false;
 
@@ -90,7 +104,7 @@ export class RecordedSpan {
     private readonly kind: number,
     attributes: Attributes,
   ) {
-    this.attributes = recorder ? encodeAttributes(attributes) : [];
+    this.attributes = recorder ? encodeAttributes(attributes) : '';
   }
 
   spanContext(): SpanContext {
@@ -98,12 +112,15 @@ export class RecordedSpan {
   }
 
   setAttribute(key: string, value: AttributeValue): this {
-    if (this.recorder && !this.ended) this.attributes.push(encodeAttribute(key, value));
+    if (this.recorder && !this.ended) this.attributes = this.attributes ? `${this.attributes},${encodeAttribute(key, value)}` : encodeAttribute(key, value);
     return this;
   }
 
   addEvent(name: string, attributes: Attributes): this {
-    if (this.recorder && !this.ended) this.events.push(`{"timeUnixNano":"${nowNanos()}","name":${JSON.stringify(name)},"attributes":[${encodeAttributes(attributes).join(',')}]}`);
+    if (this.recorder && !this.ended) {
+      const event = `{"timeUnixNano":"${nanosOf(performance.now())}","name":${JSON.stringify(name)},"attributes":[${encodeAttributes(attributes)}]}`;
+      this.events = this.events ? `${this.events},${event}` : event;
+    }
     return this;
   }
 
@@ -123,34 +140,68 @@ export class RecordedSpan {
     this.ended = true;
     if (!this.recorder) return;
     this.recorder.add(`{"traceId":"${this.traceId}","spanId":"${this.spanId}"${this.parentSpanId ? `,"parentSpanId":"${this.parentSpanId}"` : ''},"name":${JSON.stringify(this.name)},"kind":${this.kind},` +
-      `"startTimeUnixNano":"${this.start}","endTimeUnixNano":"${nowNanos()}","attributes":[${this.attributes.join(',')}],"events":[${this.events.join(',')}]${this.status}}`);
+      `"startTimeUnixNano":"${nanosOf(this.start)}","endTimeUnixNano":"${nanosOf(performance.now())}","attributes":[${this.attributes}],"events":[${this.events}]${this.status}}`);
   }
 }
 
-type Delegate = ReturnType<typeof createOtlpHttpExportDelegate<string[], unknown>>;
+type Delegate = ReturnType<typeof createOtlpHttpExportDelegate<Buffer, unknown>>;
 
-/** Ended spans, batched and exported over OTLP/HTTP JSON by the maintained delegate. */
+/** A batch's spans are written into a buffer of this size (a larger one for a span that needs it). */
+const CHUNK_BYTES = 1 << 20;
+
+/**
+ * Ended spans, batched and exported over OTLP/HTTP JSON by the maintained delegate. Each span is
+ * written into its batch's buffer as it ends, outside the JavaScript heap: spans waiting up to
+ * `FLUSH_MS` for their export would otherwise be strings that outlive young-generation
+ * collections, which the collector copies and promotes (the largest part of what traces cost
+ * a request before this).
+ */
 export class SpanRecorder {
-  private queue: string[] = [];
+  private chunk = Buffer.allocUnsafe(CHUNK_BYTES);
+  private used = 0;
+  private count = 0;
+  /** Batches written and not yet sent (each the comma-separated spans of one export). */
+  private readonly batches: Array<{ spans: Buffer; count: number }> = [];
+  private queued = 0;
   private timer: NodeJS.Timeout | null = null;
   private readonly delegate: Delegate;
-  private readonly head: string;
 
   constructor(resource: Resource, scopeName: string) {
-    const resourceAttributes = encodeAttributes(resource.attributes).join(',');
-    this.head = `{"resourceSpans":[{"resource":{"attributes":[${resourceAttributes}]},"scopeSpans":[{"scope":{"name":${JSON.stringify(scopeName)}},"spans":[`;
-    const head = this.head;
+    const head = Buffer.from(`{"resourceSpans":[{"resource":{"attributes":[${encodeAttributes(resource.attributes)}]},"scopeSpans":[{"scope":{"name":${JSON.stringify(scopeName)}},"spans":[`);
+    const tail = Buffer.from(']}]}]}');
     this.delegate = createOtlpHttpExportDelegate(convertLegacyHttpOptions({}, 'TRACES', 'v1/traces', { 'Content-Type': 'application/json' }), {
-      serializeRequest: (spans: string[]) => Buffer.from(`${head}${spans.join(',')}]}]}]}`),
+      serializeRequest: (spans: Buffer) => Buffer.concat([head, spans, tail]),
       deserializeResponse: () => ({}),
     });
   }
 
   add(encoded: string): void {
-    if (this.queue.length >= MAX_QUEUED) return;
-    this.queue.push(encoded);
-    if (this.queue.length >= MAX_BATCH) this.flushSoon(0);
-    else this.flushSoon(FLUSH_MS);
+    if (this.queued >= MAX_QUEUED) return;
+    // UTF-8 takes at most three bytes per UTF-16 unit, and one for the separating comma.
+    const room = encoded.length * 3 + 1;
+    if (this.used + room > this.chunk.length) {
+      this.seal();
+      if (room > this.chunk.length) this.chunk = Buffer.allocUnsafe(room);
+    }
+    if (this.count > 0) this.chunk[this.used++] = 0x2c;
+    this.used += this.chunk.write(encoded, this.used);
+    this.count += 1;
+    this.queued += 1;
+    if (this.count >= MAX_BATCH) {
+      this.seal();
+      this.flushSoon(0);
+    } else {
+      this.flushSoon(FLUSH_MS);
+    }
+  }
+
+  /** Closes the batch being written; the next span starts a new buffer. */
+  private seal(): void {
+    if (this.count === 0) return;
+    this.batches.push({ spans: this.chunk.subarray(0, this.used), count: this.count });
+    this.chunk = Buffer.allocUnsafe(CHUNK_BYTES);
+    this.used = 0;
+    this.count = 0;
   }
 
   private flushSoon(ms: number): void {
@@ -164,9 +215,11 @@ export class SpanRecorder {
   async flush(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
-    while (this.queue.length > 0) {
-      const batch = this.queue.splice(0, MAX_BATCH);
-      await new Promise<void>((resolve) => this.delegate.export(batch, () => resolve()));
+    this.seal();
+    for (let batch = this.batches.shift(); batch; batch = this.batches.shift()) {
+      const { spans, count } = batch;
+      await new Promise<void>((resolve) => this.delegate.export(spans, () => resolve()));
+      this.queued -= count;
     }
   }
 

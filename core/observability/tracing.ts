@@ -155,11 +155,13 @@ function ratioSampled(traceId: string, ratio: number): boolean {
  */
 export class RequestTrace {
   private readonly open: Array<{ connectionId: string; span: RecordedSpan }> = [];
-  /** The server span as an OpenTelemetry context: what SDK-made children (a workflow start) are made in. */
-  readonly context: Context;
+  private made: Context | undefined;
 
-  constructor(readonly server: RecordedSpan, readonly operation: string, private readonly recorder: SpanRecorder | null) {
-    this.context = trace.setSpanContext(ROOT_CONTEXT, server.spanContext());
+  constructor(readonly server: RecordedSpan, readonly operation: string, private readonly recorder: SpanRecorder | null) {}
+
+  /** The server span as an OpenTelemetry context: what SDK-made children (a workflow start) are made in. */
+  get context(): Context {
+    return (this.made ??= trace.setSpanContext(ROOT_CONTEXT, this.server.spanContext()));
   }
 
   /** A child span of the server span (an upstream attempt). */

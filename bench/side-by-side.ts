@@ -3,7 +3,7 @@
  * Portkey gateway), each in its own process, in one run, interleaved, several rounds, medians.
  * See bench/README.md for what is measured and how to read it.
  *
- * BENCH_ROUNDS (3), BENCH_SECONDS (5 per load run), BENCH_SUBJECTS (comma list of subject ids)
+ * BENCH_ROUNDS (3), BENCH_SECONDS (5 per load run), BENCH_PAIRS (8, the paired telemetry runs), BENCH_SUBJECTS (comma list of subject ids)
  * tune it; BENCH_CPU_PROF=<folder> profiles the API subjects (bench/lib/cpu-prof-preload.ts) and
  * prints where their CPU went (bench/profile-summary.ts). Services: GW_DATA_DIR/runtime.json (what `npm start` runs), else DATABASE_URL /
  * REDIS_URL / TEMPORAL_ADDRESS, else it starts its own (embedded PostgreSQL, redis-server and a
@@ -291,6 +291,52 @@ async function warm(tool: LoadTool, s: Subject, svc: Services, work: string): Pr
   if (bad) log(`  warning: a warm-up stream through ${s.label} failed: ${bad.error}`);
 }
 
+/**
+ * Issue 36's bar (traces and metrics add at most 10% CPU a request), measured in pairs: the
+ * untraced gateway and a telemetry subject alternate at c=32 a few seconds each, the first of a
+ * pair alternating too, and each pair gives one ratio. The rounds above run each subject for
+ * about 40 s at a time, and on a shared two-core machine a subject's figure moved with the round
+ * and its place in it by as much as this cost (bench/results/2026-11-27-issue-36-traces.md);
+ * a pair's two halves are seconds apart, so the machine's drift cancels in its ratio.
+ */
+const PAIRS = Number(process.env.BENCH_PAIRS ?? 8);
+const PAIR_SECONDS = 4;
+const PAIRED_SUBJECTS: ReadonlyArray<Subject['id']> = ['gateway_metrics', 'gateway_telemetry'];
+
+type Paired = { subject: Subject; ratios: number[] };
+
+async function pairedCpu(tool: LoadTool, base: Subject, other: Subject, svc: Services, work: string): Promise<Paired> {
+  const ratios: number[] = [];
+  for (let i = 0; i < PAIRS; i++) {
+    const cpu = new Map<string, number>();
+    for (const s of i % 2 === 0 ? [base, other] : [other, base]) {
+      await load(tool, s, svc, work, 32, false, 1);
+      cpu.set(s.id, (await load(tool, s, svc, work, 32, false, PAIR_SECONDS)).cpuUsPerReq);
+    }
+    ratios.push(cpu.get(other.id)! / cpu.get(base.id)!);
+    log(`pair ${i + 1}/${PAIRS} ${other.label}: ${signedPct(ratios.at(-1)!)} CPU a request over ${base.label}`);
+  }
+  return { subject: other, ratios };
+}
+
+const signedPct = (ratio: number) => `${ratio >= 1 ? '+' : ''}${((ratio - 1) * 100).toFixed(1)}%`;
+
+function pairedLines(base: Subject, paired: Paired[]): string[] {
+  if (paired.length === 0) return [];
+  return [
+    `## Telemetry's added CPU, paired (issue 36)`,
+    '',
+    `Subject CPU a request at c=32 over ${base.label}'s, ${PAIRS} pairs of ${PAIR_SECONDS} s runs each (after 1 s unmeasured), alternated.`,
+    '',
+    '| subject | median | pairs |',
+    '|---|---:|---|',
+    ...paired.map((p) => `| ${p.subject.label} | ${signedPct(median(p.ratios))} | ${p.ratios.map(signedPct).join(', ')} |`),
+    '',
+    ...paired.filter((p) => p.subject.id === 'gateway_telemetry').map((p) => `- ${median(p.ratios) <= 1.1 ? 'met' : '**not met**'}: traces exported at full sampling and metrics on add at most 10% CPU a request: ${signedPct(median(p.ratios))} (median of ${PAIRS} pairs)`),
+    '',
+  ];
+}
+
 // ---------------------------------------------------------------- report
 
 type Summary = { subject: Subject; rounds: Round[]; rssIdle: number; rssAfter: number };
@@ -405,6 +451,9 @@ async function main(): Promise<void> {
       for (const [k, l] of Object.entries(r.load)) if (l.errorSample) log(`  ${k} errors, first answers: ${l.errorSample.slice(0, 300)}`);
     }
   }
+  const base = subjects.find((s) => s.id === 'gateway');
+  const paired: Paired[] = [];
+  for (const s of subjects) if (base && PAIRED_SUBJECTS.includes(s.id)) paired.push(await pairedCpu(tool, base, s, svc, work));
   const summaries: Summary[] = subjects.map((s) => ({ subject: s, rounds: rounds.get(s.id)!, rssIdle: rssIdle.get(s.id)!, rssAfter: rssMb(s.pid) }));
   const { text, gaps } = table(summaries);
   const minutes = ((Date.now() - started) / 60_000).toFixed(1);
@@ -429,6 +478,7 @@ async function main(): Promise<void> {
       '',
       ...gaps,
       '',
+      ...(base ? pairedLines(base, paired) : []),
       '## Machine and run',
       '',
       ...machineNotes(tool, svc, load0),

@@ -20,7 +20,7 @@ import { applyMigrations } from '../core/db/migrate';
 import { freePort, waitFor } from '../scripts/lib/ports';
 import { BENCH_CHAT_WIRE_MODEL, chatBody, messagesBody, responsesBody, startGatewaySubject, startMock, type TenantFeatures } from './lib/gateway';
 import { findLoadTool, type LoadResult, type LoadTool } from './lib/load';
-import { cpuSeconds, rssMb } from './lib/proc';
+import { cpuSeconds, rssMb, threadCpuSeconds } from './lib/proc';
 import { jaegerBinary, startJaeger } from '../scripts/lib/jaeger';
 import { cleanups, log, node, ROOT, runBench, waitForPort, workDir } from './lib/processes';
 import { f0, f1, f2, machineLines, median, pct, signed } from './lib/report';
@@ -61,7 +61,7 @@ const bodyOf = (s: Subject) => s.body ?? chatBody;
 // ---------------------------------------------------------------- subjects
 
 /**
- * The gateway subjects. The last three are opt-in (BENCH_SUBJECTS) and price features against
+ * The gateway subjects. All but the first two are opt-in (BENCH_SUBJECTS) and price features against
  * `gateway` in the same run: the response cache answering every request from Redis, and a
  * guardrail policy running every detector on input and output (issue 12); cost-center rules
  * matching and splitting every request (issue 23).
@@ -76,6 +76,7 @@ const GATEWAY_SUBJECTS = [
   ['gateway_responses', 'gateway, /v1/responses to the chat wire', { promptLogging: false }],
   ['gateway_metrics', 'gateway, metrics on', { promptLogging: false }],
   ['gateway_telemetry', 'gateway, traces+metrics', { promptLogging: false }],
+  ['gateway_control', 'gateway, a second process', { promptLogging: false }],
 ] as const satisfies ReadonlyArray<readonly [string, string, TenantFeatures]>;
 type GatewaySubjectId = (typeof GATEWAY_SUBJECTS)[number][0];
 
@@ -301,22 +302,33 @@ async function warm(tool: LoadTool, s: Subject, svc: Services, work: string): Pr
  */
 const PAIRS = Number(process.env.BENCH_PAIRS ?? 8);
 const PAIR_SECONDS = 4;
-const PAIRED_SUBJECTS: ReadonlyArray<Subject['id']> = ['gateway_metrics', 'gateway_telemetry'];
+/** `gateway_control` is the untraced gateway again, in a process started last: what the method reads when nothing differs. */
+const PAIRED_SUBJECTS: ReadonlyArray<Subject['id']> = ['gateway_metrics', 'gateway_telemetry', 'gateway_control'];
 
-type Paired = { subject: Subject; ratios: number[] };
+/** Per pair, the other subject's figure over the base's; `split` the same for the CPU's parts. */
+type Paired = { subject: Subject; ratios: number[]; split: Array<{ mainUser: number; mainSystem: number; helpers: number }> };
 
 async function pairedCpu(tool: LoadTool, base: Subject, other: Subject, svc: Services, work: string): Promise<Paired> {
-  const ratios: number[] = [];
+  const paired: Paired = { subject: other, ratios: [], split: [] };
   for (let i = 0; i < PAIRS; i++) {
     const cpu = new Map<string, number>();
+    const parts = new Map<string, { mainUser: number; mainSystem: number; helpers: number }>();
     for (const s of i % 2 === 0 ? [base, other] : [other, base]) {
       await load(tool, s, svc, work, 32, false, 1);
-      cpu.set(s.id, (await load(tool, s, svc, work, 32, false, PAIR_SECONDS)).cpuUsPerReq);
+      const before = threadCpuSeconds(s.pid);
+      const r = await load(tool, s, svc, work, 32, false, PAIR_SECONDS);
+      const after = threadCpuSeconds(s.pid);
+      cpu.set(s.id, r.cpuUsPerReq);
+      const per = (k: 'mainUser' | 'mainSystem' | 'helpers') => ((after[k] - before[k]) / Math.max(1, r.requests)) * 1e6;
+      parts.set(s.id, { mainUser: per('mainUser'), mainSystem: per('mainSystem'), helpers: per('helpers') });
     }
-    ratios.push(cpu.get(other.id)! / cpu.get(base.id)!);
-    log(`pair ${i + 1}/${PAIRS} ${other.label}: ${signedPct(ratios.at(-1)!)} CPU a request over ${base.label}`);
+    paired.ratios.push(cpu.get(other.id)! / cpu.get(base.id)!);
+    const [b, o] = [parts.get(base.id)!, parts.get(other.id)!];
+    paired.split.push({ mainUser: o.mainUser - b.mainUser, mainSystem: o.mainSystem - b.mainSystem, helpers: o.helpers - b.helpers });
+    log(`pair ${i + 1}/${PAIRS} ${other.label}: ${signedPct(paired.ratios.at(-1)!)} CPU a request over ${base.label} ` +
+      `(µs: main thread user ${f0(b.mainUser)} -> ${f0(o.mainUser)}, system ${f0(b.mainSystem)} -> ${f0(o.mainSystem)}, other threads ${f0(b.helpers)} -> ${f0(o.helpers)})`);
   }
-  return { subject: other, ratios };
+  return paired;
 }
 
 const signedPct = (ratio: number) => `${ratio >= 1 ? '+' : ''}${((ratio - 1) * 100).toFixed(1)}%`;
@@ -328,9 +340,9 @@ function pairedLines(base: Subject, paired: Paired[]): string[] {
     '',
     `Subject CPU a request at c=32 over ${base.label}'s, ${PAIRS} pairs of ${PAIR_SECONDS} s runs each (after 1 s unmeasured), alternated.`,
     '',
-    '| subject | median | pairs |',
-    '|---|---:|---|',
-    ...paired.map((p) => `| ${p.subject.label} | ${signedPct(median(p.ratios))} | ${p.ratios.map(signedPct).join(', ')} |`),
+    '| subject | median | µs a request added: main thread user / system, other threads (medians) | pairs |',
+    '|---|---:|---:|---|',
+    ...paired.map((p) => `| ${p.subject.label} | ${signedPct(median(p.ratios))} | ${(['mainUser', 'mainSystem', 'helpers'] as const).map((k) => signed(median(p.split.map((x) => x[k])))).join(' / ')} | ${p.ratios.map(signedPct).join(', ')} |`),
     '',
     ...paired.filter((p) => p.subject.id === 'gateway_telemetry').map((p) => `- ${median(p.ratios) <= 1.1 ? 'met' : '**not met**'}: traces exported at full sampling and metrics on add at most 10% CPU a request: ${signedPct(median(p.ratios))} (median of ${PAIRS} pairs)`),
     '',

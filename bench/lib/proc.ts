@@ -84,3 +84,35 @@ export function pidListeningOn(port: number): number | null {
   }
   return null;
 }
+
+/**
+ * CPU seconds of a process split by where they went: its main thread's user and system time,
+ * and the rest of its threads (V8's garbage-collection helpers, libuv's pool) together. A
+ * process's CPU a request grows with work a main-thread profile does not show.
+ */
+export function threadCpuSeconds(pid: number): { mainUser: number; mainSystem: number; helpers: number } {
+  const out = { mainUser: 0, mainSystem: 0, helpers: 0 };
+  let tids: string[] = [];
+  try {
+    tids = fs.readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return { mainUser: NaN, mainSystem: NaN, helpers: NaN };
+  }
+  for (const tid of tids) {
+    try {
+      const text = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      const f = text.slice(text.lastIndexOf(')') + 2).split(' ');
+      const user = Number(f[11]) / TICKS_PER_SECOND;
+      const system = Number(f[12]) / TICKS_PER_SECOND;
+      if (Number(tid) === pid) {
+        out.mainUser += user;
+        out.mainSystem += system;
+      } else {
+        out.helpers += user + system;
+      }
+    } catch {
+      // the thread ended meanwhile
+    }
+  }
+  return out;
+}

@@ -86,14 +86,20 @@ function encodeAttributes(attributes: Attributes): string {
   return out;
 }
 
-/** One span: the subset of OpenTelemetry's `Span` the gateway uses, so either can stand for the other. */
+/**
+ * One span: the subset of OpenTelemetry's `Span` the gateway uses, so either can stand for the
+ * other. What is set on it is kept as given (references to strings and numbers the request
+ * already holds) and encoded only when it ends, in one go: strings made while a request is in
+ * flight outlive young-generation collections that strings made and written at once do not.
+ */
 export class RecordedSpan {
   readonly spanId = newSpanId();
   private readonly start = performance.now();
-  /** Encoded as they are set (members of the OTLP list), so a span holds strings, not objects. */
-  private attributes: string;
-  private events = '';
-  private status = '';
+  /** Attributes set after the start, as key, value, key, value. */
+  private readonly later: Array<string | AttributeValue> = [];
+  /** Events as reading, name, attributes. */
+  private readonly events: Array<number | string | Attributes> = [];
+  private status: { code: number; message?: string } | null = null;
   private ended = false;
 
   constructor(
@@ -102,31 +108,26 @@ export class RecordedSpan {
     private readonly parentSpanId: string | undefined,
     private name: string,
     private readonly kind: number,
-    attributes: Attributes,
-  ) {
-    this.attributes = recorder ? encodeAttributes(attributes) : '';
-  }
+    private readonly attributes: Attributes,
+  ) {}
 
   spanContext(): SpanContext {
     return { traceId: this.traceId, spanId: this.spanId, traceFlags: this.recorder ? 1 : 0 };
   }
 
   setAttribute(key: string, value: AttributeValue): this {
-    if (this.recorder && !this.ended) this.attributes = this.attributes ? `${this.attributes},${encodeAttribute(key, value)}` : encodeAttribute(key, value);
+    if (this.recorder && !this.ended) this.later.push(key, value);
     return this;
   }
 
   addEvent(name: string, attributes: Attributes): this {
-    if (this.recorder && !this.ended) {
-      const event = `{"timeUnixNano":"${nanosOf(performance.now())}","name":${JSON.stringify(name)},"attributes":[${encodeAttributes(attributes)}]}`;
-      this.events = this.events ? `${this.events},${event}` : event;
-    }
+    if (this.recorder && !this.ended) this.events.push(performance.now(), name, attributes);
     return this;
   }
 
   /** 2: error, with its message (OTLP's STATUS_CODE_ERROR). */
   setStatus(status: { code: number; message?: string }): this {
-    if (this.recorder) this.status = `,"status":{"code":${status.code}${status.message ? `,"message":${JSON.stringify(status.message)}` : ''}}`;
+    if (this.recorder) this.status = status;
     return this;
   }
 
@@ -139,8 +140,19 @@ export class RecordedSpan {
     if (this.ended) return;
     this.ended = true;
     if (!this.recorder) return;
+    let attributes = encodeAttributes(this.attributes);
+    for (let i = 0; i < this.later.length; i += 2) {
+      const encoded = encodeAttribute(this.later[i] as string, this.later[i + 1] as AttributeValue);
+      attributes = attributes ? `${attributes},${encoded}` : encoded;
+    }
+    let events = '';
+    for (let i = 0; i < this.events.length; i += 3) {
+      const event = `{"timeUnixNano":"${nanosOf(this.events[i] as number)}","name":${JSON.stringify(this.events[i + 1])},"attributes":[${encodeAttributes(this.events[i + 2] as Attributes)}]}`;
+      events = events ? `${events},${event}` : event;
+    }
+    const status = this.status ? `,"status":{"code":${this.status.code}${this.status.message ? `,"message":${JSON.stringify(this.status.message)}` : ''}}` : '';
     this.recorder.add(`{"traceId":"${this.traceId}","spanId":"${this.spanId}"${this.parentSpanId ? `,"parentSpanId":"${this.parentSpanId}"` : ''},"name":${JSON.stringify(this.name)},"kind":${this.kind},` +
-      `"startTimeUnixNano":"${nanosOf(this.start)}","endTimeUnixNano":"${nanosOf(performance.now())}","attributes":[${this.attributes}],"events":[${this.events}]${this.status}}`);
+      `"startTimeUnixNano":"${nanosOf(this.start)}","endTimeUnixNano":"${nanosOf(performance.now())}","attributes":[${attributes}],"events":[${events}]${status}}`);
   }
 }
 

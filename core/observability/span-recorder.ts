@@ -165,8 +165,7 @@ const CHUNK_BYTES = 1 << 20;
  * Ended spans, batched and exported over OTLP/HTTP JSON by the maintained delegate. Each span is
  * written into its batch's buffer as it ends, outside the JavaScript heap: spans waiting up to
  * `FLUSH_MS` for their export would otherwise be strings that outlive young-generation
- * collections, which the collector copies and promotes (the largest part of what traces cost
- * a request before this).
+ * collections, which the collector copies and promotes.
  */
 export class SpanRecorder {
   private chunk = Buffer.allocUnsafe(CHUNK_BYTES);
@@ -207,11 +206,15 @@ export class SpanRecorder {
     }
   }
 
-  /** Closes the batch being written; the next span starts a new buffer. */
+  /**
+   * Closes the batch being written. A full one keeps its buffer and the next span starts a new
+   * one; a small one (a quiet process's timed flush) is copied out and the buffer reused.
+   */
   private seal(): void {
     if (this.count === 0) return;
-    this.batches.push({ spans: this.chunk.subarray(0, this.used), count: this.count });
-    this.chunk = Buffer.allocUnsafe(CHUNK_BYTES);
+    const small = this.used < this.chunk.length / 4;
+    this.batches.push({ spans: small ? Buffer.from(this.chunk.subarray(0, this.used)) : this.chunk.subarray(0, this.used), count: this.count });
+    if (!small) this.chunk = Buffer.allocUnsafe(CHUNK_BYTES);
     this.used = 0;
     this.count = 0;
   }

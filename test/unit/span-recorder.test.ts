@@ -18,10 +18,10 @@ describe('span recorder', () => {
 
   beforeAll(async () => {
     server = http.createServer((req, res) => {
-      let text = '';
-      req.on('data', (d: Buffer) => (text += d.toString()));
+      const chunks: Buffer[] = [];
+      req.on('data', (d: Buffer) => chunks.push(d));
       req.on('end', () => {
-        bodies.push({ path: req.url ?? '', type: req.headers['content-type'], body: JSON.parse(text) });
+        bodies.push({ path: req.url ?? '', type: req.headers['content-type'], body: JSON.parse(Buffer.concat(chunks).toString('utf8')) });
         res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
       });
     });
@@ -78,6 +78,27 @@ describe('span recorder', () => {
     span.end();
     expect(span.spanContext()).toEqual({ traceId: '4bf92f3577b34da6a3ce929d0e0e4736', spanId: expect.stringMatching(/^[0-9a-f]{16}$/), traceFlags: 0 });
     expect(bodies.length).toBe(before);
+  });
+
+  it('sends a busy process\'s spans 512 to a batch, and a quiet one\'s small batches each intact', async () => {
+    const recorder = new SpanRecorder(new Resource({ 'service.name': 'gw-test' }), 'gateway');
+    const namesOf = (from: number) => bodies.slice(from).map((b) => b.body.resourceSpans[0]!.scopeSpans[0]!.spans.map((span) => span.name));
+    const span = (name: string) => new RecordedSpan(recorder, '4bf92f3577b34da6a3ce929d0e0e4736', undefined, name, SPAN_KIND.client, { 'gen_ai.request.model': `modèle ${name} ✓` });
+    let from = bodies.length;
+    for (let i = 0; i < 600; i++) span(`busy ${i}`).end();
+    await recorder.flush();
+    const busy = namesOf(from);
+    expect(busy.map((names) => names.length)).toEqual([512, 88]);
+    expect(busy.flat()).toEqual(Array.from({ length: 600 }, (_, i) => `busy ${i}`));
+    // A small batch is copied out of the buffer the next spans are written into.
+    from = bodies.length;
+    for (const round of ['first', 'second']) {
+      for (let i = 0; i < 3; i++) span(`${round} ${i}`).end();
+      void recorder.flush();
+    }
+    await recorder.shutdown();
+    expect(namesOf(from)).toEqual([['first 0', 'first 1', 'first 2'], ['second 0', 'second 1', 'second 2']]);
+    expect(bodies.at(-1)!.body.resourceSpans[0]!.scopeSpans[0]!.spans[0]!.attributes).toEqual([{ key: 'gen_ai.request.model', value: { stringValue: 'modèle second 0 ✓' } }]);
   });
 
   it('samples as OTEL_TRACES_SAMPLER says, following a caller\'s flag when parent-based', () => {

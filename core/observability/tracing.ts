@@ -16,8 +16,8 @@ import { RecordedSpan, SpanRecorder } from './span-recorder';
  * `OTEL_TRACES_SAMPLER(_ARG)`, `OTEL_BSP_*` and the exporter's headers and timeouts are read by
  * the SDK itself.
  *
- * With none of them set, no provider is registered and `processTracer()` is undefined: the
- * request middleware and the plan walker check that once and do nothing else, so the hot path
+ * With none of them set, no provider is registered and `processTracingSetup()` is undefined: no
+ * tracing middleware is installed, the plan walker finds no `ctx.state.trace`, so the hot path
  * pays no span, no context switch and no exporter (the bench's "telemetry off" row).
  */
 

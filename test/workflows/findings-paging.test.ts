@@ -7,11 +7,10 @@ import { fixedClock } from '../../core/clock';
 import { findings, usageHourly } from '../../core/db/schema';
 import { ANOMALY_DOLLAR_FLOOR } from '../../core/findings/scan';
 import { taskQueue, type FindingsScanResult } from '../../workflows/definitions';
-import { installTemporalRuntime } from '../../workers/temporal';
+import { installTemporalRuntime, workflowSpanSink } from '../../workers/temporal';
 import { testDatabase, uniquePrefix } from '../helpers/harness';
 import { createTenant, type Tenant } from '../helpers/tenants';
 import { testDataConverter, testTemporalClient } from '../helpers/sealing-keys';
-import { workflowSpanSink } from '../../workers/temporal';
 
 const HOUR_MS = 3_600_000;
 

@@ -158,30 +158,39 @@ export class RecordedSpan {
 
 type Delegate = ReturnType<typeof createOtlpHttpExportDelegate<Buffer, unknown>>;
 
-/** A batch's spans are written into a buffer of this size (a larger one for a span that needs it). */
+/** A batch is written into a buffer of this size (a larger one for a span that needs it). */
 const CHUNK_BYTES = 1 << 20;
+/** Buffers kept for reuse once their export is done: one being written, one or two in flight. */
+const SPARE_CHUNKS = 3;
 
 /**
  * Ended spans, batched and exported over OTLP/HTTP JSON by the maintained delegate. Each span is
  * written into its batch's buffer as it ends, outside the JavaScript heap: spans waiting up to
  * `FLUSH_MS` for their export would otherwise be strings that outlive young-generation
- * collections, which the collector copies and promotes.
+ * collections, which the collector copies and promotes. The buffer holds the whole request body
+ * (the resource's head, the spans, the tail), so the delegate sends it as it is, and it is reused
+ * once its export is done: a busy process allocating a fresh megabyte for every batch reports
+ * that much external memory to V8 each time, which brings major collections forward.
  */
 export class SpanRecorder {
-  private chunk = Buffer.allocUnsafe(CHUNK_BYTES);
+  private readonly head: Buffer;
+  private readonly tail = Buffer.from(']}]}]}');
+  private readonly spare: Buffer[] = [];
+  private chunk: Buffer | null = null;
   private used = 0;
   private count = 0;
-  /** Batches written and not yet sent (each the comma-separated spans of one export). */
-  private readonly batches: Array<{ spans: Buffer; count: number }> = [];
+  /** Batches written and not yet sent. */
+  private readonly batches: Array<{ body: Buffer; chunk: Buffer; count: number }> = [];
   private queued = 0;
   private timer: NodeJS.Timeout | null = null;
+  /** The exports under way, one batch at a time. */
+  private sending: Promise<void> = Promise.resolve();
   private readonly delegate: Delegate;
 
   constructor(resource: Resource, scopeName: string) {
-    const head = Buffer.from(`{"resourceSpans":[{"resource":{"attributes":[${encodeAttributes(resource.attributes)}]},"scopeSpans":[{"scope":{"name":${JSON.stringify(scopeName)}},"spans":[`);
-    const tail = Buffer.from(']}]}]}');
+    this.head = Buffer.from(`{"resourceSpans":[{"resource":{"attributes":[${encodeAttributes(resource.attributes)}]},"scopeSpans":[{"scope":{"name":${JSON.stringify(scopeName)}},"spans":[`);
     this.delegate = createOtlpHttpExportDelegate(convertLegacyHttpOptions({}, 'TRACES', 'v1/traces', { 'Content-Type': 'application/json' }), {
-      serializeRequest: (spans: Buffer) => Buffer.concat([head, spans, tail]),
+      serializeRequest: (body: Buffer) => body,
       deserializeResponse: () => ({}),
     });
   }
@@ -190,12 +199,11 @@ export class SpanRecorder {
     if (this.queued >= MAX_QUEUED) return;
     // UTF-8 takes at most three bytes per UTF-16 unit, and one for the separating comma.
     const room = encoded.length * 3 + 1;
-    if (this.used + room > this.chunk.length) {
-      this.seal();
-      if (room > this.chunk.length) this.chunk = Buffer.allocUnsafe(room);
-    }
-    if (this.count > 0) this.chunk[this.used++] = 0x2c;
-    this.used += this.chunk.write(encoded, this.used);
+    if (this.chunk && this.used + room + this.tail.length > this.chunk.length) this.seal();
+    if (!this.chunk) this.open(room);
+    const chunk = this.chunk!;
+    if (this.count > 0) chunk[this.used++] = 0x2c;
+    this.used += chunk.write(encoded, this.used);
     this.count += 1;
     this.queued += 1;
     if (this.count >= MAX_BATCH) {
@@ -206,17 +214,25 @@ export class SpanRecorder {
     }
   }
 
-  /**
-   * Closes the batch being written. A full one keeps its buffer and the next span starts a new
-   * one; a small one (a quiet process's timed flush) is copied out and the buffer reused.
-   */
+  /** Starts a batch in a spare buffer, or a new one (larger when one span needs it). */
+  private open(room: number): void {
+    const size = this.head.length + room + this.tail.length;
+    this.chunk = size <= CHUNK_BYTES ? (this.spare.pop() ?? Buffer.allocUnsafe(CHUNK_BYTES)) : Buffer.allocUnsafe(size);
+    this.used = this.head.copy(this.chunk, 0);
+  }
+
+  /** Closes the batch being written: its body is the buffer up to the tail. */
   private seal(): void {
-    if (this.count === 0) return;
-    const small = this.used < this.chunk.length / 4;
-    this.batches.push({ spans: small ? Buffer.from(this.chunk.subarray(0, this.used)) : this.chunk.subarray(0, this.used), count: this.count });
-    if (!small) this.chunk = Buffer.allocUnsafe(CHUNK_BYTES);
-    this.used = 0;
+    const chunk = this.chunk;
+    if (!chunk || this.count === 0) return;
+    this.used += this.tail.copy(chunk, this.used);
+    this.batches.push({ body: chunk.subarray(0, this.used), chunk, count: this.count });
+    this.chunk = null;
     this.count = 0;
+  }
+
+  private recycle(chunk: Buffer): void {
+    if (chunk.length === CHUNK_BYTES && this.spare.length < SPARE_CHUNKS) this.spare.push(chunk);
   }
 
   private flushSoon(ms: number): void {
@@ -226,15 +242,22 @@ export class SpanRecorder {
     this.timer.unref();
   }
 
-  /** Sends everything queued, a batch at a time. */
-  async flush(): Promise<void> {
+  /** Sends everything queued, a batch at a time, after any export already under way. */
+  flush(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     this.seal();
+    this.sending = this.sending.then(() => this.sendQueued());
+    return this.sending;
+  }
+
+  private async sendQueued(): Promise<void> {
     for (let batch = this.batches.shift(); batch; batch = this.batches.shift()) {
-      const { spans, count } = batch;
-      await new Promise<void>((resolve) => this.delegate.export(spans, () => resolve()));
+      const { body, chunk, count } = batch;
+      // The delegate calls back once the export is over, retries included: the body is no longer read.
+      await new Promise<void>((resolve) => this.delegate.export(body, () => resolve()));
       this.queued -= count;
+      this.recycle(chunk);
     }
   }
 

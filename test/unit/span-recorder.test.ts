@@ -90,15 +90,25 @@ describe('span recorder', () => {
     const busy = namesOf(from);
     expect(busy.map((names) => names.length)).toEqual([512, 88]);
     expect(busy.flat()).toEqual(Array.from({ length: 600 }, (_, i) => `busy ${i}`));
-    // A small batch is copied out of the buffer the next spans are written into.
+    // A batch is written while the one before it is still being sent: each has its own buffer.
     from = bodies.length;
     for (const round of ['first', 'second']) {
       for (let i = 0; i < 3; i++) span(`${round} ${i}`).end();
       void recorder.flush();
     }
-    await recorder.shutdown();
+    await recorder.flush();
     expect(namesOf(from)).toEqual([['first 0', 'first 1', 'first 2'], ['second 0', 'second 1', 'second 2']]);
     expect(bodies.at(-1)!.body.resourceSpans[0]!.scopeSpans[0]!.spans[0]!.attributes).toEqual([{ key: 'gen_ai.request.model', value: { stringValue: 'modèle second 0 ✓' } }]);
+    // Buffers whose export is done are written again: nothing of their earlier batches shows through.
+    from = bodies.length;
+    for (let round = 0; round < 3; round++) {
+      for (let i = 0; i < 520; i++) span(`again ${round}.${i}`).end();
+      void recorder.flush();
+    }
+    await recorder.shutdown();
+    const again = namesOf(from);
+    expect(again.map((names) => names.length)).toEqual([512, 8, 512, 8, 512, 8]);
+    expect(again.flat()).toEqual([0, 1, 2].flatMap((round) => Array.from({ length: 520 }, (_, i) => `again ${round}.${i}`)));
   });
 
   it('samples as OTEL_TRACES_SAMPLER says, following a caller\'s flag when parent-based', () => {

@@ -12,7 +12,13 @@ export function pct(values: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 }
 
-export const median = (values: number[]) => pct(values.filter((v) => !Number.isNaN(v)), 50);
+/** The median: the middle value, or the mean of the two middle ones for an even count (the nearest rank would take the lower). */
+export function median(values: number[]): number {
+  const sorted = values.filter((v) => !Number.isNaN(v)).sort((a, b) => a - b);
+  if (sorted.length === 0) return NaN;
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
 
 export const f0 = (n: number) => (Number.isNaN(n) ? 'n/a' : n.toFixed(0));
 export const f1 = (n: number) => (Number.isNaN(n) ? 'n/a' : n.toFixed(1));

@@ -30,7 +30,9 @@ import { createRequestLogWriter, type RequestLogEntry } from '../core/request-lo
 import { createRequestAttribution } from '../core/attribution/request-attribution';
 import { createBatchWriter } from '../core/db/batch-writer';
 import { budgetCrossings, spendLedger } from '../core/db/schema';
-import { createSpendLedger } from '../core/spend/ledger';
+import { createSpendLedger, createSpendUpkeep } from '../core/spend/ledger';
+import { createSpendLeases, leasedSpendLedger } from '../core/spend/leases';
+import { createRateLeases } from '../core/ratelimit/rate-leases';
 import { resolveEndUserCapIn } from '../core/spend/end-user-caps';
 import { createOrgConfigCache } from '../core/routing/org-config';
 import { createGuardrailPolicies } from '../core/guardrails/policy-cache';
@@ -79,6 +81,10 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
     metrics.watchWriter('spend_ledger', spendRows);
     watchConnections(metrics.registry, database.pool, redisClients(redis, spendRedis));
   }
+  const spendDeps = { db: database.db, redis: spendRedis, rows: spendRows, crossings: budgetCrossingRows };
+  const spendUpkeep = createSpendUpkeep(spendDeps);
+  const spendLeases = createSpendLeases({ redis: spendRedis, upkeep: spendUpkeep });
+  const rateLeases = createRateLeases({ redis: spendRedis });
   const gateway: GatewayServices = {
     orgConfig: createOrgConfigCache(database.db, manage.sealer),
     catalog: await loadModelCatalog(),
@@ -97,7 +103,7 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
     mediaFiles: createMediaFiles({ db: database.db, storage, signer, clock: systemClock, retentionMs: Math.round(OUTPUT_RETENTION_MS * config.GW_SCHEDULE_SCALE) }),
     redis,
     spendRedis,
-    spend: createSpendLedger({ db: database.db, redis: spendRedis, rows: spendRows, crossings: budgetCrossingRows }),
+    spend: leasedSpendLedger(createSpendLedger(spendDeps, spendUpkeep), spendLeases, { ...spendDeps, rate: rateLeases }),
     endUserCap: (orgConfig, request) => resolveEndUserCapIn(database.db, orgConfig, request),
     spendRows,
     guardrails: createGuardrailPolicies(database.db),
@@ -108,6 +114,8 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
   };
   const unsubscribe = await subscribeConfigChanges(redis, ({ orgId, what }) => {
     if (orgId) {
+      // A limit may have been lowered: this process's spend and leases in the organization are settled now.
+      void spendLeases.flush(orgId).catch(() => undefined);
       keys.clearOrg(orgId);
       gateway.orgConfig.clearOrg(orgId);
       gateway.guardrails.clearOrg(orgId);
@@ -167,6 +175,9 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
       // Model calls still running settle and log before the writers flush (bounded).
       const drained = await gateway.inFlight.drained(config.GW_SHUTDOWN_GRACE_MS);
       if (!drained) logger.warn({ in_flight: gateway.inFlight.count }, 'stopping with model calls still in flight after the grace period; their holds lapse with their lease');
+      // Spend settled under leases reaches the windows, and the leases are given back.
+      await spendLeases.close().catch((err: unknown) => logger.warn({ err }, 'could not give spend leases back; they lapse in a few seconds, counted as spent'));
+      await rateLeases.close().catch(() => undefined);
       await gateway.requestLog.close();
       await gateway.spendRows.close();
       await budgetCrossingRows.close();

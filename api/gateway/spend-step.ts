@@ -110,7 +110,7 @@ export async function reserveSpend(call: SpendCall, worstCase: () => number, fir
   const holdId = call.callId ?? ctx.state.requestId;
   // What the ledger records if this process dies before the call ends: the hold at its amount.
   const lapseRow = blocking ? ledgerRowOf(call, holdId, endUserScopeOf(scopes)) : undefined;
-  const input = { holdId, scopes, amount: blocking ? worstCase() : 0, leaseMs: CHAT_HOLD_LEASE_MS, now: call.createdAt, lapseRow };
+  const input = { holdId, scopes, amount: blocking ? worstCase() : 0, leaseMs: CHAT_HOLD_LEASE_MS, now: call.createdAt, lapseRow, leasable: true };
   const rate = { key: keyRateWindowKey(key), windowMs: KEY_RATE_WINDOW_MS, limit: key.rateLimitRpm };
   // Counted already (by the rate middleware, on a path that does not count itself): never twice.
   call.hold = ctx.state.rateCounted === true ? await services.spend.reserve(input) : await services.spend.reserveCounted({ rate, counted, ...input });
@@ -119,8 +119,9 @@ export async function reserveSpend(call: SpendCall, worstCase: () => number, fir
   if (trace) traceEvent(trace, 'gw.spend.hold', { 'gw.spend.hold_usd': input.amount, 'gw.spend.blocking': blocking });
   // From here the call is in flight until its spend ends: a graceful stop waits for it.
   call.endInFlight = services.inFlight.begin();
-  if (!blocking) return;
   const hold = call.hold!;
+  // A hold drawn from the process's lease lives as long as the process steps its lease.
+  if (!blocking || hold.lease) return;
   call.holdRenewal = setInterval(() => void services.spend.renew(hold, CHAT_HOLD_LEASE_MS, new Date()).catch(() => undefined), CHAT_HOLD_RENEW_MS);
   call.holdRenewal.unref();
 }

@@ -23,8 +23,13 @@ import { RESOURCES } from './resources';
 import { resourceRouter } from './resources/router';
 import type { ManagementServices } from './services';
 import { webhookDeliveryRoutes } from './webhook-deliveries';
+import type { SpendLedger } from '../../core/spend/ledger';
 
-export type ManagementRouterDeps = { db: Database; redis: RedisHandle; spendRedis: RedisHandle; authFailures: AuthFailureLimiter; clock: Clock; manage: ManagementServices };
+export type ManagementRouterDeps = {
+  db: Database; redis: RedisHandle; spendRedis: RedisHandle; authFailures: AuthFailureLimiter; clock: Clock; manage: ManagementServices;
+  /** The gateway's spend, whose settled-but-unflushed part (spend leases) budget_status includes. */
+  gateway: { spend: Pick<SpendLedger, 'flush'> };
+};
 
 export function managementRouter(deps: ManagementRouterDeps): Router<GatewayState> {
   const router = new Router<GatewayState>({ prefix: '/manage/v1' });
@@ -65,7 +70,7 @@ export function managementRouter(deps: ManagementRouterDeps): Router<GatewayStat
   endUserCapOverrideRoutes(router, deps);
   requestDataRoutes(router, deps);
   // Data operations (issue 13): not resources, so before the generic `/:type` routes.
-  budgetStatusRoutes(router, { ...deps, redis: deps.spendRedis });
+  budgetStatusRoutes(router, { ...deps, redis: deps.spendRedis, flushSpend: (orgId) => deps.gateway.spend.flush(orgId) });
   auditEventRoutes(router, deps);
   exportRoutes(router, { db: deps.db, resources: RESOURCES.filter((r) => !r.data) });
   manageUsageRoutes(router, deps);

@@ -1,11 +1,18 @@
 import type Redis from 'ioredis';
 import { redisScript } from '../redis-script';
 
-/** INCR with the window's expiry set on the first hit; returns the count and the time left. */
+/**
+ * INCR with the window's expiry set when the counter has none (a new window; a count that
+ * leased slots given back brought to 0 keeps its window); returns the count and the time left.
+ */
 const COUNT_IN_WINDOW = redisScript(`
 local n = redis.call('INCR', KEYS[1])
-if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
-return {n, redis.call('PTTL', KEYS[1])}
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl < 0 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+  ttl = tonumber(ARGV[1])
+end
+return {n, ttl}
 `);
 
 export type WindowCount = { count: number; resetInMs: number };

@@ -111,8 +111,12 @@ local count, ttl = 0, 0
 if tonumber(ARGV[6]) > 0 then
   local rate = KEYS[4 * n + 4]
   count = redis.call('INCR', rate)
-  if count == 1 then redis.call('PEXPIRE', rate, ARGV[6]) end
   ttl = redis.call('PTTL', rate)
+  -- A new window (no expiry yet); a count that slots given back brought to 0 keeps its window.
+  if ttl < 0 then
+    redis.call('PEXPIRE', rate, ARGV[6])
+    ttl = tonumber(ARGV[6])
+  end
   if count > tonumber(ARGV[7]) then return {'rate', count, ttl} end
 end
 local missing = {}
@@ -333,4 +337,113 @@ export async function seedWindow(redis: Redis, window: ScopeWindow, settledNanos
 export async function settledNanos(redis: Redis, windows: ScopeWindow[]): Promise<Array<string | null>> {
   if (windows.length === 0) return [];
   return redis.mget(windows.map((w) => windowKeys(w)[0]));
+}
+
+const LEASE = redisScript(HOLD_LUA + `
+local now = tonumber(ARGV[1])
+local expiry = ARGV[2]
+local id = ARGV[3]
+local spent = tonumber(ARGV[4])
+local floor = tonumber(ARGV[5])
+local spare = tonumber(ARGV[6])
+local least_room = tonumber(ARGV[7])
+local share = tonumber(ARGV[8])
+local expected = ARGV[9] == '1'
+local n = tonumber(ARGV[10])
+local missing = {}
+for i = 1, n do
+  if lost(KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]) then missing[#missing + 1] = i end
+end
+if #missing > 0 then
+  table.insert(missing, 1, 'missing')
+  return missing
+end
+local live, meta = KEYS[4 * n + 1], KEYS[4 * n + 2]
+-- A lease that should be here and is not was swept as lapsed (its process looked dead): it was
+-- settled in full, which covers what was spent under it; the caller starts a new lease.
+if expected and redis.call('HEXISTS', KEYS[4], id) == 0 then return {'swept'} end
+local lapsed = #redis.call('ZRANGEBYSCORE', live, '-inf', now, 'LIMIT', 0, 1)
+local totals = {}
+for i = 1, n do
+  local s, h, z, a = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
+  for _, gone in ipairs(redis.call('ZRANGEBYSCORE', z, '-inf', now)) do drop_hold(h, z, a, gone) end
+  drop_hold(h, z, a, id)
+  totals[i] = spent ~= 0 and redis.call('INCRBY', s, ARGV[4]) or tonumber(redis.call('GET', s))
+end
+-- The lease keeps what requests in flight drew (the floor) and may add spare room: a share of
+-- what is left, none where little is left.
+for i = 1, n do
+  local limit = tonumber(ARGV[9 + 2 * i])
+  if limit >= 0 then
+    local room = limit - totals[i] - tonumber(redis.call('GET', KEYS[4 * i - 2]) or '0') - floor
+    if room < least_room then spare = 0 else spare = math.min(spare, math.floor(room * share)) end
+  end
+end
+local granted = floor + spare
+if granted > 0 then
+  local amount = string.format('%.0f', granted)
+  for i = 1, n do
+    local s, h, z, a = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
+    redis.call('INCRBY', h, amount)
+    redis.call('ZADD', z, expiry, id)
+    redis.call('HSET', a, id, amount)
+    local keep = tonumber(ARGV[10 + 2 * i])
+    if keep > 0 then
+      for _, k in ipairs({s, h, z, a}) do redis.call('EXPIRE', k, keep) end
+    end
+  end
+  redis.call('ZADD', live, expiry, id)
+  redis.call('HSET', meta, id, '{"n":' .. amount .. ',' .. ARGV[11 + 2 * n])
+else
+  redis.call('ZREM', live, id)
+  redis.call('HDEL', meta, id)
+end
+local out = {'ok', granted, lapsed}
+for i = 1, n do out[#out + 1] = totals[i] end
+return out
+`);
+
+/** A lease's step: spend settled since the last one, and the room to keep (`core/spend/leases.ts`). */
+export type LeaseStep = {
+  leaseId: string;
+  /** Spent under the lease since its last step: added to every window's settled total. */
+  spentNanos: number;
+  /** What requests in flight drew from the lease: kept, whatever the room. */
+  floorNanos: number;
+  /** Room wanted beyond the floor. */
+  spareNanos: number;
+  /** No spare room where a blocking window has less than this left beyond the floor. */
+  leastRoomNanos: number;
+  /** At most this share of a blocking window's room left beyond the floor. */
+  shareOfRoom: number;
+  /** The lease is held now (it was granted room at its last step). */
+  held: boolean;
+  leaseExpiresAt: Date;
+  /** The ledger row recorded if the lease lapses (its amount and state are added then). */
+  lapseRecord: LapseRecord;
+};
+
+export type LeaseOutcome =
+  | { state: 'ok'; grantedNanos: number; lapsed: boolean; totals: number[] }
+  | { state: 'missing'; windows: ScopeWindow[] }
+  | { state: 'swept' };
+
+/**
+ * One round trip for a process's lease on a set of windows: the spend settled under it joins
+ * each window's settled total, the lease's old room is given back, and it is held again at its
+ * floor plus what spare room the windows allow, until `leaseExpiresAt`. Registered to lapse like
+ * a chat hold: a process that dies has its lease settled in full when it expires.
+ */
+export async function stepLease(redis: Redis, windows: ScopeWindow[], step: LeaseStep, now: Date): Promise<LeaseOutcome> {
+  const keys = [...windows.flatMap(windowKeys), ...holdRegistryKeys(windows)];
+  const args = windows.flatMap((w) => [w.limitNanos ?? -1, w.ttlSeconds]);
+  // The lapse record's amount is the granted room, written by the script: the rest is given here.
+  const recordTail = JSON.stringify({ w: windows.map((w) => windowBase(w)), r: step.lapseRecord }).slice(1);
+  const answer = (await LEASE(redis, keys, [
+    now.getTime(), step.leaseExpiresAt.getTime(), step.leaseId, Math.round(step.spentNanos), Math.round(step.floorNanos), Math.round(step.spareNanos),
+    Math.round(step.leastRoomNanos), step.shareOfRoom, step.held ? 1 : 0, windows.length, ...args, recordTail,
+  ])) as Array<string | number>;
+  if (answer[0] === 'missing') return { state: 'missing', windows: answer.slice(1).map((i) => windows[Number(i) - 1]!) };
+  if (answer[0] === 'swept') return { state: 'swept' };
+  return { state: 'ok', grantedNanos: Number(answer[1]), lapsed: Number(answer[2]) > 0, totals: answer.slice(3).map(Number) };
 }

@@ -8,6 +8,7 @@ import type { RedisHandle } from '../redis';
 import { holdSpend, renewHold, repairWindow, settleHold, sweepLapsedHolds, unregisterHold, settleHoldUnlessMissing, settledNanos, windowKeys, type KeptHold, type RateCount, type RateWindow } from './holds';
 import { decimalToNanos, sumNanos, toDollars, toNanos } from './money';
 import type { SpendScope } from './scopes';
+import type { LeaseDraw } from './leases';
 
 /** How long a chat request's hold lives if its instance dies before settling it. */
 export const CHAT_HOLD_LEASE_MS = 15 * 60_000;
@@ -21,6 +22,8 @@ export type ReserveInput = {
   holdId: string; scopes: SpendScope[]; amount: number; leaseMs: number; now: Date;
   /** A chat call's ledger row (without amount and state): written at the hold's amount if the hold lapses unsettled. */
   lapseRow?: Omit<SpendLedgerRow, 'amount' | 'state'>;
+  /** A synchronous model call's: it may draw from this process's lease (core/spend/leases.ts) instead of holding exactly. */
+  leasable?: boolean;
 };
 
 /** A reservation in flight: what to settle or release. */
@@ -30,6 +33,8 @@ export type Hold = {
   registered?: boolean;
   /** The ledger row id a lapse would be recorded under: a settle writes the same id, so one of the two rows is kept. */
   rowId?: string;
+  /** Drawn from this process's lease: it ends locally, and its cost reaches Redis with the lease's next step. */
+  lease?: LeaseDraw;
 };
 
 export type SpendLedger = {
@@ -52,8 +57,10 @@ export type SpendLedger = {
   release(hold: Hold): Promise<void>;
   /** Moves a live hold's lease forward: work still running keeps its room. */
   renew(hold: Hold, leaseMs: number, now: Date): Promise<void>;
-  /** Settled dollars of each scope's current window. */
+  /** Settled dollars of each scope's current window, with everything this process has settled. */
   spent(scopes: SpendScope[]): Promise<number[]>;
+  /** Brings what this process has settled in the organization to the shared counters (spend leases). */
+  flush(orgId: string): Promise<void>;
 };
 
 
@@ -82,16 +89,29 @@ export function crossedFractions(scope: Pick<SpendScope, 'alertAt' | 'limit'>, b
 /** What a scope must carry for its crossings to be known: also stored with a job's hold. */
 export type CrossingScope = Pick<SpendScope, 'orgId' | 'scope' | 'window' | 'limit' | 'alertAt' | 'behavior'>;
 
-/** The crossing rows a settle of `nanos` produced, given each window's total after it. */
-export function crossingRows(scopes: CrossingScope[], totals: Array<number | null>, nanos: number, now: Date): BudgetCrossingRow[] {
+/**
+ * The crossing rows a settle of `nanos` produced, given each window's total after it. A settle of
+ * several costs at once (a lease's step) names them in order: a crossing then records the total
+ * as it was after the cost that crossed.
+ */
+export function crossingRows(scopes: CrossingScope[], totals: Array<number | null>, nanos: number, now: Date, costs: readonly number[] = [nanos]): BudgetCrossingRow[] {
   if (nanos <= 0) return [];
   return scopes.flatMap((scope, i) => {
     const after = totals[i];
     if (after === null || after === undefined) return [];
-    return crossedFractions(scope, after - nanos, after).map((fraction) => ({
-      id: newId('bcross'), orgId: scope.orgId, scope: scope.scope, window: scope.window, fraction, limit: scope.limit!,
-      spent: toDollars(after), behavior: scope.behavior, crossedAt: now,
-    }));
+    const rows: BudgetCrossingRow[] = [];
+    let running = after - nanos;
+    for (const cost of costs) {
+      const before = running;
+      running += cost;
+      for (const fraction of crossedFractions(scope, before, running)) {
+        rows.push({
+          id: newId('bcross'), orgId: scope.orgId, scope: scope.scope, window: scope.window, fraction, limit: scope.limit!,
+          spent: toDollars(running), behavior: scope.behavior, crossedAt: now,
+        });
+      }
+    }
+    return rows;
   });
 }
 
@@ -127,29 +147,44 @@ export async function runningJobHolds(db: Database, scope: Pick<SpendScope, 'org
     .filter((h) => h.expiresAt > now.getTime());
 }
 
-export function createSpendLedger(deps: { db: Database; redis: RedisHandle; rows: BatchWriter<SpendLedgerRow>; crossings?: BatchWriter<BudgetCrossingRow> }): SpendLedger {
-  const rebuild = (scope: SpendScope) => ledgerWindowTotal(deps.db, scope);
-
-  function recordCrossings(scopes: CrossingScope[], totals: Array<number | null>, nanos: number): void {
-    for (const row of crossingRows(scopes, totals, nanos, new Date())) deps.crossings?.record(row);
-  }
-
+/**
+ * What keeps the Redis counters honest, shared by requests' holds and processes' leases:
+ * crossings recorded, lost windows repaired from Postgres, lapsed holds settled and recorded.
+ */
+export type SpendUpkeep = {
+  recordCrossings(scopes: CrossingScope[], totals: Array<number | null>, nanos: number, costs?: readonly number[]): void;
   /** Lost windows repaired from Postgres: the settled total, and the holds of running jobs (core/spend/holds.ts). */
-  async function seedMissing(scopes: SpendScope[]): Promise<void> {
-    const now = new Date();
-    await Promise.all(scopes.map(async (s) => repairWindow(deps.redis.redis, s, await rebuild(s), await runningJobHolds(deps.db, s, now), new Date(now.getTime() + CHAT_HOLD_LEASE_MS))));
-  }
-
+  seedMissing(scopes: SpendScope[]): Promise<void>;
   /**
-   * Lapsed chat holds of an organization (their instance died mid-call) settled at their
+   * Lapsed chat holds and leases of an organization (their instance died) settled at their
    * amounts and written to the ledger: a crash never makes a call free. Off the request's path.
    */
-  async function recordLapsed(orgId: string, now: Date): Promise<void> {
-    for (const lapsed of await sweepLapsedHolds(deps.redis.redis, orgId, now)) {
-      const row = lapsed.row as Omit<SpendLedgerRow, 'amount' | 'state'>;
-      deps.rows.record(Object.assign({}, row, { amount: toDollars(lapsed.nanos), state: 'settled' as const, createdAt: new Date(row.createdAt as unknown as string), updatedAt: now }));
-    }
-  }
+  recordLapsed(orgId: string, now: Date): Promise<void>;
+};
+
+export type SpendLedgerDeps = { db: Database; redis: RedisHandle; rows: BatchWriter<SpendLedgerRow>; crossings?: BatchWriter<BudgetCrossingRow> };
+
+export function createSpendUpkeep(deps: SpendLedgerDeps): SpendUpkeep {
+  const rebuild = (scope: SpendScope) => ledgerWindowTotal(deps.db, scope);
+  return {
+    recordCrossings(scopes, totals, nanos, costs) {
+      for (const row of crossingRows(scopes, totals, nanos, new Date(), costs)) deps.crossings?.record(row);
+    },
+    async seedMissing(scopes) {
+      const now = new Date();
+      await Promise.all(scopes.map(async (s) => repairWindow(deps.redis.redis, s, await rebuild(s), await runningJobHolds(deps.db, s, now), new Date(now.getTime() + CHAT_HOLD_LEASE_MS))));
+    },
+    async recordLapsed(orgId, now) {
+      for (const lapsed of await sweepLapsedHolds(deps.redis.redis, orgId, now)) {
+        const row = lapsed.row as Omit<SpendLedgerRow, 'amount' | 'state'>;
+        deps.rows.record(Object.assign({}, row, { amount: toDollars(lapsed.nanos), state: 'settled' as const, createdAt: new Date(row.createdAt as unknown as string), updatedAt: now }));
+      }
+    },
+  };
+}
+
+export function createSpendLedger(deps: SpendLedgerDeps, upkeep: SpendUpkeep = createSpendUpkeep(deps)): SpendLedger {
+  const { recordCrossings, seedMissing, recordLapsed } = upkeep;
 
   async function reserve({ holdId, scopes, amount, leaseMs, now, lapseRow }: ReserveInput, rate?: RateWindow & { counted(rate: RateCount): void }): Promise<Hold | null> {
     const amountNanos = toNanos(amount);
@@ -233,6 +268,10 @@ export function createSpendLedger(deps: { db: Database; redis: RedisHandle; rows
         values = await settledNanos(deps.redis.redis, scopes);
       }
       return values.map((v) => toDollars(sumNanos([v ?? '0'])));
+    },
+
+    async flush() {
+      // Every hold here settles in Redis as it ends: nothing is kept to flush.
     },
   };
 }

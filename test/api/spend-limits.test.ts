@@ -457,8 +457,8 @@ describe('spend limits', () => {
       firstReads.push((await keyInfo(key)).usage);
     }
     for (const usage of firstReads) expect(usage).toBeCloseTo(0.3, 9);
-    // Why: the key's counter exists before the provider is called (rebuilt then if missing), so
-    // the settle after the answer is one Redis step, ahead of any read that follows the answer.
+    // Why: a key without a limit makes no Redis call for spend on the request's path (issue 37);
+    // its cost is settled in the process, and a read flushes what the answering process settled.
     const slow = await f.key();
     const [row] = await f.database.db.select({ lineageId: gatewayKeys.lineageId }).from(gatewayKeys).where(eq(gatewayKeys.id, await keyIdOf(slow)));
     const before = f.sandbox.received.length;
@@ -466,12 +466,14 @@ describe('spend limits', () => {
     while (f.sandbox.received.length === before) await sleep(10);
     const redis = testRedis();
     try {
-      expect(await redis.redis.exists(`spend:{${f.tenant.orgId}}:key:${row!.lineageId}:lifetime:s`)).toBe(1);
+      // In flight, nothing was counted or held for it in Redis: the key's counter is not even made yet.
+      expect(await redis.redis.exists(`spend:{${f.tenant.orgId}}:key:${row!.lineageId}:lifetime:s`)).toBe(0);
+      expect((await answer).status).toBe(200);
+      expect((await keyInfo(slow)).usage).toBeCloseTo(0.3, 9);
+      expect(await redis.redis.get(`spend:{${f.tenant.orgId}}:key:${row!.lineageId}:lifetime:s`)).toBe('300000000');
     } finally {
       await redis.close();
     }
-    expect((await answer).status).toBe(200);
-    expect((await keyInfo(slow)).usage).toBeCloseTo(0.3, 9);
     const secret = await f.key();
     for (const [tokens, total] of [[3, 0.3], [2, 0.5], [1, 0.6]] as const) {
       expect((await ask(secret, tokens)).status).toBe(200);

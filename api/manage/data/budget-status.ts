@@ -237,9 +237,11 @@ export async function budgetStatus(deps: { db: Database; redis: RedisHandle }, p
   return singlePage(rows.map((r) => r.body));
 }
 
-export function budgetStatusRoutes(router: Router<GatewayState>, deps: { db: Database; redis: RedisHandle; clock: Clock }): void {
+export function budgetStatusRoutes(router: Router<GatewayState>, deps: { db: Database; redis: RedisHandle; clock: Clock; flushSpend(orgId: string): Promise<void> }): void {
   router.get('/budget_status', async (ctx) => {
     const principal = authorize(ctx, 'budgets:read');
+    // What this process has settled under its spend leases is counted before the windows are read.
+    await deps.flushSpend(principal.orgId);
     ctx.body = await budgetStatus(deps, principal, deps.clock.now());
   });
 }

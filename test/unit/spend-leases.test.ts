@@ -1,0 +1,256 @@
+import { GatewayError } from '../../core/errors';
+import type { BatchWriter } from '../../core/db/batch-writer';
+import { seedWindow, windowKeys } from '../../core/spend/holds';
+import { createSpendLedger, createSpendUpkeep, type Hold, type SpendLedgerRow } from '../../core/spend/ledger';
+import { createRateLeases } from '../../core/ratelimit/rate-leases';
+import { createSpendLeases, leasedSpendLedger, type SpendLeases } from '../../core/spend/leases';
+import { toNanos } from '../../core/spend/money';
+import { scopeAt, type SpendScope } from '../../core/spend/scopes';
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { testDatabase, testRedis } from '../helpers/harness';
+
+/** Rows the ledger would write, kept in memory: these tests are about the Redis windows. */
+function rowsKept(): BatchWriter<SpendLedgerRow> & { rows: SpendLedgerRow[] } {
+  const rows: SpendLedgerRow[] = [];
+  return { rows, record: (row) => void rows.push(row), dropped: () => 0, queued: () => 0, onFlush: () => undefined, flush: async () => undefined, close: async () => undefined };
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A seeded random source, so a failing case can be run again. */
+function random(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return s / 2 ** 32;
+  };
+}
+
+/**
+ * Spend leases (issue 37) against the real Redis, several "processes" (each its own lease state,
+ * as each API process has) spending on one key at once: every limit stays an exact ceiling.
+ */
+describe('spend leases (core/spend/leases.ts)', () => {
+  const redis = testRedis();
+  const database = testDatabase();
+  const processes: Array<Pick<SpendLeases, 'close'>> = [];
+  afterAll(async () => {
+    await Promise.all(processes.map((p) => p.close().catch(() => undefined)));
+    await redis.close();
+    await database.close();
+  });
+
+  function apiProcess(rows = rowsKept()) {
+    const deps = { db: database.db, redis, rows };
+    const upkeep = createSpendUpkeep(deps);
+    const leases = createSpendLeases({ redis, upkeep, stepMs: 50 });
+    const rate = createRateLeases({ redis, stepMs: 50 });
+    processes.push(leases, rate);
+    return { leases, rows, spend: leasedSpendLedger(createSpendLedger(deps, upkeep), leases, { ...deps, rate }) };
+  }
+
+  function keyScope(org: string, lineage: string, limit: number, now = new Date()): SpendScope {
+    return scopeAt(org, { kind: 'key', id: lineage, code: 'key_budget', limit, blocking: true, period: 'never', ledger: { column: 'lineage_id', value: lineage } }, now, 1);
+  }
+
+  const rowOf = (org: string, lineage: string, requestId: string) => ({
+    id: `spend_${requestId}`, orgId: org, lineageId: lineage, projectId: 'proj_t', memberId: null, endUserId: null, endUserScope: null, requestId,
+    createdAt: new Date(), updatedAt: new Date(), provider: 'openai', model: 'gpt-4o-mini',
+  });
+
+  /** One request: reserve its worst case (leased or exact), "call" for a moment, settle its cost. Answers the cost, or null when refused. */
+  async function request(p: ReturnType<typeof apiProcess>, scopes: SpendScope[], id: string, worst: number, cost: number, ms: number, leased: { count: number }): Promise<number | null> {
+    let hold: Hold;
+    try {
+      hold = await p.spend.reserve({ holdId: id, scopes, amount: worst, leaseMs: 60_000, now: new Date(), lapseRow: rowOf(scopes[0]!.orgId, 'lin', id), leasable: true });
+    } catch (err) {
+      if (err instanceof GatewayError && err.kind === 'key_budget') return null;
+      throw err;
+    }
+    if (hold.lease) leased.count += 1;
+    await sleep(ms);
+    await p.spend.settle(hold, cost, rowOf(scopes[0]!.orgId, 'lin', id));
+    return cost;
+  }
+
+  async function windowFigures(scope: SpendScope): Promise<{ settled: number; held: number }> {
+    const [s, h] = await redis.redis.mget(windowKeys(scope)[0], windowKeys(scope)[1]);
+    return { settled: Number(s ?? 0), held: Number(h ?? 0) };
+  }
+
+  it('never lets concurrent spenders on one key pass its limit (random costs, 2 to 4 processes)', async () => {
+    for (const seed of [11, 29, 47]) {
+      const rand = random(seed);
+      const org = `org_lease${seed}${Date.now().toString(36)}`;
+      const limit = Math.round((2 + rand() * 6) * 100) / 100;
+      const scope = keyScope(org, `lin_${seed}`, limit);
+      await seedWindow(redis.redis, scope, 0n);
+      const procs = Array.from({ length: 2 + Math.floor(rand() * 3) }, () => apiProcess());
+      const leased = { count: 0 };
+      let admitted = 0;
+      let breaches = 0;
+      let done = false;
+      // Between steps and holds, settled + held (leases included) is read atomically: never past the limit.
+      const watcher = (async () => {
+        while (!done) {
+          const { settled, held } = await windowFigures(scope);
+          if (settled + held > toNanos(limit)) breaches += 1;
+          await sleep(2);
+        }
+      })();
+      await Promise.all(procs.flatMap((p, pi) => Array.from({ length: 4 }, async (_, li) => {
+        let refusedInARow = 0;
+        for (let i = 0; refusedInARow < 15 && i < 2000; i++) {
+          const worst = Math.round((0.002 + rand() * 0.03) * 1e6) / 1e6;
+          const cost = Math.round(worst * rand() * 1e6) / 1e6;
+          const spent = await request(p, [scope], `r${seed}_${pi}_${li}_${i}`, worst, cost, Math.floor(rand() * 3), leased);
+          if (spent === null) {
+            refusedInARow += 1;
+            await sleep(5);
+          } else {
+            refusedInARow = 0;
+            admitted += toNanos(spent);
+          }
+        }
+      })));
+      await Promise.all(procs.map((p) => p.leases.close()));
+      done = true;
+      await watcher;
+      const { settled, held } = await windowFigures(scope);
+      expect({ seed, breaches, held }).toEqual({ seed, breaches: 0, held: 0 });
+      // Every admitted cost reached the window, exactly, and the total stays within the limit.
+      expect(settled).toBe(admitted);
+      expect(settled).toBeLessThanOrEqual(toNanos(limit));
+      // Most requests drew from a lease (no Redis call), and spend came close to the limit.
+      expect(leased.count).toBeGreaterThan(100);
+      expect(settled).toBeGreaterThan(toNanos(limit) * 0.9);
+    }
+  }, 120_000);
+
+  it('counts a key without a blocking limit in the process: nothing in Redis while in flight, every cost after, however long the call', async () => {
+    const org = `org_leasefree${Date.now().toString(36)}`;
+    const scope = scopeAt(org, { kind: 'key', id: 'lin_free', code: 'key_budget', limit: null, blocking: false, period: 'never', ledger: { column: 'lineage_id', value: 'lin_free' } }, new Date(), 1);
+    const p = apiProcess();
+    const leased = { count: 0 };
+    // Calls outliving several steps (every 50 ms here): their spend is not dropped with an idle step.
+    const calls = [request(p, [scope], 'free_0', 0, 0.25, 180, leased), request(p, [scope], 'free_1', 0, 0.5, 20, leased)];
+    await sleep(5);
+    expect(await redis.redis.exists(windowKeys(scope)[0])).toBe(0);
+    await Promise.all(calls);
+    expect(leased.count).toBe(2);
+    expect(await p.spend.spent([scope])).toEqual([0.75]);
+    expect((await windowFigures(scope)).held).toBe(0);
+  });
+
+  it('holds exactly near the limit, and gives an idle lease back within a second', async () => {
+    const org = `org_leaseidle${Date.now().toString(36)}`;
+    const scope = keyScope(org, 'lin_idle', 1);
+    await seedWindow(redis.redis, scope, 0n);
+    const [a] = [apiProcess()];
+    const leased = { count: 0 };
+    for (let i = 0; i < 40; i++) await request(a, [scope], `idle${i}`, 0.001, 0.001, 1, leased);
+    expect(leased.count).toBeGreaterThan(0);
+    expect((await windowFigures(scope)).held).toBeGreaterThan(0);
+    await sleep(1000);
+    expect(await windowFigures(scope)).toEqual({ settled: toNanos(0.04), held: 0 });
+    // A window with room for under four worst cases is not leased: every request holds exactly.
+    const tight = keyScope(org, 'lin_tight', 0.1);
+    await seedWindow(redis.redis, tight, BigInt(toNanos(0.07)));
+    const tightLeased = { count: 0 };
+    for (let i = 0; i < 10; i++) await request(a, [tight], `tight${i}`, 0.01, 0.001, 1, tightLeased);
+    await sleep(120);
+    for (let i = 0; i < 10; i++) await request(a, [tight], `tight2_${i}`, 0.01, 0.001, 1, tightLeased);
+    expect(tightLeased.count).toBe(0);
+  }, 30_000);
+
+  it('keeps the ceiling when the limit is lowered while leases are out', async () => {
+    const org = `org_leaselow${Date.now().toString(36)}`;
+    const before = keyScope(org, 'lin_low', 10);
+    await seedWindow(redis.redis, before, 0n);
+    const procs = [apiProcess(), apiProcess(), apiProcess()];
+    const leased = { count: 0 };
+    let i = 0;
+    // Leases form in every process...
+    for (let round = 0; round < 30; round++) await Promise.all(procs.map((p) => request(p, [before], `low${i++}`, 0.01, 0.005, 1, leased)));
+    await sleep(120);
+    for (let round = 0; round < 10; round++) await Promise.all(procs.map((p) => request(p, [before], `low${i++}`, 0.01, 0.005, 1, leased)));
+    expect((await windowFigures(before)).held).toBeGreaterThan(0);
+    // ...then the limit is lowered to what is spent plus $0.30: each process now sees the new limit.
+    await Promise.all(procs.map((p) => p.leases.flush()));
+    const spentSoFar = (await windowFigures(before)).settled;
+    const lowered = keyScope(org, 'lin_low', (spentSoFar + toNanos(0.3)) / 1e9);
+    let admitted = spentSoFar;
+    for (let round = 0; round < 60; round++) {
+      const spent = await Promise.all(procs.map((p) => request(p, [lowered], `low${i++}`, 0.01, 0.005, 1, leased)));
+      admitted += spent.reduce<number>((sum, s) => sum + (s === null ? 0 : toNanos(s)), 0);
+    }
+    await Promise.all(procs.map((p) => p.leases.close()));
+    const { settled, held } = await windowFigures(lowered);
+    expect(held).toBe(0);
+    expect(settled).toBe(admitted);
+    expect(settled).toBeLessThanOrEqual(lowered.limitNanos!);
+    expect(settled).toBeGreaterThan(lowered.limitNanos! - toNanos(0.05));
+  }, 30_000);
+
+  it('starts afresh when the period resets while leases are out: the old window\'s lease does not cover the new one', async () => {
+    const org = `org_leasereset${Date.now().toString(36)}`;
+    const day1 = new Date('2026-11-26T23:59:59.500Z');
+    const day2 = new Date('2026-11-27T00:00:00.500Z');
+    const daily = (now: Date) => scopeAt(org, { kind: 'key', id: 'lin_day', code: 'key_budget', limit: 1, blocking: true, period: 'daily', ledger: { column: 'lineage_id', value: 'lin_day' } }, now, 1);
+    const [old, fresh] = [daily(day1), daily(day2)];
+    expect(old.window).not.toBe(fresh.window);
+    await seedWindow(redis.redis, old, 0n);
+    await seedWindow(redis.redis, fresh, 0n);
+    const p = apiProcess();
+    const leased = { count: 0 };
+    for (let i = 0; i < 30; i++) await request(p, [old], `d1_${i}`, 0.01, 0.01, 0, leased);
+    await sleep(120);
+    for (let i = 0; i < 20; i++) await request(p, [old], `d1b_${i}`, 0.01, 0.01, 0, leased);
+    expect((await windowFigures(old)).held).toBeGreaterThan(0);
+    // The first request of the new day finds no lease there: it holds exactly, in the new window.
+    const counted = { count: 0 };
+    await request(p, [fresh], 'd2_0', 0.01, 0.01, 0, counted);
+    expect(counted.count).toBe(0);
+    expect((await windowFigures(fresh)).settled).toBe(toNanos(0.01));
+    await p.leases.close();
+    expect(await windowFigures(old)).toEqual({ settled: toNanos(0.5), held: 0 });
+  }, 30_000);
+
+  it('counts a killed process\'s lease as spent in full when it lapses, with a ledger row saying so', async () => {
+    const org = `org_leasekill${Date.now().toString(36)}`;
+    const lineage = 'lin_kill';
+    const scope = keyScope(org, lineage, 50);
+    await seedWindow(redis.redis, scope, 0n);
+    const child = spawn(globalThis.process.execPath, ['--import', 'tsx', path.resolve(__dirname, '../helpers/lease-holder.ts')], {
+      env: { ...globalThis.process.env, LEASE_ORG: org, LEASE_LINEAGE: lineage, LEASE_LIMIT: '50' },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    const line = await new Promise<string>((resolve, reject) => {
+      createInterface({ input: child.stdout! }).once('line', resolve);
+      child.once('exit', (code) => reject(new Error(`lease holder exited with ${code}`)));
+    });
+    const said = JSON.parse(line) as { leaseId: string; inFlightLeased: boolean; settledRows: number };
+    expect(said.inFlightLeased).toBe(true);
+    await sleep(120);
+    child.kill('SIGKILL');
+    await exited;
+    // What the dead process left: its lease, held, and the spend it flushed before it died.
+    const [, , , amounts] = windowKeys(scope);
+    const leaseNanos = Number(await redis.redis.hget(amounts, said.leaseId));
+    const before = await windowFigures(scope);
+    expect(leaseNanos).toBeGreaterThanOrEqual(toNanos(0.01));
+    expect(before.held).toBe(leaseNanos);
+    // Past its expiry the lease lapses: settled in full, recorded in the ledger.
+    await sleep(3_200);
+    const rows = rowsKept();
+    await createSpendUpkeep({ db: database.db, redis, rows }).recordLapsed(org, new Date());
+    expect(rows.rows).toEqual([expect.objectContaining({ orgId: org, lineageId: lineage, requestId: said.leaseId, state: 'settled', amount: leaseNanos / 1e9 })]);
+    const after = await windowFigures(scope);
+    expect(after).toEqual({ settled: before.settled + leaseNanos, held: 0 });
+    // Never an under-count: every cost the process settled, and the call it had in flight at its worst case, are counted.
+    expect(after.settled).toBeGreaterThanOrEqual(toNanos(0.01) * (said.settledRows + 1));
+  }, 60_000);
+});

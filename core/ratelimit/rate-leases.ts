@@ -27,6 +27,10 @@ const BLOCK_SHARE_OF_SLOTS_LEFT = 0.1;
  * across processes: no request is refused for a slot another process holds.
  */
 const NO_BLOCK_UNDER_SLOTS_LEFT = 1000;
+/** After this many requests without a slot since the last step, a key steps at once (a burst need not wait for the tick). */
+const STEP_NOW_AFTER_MISSES = 8;
+/** While a step is in flight, about this many seconds of requests are counted from slots kept back from it. */
+const FLIGHT_ALLOWANCE_SECONDS = 0.1;
 /** A block is not drawn on this close to its window's end (the window may already have rolled over in Redis). */
 const WINDOW_END_MARGIN_MS = 50;
 
@@ -59,6 +63,8 @@ type RateLeaseState = {
   redisExpiry: number;
   /** Requests asked for since the last step, and their rate per second averaged over steps. */
   demand: number;
+  /** Requests since the last step that found no slot in the block. */
+  misses: number;
   rate: number;
   lastStepAt: number;
   stepping: Promise<void> | null;
@@ -83,12 +89,15 @@ export function createRateLeases(deps: { redis: RedisHandle; stepMs?: number; no
     const seconds = Math.max(0.001, (at - state.lastStepAt) / 1000);
     state.rate = state.demand === 0 || giveBackAll ? 0 : state.rate === 0 ? state.demand / seconds : (state.rate + state.demand / seconds) / 2;
     state.demand = 0;
+    state.misses = 0;
     state.lastStepAt = at;
-    const giveBack = state.slots;
-    // Slots being given back are not drawn on while the step is in flight.
-    state.slots = 0;
+    // A few slots are kept to count from while the step is in flight; the rest go back, and are
+    // not drawn on meanwhile.
+    const kept = at < state.endsAt - WINDOW_END_MARGIN_MS ? Math.min(state.slots, Math.ceil(state.rate * FLIGHT_ALLOWANCE_SECONDS)) : 0;
+    const giveBack = state.slots - kept;
+    state.slots = kept;
     const want = Math.ceil(state.rate * BLOCK_SECONDS);
-    if (giveBack === 0 && want === 0) {
+    if (giveBack === 0 && want === 0 && kept === 0) {
       states.delete(state.id);
       return;
     }
@@ -96,7 +105,8 @@ export function createRateLeases(deps: { redis: RedisHandle; stepMs?: number; no
       const [grant, count, ttl, expiry] = (await RATE_STEP(deps.redis.redis, [state.window.key], [
         state.window.windowMs, giveBack, state.redisExpiry, want, BLOCK_SHARE_OF_SLOTS_LEFT, NO_BLOCK_UNDER_SLOTS_LEFT, state.window.limit,
       ])) as [number, number, number, number];
-      state.slots = grant;
+      // Kept slots still count only in the window they came from.
+      state.slots = expiry === state.redisExpiry ? state.slots + grant : grant;
       state.seen = count;
       state.endsAt = ttl > 0 ? at + ttl : at;
       state.redisExpiry = expiry;
@@ -106,14 +116,16 @@ export function createRateLeases(deps: { redis: RedisHandle; stepMs?: number; no
     }
   }
 
+  function stepOne(state: RateLeaseState, giveBackAll: boolean): Promise<void> | undefined {
+    if (state.stepping) return giveBackAll ? state.stepping.then(() => step(state, true)) : undefined;
+    state.stepping = step(state, giveBackAll).finally(() => {
+      state.stepping = null;
+    });
+    return state.stepping;
+  }
+
   function stepAll(giveBackAll: boolean): Promise<unknown> {
-    return Promise.all([...states.values()].map((state) => {
-      if (state.stepping) return giveBackAll ? state.stepping.then(() => step(state, true)) : undefined;
-      state.stepping = step(state, giveBackAll).finally(() => {
-        state.stepping = null;
-      });
-      return state.stepping;
-    }));
+    return Promise.all([...states.values()].map((state) => stepOne(state, giveBackAll)));
   }
 
   return {
@@ -123,11 +135,15 @@ export function createRateLeases(deps: { redis: RedisHandle; stepMs?: number; no
       let state = states.get(id);
       if (!state) {
         if (closed) return null;
-        state = { id, window, slots: 0, seen: 0, endsAt: 0, redisExpiry: -2, demand: 0, rate: 0, lastStepAt: nowMs, stepping: null };
+        state = { id, window, slots: 0, seen: 0, endsAt: 0, redisExpiry: -2, demand: 0, misses: 0, rate: 0, lastStepAt: nowMs, stepping: null };
         states.set(id, state);
       }
       state.demand += 1;
-      if (state.slots <= 0 || nowMs >= state.endsAt - WINDOW_END_MARGIN_MS) return null;
+      if (state.slots <= 0 || nowMs >= state.endsAt - WINDOW_END_MARGIN_MS) {
+        // A busy key without a block steps now rather than at the next tick.
+        if (++state.misses === STEP_NOW_AFTER_MISSES && !state.stepping) void stepOne(state, false);
+        return null;
+      }
       state.slots -= 1;
       return { count: state.seen - state.slots, resetInMs: state.endsAt - nowMs };
     },

@@ -36,19 +36,25 @@ const WINDOW_END_MARGIN_MS = 50;
 
 const RATE_STEP = redisScript(`
 local key = KEYS[1]
-local window_ms = tonumber(ARGV[1])
-local give_back = tonumber(ARGV[2])
+local expiry = redis.call('PEXPIRETIME', key)
+local count
 -- Unused slots go back only to the window they were taken from.
-if give_back > 0 and redis.call('PEXPIRETIME', key) == tonumber(ARGV[3]) then redis.call('DECRBY', key, give_back) end
-local count = tonumber(redis.call('GET', key) or '0')
+if tonumber(ARGV[2]) > 0 and expiry == tonumber(ARGV[3]) then
+  count = redis.call('DECRBY', key, ARGV[2])
+else
+  count = tonumber(redis.call('GET', key) or '0')
+end
 local left = tonumber(ARGV[7]) - count
 local grant = 0
 if left >= tonumber(ARGV[6]) then grant = math.min(tonumber(ARGV[4]), math.floor(left * tonumber(ARGV[5]))) end
 if grant > 0 then
   count = redis.call('INCRBY', key, grant)
-  if redis.call('PTTL', key) < 0 then redis.call('PEXPIRE', key, window_ms) end
+  if expiry < 0 then
+    redis.call('PEXPIRE', key, ARGV[1])
+    expiry = redis.call('PEXPIRETIME', key)
+  end
 end
-return {grant, count, redis.call('PTTL', key), redis.call('PEXPIRETIME', key)}
+return {grant, count, redis.call('PTTL', key), expiry}
 `);
 
 type RateLeaseState = {

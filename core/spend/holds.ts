@@ -339,6 +339,9 @@ export async function settledNanos(redis: Redis, windows: ScopeWindow[]): Promis
   return redis.mget(windows.map((w) => windowKeys(w)[0]));
 }
 
+// A lease's step in as few commands as it can (it runs for every scope set every 250 ms): the
+// windows' settled totals and held totals read once, the lease's amount moved by its difference,
+// and a window's keys given their expiry only when the lease is new there.
 const LEASE = redisScript(HOLD_LUA + `
 local now = tonumber(ARGV[1])
 local expiry = ARGV[2]
@@ -350,56 +353,76 @@ local least_room = tonumber(ARGV[7])
 local share = tonumber(ARGV[8])
 local expected = ARGV[9] == '1'
 local n = tonumber(ARGV[10])
+local settled, held, old, fresh = {}, {}, {}, false
 local missing = {}
 for i = 1, n do
-  if lost(KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]) then missing[#missing + 1] = i end
+  local s, h, a = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i]
+  local sv, hv = redis.call('GET', s), redis.call('GET', h)
+  -- A window is lost when its settled counter is gone, or its held total is while holds remain.
+  if not sv or (not hv and redis.call('HLEN', a) > 0) then
+    missing[#missing + 1] = i
+  else
+    settled[i], held[i] = tonumber(sv), tonumber(hv or '0')
+    if not hv then fresh = true end
+  end
 end
 if #missing > 0 then
   table.insert(missing, 1, 'missing')
   return missing
 end
-local live, meta = KEYS[4 * n + 1], KEYS[4 * n + 2]
+for i = 1, n do old[i] = tonumber(redis.call('HGET', KEYS[4 * i], id) or '0') end
 -- A lease that should be here and is not was swept as lapsed (its process looked dead): it was
 -- settled in full, which covers what was spent under it; the caller starts a new lease.
-if expected and redis.call('HEXISTS', KEYS[4], id) == 0 then return {'swept'} end
+if expected and old[1] == 0 then return {'swept'} end
+local live, meta = KEYS[4 * n + 1], KEYS[4 * n + 2]
 local lapsed = #redis.call('ZRANGEBYSCORE', live, '-inf', now, 'LIMIT', 0, 1)
-local totals = {}
 for i = 1, n do
   local s, h, z, a = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
-  for _, gone in ipairs(redis.call('ZRANGEBYSCORE', z, '-inf', now)) do drop_hold(h, z, a, gone) end
-  drop_hold(h, z, a, id)
-  totals[i] = spent ~= 0 and redis.call('INCRBY', s, ARGV[4]) or tonumber(redis.call('GET', s))
+  local dropped = false
+  for _, gone in ipairs(redis.call('ZRANGEBYSCORE', z, '-inf', now)) do
+    if gone ~= id then
+      drop_hold(h, z, a, gone)
+      dropped = true
+    end
+  end
+  if dropped then held[i] = tonumber(redis.call('GET', h) or '0') end
+  if spent ~= 0 then settled[i] = redis.call('INCRBY', s, ARGV[4]) end
 end
 -- The lease keeps what requests in flight drew (the floor) and may add spare room: a share of
 -- what is left, none where little is left.
 for i = 1, n do
   local limit = tonumber(ARGV[9 + 2 * i])
   if limit >= 0 then
-    local room = limit - totals[i] - tonumber(redis.call('GET', KEYS[4 * i - 2]) or '0') - floor
+    local room = limit - settled[i] - (held[i] - old[i]) - floor
     if room < least_room then spare = 0 else spare = math.min(spare, math.floor(room * share)) end
   end
 end
 local granted = floor + spare
-if granted > 0 then
-  local amount = string.format('%.0f', granted)
-  for i = 1, n do
-    local s, h, z, a = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
-    redis.call('INCRBY', h, amount)
-    redis.call('ZADD', z, expiry, id)
+local amount = string.format('%.0f', granted)
+for i = 1, n do
+  local s, h, z, a = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
+  if granted ~= old[i] then redis.call('INCRBY', h, string.format('%.0f', granted - old[i])) end
+  if granted > 0 then
     redis.call('HSET', a, id, amount)
-    local keep = tonumber(ARGV[10 + 2 * i])
-    if keep > 0 then
-      for _, k in ipairs({s, h, z, a}) do redis.call('EXPIRE', k, keep) end
-    end
+    redis.call('ZADD', z, expiry, id)
+  elseif old[i] > 0 then
+    redis.call('HDEL', a, id)
+    redis.call('ZREM', z, id)
   end
+  local keep = tonumber(ARGV[10 + 2 * i])
+  if keep > 0 and granted > 0 and (fresh or old[i] == 0) then
+    for _, k in ipairs({s, h, z, a}) do redis.call('EXPIRE', k, keep) end
+  end
+end
+if granted > 0 then
   redis.call('ZADD', live, expiry, id)
   redis.call('HSET', meta, id, '{"n":' .. amount .. ',' .. ARGV[11 + 2 * n])
-else
+elseif old[1] > 0 then
   redis.call('ZREM', live, id)
   redis.call('HDEL', meta, id)
 end
 local out = {'ok', granted, lapsed}
-for i = 1, n do out[#out + 1] = totals[i] end
+for i = 1, n do out[#out + 1] = settled[i] end
 return out
 `);
 

@@ -2,6 +2,9 @@ import path from 'node:path';
 import { z } from 'zod';
 import { parseKeyring } from './crypto/sealing';
 
+/** A Redis URL, or several comma-separated (a Redis Cluster's seed nodes). */
+const redisUrl = z.string().refine((value) => value.split(',').every((part) => URL.canParse(part.trim())), 'a redis:// URL, or several comma-separated (a cluster\'s seed nodes)');
+
 /** Thrown for any configuration problem; entry points print its message as one line and exit. */
 export class ConfigError extends Error {}
 
@@ -57,9 +60,10 @@ const configSchema = z
     GW_TEMPORAL_METRICS_PORT: z.coerce.number().int().min(1).max(65535).optional(),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     DATABASE_URL: z.string().url().optional(),
-    REDIS_URL: z.string().url().optional(),
+    /** One Redis, or a Redis Cluster's seed nodes, comma-separated. */
+    REDIS_URL: redisUrl.optional(),
     /** A Redis of their own for spend counters and key rate windows (one that never evicts), when REDIS_URL's may evict. */
-    SPEND_REDIS_URL: z.string().url().optional(),
+    SPEND_REDIS_URL: redisUrl.optional(),
     REDIS_KEY_PREFIX: z.string().default('gw:'),
     TEMPORAL_ADDRESS: z.string().optional(),
     TEMPORAL_NAMESPACE: z.string().default('default'),

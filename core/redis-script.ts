@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
-import type Redis from 'ioredis';
+import type { RedisClient } from './redis';
 
-export type RedisScript = (redis: Redis, keys: readonly string[], args: ReadonlyArray<string | number>) => Promise<unknown>;
+export type RedisScript = (redis: RedisClient, keys: readonly string[], args: ReadonlyArray<string | number>) => Promise<unknown>;
 
 /**
  * A Lua script run by its SHA (`EVALSHA`), so the hot path sends a 40-character digest instead

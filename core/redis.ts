@@ -1,8 +1,14 @@
-import Redis from 'ioredis';
+import Redis, { Cluster } from 'ioredis';
+
+/**
+ * One Redis, or a Redis Cluster (ioredis's cluster client, with the same commands). Every script
+ * the gateway runs keeps its keys in one slot: the organization is a hash tag in each of them.
+ */
+export type RedisClient = Redis | Cluster;
 
 export type RedisHandle = {
   /** Every key this client touches is prefixed, so deployments and test runs share a server safely. */
-  redis: Redis;
+  redis: RedisClient;
   prefix: string;
   /** Pub/sub channels are not covered by ioredis' keyPrefix; name them through this. */
   channel(name: string): string;
@@ -20,7 +26,8 @@ export const REDIS_RETRIES_PER_REQUEST = 3;
  * as 503 with Retry-After. Reconnecting goes on, at most 2 s apart, until Redis is back.
  */
 export function connectRedis(url: string, prefix: string): RedisHandle {
-  const redis = new Redis(url, {
+  const seeds = clusterSeeds(url);
+  const redis = seeds ? connectCluster(seeds, prefix) : new Redis(url, {
     keyPrefix: prefix,
     maxRetriesPerRequest: REDIS_RETRIES_PER_REQUEST,
     connectTimeout: REDIS_CONNECT_TIMEOUT_MS,
@@ -40,4 +47,32 @@ export function connectRedis(url: string, prefix: string): RedisHandle {
       await redis.quit().catch(() => redis.disconnect());
     },
   };
+}
+
+/** Commands sent and not yet answered: a cluster's, over its nodes. */
+export function pendingCommands(redis: RedisClient): number {
+  if (!(redis instanceof Cluster)) return redis.commandQueue.length;
+  return redis.nodes().reduce((sum, node) => sum + node.commandQueue.length, 0);
+}
+
+/**
+ * A URL that names several nodes, comma-separated (`redis://10.0.0.1:6379,redis://10.0.0.2:6379`),
+ * is a Redis Cluster's seed nodes: the client learns the rest of the cluster from them.
+ */
+export function clusterSeeds(url: string): Array<{ host: string; port: number }> | null {
+  const parts = url.split(',').map((part) => part.trim()).filter(Boolean);
+  if (parts.length < 2) return null;
+  return parts.map((part) => {
+    const parsed = new URL(part.includes('://') ? part : `redis://${part}`);
+    return { host: parsed.hostname, port: Number(parsed.port || 6379) };
+  });
+}
+
+function connectCluster(seeds: Array<{ host: string; port: number }>, prefix: string): Cluster {
+  return new Cluster(seeds, {
+    keyPrefix: prefix,
+    enableAutoPipelining: true,
+    clusterRetryStrategy: (times) => Math.min(times * 200, 2_000),
+    redisOptions: { maxRetriesPerRequest: REDIS_RETRIES_PER_REQUEST, connectTimeout: REDIS_CONNECT_TIMEOUT_MS },
+  });
 }

@@ -1,4 +1,4 @@
-import type Redis from 'ioredis';
+import type { RedisClient } from '../redis';
 import { countInWindow, retryAfterSeconds } from '../ratelimit/fixed-window';
 
 export type AuthFailureVerdict = { limited: boolean; retryAfterSeconds: number };
@@ -7,7 +7,7 @@ export type AuthFailureVerdict = { limited: boolean; retryAfterSeconds: number }
  * Counts failed authentications per client address in Redis, so every API instance agrees on
  * when an address sending bad credentials in bulk is cut off. Only failures touch Redis.
  */
-export function createAuthFailureLimiter(redis: Redis, limitPerMinute: number) {
+export function createAuthFailureLimiter(redis: RedisClient, limitPerMinute: number) {
   return {
     async recordFailure(scope: 'gateway' | 'manage', address: string): Promise<AuthFailureVerdict> {
       const window = await countInWindow(redis, `authfail:${scope}:${address}`, 60_000);

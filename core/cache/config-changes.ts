@@ -1,3 +1,4 @@
+import { Cluster } from 'ioredis';
 import type { RedisHandle } from '../redis';
 
 /**
@@ -21,7 +22,8 @@ function parseChange(message: string): ConfigChange {
 
 /** Subscribes on a connection of its own (a subscribed Redis connection can do nothing else). */
 export async function subscribeConfigChanges(handle: RedisHandle, onChange: (change: ConfigChange) => void): Promise<() => Promise<void>> {
-  const subscriber = handle.redis.duplicate();
+  // A cluster's subscriber is a cluster client too: a publish reaches every node's subscribers.
+  const subscriber = handle.redis instanceof Cluster ? handle.redis.duplicate() : handle.redis.duplicate();
   subscriber.on('error', () => undefined);
   const channel = handle.channel(CHANNEL);
   subscriber.on('message', (ch: string, message: string) => {

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis';
 import { eq } from 'drizzle-orm';
 import { allocateJob, allocationColumns } from '../attribution/job-attribution';
 import type { Database } from '../db/client';
@@ -8,7 +8,7 @@ import type { QueuedDelivery } from '../webhooks/fan-out';
 import { finishJob, type JobLinks, type JobRow } from './job-store';
 
 /** What ending a job needs: the store, the spend Redis its hold is in, and where its events' deliveries start. */
-export type EndJobDeps = { db: Database; spendRedis: Redis; links: JobLinks; startDeliveries(deliveries: QueuedDelivery[]): Promise<void> };
+export type EndJobDeps = { db: Database; spendRedis: RedisClient; links: JobLinks; startDeliveries(deliveries: QueuedDelivery[]): Promise<void> };
 
 /**
  * Ends a job `failed` (no cost) or `canceled`, with its event, unless it is terminal already

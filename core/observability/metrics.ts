@@ -1,6 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Redis } from 'ioredis';
+import { pendingCommands, type RedisClient } from '../redis';
 import type { Pool } from 'pg';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { SeriesCounter, SeriesHistogram } from './series';
@@ -58,7 +58,7 @@ export function observedRequestLog(writer: RequestLogWriter, observers: Readonly
  * waiting for one (a full pool), and each Redis client's commands sent and not yet answered and
  * whether it is connected. For the API and every worker.
  */
-export function watchConnections(registry: Registry, postgres: Pick<Pool, 'totalCount' | 'idleCount' | 'waitingCount'>, redis: Record<string, Pick<Redis, 'status' | 'commandQueue'>>): void {
+export function watchConnections(registry: Registry, postgres: Pick<Pool, 'totalCount' | 'idleCount' | 'waitingCount'>, redis: Record<string, RedisClient>): void {
   new Gauge({
     name: 'gw_postgres_pool_clients', help: 'Postgres pool clients: in use, idle, and requests waiting for one.', labelNames: ['state'], registers: [registry],
     collect() {
@@ -70,7 +70,7 @@ export function watchConnections(registry: Registry, postgres: Pick<Pool, 'total
   new Gauge({
     name: 'gw_redis_pending_commands', help: 'Commands sent to Redis and not yet answered, by client (cache, spend).', labelNames: ['client'], registers: [registry],
     collect() {
-      for (const [client, r] of Object.entries(redis)) this.set({ client }, r.commandQueue.length);
+      for (const [client, r] of Object.entries(redis)) this.set({ client }, pendingCommands(r));
     },
   });
   new Gauge({
@@ -82,7 +82,7 @@ export function watchConnections(registry: Registry, postgres: Pick<Pool, 'total
 }
 
 /** The Redis clients of a process by the name they are watched under: one, or the cache's and the spend's. */
-export function redisClients(redis: { redis: Redis }, spendRedis: { redis: Redis }): Record<string, Redis> {
+export function redisClients(redis: { redis: RedisClient }, spendRedis: { redis: RedisClient }): Record<string, RedisClient> {
   return spendRedis === redis ? { main: redis.redis } : { cache: redis.redis, spend: spendRedis.redis };
 }
 

@@ -1,4 +1,4 @@
-import type Redis from 'ioredis';
+import type { RedisClient } from '../redis';
 import { redisScript } from '../redis-script';
 
 /**
@@ -18,7 +18,7 @@ return {n, ttl}
 export type WindowCount = { count: number; resetInMs: number };
 
 /** One Redis round trip: count a hit in a fixed window shared by every instance. */
-export async function countInWindow(redis: Redis, key: string, windowMs: number): Promise<WindowCount> {
+export async function countInWindow(redis: RedisClient, key: string, windowMs: number): Promise<WindowCount> {
   const [count, ttl] = (await COUNT_IN_WINDOW(redis, [key], [windowMs])) as [number, number];
   return { count, resetInMs: ttl > 0 ? ttl : windowMs };
 }

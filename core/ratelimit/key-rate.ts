@@ -1,4 +1,4 @@
-import type Redis from 'ioredis';
+import type { RedisClient } from '../redis';
 import type { KeyContext } from '../auth/gateway-key-auth';
 import { countInWindow, type WindowCount } from './fixed-window';
 
@@ -15,7 +15,7 @@ export function keyRateWindowKey(key: Pick<KeyContext, 'orgId' | 'lineageId'>): 
 }
 
 /** Counts one request of the key's lineage in the shared window (one round trip). */
-export function countKeyRequest(redis: Redis, key: Pick<KeyContext, 'orgId' | 'lineageId'>): Promise<WindowCount> {
+export function countKeyRequest(redis: RedisClient, key: Pick<KeyContext, 'orgId' | 'lineageId'>): Promise<WindowCount> {
   return countInWindow(redis, keyRateWindowKey(key), KEY_RATE_WINDOW_MS);
 }
 

@@ -57,6 +57,16 @@ end
 return {grant, count, redis.call('PTTL', key), expiry}
 `);
 
+/**
+ * A lease's demand per second, averaged over steps (spend and rate leases both): half the last
+ * interval's, half what came before; none after an idle interval, so an idle lease is given back
+ * at the next step.
+ */
+export function averagedDemand(previous: number, demand: number, seconds: number): number {
+  if (demand === 0) return 0;
+  return previous === 0 ? demand / seconds : (previous + demand / seconds) / 2;
+}
+
 type RateLeaseState = {
   readonly id: string;
   readonly window: RateWindow;
@@ -93,7 +103,7 @@ export function createRateLeases(deps: { redis: RedisHandle; stepMs?: number; no
   async function step(state: RateLeaseState, giveBackAll: boolean): Promise<void> {
     const at = now();
     const seconds = Math.max(0.001, (at - state.lastStepAt) / 1000);
-    state.rate = state.demand === 0 || giveBackAll ? 0 : state.rate === 0 ? state.demand / seconds : (state.rate + state.demand / seconds) / 2;
+    state.rate = giveBackAll ? 0 : averagedDemand(state.rate, state.demand, seconds);
     state.demand = 0;
     state.misses = 0;
     state.lastStepAt = at;

@@ -1,6 +1,6 @@
 import { promisify } from 'node:util';
 import { deflateRaw, inflateRaw } from 'node:zlib';
-import type Redis from 'ioredis';
+import type { RedisClient } from '../redis';
 import type { CachedAnswer, CachedServing } from './answer';
 
 const deflate = promisify(deflateRaw);
@@ -40,7 +40,7 @@ export async function decodeAnswer<E extends CachedServing = CachedAnswer>(store
  * The response cache in Redis. While Redis is not connected a read fails at once (no waiting
  * through the client's reconnect attempts on the hot path) with ResponseCacheUnavailable.
  */
-export function createResponseCacheStore(redis: Redis): ResponseCacheStore {
+export function createResponseCacheStore(redis: RedisClient): ResponseCacheStore {
   const unavailable = (err?: unknown) => new ResponseCacheUnavailable('The response cache is unavailable.', { cause: err });
   return {
     async get<E extends CachedServing = CachedAnswer>(key: string) {

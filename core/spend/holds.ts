@@ -1,4 +1,4 @@
-import type Redis from 'ioredis';
+import type { RedisClient } from '../redis';
 import { redisScript } from '../redis-script';
 
 /** Lua shared by the scripts below: when a window is lost, and how a hold leaves a window. */
@@ -92,7 +92,7 @@ return out
  * Settles the organization's lapsed chat holds at their amounts (at most `limit` a call) and
  * answers what to record for each: its amount in nano-dollars and its ledger row.
  */
-export async function sweepLapsedHolds(redis: Redis, orgId: string, now: Date, limit = 100): Promise<Array<{ nanos: number; row: LapseRecord }>> {
+export async function sweepLapsedHolds(redis: RedisClient, orgId: string, now: Date, limit = 100): Promise<Array<{ nanos: number; row: LapseRecord }>> {
   const prefix = (redis.options.keyPrefix as string | undefined) ?? '';
   const found = (await SWEEP(redis, holdRegistryKeys([{ orgId }]), [now.getTime(), prefix, limit, SETTLED_MARKER_SECONDS])) as string[];
   return found.map((text) => {
@@ -225,7 +225,7 @@ export type ReserveOutcome = { rate: RateCount | null } & (
  * Holds `amountNanos` in every window until `leaseExpiresAt`, if each blocking one has room; with
  * `rate`, the request is first counted in its key's rate window in the same round trip.
  */
-export async function holdSpend(redis: Redis, holdId: string, windows: ScopeWindow[], amountNanos: number, now: Date, leaseExpiresAt: Date, rate?: RateWindow, lapseRecord?: LapseRecord): Promise<ReserveOutcome> {
+export async function holdSpend(redis: RedisClient, holdId: string, windows: ScopeWindow[], amountNanos: number, now: Date, leaseExpiresAt: Date, rate?: RateWindow, lapseRecord?: LapseRecord): Promise<ReserveOutcome> {
   const keys = [...windows.flatMap(windowKeys), settledMarkerKey(windows, holdId), ...holdRegistryKeys(windows), ...(rate ? [rate.key] : [])];
   const args = windows.flatMap((w) => [w.limitNanos ?? -1, w.ttlSeconds]);
   // Registered only when the hold holds money: a lapse of nothing records nothing.
@@ -242,13 +242,13 @@ export async function holdSpend(redis: Redis, holdId: string, windows: ScopeWind
  * Ends a hold: the actual cost (0 on a release) joins each window's settled spend. Answers each
  * window's settled total after it (null where the counter is missing).
  */
-export async function settleHold(redis: Redis, holdId: string, windows: ScopeWindow[], actualNanos: number, registered = false): Promise<Array<number | null>> {
+export async function settleHold(redis: RedisClient, holdId: string, windows: ScopeWindow[], actualNanos: number, registered = false): Promise<Array<number | null>> {
   const outcome = await settleHoldUnlessMissing(redis, holdId, windows, actualNanos, false, registered);
   return outcome.state === 'settled' ? outcome.totals : outcome.state === 'already' ? windows.map(() => null) : [];
 }
 
 /** Takes a hold out of the lapse registry (its end could not be recorded in Redis; its row is in the ledger). */
-export async function unregisterHold(redis: Redis, windows: ReadonlyArray<Pick<ScopeWindow, 'orgId'>>, holdId: string): Promise<void> {
+export async function unregisterHold(redis: RedisClient, windows: ReadonlyArray<Pick<ScopeWindow, 'orgId'>>, holdId: string): Promise<void> {
   const [live, meta] = holdRegistryKeys(windows);
   await Promise.all([redis.zrem(live, holdId), redis.hdel(meta, holdId)]);
 }
@@ -260,7 +260,7 @@ export type SettleOutcome = { state: 'settled'; totals: Array<number | null> } |
  * `settleHold` in one round trip that first makes sure every window's counter exists: when one
  * is missing nothing changes and the missing windows are answered, to be rebuilt and settled again.
  */
-export async function settleHoldUnlessMissing(redis: Redis, holdId: string, windows: ScopeWindow[], actualNanos: number, checkMissing = true, registered = false): Promise<SettleOutcome> {
+export async function settleHoldUnlessMissing(redis: RedisClient, holdId: string, windows: ScopeWindow[], actualNanos: number, checkMissing = true, registered = false): Promise<SettleOutcome> {
   if (windows.length === 0) return { state: 'settled', totals: [] };
   const keys = [...windows.flatMap(windowKeys), settledMarkerKey(windows, holdId), ...holdRegistryKeys(windows)];
   const answer = (await SETTLE(redis, keys, [holdId, actualNanos, windows.length, SETTLED_MARKER_SECONDS, checkMissing ? 1 : 0, registered ? 1 : 0])) as Array<number | string>;
@@ -283,7 +283,7 @@ return 'ok'
 `);
 
 /** Moves a live hold's lease to `leaseExpiresAt` (a long stream keeps its room). */
-export async function renewHold(redis: Redis, holdId: string, windows: ScopeWindow[], leaseExpiresAt: Date): Promise<void> {
+export async function renewHold(redis: RedisClient, holdId: string, windows: ScopeWindow[], leaseExpiresAt: Date): Promise<void> {
   if (windows.length === 0) return;
   await RENEW(redis, [...windows.map((w) => windowKeys(w)[2]), holdRegistryKeys(windows)[0]], [holdId, leaseExpiresAt.getTime()]);
 }
@@ -321,20 +321,20 @@ return 'ok'
  * and the held total recomputed from the amounts. Chat holds lost with their amounts are not
  * known; their requests still settle into the settled total when they end.
  */
-export async function repairWindow(redis: Redis, window: ScopeWindow, settledNanos: bigint, kept: readonly KeptHold[], freshLeaseExpiresAt: Date): Promise<void> {
+export async function repairWindow(redis: RedisClient, window: ScopeWindow, settledNanos: bigint, kept: readonly KeptHold[], freshLeaseExpiresAt: Date): Promise<void> {
   const args = kept.flatMap((k) => [k.id, k.nanos, k.expiresAt]);
   await REPAIR(redis, windowKeys(window), [settledNanos.toString(), window.ttlSeconds, freshLeaseExpiresAt.getTime(), ...args]);
 }
 
 /** Writes a window's settled total (rebuilt from the ledger) unless another instance did first. */
-export async function seedWindow(redis: Redis, window: ScopeWindow, settledNanos: bigint): Promise<void> {
+export async function seedWindow(redis: RedisClient, window: ScopeWindow, settledNanos: bigint): Promise<void> {
   const [s] = windowKeys(window);
   if (window.ttlSeconds > 0) await redis.set(s, settledNanos.toString(), 'EX', window.ttlSeconds, 'NX');
   else await redis.set(s, settledNanos.toString(), 'NX');
 }
 
 /** Settled nano-dollars of each window (0 when its counter is missing). */
-export async function settledNanos(redis: Redis, windows: ScopeWindow[]): Promise<Array<string | null>> {
+export async function settledNanos(redis: RedisClient, windows: ScopeWindow[]): Promise<Array<string | null>> {
   if (windows.length === 0) return [];
   return redis.mget(windows.map((w) => windowKeys(w)[0]));
 }
@@ -457,7 +457,7 @@ export type LeaseOutcome =
  * floor plus what spare room the windows allow, until `leaseExpiresAt`. Registered to lapse like
  * a chat hold: a process that dies has its lease settled in full when it expires.
  */
-export async function stepLease(redis: Redis, windows: ScopeWindow[], step: LeaseStep, now: Date): Promise<LeaseOutcome> {
+export async function stepLease(redis: RedisClient, windows: ScopeWindow[], step: LeaseStep, now: Date): Promise<LeaseOutcome> {
   const keys = [...windows.flatMap(windowKeys), ...holdRegistryKeys(windows)];
   const args = windows.flatMap((w) => [w.limitNanos ?? -1, w.ttlSeconds]);
   // The lapse record's amount is the granted room, written by the script: the rest is given here.

@@ -1,5 +1,5 @@
 import { and, eq, inArray } from 'drizzle-orm';
-import type Redis from 'ioredis';
+import type { RedisClient } from '../redis';
 import type { Database, Executor } from '../db/client';
 import { budgetCrossings, modelPrices, spendLedger } from '../db/schema';
 import { GatewayError } from '../errors';
@@ -74,7 +74,7 @@ export async function reserveJobSpend(db: Database, spend: SpendLedger, input: {
  * was held in, a released row gives the hold back. Call it once, after the move that closed
  * the row committed.
  */
-export async function endJobHold(db: Executor, redis: Redis, jobId: string): Promise<void> {
+export async function endJobHold(db: Executor, redis: RedisClient, jobId: string): Promise<void> {
   const [row] = await db.select().from(spendLedger).where(eq(spendLedger.jobId, jobId));
   if (!row?.holdWindows || row.state === 'reserved') return;
   const nanos = row.state === 'settled' ? toNanos(Number(row.amount)) : 0;

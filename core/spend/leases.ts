@@ -5,7 +5,7 @@ import { newId } from '../ids';
 import { stepLease, type ScopeWindow } from './holds';
 import type { BatchWriter } from '../db/batch-writer';
 import { countInWindow, type WindowCount as RateCount } from '../ratelimit/fixed-window';
-import type { RateLeases } from '../ratelimit/rate-leases';
+import { averagedDemand, type RateLeases } from '../ratelimit/rate-leases';
 import type { Hold, ReserveInput, SpendLedger, SpendLedgerRow, SpendUpkeep } from './ledger';
 import { toDollars, toNanos } from './money';
 import type { SpendScope } from './scopes';
@@ -141,7 +141,7 @@ export function createSpendLeases(deps: SpendLeaseDeps): SpendLeases {
   async function step(state: LeaseState, giveBack: boolean): Promise<void> {
     const at = now();
     const seconds = Math.max(0.001, (at - state.lastStepAt) / 1000);
-    state.rate = state.demand === 0 || giveBack ? 0 : state.rate === 0 ? state.demand / seconds : (state.rate + state.demand / seconds) / 2;
+    state.rate = giveBack ? 0 : averagedDemand(state.rate, state.demand, seconds);
     const allowance = Math.max(0, Math.min(state.amount - state.drawn - state.unflushed, state.rate * FLIGHT_ALLOWANCE_SECONDS));
     const spent = state.unflushed;
     const costs = state.costs;

@@ -1,4 +1,4 @@
-import type Redis from 'ioredis';
+import type { RedisClient } from '../redis';
 import { ConfigError, type Config } from '../config';
 import { connectRedis, type RedisHandle } from '../redis';
 
@@ -21,7 +21,7 @@ const NEVER_EVICTS = new Set(['noeviction']);
  * two ways out. A Redis whose CONFIG command is disabled (some managed services) cannot say; it
  * is taken as it is, with a warning.
  */
-export async function checkSpendRedis(redis: Redis, config: Pick<Config, 'SPEND_REDIS_URL'>, warn: (message: string) => void = () => undefined): Promise<void> {
+export async function checkSpendRedis(redis: RedisClient, config: Pick<Config, 'SPEND_REDIS_URL'>, warn: (message: string) => void = () => undefined): Promise<void> {
   let policy: string | undefined;
   try {
     const answer = (await redis.config('GET', 'maxmemory-policy')) as string[];

@@ -1,6 +1,8 @@
 import { countInWindow } from '../../core/ratelimit/fixed-window';
 import { createRateLeases, type RateLeases, type RateWindow } from '../../core/ratelimit/rate-leases';
+import { connectRedis, type RedisHandle } from '../../core/redis';
 import { testRedis } from '../helpers/harness';
+import { startRedisCluster, type RedisCluster } from '../helpers/redis-cluster';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -9,12 +11,18 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  * processes counting one key's window at once never serve past its tier, the slots they did not
  * use go back, and the window's reset is the counter's own.
  */
-describe('rate leases (core/ratelimit/rate-leases.ts)', () => {
-  const redis = testRedis();
+describe.each([['one Redis', false], ['a three-master Redis Cluster', true]] as const)('rate leases (core/ratelimit/rate-leases.ts) on %s', (_, onCluster) => {
+  let redis: RedisHandle;
+  let cluster: RedisCluster | null = null;
   const processes: RateLeases[] = [];
+  beforeAll(async () => {
+    cluster = onCluster ? await startRedisCluster() : null;
+    redis = cluster ? connectRedis(cluster.url, process.env.REDIS_KEY_PREFIX!) : testRedis();
+  }, 60_000);
   afterAll(async () => {
     await Promise.all(processes.map((p) => p.close()));
     await redis.close();
+    await cluster?.stop();
   });
   const rateProcess = () => {
     const p = createRateLeases({ redis, stepMs: 50 });

@@ -9,7 +9,9 @@ import { scopeAt, type SpendScope } from '../../core/spend/scopes';
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
+import { connectRedis, type RedisHandle } from '../../core/redis';
 import { testDatabase, testRedis } from '../helpers/harness';
+import { startRedisCluster, type RedisCluster } from '../helpers/redis-cluster';
 
 /** Rows the ledger would write, kept in memory: these tests are about the Redis windows. */
 function rowsKept(): BatchWriter<SpendLedgerRow> & { rows: SpendLedgerRow[] } {
@@ -30,15 +32,22 @@ function random(seed: number): () => number {
 
 /**
  * Spend leases (issue 37) against the real Redis, several "processes" (each its own lease state,
- * as each API process has) spending on one key at once: every limit stays an exact ceiling.
+ * as each API process has) spending on one key at once: every limit stays an exact ceiling. Run
+ * on one Redis and on a real three-master Redis Cluster.
  */
-describe('spend leases (core/spend/leases.ts)', () => {
-  const redis = testRedis();
+describe.each([['one Redis', false], ['a three-master Redis Cluster', true]] as const)('spend leases (core/spend/leases.ts) on %s', (_, onCluster) => {
+  let redis: RedisHandle;
+  let cluster: RedisCluster | null = null;
   const database = testDatabase();
   const processes: Array<Pick<SpendLeases, 'close'>> = [];
+  beforeAll(async () => {
+    cluster = onCluster ? await startRedisCluster() : null;
+    redis = cluster ? connectRedis(cluster.url, globalThis.process.env.REDIS_KEY_PREFIX!) : testRedis();
+  }, 60_000);
   afterAll(async () => {
     await Promise.all(processes.map((p) => p.close().catch(() => undefined)));
     await redis.close();
+    await cluster?.stop();
     await database.close();
   });
 
@@ -224,7 +233,7 @@ describe('spend leases (core/spend/leases.ts)', () => {
     const scope = keyScope(org, lineage, 50);
     await seedWindow(redis.redis, scope, 0n);
     const child = spawn(globalThis.process.execPath, ['--import', 'tsx', path.resolve(__dirname, '../helpers/lease-holder.ts')], {
-      env: { ...globalThis.process.env, LEASE_ORG: org, LEASE_LINEAGE: lineage, LEASE_LIMIT: '50' },
+      env: { ...globalThis.process.env, ...(cluster && { REDIS_URL: cluster.url }), LEASE_ORG: org, LEASE_LINEAGE: lineage, LEASE_LIMIT: '50' },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     const exited = new Promise((resolve) => child.once('exit', resolve));

@@ -1,6 +1,7 @@
 import { ConfigError, loadConfig } from '../../core/config';
 import { ERROR_CATALOG, GatewayError, type ErrorKind } from '../../core/errors';
 import { newId } from '../../core/ids';
+import { clusterSeeds } from '../../core/redis';
 import { scaleDuration } from '../../core/schedule';
 
 describe('error catalog (spec 7)', () => {
@@ -55,6 +56,15 @@ describe('config', () => {
 
   it('names the bad setting', () => {
     expect(() => loadConfig({ PORT: 'eighty' })).toThrow(/^invalid configuration: PORT/);
+  });
+
+  it('takes one Redis URL, or several comma-separated as a cluster\'s seed nodes, and refuses what is neither', () => {
+    expect(loadConfig({ REDIS_URL: 'redis://10.0.0.1:6379' }).REDIS_URL).toBe('redis://10.0.0.1:6379');
+    const seeds = 'redis://10.0.0.1:7000, redis://10.0.0.2:7001,redis://10.0.0.3';
+    expect(loadConfig({ REDIS_URL: seeds }).REDIS_URL).toBe(seeds);
+    expect(clusterSeeds('redis://10.0.0.1:6379')).toBeNull();
+    expect(clusterSeeds(seeds)).toEqual([{ host: '10.0.0.1', port: 7000 }, { host: '10.0.0.2', port: 7001 }, { host: '10.0.0.3', port: 6379 }]);
+    expect(() => loadConfig({ REDIS_URL: 'redis://10.0.0.1:7000,not a url' })).toThrow(/REDIS_URL/);
   });
 
   it('scales durations, never below a millisecond', () => {

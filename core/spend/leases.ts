@@ -54,6 +54,8 @@ type LeaseState = {
   readonly scopes: SpendScope[];
   readonly blocking: boolean;
   leaseId: string;
+  /** Steps sent so far: a cost settled after step n is flushed by step n + 1, or lapses with step n's lease. */
+  generation: number;
   /** Whether Redis holds the lease (room was granted at its last step). */
   held: boolean;
   /** Room this process may draw on: what Redis holds for it, or, while a step is in flight, the floor that step keeps. */
@@ -86,8 +88,11 @@ export type SpendLeases = {
    * always draws (nothing is held).
    */
   draw(scopes: SpendScope[], nanos: number, row: LeaseRowTemplate): LeaseDraw | null;
-  /** A drawn request ended: its worst case returns to the lease and its cost is settled here. */
-  end(draw: LeaseDraw, costNanos: number): void;
+  /**
+   * A drawn request ended: its worst case returns to the lease and its cost is settled here.
+   * Answers the lease and step it settled under, for its ledger row (`lease_ref`).
+   */
+  end(draw: LeaseDraw, costNanos: number): string;
   /** Steps now every lease of the organization (or all): its spend reaches Redis before the answer. */
   flush(orgId?: string): Promise<void>;
   /** Flushes and gives every lease back (shutdown); no lease is taken after. */
@@ -97,6 +102,11 @@ export type SpendLeases = {
 };
 
 export type SpendLeaseDeps = { redis: RedisHandle; upkeep: SpendUpkeep; stepMs?: number; now?: () => number };
+
+/** `<lease id>#<step>`: a request row's and a lapse row's `lease_ref`. */
+function leaseRefOf(state: Pick<LeaseState, 'leaseId' | 'generation'>): string {
+  return `${state.leaseId}#${state.generation}`;
+}
 
 function setKeyOf(scopes: SpendScope[]): string {
   let key = scopes[0]?.orgId ?? '';
@@ -121,7 +131,7 @@ export function createSpendLeases(deps: SpendLeaseDeps): SpendLeases {
     if (!state) {
       const endUserScope = row.endUserScope ?? null;
       state = {
-        setKey, orgId: scopes[0]!.orgId, scopes, blocking: scopes.some((s) => s.blocking), leaseId: newLeaseId(), held: false,
+        setKey, orgId: scopes[0]!.orgId, scopes, blocking: scopes.some((s) => s.blocking), leaseId: newLeaseId(), generation: 0, held: false,
         amount: 0, drawn: 0, inFlight: 0, unflushed: 0, costs: scopes.some((s) => s.alertAt.length > 0 && s.limit !== null) ? [] : null, demand: 0, rate: 0, misses: 0, worst: 0, lastStepAt: now(), stepping: null,
         // A lapse is recorded in the lease's windows: the customer only where the set caps one.
         row: Object.assign({}, row, { endUserScope, endUserId: endUserScope ? row.endUserId : null, provider: null, model: null }),
@@ -154,6 +164,8 @@ export function createSpendLeases(deps: SpendLeaseDeps): SpendLeases {
     state.lastStepAt = at;
     state.unflushed = 0;
     state.amount = floor;
+    // Costs settled from here on lapse with this step's lease if the process dies: their rows say so.
+    state.generation += 1;
     const spare = state.blocking ? state.rate * LEASE_DEMAND_SECONDS : 0;
     if (spent === 0 && state.inFlight === 0 && spare === 0 && !state.held) {
       states.delete(state.setKey);
@@ -166,7 +178,7 @@ export function createSpendLeases(deps: SpendLeaseDeps): SpendLeases {
         const outcome = await stepLease(deps.redis.redis, windows, {
           leaseId: state.leaseId, spentNanos: stepSpent, floorNanos: floor, spareNanos: spare, leastRoomNanos: NO_LEASE_UNDER_WORST_CASES * worst,
           shareOfRoom: LEASE_SHARE_OF_ROOM, held: state.held, leaseExpiresAt: new Date(at + LEASE_TTL_MS),
-          lapseRecord: Object.assign({}, state.row, { id: newId('spend'), requestId: state.leaseId, createdAt: new Date(at), updatedAt: new Date(at) }),
+          lapseRecord: Object.assign({}, state.row, { id: newId('spend'), requestId: state.leaseId, leaseRef: leaseRefOf(state), createdAt: new Date(at), updatedAt: new Date(at) }),
         }, new Date(at));
         if (outcome.state === 'ok') {
           state.amount = outcome.grantedNanos;
@@ -233,6 +245,7 @@ export function createSpendLeases(deps: SpendLeaseDeps): SpendLeases {
       // Never dropped while drawn from: the next step flushes this.
       state.unflushed += costNanos;
       if (state.costs && costNanos !== 0) state.costs.push(costNanos);
+      return leaseRefOf(state);
     },
 
     flush(orgId) {
@@ -294,8 +307,8 @@ export function leasedSpendLedger(ledger: SpendLedger, leases: SpendLeases, deps
     async settle(hold, cost, row) {
       if (!hold.lease) return ledger.settle(hold, cost, row);
       const nanos = toNanos(cost);
-      leases.end(hold.lease, nanos);
-      if (row && nanos !== 0) deps.rows.record(Object.assign({}, row, { amount: toDollars(nanos), state: 'settled' as const }));
+      const leaseRef = leases.end(hold.lease, nanos);
+      if (row && nanos !== 0) deps.rows.record(Object.assign({}, row, { amount: toDollars(nanos), state: 'settled' as const, leaseRef }));
     },
 
     async release(hold) {

@@ -115,15 +115,24 @@ export function crossingRows(scopes: CrossingScope[], totals: Array<number | nul
   });
 }
 
-/** A window's settled total as the ledger records it (rows still queued for Postgres excepted). */
+/**
+ * A window's settled total as the ledger records it (rows still queued for Postgres excepted).
+ * A lapsed spend lease (its process died) was recorded at its full amount, which covers the
+ * requests that settled under its last step; those that landed are counted once: the larger of
+ * the lapse and their sum (a crash can over-count, never under-count).
+ */
 export async function ledgerWindowTotal(db: Database, scope: Pick<SpendScope, 'orgId' | 'ledger' | 'windowStart'>): Promise<bigint> {
-  const [row] = await db.select({ total: sql<string>`coalesce(sum(${spendLedger.amount}), 0)::text` }).from(spendLedger).where(and(
+  const inWindow = and(
     eq(spendLedger.orgId, scope.orgId),
     sql`${sql.identifier(scope.ledger.column)} = ${scope.ledger.value}`,
     eq(spendLedger.state, 'settled'),
     gte(spendLedger.createdAt, scope.windowStart),
-  ));
-  return decimalToNanos(row?.total ?? '0');
+  );
+  const [row] = await db.select({ total: sql<string>`coalesce(sum(${spendLedger.amount}), 0)::text` }).from(spendLedger).where(inWindow);
+  const [overlap] = await db.select({ total: sql<string>`coalesce(sum(least(lapse.amount, covered.amount)), 0)::text` })
+    .from(sql`(select ${spendLedger.leaseRef} as lease_ref, ${spendLedger.amount} as amount from ${spendLedger} where ${inWindow} and ${spendLedger.requestId} like 'lease:%' and ${spendLedger.leaseRef} is not null) as lapse`)
+    .innerJoin(sql`(select ${spendLedger.leaseRef} as lease_ref, sum(${spendLedger.amount}) as amount from ${spendLedger} where ${inWindow} and ${spendLedger.requestId} not like 'lease:%' and ${spendLedger.leaseRef} is not null group by ${spendLedger.leaseRef}) as covered`, sql`covered.lease_ref = lapse.lease_ref`);
+  return decimalToNanos(row?.total ?? '0') - decimalToNanos(overlap?.total ?? '0');
 }
 
 /** A job's hold lives this long if nothing ends it: past the longest a render is tracked. */

@@ -1,7 +1,8 @@
 import { GatewayError } from '../../core/errors';
 import type { BatchWriter } from '../../core/db/batch-writer';
 import { seedWindow, windowKeys } from '../../core/spend/holds';
-import { createSpendLedger, createSpendUpkeep, type Hold, type SpendLedgerRow } from '../../core/spend/ledger';
+import { organizations, spendLedger } from '../../core/db/schema';
+import { createSpendLedger, createSpendUpkeep, ledgerWindowTotal, type Hold, type SpendLedgerRow } from '../../core/spend/ledger';
 import { createRateLeases } from '../../core/ratelimit/rate-leases';
 import { createSpendLeases, leasedSpendLedger, type SpendLeases } from '../../core/spend/leases';
 import { toNanos } from '../../core/spend/money';
@@ -262,4 +263,27 @@ describe.each([['one Redis', false], ['a three-master Redis Cluster', true]] as 
     // Never an under-count: every cost the process settled, and the call it had in flight at its worst case, are counted.
     expect(after.settled).toBeGreaterThanOrEqual(toNanos(0.01) * (said.settledRows + 1));
   }, 60_000);
+
+  it('rebuilds a window counting a lapsed lease and the rows that landed under its last step once: the larger of the two', async () => {
+    const org = `org_leaserebuild${Date.now().toString(36)}${onCluster ? 'c' : ''}`;
+    await database.db.insert(organizations).values({ id: org, name: 'lease rebuild' });
+    const at = new Date();
+    const row = (id: string, amount: number, requestId: string, leaseRef: string | null) => ({
+      id: `spend_${org}_${id}`, orgId: org, lineageId: 'lin_rebuild', projectId: 'proj_t', requestId, leaseRef, amount, state: 'settled' as const, createdAt: at, updatedAt: at,
+    });
+    await database.db.insert(spendLedger).values([
+      row('plain', 0.5, 'req_plain', null),
+      // Flushed by step 4 (settled under step 3): not what the lapse covered.
+      row('flushed', 0.07, 'req_flushed', 'lease:p:1#3'),
+      // Lapsed at $0.30 after step 4; $0.15 of what it covered landed.
+      row('lapse1', 0.3, 'lease:p:1', 'lease:p:1#4'),
+      row('covered1', 0.1, 'req_c1', 'lease:p:1#4'),
+      row('covered2', 0.05, 'req_c2', 'lease:p:1#4'),
+      // Lapsed at $0.10, while $0.25 under it landed (it grew past the lease by a request's actual cost).
+      row('lapse2', 0.1, 'lease:p:2', 'lease:p:2#9'),
+      row('covered3', 0.25, 'req_c3', 'lease:p:2#9'),
+    ]);
+    const scope = keyScope(org, 'lin_rebuild', 100);
+    expect(await ledgerWindowTotal(database.db, scope)).toBe(BigInt(toNanos(0.5 + 0.07 + 0.3 + 0.25)));
+  });
 });

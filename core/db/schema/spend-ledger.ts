@@ -33,6 +33,13 @@ export const spendLedger = pgTable(
     /** The provider kind and the model it served (a snapshot name as the provider answered it): what commitments match on, through the catalogue's canonical model. */
     provider: text('provider'),
     model: text('model'),
+    /**
+     * A chat request drawn from an API process's spend lease: the lease and the step after which
+     * it settled (`<lease id>#<step>`). A lapsed lease's row (its `request_id` the lease id)
+     * carries its last step's: the requests that settled after that step are what the lapse
+     * counted in full, so a rebuild counts the larger of the two (core/spend/ledger.ts).
+     */
+    leaseRef: text('lease_ref'),
     amount: numeric('amount', { mode: 'number' }).notNull(),
     state: text('state', { enum: SPEND_STATES }).notNull(),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),

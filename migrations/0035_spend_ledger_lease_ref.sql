@@ -1,0 +1,1 @@
+ALTER TABLE "spend_ledger" ADD COLUMN "lease_ref" text;

@@ -146,6 +146,8 @@ export function createRateLeases(deps: { redis: RedisHandle; stepMs?: number; no
 
   return {
     take(window, nowMs) {
+      // A tier this low never gets a block: nothing to keep, and no step to pay for.
+      if (window.limit < NO_BLOCK_UNDER_SLOTS_LEFT) return null;
       // Per counter and tier: a key's tier changed has a block of its own, and the old one goes back.
       const id = `${window.key}|${window.limit}`;
       let state = states.get(id);

@@ -97,8 +97,6 @@ export type SpendLeases = {
   flush(orgId?: string): Promise<void>;
   /** Flushes and gives every lease back (shutdown); no lease is taken after. */
   close(): Promise<void>;
-  /** This process's lease id prefix (tests, logs). */
-  readonly processId: string;
 };
 
 export type SpendLeaseDeps = { redis: RedisHandle; upkeep: SpendUpkeep; stepMs?: number; now?: () => number };
@@ -221,8 +219,6 @@ export function createSpendLeases(deps: SpendLeaseDeps): SpendLeases {
   }
 
   return {
-    processId,
-
     draw(scopes, nanos, row) {
       if (closed) return null;
       const state = stateFor(scopes, row);

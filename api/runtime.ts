@@ -28,7 +28,7 @@ import { createUpstreamAgent } from '../core/providers/upstream';
 import { createGatewayMetrics, observedRequestLog, redisClients, watchConnections, type GatewayMetrics } from '../core/observability/metrics';
 import { createRequestLogWriter, type RequestLogEntry } from '../core/request-log/writer';
 import { createRequestAttribution } from '../core/attribution/request-attribution';
-import { createBatchWriter } from '../core/db/batch-writer';
+import { createBatchWriter, createFlushLane } from '../core/db/batch-writer';
 import { budgetCrossings, spendLedger } from '../core/db/schema';
 import { createSpendLedger, createSpendUpkeep } from '../core/spend/ledger';
 import { createSpendLeases, leasedSpendLedger } from '../core/spend/leases';
@@ -66,8 +66,10 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
   // The one guarded outbound pool: chat, provider downloads and credential checks share it.
   const upstreamAgent = createUpstreamAgent({ allowPrivateNetwork: config.GW_ALLOW_PRIVATE_NETWORK });
   const manage = createManagementServices({ ...config, GW_SEALING_KEYS: sealingKeys }, temporal.client, upstreamAgent);
-  const spendRows = createBatchWriter(database.db, spendLedger, logger, 'spend ledger');
-  const budgetCrossingRows = createBatchWriter(database.db, budgetCrossings, logger, 'budget crossings');
+  // The writers' batches reach Postgres one at a time (core/db/batch-writer.ts, FlushLane).
+  const lane = createFlushLane();
+  const spendRows = createBatchWriter(database.db, spendLedger, logger, 'spend ledger', { lane });
+  const budgetCrossingRows = createBatchWriter(database.db, budgetCrossings, logger, 'budget crossings', { lane });
   // One signer and one store for every output link: video jobs and media files alike.
   const signer = createLinkSigner(deriveKey(sealingKeys, 'output-links'));
   const storage = localOutputStorage(path.join(config.dataDir, 'outputs'));
@@ -75,7 +77,7 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
   const attribution = createRequestAttribution(database.db);
   // Without an ops port nothing is counted: the request path pays nothing for metrics.
   const metrics = config.GW_OPS_PORT === undefined ? null : createGatewayMetrics('gw-api');
-  const requestLog = createRequestLogWriter(database.db, logger, { attribution });
+  const requestLog = createRequestLogWriter(database.db, logger, { attribution, lane });
   if (metrics) {
     metrics.watchWriter('request_log', requestLog);
     metrics.watchWriter('spend_ledger', spendRows);

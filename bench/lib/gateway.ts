@@ -77,7 +77,9 @@ export async function startApi(work: string, id: string, label: string, svc: Ser
   const logFile = path.join(work, `${id}.log`);
   const preloads = (options.preload ?? []).flatMap((p) => ['--require', compiledPreload(work, p)]);
   // `env` adds to production's settings, or overrides them (bench:jobs compresses the schedule).
-  const child = node([...preloads, builtEntry('api/server')], {
+  // BENCH_API_NODE_ARGS: extra node flags for the API subjects only (e.g. --trace-gc), for experiments.
+  const nodeArgs = (process.env.BENCH_API_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const child = node([...nodeArgs, ...preloads, builtEntry('api/server')], {
     ...gatewayEnv(work, id, svc, sealingKeys),
     ...options.env,
     PORT: String(port),

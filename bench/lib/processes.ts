@@ -69,11 +69,12 @@ export async function waitForPort(what: string, port: number, child: ChildProces
 /** The last lines of a log file, on one line. */
 export const tail = (file: string) => (fs.existsSync(file) ? fs.readFileSync(file, 'utf8').trim().split('\n').slice(-5).join(' | ') : '(no log)');
 
-/** A temporary folder for logs, scripts and services, removed at the end. */
+/** A temporary folder for logs, scripts and services, removed at the end (kept, with its path printed, under BENCH_KEEP_WORK=1). */
 export function workDir(): string {
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-bench-'));
   fs.chmodSync(work, 0o755);
-  cleanups.push(() => fs.rmSync(work, { recursive: true, force: true }));
+  if (process.env.BENCH_KEEP_WORK === '1') cleanups.push(() => log(`kept the work folder (logs): ${work}`));
+  else cleanups.push(() => fs.rmSync(work, { recursive: true, force: true }));
   return work;
 }
 

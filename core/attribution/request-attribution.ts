@@ -16,6 +16,11 @@ const MAX_CACHED_ORGANIZATIONS = 10_000;
 export type RequestAttribution = {
   /** Fills in each row's cost-center rule, version and split (issue 23), in place. */
   attributeRows(rows: RequestLogEntry[]): Promise<void>;
+  /**
+   * The same for one row at once, when its organization's rule history is loaded: whether it
+   * did. Otherwise the load starts, and the row waits for `attributeRows` in its flush.
+   */
+  attributeRowNow(row: RequestLogEntry): boolean;
   clearOrg(orgId: string): void;
   clear(): void;
 };
@@ -27,16 +32,31 @@ export type RequestAttribution = {
  * the TTL passes; an organization without rules costs one query a TTL.
  */
 export function createRequestAttribution(db: Database, now: () => number = Date.now): RequestAttribution {
-  const histories = boundedCache<string, Promise<RuleHistory>>(MAX_CACHED_ORGANIZATIONS, { ttl: RULE_CACHE_TTL_MS });
-  const historyOf = (orgId: string): Promise<RuleHistory> => {
-    let history = histories.get(orgId);
-    if (!history) {
-      history = loadRuleHistory(db, orgId, new Date(now() - RULE_HISTORY_WINDOW_MS));
-      // A failed load is not kept: the next batch asks again.
-      history.catch(() => histories.delete(orgId));
-      histories.set(orgId, history);
+  /** An organization's rule history as it loads, and once loaded the history itself. */
+  type Cached = { loading: Promise<RuleHistory>; loaded?: RuleHistory };
+  const histories = boundedCache<string, Cached>(MAX_CACHED_ORGANIZATIONS, { ttl: RULE_CACHE_TTL_MS });
+  const cachedOf = (orgId: string): Cached => {
+    let cached = histories.get(orgId);
+    if (!cached) {
+      const entry: Cached = { loading: loadRuleHistory(db, orgId, new Date(now() - RULE_HISTORY_WINDOW_MS)) };
+      entry.loading.then((history) => (entry.loaded = history), () => {
+        // A failed load is not kept: the next batch asks again.
+        if (histories.get(orgId) === entry) histories.delete(orgId);
+      });
+      histories.set(orgId, (cached = entry));
     }
-    return history;
+    return cached;
+  };
+  const attribute = (row: RequestLogEntry, history: RuleHistory): void => {
+    if (history.epochs.length === 0) return;
+    const at = row.createdAt instanceof Date ? row.createdAt.getTime() : now();
+    const allocation = allocate(history, {
+      projectId: row.projectId, keyId: row.keyId, model: row.requestedModel ?? null, provider: row.provider ?? null, route: row.routeSlug ?? null,
+      userId: row.userId ?? null, tags: row.tags ?? {},
+    }, row.cost ?? null, at);
+    row.costRuleId = allocation.ruleId;
+    row.costRuleVersionId = allocation.versionId;
+    row.costAllocation = allocation.shares;
   };
   return {
     async attributeRows(rows) {
@@ -44,21 +64,19 @@ export function createRequestAttribution(db: Database, now: () => number = Date.
       // One organization's rules failing to load leaves its rows unattributed, never the others'.
       const failed: string[] = [];
       for (const orgId of new Set(rows.map((r) => r.orgId))) {
-        await historyOf(orgId).then((history) => orgs.set(orgId, history), () => failed.push(orgId));
+        await cachedOf(orgId).loading.then((history) => orgs.set(orgId, history), () => failed.push(orgId));
       }
       for (const row of rows) {
         const history = orgs.get(row.orgId);
-        if (!history || history.epochs.length === 0) continue;
-        const at = row.createdAt instanceof Date ? row.createdAt.getTime() : now();
-        const allocation = allocate(history, {
-          projectId: row.projectId, keyId: row.keyId, model: row.requestedModel ?? null, provider: row.provider ?? null, route: row.routeSlug ?? null,
-          userId: row.userId ?? null, tags: row.tags ?? {},
-        }, row.cost ?? null, at);
-        row.costRuleId = allocation.ruleId;
-        row.costRuleVersionId = allocation.versionId;
-        row.costAllocation = allocation.shares;
+        if (history) attribute(row, history);
       }
       if (failed.length > 0) throw new Error(`cost-center rules of ${failed.join(', ')} could not be loaded; their rows are written unattributed`);
+    },
+    attributeRowNow(row) {
+      const history = cachedOf(row.orgId).loaded;
+      if (!history) return false;
+      attribute(row, history);
+      return true;
     },
     clearOrg: (orgId) => void histories.delete(orgId),
     clear: () => histories.clear(),

@@ -31,16 +31,65 @@ export type AfterInsert = (inserted: SQL) => SQL | SQL[];
  */
 export type BeforeInsert<Row> = (rows: Row[]) => Promise<void>;
 
-export type BatchWriterOptions<Row = unknown> = { flushMs?: number; maxBatch?: number; maxQueued?: number; afterInsert?: AfterInsert; beforeInsert?: BeforeInsert<Row> };
+/**
+ * With a `beforeInsert`: does its work on one row at once when it can without waiting (cost
+ * attribution with the organization's rules at hand), and says whether it did. A row it did is
+ * written out as it is recorded; the others wait for `beforeInsert` in the flush.
+ */
+export type PrepareNow<Row> = (row: Row) => boolean;
+
+/**
+ * Where batches wait their turn: one insert at a time through a lane. The writers of one
+ * process share one, so their inserts never keep more than one Postgres backend busy at once.
+ * On the two-core machine two writers' batches landing together took both cores from the
+ * requests under way (bench/results/2026-11-27-issue-37-stalls.md).
+ */
+export type FlushLane = { run(work: () => Promise<void>): Promise<void> };
+
+export function createFlushLane(): FlushLane {
+  let tail: Promise<void> = Promise.resolve();
+  return {
+    run(work) {
+      const turn = tail.then(work);
+      // A failed batch ends its own turn; the next one still runs.
+      tail = turn.catch(() => undefined);
+      return turn;
+    },
+  };
+}
+
+/**
+ * Rows an insert takes at most. Postgres spends about 40 µs a row here (the request log's
+ * indexes, the rollups); at 200 rows a batch it held a core for 8 ms at a time, long enough for
+ * the scheduler to make the requests in flight wait their turn (one in ~200 was 5-10 ms late
+ * at c=1). At 50 a batch holds it about 2 ms, for one more transaction every 50 rows.
+ */
+export const MAX_BATCH_ROWS = 50;
+
+export type BatchWriterOptions<Row = unknown> = {
+  flushMs?: number; maxBatch?: number; maxQueued?: number; afterInsert?: AfterInsert; beforeInsert?: BeforeInsert<Row>; prepareNow?: PrepareNow<Row>;
+  /** Shared with the process's other writers (the API's); without one, the writer's own. */
+  lane?: FlushLane;
+};
+
+/** A row as Postgres reads it: the JSON text of its record (keys the columns' database names). */
+type RecordText = string & { readonly __record: unique symbol };
+
+type BatchInsert<Row> = {
+  /** A row's record as JSON text, its defaults filled in now. */
+  text(row: Row): RecordText;
+  /** One statement inserting these records. */
+  statement(records: RecordText[]): SQL;
+};
 
 /**
  * One statement for a whole batch with a single parameter: the rows as a JSON array, turned
  * back into rows by Postgres (`json_populate_recordset`, which also converts arrays, jsonb and
  * timestamps). Building a parameter per column per row through the ORM was a tenth of the API's
- * CPU under load; this is one `JSON.stringify`. Keys are the columns' database names, and a
- * column the row leaves out gets its default here, since the record would otherwise hold NULL.
+ * CPU under load; this is one `JSON.stringify` a row. Keys are the columns' database names, and
+ * a column the row leaves out gets its default here, since the record would otherwise hold NULL.
  */
-function batchInsert<T extends PgTable>(table: T, afterInsert?: AfterInsert): (rows: Array<T['$inferInsert']>) => SQL {
+function batchInsert<T extends PgTable>(table: T, afterInsert?: AfterInsert): BatchInsert<T['$inferInsert']> {
   const columns = Object.entries(getTableColumns(table)) as Array<[string, PgColumn]>;
   const names = sql.raw(columns.map(([, c]) => `"${c.name}"`).join(', '));
   const tableName = sql.raw(`"${getTableName(table)}"`);
@@ -61,21 +110,23 @@ function batchInsert<T extends PgTable>(table: T, afterInsert?: AfterInsert): (r
     for (const [key, column] of columns) record[column.name] = valueOf(column, row[key]);
     return record;
   };
-  return (rows) => {
-    const records = rows.map((row) => recordOf(row as Record<string, unknown>));
-    const insert = sql`insert into ${tableName} (${names}) select ${names} from json_populate_recordset(null::${tableName}, ${JSON.stringify(records)}::json) on conflict do nothing`;
-    if (!afterInsert) return insert;
-    // Several statements ride as data-modifying CTEs of one statement, the last as its body.
-    const after = [afterInsert(sql.raw('"inserted"'))].flat();
-    const ctes = after.slice(0, -1).map((statement, i) => sql`, ${sql.raw(`"after_${i}"`)} as (${statement})`);
-    return sql`with "inserted" as (${insert} returning *)${sql.join(ctes, sql``)} ${after[after.length - 1]!}`;
+  return {
+    text: (row) => JSON.stringify(recordOf(row as Record<string, unknown>)) as RecordText,
+    statement(records) {
+      const insert = sql`insert into ${tableName} (${names}) select ${names} from json_populate_recordset(null::${tableName}, ${`[${records.join(',')}]`}::json) on conflict do nothing`;
+      if (!afterInsert) return insert;
+      // Several statements ride as data-modifying CTEs of one statement, the last as its body.
+      const after = [afterInsert(sql.raw('"inserted"'))].flat();
+      const ctes = after.slice(0, -1).map((statement, i) => sql`, ${sql.raw(`"after_${i}"`)} as (${statement})`);
+      return sql`with "inserted" as (${insert} returning *)${sql.join(ctes, sql``)} ${after[after.length - 1]!}`;
+    },
   };
 }
 
 /** What the log says of a dropped row: its id and organization, never its content. */
-function rowIdentity(row: unknown): Record<string, unknown> {
-  const { id, orgId } = row as { id?: unknown; orgId?: unknown };
-  return { id, org_id: orgId };
+function rowIdentity(record: RecordText): Record<string, unknown> {
+  const { id, org_id } = JSON.parse(record) as { id?: unknown; org_id?: unknown };
+  return { id, org_id };
 }
 
 /** The SQLSTATE of a Postgres error, as node-postgres reports it (drizzle may wrap it in `cause`). */
@@ -103,12 +154,22 @@ const isDeadlock = (err: unknown) => sqlStateOf(err) === '40P01';
  * it replaced), and only a row still refused alone is logged and dropped; a batch lost to a
  * connection error is dropped and counted. A request is never held up, and the queue never
  * grows without bound.
+ *
+ * A row waits as the JSON text of its record, written when it is recorded (once its
+ * `beforeInsert` work is done, see `prepareNow`). Turning 200 row objects into text at each
+ * flush held the event loop for 2-4 ms at a time, and the rows, alive across young-generation
+ * collections while they waited, were copied and promoted by them: one request in ~200 met a
+ * stall of 5-15 ms at c=1 (bench/results/2026-11-27-issue-37-stalls.md). A text is one flat
+ * object to the collector.
  */
 export function createBatchWriter<T extends PgTable>(db: Database, table: T, logger: Logger, what: string, options: BatchWriterOptions<T['$inferInsert']> = {}): BatchWriter<T['$inferInsert']> {
   const flushMs = options.flushMs ?? 500;
-  const maxBatch = options.maxBatch ?? 200;
+  const maxBatch = options.maxBatch ?? MAX_BATCH_ROWS;
+  const lane = options.lane ?? createFlushLane();
   const maxQueued = options.maxQueued ?? 50_000;
-  let queue: Array<T['$inferInsert']> = [];
+  /** Rows written out as they were recorded, and rows still waiting for `beforeInsert`. */
+  let queue: RecordText[] = [];
+  let unprepared: Array<T['$inferInsert']> = [];
   let inFlight: Promise<void> = Promise.resolve();
   let timer: NodeJS.Timeout | null = null;
   const insert = batchInsert(table, options.afterInsert);
@@ -126,15 +187,15 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
    * After Postgres refused a batch: each row on its own, so one bad row (text Postgres cannot
    * store, say) costs only itself and never the other rows, which may be other organizations'.
    */
-  const writeOneByOne = async (rows: Array<T['$inferInsert']>): Promise<void> => {
+  const writeOneByOne = async (rows: RecordText[]): Promise<void> => {
     for (const row of rows) {
-      const written = await db.execute(insert([row]))
-        .catch((err: unknown) => (isDeadlock(err) ? db.execute(insert([row])) : Promise.reject(err)))
+      const written = await db.execute(insert.statement([row]))
+        .catch((err: unknown) => (isDeadlock(err) ? db.execute(insert.statement([row])) : Promise.reject(err)))
         .then(() => true, () => false);
       if (written) continue;
       // Text Postgres cannot store (a NUL, a lone surrogate) in a prompt or an answer is no
       // reason to lose the row and the money in it: once more with that text replaced.
-      await db.execute(insert([storableCopy(row) as T['$inferInsert']]))
+      await db.execute(insert.statement([JSON.stringify(storableCopy(JSON.parse(row))) as RecordText]))
         .then(() => logger.warn({ row: rowIdentity(row) }, `${what} row written with unstorable characters replaced`))
         .catch((err: unknown) => {
           dropped++;
@@ -150,19 +211,22 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
     }
     reportDrops();
     const batch = queue;
+    const toPrepare = unprepared;
     queue = [];
-    if (batch.length === 0) return inFlight;
-    inFlight = inFlight.then(async () => {
+    unprepared = [];
+    if (batch.length === 0 && toPrepare.length === 0) return inFlight;
+    const work = async () => {
       const started = performance.now();
-      if (options.beforeInsert) {
-        await options.beforeInsert(batch).catch((err: unknown) => logger.error({ err, rows: batch.length }, `${what} preparation failed; rows written as they are`));
+      if (toPrepare.length > 0) {
+        await options.beforeInsert?.(toPrepare).catch((err: unknown) => logger.error({ err, rows: toPrepare.length }, `${what} preparation failed; rows written as they are`));
+        for (const row of toPrepare) batch.push(insert.text(row));
       }
       for (let i = 0; i < batch.length; i += maxBatch) {
         const rows = batch.slice(i, i + maxBatch);
         // A deadlock (two writers' hooks upserting the same rows) rolled the whole statement
         // back, so one more try cannot count anything twice.
-        const written = await db.execute(insert(rows))
-          .catch((err: unknown) => (isDeadlock(err) ? db.execute(insert(rows)) : Promise.reject(err)))
+        const written = await db.execute(insert.statement(rows))
+          .catch((err: unknown) => (isDeadlock(err) ? db.execute(insert.statement(rows)) : Promise.reject(err)))
           .then(() => 'written' as const, (err: unknown) => {
             if (isDataError(err)) {
               logger.warn({ err, rows: rows.length }, `${what} batch refused; writing its rows one by one`);
@@ -175,24 +239,29 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
         if (written === 'one by one') await writeOneByOne(rows);
       }
       for (const listener of flushListeners) listener((performance.now() - started) / 1000);
-    });
+    };
+    // This writer's batches in order, and through the lane one at a time with the process's other writers'.
+    inFlight = inFlight.then(() => lane.run(work));
     return inFlight;
   };
 
+  const { beforeInsert, prepareNow } = options;
+  const queued = () => queue.length + unprepared.length;
   return {
     record(row) {
-      if (queue.length >= maxQueued) {
+      if (queued() >= maxQueued) {
         dropped++;
         timer ??= setTimeout(() => void flush(), flushMs);
         return;
       }
-      queue.push(row);
-      if (queue.length >= maxBatch) void flush();
+      if (!beforeInsert || prepareNow?.(row)) queue.push(insert.text(row));
+      else unprepared.push(row);
+      if (queued() >= maxBatch) void flush();
       else timer ??= setTimeout(() => void flush(), flushMs);
     },
     flush,
     dropped: () => dropped,
-    queued: () => queue.length,
+    queued,
     onFlush(listener) {
       flushListeners.push(listener);
     },

@@ -8,11 +8,12 @@ import { usageRollupUpsert } from './usage-rollup';
 export type RequestLogEntry = typeof requestLogs.$inferInsert;
 export type RequestLogWriter = BatchWriter<RequestLogEntry>;
 
-type Options = Omit<BatchWriterOptions<RequestLogEntry>, 'afterInsert' | 'beforeInsert'> & { attribution?: RequestAttribution };
+type Options = Omit<BatchWriterOptions<RequestLogEntry>, 'afterInsert' | 'beforeInsert' | 'prepareNow'> & { attribution?: RequestAttribution };
 
 /**
  * Request-log rows (spec 4.1) leave the hot path in batches; a failed insert is logged and
- * dropped. Before each batch is inserted its rows are attributed to cost centers (issue 23), and
+ * dropped. Each row is attributed to cost centers (issue 23) as it is recorded when its
+ * organization's rules are at hand, else in its batch before the insert, and
  * the same statement adds the batch to the hourly usage rollups, so the rollups hold exactly the
  * rows the log took: a refused batch counts in neither.
  */
@@ -21,5 +22,6 @@ export function createRequestLogWriter(db: Database, logger: Logger, options: Op
   return createBatchWriter(db, requestLogs, logger, 'request log', Object.assign({}, batching, {
     afterInsert: usageRollupUpsert,
     beforeInsert: attribution ? (rows: RequestLogEntry[]) => attribution.attributeRows(rows) : undefined,
+    prepareNow: attribution ? (row: RequestLogEntry) => attribution.attributeRowNow(row) : undefined,
   }));
 }

@@ -46,4 +46,30 @@ describe('request attribution across organizations', () => {
     expect(rows[0]!.costRuleId ?? null).toBeNull();
     expect([rows[1]!.costRuleId, rows[1]!.costAllocation?.map((s) => s.cost_center_id)]).toEqual([mine.ruleId, [mine.center]]);
   });
+
+  it('attributes a row at once when its organization\'s rules are loaded, and not before (the row then waits for its batch)', async () => {
+    const db = database.db;
+    const tenant = await createTenant(db);
+    const center = newId('ccen');
+    await db.insert(costCenters).values({ id: center, orgId: tenant.orgId, name: `c ${center}`, code: center });
+    const [ruleId, versionId] = [newId('ccr'), newId('ccrv')];
+    await db.insert(costCenterRules).values({ id: ruleId, orgId: tenant.orgId, versionId, priority: 1, match: {}, costCenterId: center, allocation: null });
+    await db.insert(costCenterRuleVersions).values({ id: versionId, orgId: tenant.orgId, ruleId, version: 1, priority: 1, match: {}, costCenterId: center, allocation: null, effectiveAt: new Date(Date.now() - 60_000) });
+    const attribution = createRequestAttribution(db);
+    const row = (): RequestLogEntry => ({
+      id: newId('req'), orgId: tenant.orgId, keyId: tenant.key.id, projectId: tenant.projectId, endpoint: 'chat.completions', requestedModel: 'openai/gpt-4o-mini', status: 200, latencyMs: 5, cost: 0.002, createdAt: new Date(),
+    });
+    const first = row();
+    expect(attribution.attributeRowNow(first)).toBe(false);
+    expect(first.costRuleId ?? null).toBeNull();
+    // The batch's attribution waits for the load the first call started.
+    await attribution.attributeRows([first]);
+    expect(first.costRuleId).toBe(ruleId);
+    const second = row();
+    expect(attribution.attributeRowNow(second)).toBe(true);
+    expect([second.costRuleId, second.costAllocation?.map((s) => s.cost_center_id)]).toEqual([ruleId, [center]]);
+    // A management write clears the organization: the next row waits again.
+    attribution.clearOrg(tenant.orgId);
+    expect(attribution.attributeRowNow(row())).toBe(false);
+  });
 });

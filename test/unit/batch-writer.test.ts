@@ -1,6 +1,7 @@
 import { Writable } from 'node:stream';
 import { eq } from 'drizzle-orm';
-import { createBatchWriter } from '../../core/db/batch-writer';
+import { createBatchWriter, createFlushLane } from '../../core/db/batch-writer';
+import type { Database } from '../../core/db/client';
 import { budgetCrossings, organizations } from '../../core/db/schema';
 import { createLogger } from '../../core/logger';
 import { testDatabase } from '../helpers/harness';
@@ -54,5 +55,78 @@ describe('batch writer', () => {
     expect(text).toContain('unstorable characters replaced');
     // The log names the row, never its content.
     expect(text).not.toContain('project:orphan');
+  });
+
+  it('writes a row as it was when recorded once its preparation is done; a row not prepared then is prepared in the flush', async () => {
+    const row = (i: number, scope: string) => ({ id: `bcross_${orgId}_prep${i}`, orgId, scope, window: '2026-11-03', fraction: 0.5, limit: 1, spent: 1, behavior: 'alert' as const });
+    const preparedInFlush: string[] = [];
+    const writer = createBatchWriter(database.db, budgetCrossings, logger, 'crossings', {
+      flushMs: 10_000,
+      // Rows of scope "now:" can be prepared at once; the others wait for the flush.
+      prepareNow: (r) => {
+        if (!r.scope.startsWith('now:')) return false;
+        r.spent = 2;
+        return true;
+      },
+      beforeInsert: async (rows) => {
+        for (const r of rows) {
+          preparedInFlush.push(r.scope);
+          r.spent = 3;
+        }
+      },
+    });
+    const now = row(0, 'now:a');
+    const later = row(1, 'later:b');
+    writer.record(now);
+    writer.record(later);
+    // What changes after record is not written for a prepared row: its text was written at once.
+    now.spent = 99;
+    await writer.close();
+    const rows = await database.db.select().from(budgetCrossings).where(eq(budgetCrossings.window, '2026-11-03'));
+    expect(Object.fromEntries(rows.map((r) => [r.scope, r.spent]))).toEqual({ 'now:a': 2, 'later:b': 3 });
+    expect(preparedInFlush).toEqual(['later:b']);
+  });
+
+  it('writers sharing a lane insert one batch at a time, in batches of at most maxBatch rows', async () => {
+    let active = 0;
+    let mostAtOnce = 0;
+    let statements = 0;
+    // The real database, watched: how many inserts are under way at once.
+    const watched = {
+      execute: async (query: Parameters<Database['execute']>[0]) => {
+        active++;
+        statements++;
+        mostAtOnce = Math.max(mostAtOnce, active);
+        try {
+          await new Promise((r) => setTimeout(r, 5));
+          return await database.db.execute(query);
+        } finally {
+          active--;
+        }
+      },
+    } as unknown as Database;
+    const lane = createFlushLane();
+    const writers = [0, 1, 2].map(() => createBatchWriter(watched, budgetCrossings, logger, 'crossings', { flushMs: 10_000, maxBatch: 4, lane }));
+    writers.forEach((writer, w) => {
+      for (let i = 0; i < 10; i++) writer.record({ id: `bcross_${orgId}_lane${w}_${i}`, orgId, scope: `project:lane${w}_${i}`, window: '2026-11-04', fraction: 0.5, limit: 1, spent: 1, behavior: 'alert' });
+    });
+    await Promise.all(writers.map((writer) => writer.close()));
+    expect(await database.db.select().from(budgetCrossings).where(eq(budgetCrossings.window, '2026-11-04'))).toHaveLength(30);
+    expect(mostAtOnce).toBe(1);
+    // 10 rows a writer, 4 at most a batch: 4, 4 and 2.
+    expect(statements).toBe(9);
+  });
+
+  it('a lane runs the next turn after one that failed', async () => {
+    const lane = createFlushLane();
+    const ran: string[] = [];
+    const failed = lane.run(async () => {
+      ran.push('first');
+      throw new Error('boom');
+    });
+    const second = lane.run(async () => void ran.push('second'));
+    await expect(failed).rejects.toThrow('boom');
+    await second;
+    expect(ran).toEqual(['first', 'second']);
   });
 });

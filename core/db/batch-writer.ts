@@ -59,15 +59,18 @@ export function createFlushLane(): FlushLane {
 }
 
 /**
- * Rows an insert takes at most. Postgres spends about 40 µs a row here (the request log's
- * indexes, the rollups); at 200 rows a batch it held a core for 8 ms at a time, long enough for
- * the scheduler to make the requests in flight wait their turn (one in ~200 was 5-10 ms late
- * at c=1). At 50 a batch holds it about 2 ms, for one more transaction every 50 rows.
+ * Rows that start a batch before `flushMs` is up. Postgres spends about 40 µs a row here (the
+ * request log's indexes, the rollups); at 200 rows a batch it held a core for 8 ms at a time,
+ * long enough for the scheduler to make the requests in flight wait their turn (one in ~200
+ * was 5-10 ms late at c=1). At 50 a batch holds it about 2 ms. Under more load than batches
+ * of 50 keep up with, a batch takes all that queued meanwhile (see `drain`).
  */
-export const MAX_BATCH_ROWS = 50;
+export const BATCH_ROWS = 50;
+/** Rows one statement takes at most; a larger batch is several statements. */
+export const MAX_STATEMENT_ROWS = 500;
 
 export type BatchWriterOptions<Row = unknown> = {
-  flushMs?: number; maxBatch?: number; maxQueued?: number; afterInsert?: AfterInsert; beforeInsert?: BeforeInsert<Row>; prepareNow?: PrepareNow<Row>;
+  flushMs?: number; maxBatch?: number; maxStatementRows?: number; maxQueued?: number; afterInsert?: AfterInsert; beforeInsert?: BeforeInsert<Row>; prepareNow?: PrepareNow<Row>;
   /** Shared with the process's other writers (the API's); without one, the writer's own. */
   lane?: FlushLane;
 };
@@ -164,13 +167,13 @@ const isDeadlock = (err: unknown) => sqlStateOf(err) === '40P01';
  */
 export function createBatchWriter<T extends PgTable>(db: Database, table: T, logger: Logger, what: string, options: BatchWriterOptions<T['$inferInsert']> = {}): BatchWriter<T['$inferInsert']> {
   const flushMs = options.flushMs ?? 500;
-  const maxBatch = options.maxBatch ?? MAX_BATCH_ROWS;
+  const maxBatch = options.maxBatch ?? BATCH_ROWS;
+  const maxStatementRows = options.maxStatementRows ?? MAX_STATEMENT_ROWS;
   const lane = options.lane ?? createFlushLane();
   const maxQueued = options.maxQueued ?? 50_000;
   /** Rows written out as they were recorded, and rows still waiting for `beforeInsert`. */
   let queue: RecordText[] = [];
   let unprepared: Array<T['$inferInsert']> = [];
-  let inFlight: Promise<void> = Promise.resolve();
   let timer: NodeJS.Timeout | null = null;
   const insert = batchInsert(table, options.afterInsert);
   let dropped = 0;
@@ -204,45 +207,60 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
     }
   };
 
+  /** One batch: what is queued now, prepared if need be, in statements of at most `maxStatementRows`. */
+  const writeBatch = async (batch: RecordText[], toPrepare: Array<T['$inferInsert']>): Promise<void> => {
+    const started = performance.now();
+    if (toPrepare.length > 0) {
+      await options.beforeInsert?.(toPrepare).catch((err: unknown) => logger.error({ err, rows: toPrepare.length }, `${what} preparation failed; rows written as they are`));
+      for (const row of toPrepare) batch.push(insert.text(row));
+    }
+    for (let i = 0; i < batch.length; i += maxStatementRows) {
+      const rows = batch.slice(i, i + maxStatementRows);
+      // A deadlock (two writers' hooks upserting the same rows) rolled the whole statement
+      // back, so one more try cannot count anything twice.
+      const written = await db.execute(insert.statement(rows))
+        .catch((err: unknown) => (isDeadlock(err) ? db.execute(insert.statement(rows)) : Promise.reject(err)))
+        .then(() => 'written' as const, (err: unknown) => {
+          if (isDataError(err)) {
+            logger.warn({ err, rows: rows.length }, `${what} batch refused; writing its rows one by one`);
+            return 'one by one' as const;
+          }
+          dropped += rows.length;
+          logger.error({ err, rows: rows.length }, `${what} write failed`);
+          return 'dropped' as const;
+        });
+      if (written === 'one by one') await writeOneByOne(rows);
+    }
+    for (const listener of flushListeners) listener((performance.now() - started) / 1000);
+  };
+
+  /**
+   * One batch at a time, each taking all that queued while the one before it was written
+   * (group commit): under light load batches stay small and Postgres busy briefly; when
+   * inserts fall behind, batches grow and the rows queue within `maxQueued`. (A chain of
+   * fixed-size batches fell behind at c=32 and grew the process by 10 MB a second.)
+   */
+  let draining: Promise<void> | null = null;
+  const drain = async (): Promise<void> => {
+    while (queue.length + unprepared.length > 0) {
+      const batch = queue;
+      const toPrepare = unprepared;
+      queue = [];
+      unprepared = [];
+      // Through the lane, one at a time with the process's other writers' batches.
+      await lane.run(() => writeBatch(batch, toPrepare));
+    }
+  };
+
+  /** Answers once the queue is empty: every row recorded before the call, and any recorded while it ran, is written or given up. */
   const flush = (): Promise<void> => {
     if (timer) {
       clearTimeout(timer);
       timer = null;
     }
     reportDrops();
-    const batch = queue;
-    const toPrepare = unprepared;
-    queue = [];
-    unprepared = [];
-    if (batch.length === 0 && toPrepare.length === 0) return inFlight;
-    const work = async () => {
-      const started = performance.now();
-      if (toPrepare.length > 0) {
-        await options.beforeInsert?.(toPrepare).catch((err: unknown) => logger.error({ err, rows: toPrepare.length }, `${what} preparation failed; rows written as they are`));
-        for (const row of toPrepare) batch.push(insert.text(row));
-      }
-      for (let i = 0; i < batch.length; i += maxBatch) {
-        const rows = batch.slice(i, i + maxBatch);
-        // A deadlock (two writers' hooks upserting the same rows) rolled the whole statement
-        // back, so one more try cannot count anything twice.
-        const written = await db.execute(insert.statement(rows))
-          .catch((err: unknown) => (isDeadlock(err) ? db.execute(insert.statement(rows)) : Promise.reject(err)))
-          .then(() => 'written' as const, (err: unknown) => {
-            if (isDataError(err)) {
-              logger.warn({ err, rows: rows.length }, `${what} batch refused; writing its rows one by one`);
-              return 'one by one' as const;
-            }
-            dropped += rows.length;
-            logger.error({ err, rows: rows.length }, `${what} write failed`);
-            return 'dropped' as const;
-          });
-        if (written === 'one by one') await writeOneByOne(rows);
-      }
-      for (const listener of flushListeners) listener((performance.now() - started) / 1000);
-    };
-    // This writer's batches in order, and through the lane one at a time with the process's other writers'.
-    inFlight = inFlight.then(() => lane.run(work));
-    return inFlight;
+    draining ??= drain().finally(() => (draining = null));
+    return draining;
   };
 
   const { beforeInsert, prepareNow } = options;
@@ -256,7 +274,9 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
       }
       if (!beforeInsert || prepareNow?.(row)) queue.push(insert.text(row));
       else unprepared.push(row);
-      if (queued() >= maxBatch) void flush();
+      // While a batch is being written, the next takes this row when it is done; the timer
+      // is the backstop for a row recorded as the last batch ended.
+      if (queued() >= maxBatch && !draining) void flush();
       else timer ??= setTimeout(() => void flush(), flushMs);
     },
     flush,

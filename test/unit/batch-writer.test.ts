@@ -1,5 +1,6 @@
 import { Writable } from 'node:stream';
-import { eq } from 'drizzle-orm';
+import { eq, type SQL } from 'drizzle-orm';
+import { PgDialect } from 'drizzle-orm/pg-core';
 import { createBatchWriter, createFlushLane } from '../../core/db/batch-writer';
 import type { Database } from '../../core/db/client';
 import { budgetCrossings, organizations } from '../../core/db/schema';
@@ -87,16 +88,17 @@ describe('batch writer', () => {
     expect(preparedInFlush).toEqual(['later:b']);
   });
 
-  it('writers sharing a lane insert one batch at a time, in batches of at most maxBatch rows', async () => {
+  it('writers sharing a lane insert one batch at a time; a batch takes all that queued while the one before it was written', async () => {
     let active = 0;
     let mostAtOnce = 0;
-    let statements = 0;
-    // The real database, watched: how many inserts are under way at once.
+    const statementRows: number[] = [];
+    const dialect = new PgDialect();
+    // The real database, watched: how many inserts are under way at once, and how many rows each takes.
     const watched = {
-      execute: async (query: Parameters<Database['execute']>[0]) => {
+      execute: async (query: SQL) => {
         active++;
-        statements++;
         mostAtOnce = Math.max(mostAtOnce, active);
+        statementRows.push((JSON.parse(dialect.sqlToQuery(query).params[0] as string) as unknown[]).length);
         try {
           await new Promise((r) => setTimeout(r, 5));
           return await database.db.execute(query);
@@ -106,15 +108,16 @@ describe('batch writer', () => {
       },
     } as unknown as Database;
     const lane = createFlushLane();
-    const writers = [0, 1, 2].map(() => createBatchWriter(watched, budgetCrossings, logger, 'crossings', { flushMs: 10_000, maxBatch: 4, lane }));
+    const writers = [0, 1, 2].map(() => createBatchWriter(watched, budgetCrossings, logger, 'crossings', { flushMs: 10_000, maxBatch: 4, maxStatementRows: 5, lane }));
     writers.forEach((writer, w) => {
-      for (let i = 0; i < 10; i++) writer.record({ id: `bcross_${orgId}_lane${w}_${i}`, orgId, scope: `project:lane${w}_${i}`, window: '2026-11-04', fraction: 0.5, limit: 1, spent: 1, behavior: 'alert' });
+      for (let i = 0; i < 12; i++) writer.record({ id: `bcross_${orgId}_lane${w}_${i}`, orgId, scope: `project:lane${w}_${i}`, window: '2026-11-04', fraction: 0.5, limit: 1, spent: 1, behavior: 'alert' });
     });
     await Promise.all(writers.map((writer) => writer.close()));
-    expect(await database.db.select().from(budgetCrossings).where(eq(budgetCrossings.window, '2026-11-04'))).toHaveLength(30);
+    expect(await database.db.select().from(budgetCrossings).where(eq(budgetCrossings.window, '2026-11-04'))).toHaveLength(36);
     expect(mostAtOnce).toBe(1);
-    // 10 rows a writer, 4 at most a batch: 4, 4 and 2.
-    expect(statements).toBe(9);
+    // Each writer: its 4th row starts a batch of 4; the 8 recorded meanwhile are the next
+    // batch, not two more of 4, in statements of at most 5 rows.
+    expect(statementRows.sort()).toEqual([3, 3, 3, 4, 4, 4, 5, 5, 5]);
   });
 
   it('a lane runs the next turn after one that failed', async () => {

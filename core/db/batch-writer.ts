@@ -272,8 +272,15 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
         timer ??= setTimeout(() => void flush(), flushMs);
         return;
       }
-      if (!beforeInsert || prepareNow?.(row)) queue.push(insert.text(row));
-      else unprepared.push(row);
+      try {
+        if (!beforeInsert || prepareNow?.(row)) queue.push(insert.text(row));
+        else unprepared.push(row);
+      } catch (err) {
+        // A row JSON cannot hold (a BigInt, a cycle) is the caller's bug: never the request's failure.
+        dropped++;
+        logger.error({ err, row: { id: (row as { id?: unknown }).id } }, `${what} row could not be written out; dropped`);
+        return;
+      }
       // While a batch is being written, the next takes this row when it is done; the timer
       // is the backstop for a row recorded as the last batch ended.
       if (queued() >= maxBatch && !draining) void flush();

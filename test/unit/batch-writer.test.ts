@@ -120,6 +120,16 @@ describe('batch writer', () => {
     expect(statementRows.sort()).toEqual([3, 3, 3, 4, 4, 4, 5, 5, 5]);
   });
 
+  it('drops a row JSON cannot hold when it is recorded, and says so, without throwing into the request', () => {
+    text = '';
+    const writer = createBatchWriter(database.db, budgetCrossings, logger, 'crossings', { flushMs: 10_000 });
+    const bad = { id: `bcross_${orgId}_bigint`, orgId, scope: 'project:big', window: '2026-11-05', fraction: 0.5, limit: 1, spent: 10n as unknown as number, behavior: 'alert' as const };
+    expect(() => writer.record(bad)).not.toThrow();
+    expect(writer.dropped()).toBe(1);
+    expect(writer.queued()).toBe(0);
+    expect(text).toContain('could not be written out');
+  });
+
   it('a lane runs the next turn after one that failed', async () => {
     const lane = createFlushLane();
     const ran: string[] = [];

@@ -77,8 +77,11 @@ function runChild(cmd: string, args: string[]): Promise<string> {
   });
 }
 
+/** Several wrk runs at once (bench:scale-out) each need a script file of their own. */
+let scripts = 0;
+
 async function runWrk(spec: LoadSpec, workDir: string): Promise<LoadResult> {
-  const script = path.join(workDir, `wrk-${process.pid}-${Date.now()}.lua`);
+  const script = path.join(workDir, `wrk-${process.pid}-${++scripts}.lua`);
   fs.writeFileSync(script, wrkScript(spec));
   try {
     const out = await runChild('wrk', ['-t1', `-c${spec.connections}`, `-d${spec.seconds}s`, '--timeout', '10s', '-s', script, spec.url]);

@@ -173,11 +173,16 @@ export function createSpendLeases(deps: SpendLeaseDeps): SpendLeases {
     let stepSpent = spent;
     try {
       for (let attempt = 0; ; attempt++) {
+        // A lease lives LEASE_TTL_MS from the attempt that grants it. A step held up before its
+        // retry (its windows rebuilt from Postgres, seconds under load) once granted leases
+        // already past their expiry, which another process then swept as lapsed and counted
+        // in full (bench:scale-out, 2026-11-27).
+        const sentAt = attempt === 0 ? at : now();
         const outcome = await stepLease(deps.redis.redis, windows, {
           leaseId: state.leaseId, spentNanos: stepSpent, floorNanos: floor, spareNanos: spare, leastRoomNanos: NO_LEASE_UNDER_WORST_CASES * worst,
-          shareOfRoom: LEASE_SHARE_OF_ROOM, held: state.held, leaseExpiresAt: new Date(at + LEASE_TTL_MS),
+          shareOfRoom: LEASE_SHARE_OF_ROOM, held: state.held, leaseExpiresAt: new Date(sentAt + LEASE_TTL_MS),
           lapseRecord: Object.assign({}, state.row, { id: newId('spend'), requestId: state.leaseId, leaseRef: leaseRefOf(state), createdAt: new Date(at), updatedAt: new Date(at) }),
-        }, new Date(at));
+        }, new Date(sentAt));
         if (outcome.state === 'ok') {
           state.amount = outcome.grantedNanos;
           state.held = outcome.grantedNanos > 0;

@@ -228,6 +228,25 @@ describe.each([['one Redis', false], ['a three-master Redis Cluster', true]] as 
     expect(await windowFigures(old)).toEqual({ settled: toNanos(0.5), held: 0 });
   }, 30_000);
 
+  it('gives a lease granted after a slow step (its window rebuilt from Postgres first) its full time to live from the grant', async () => {
+    const org = `org_leaseslow${Date.now().toString(36)}`;
+    // No window in Redis yet: the step finds it missing and rebuilds it, slowly (a busy Postgres).
+    const scope = keyScope(org, 'lin_slow', 50);
+    const deps = { db: database.db, redis, rows: rowsKept() };
+    const upkeep = createSpendUpkeep(deps);
+    const slowUpkeep = Object.assign({}, upkeep, { seedMissing: async (scopes: SpendScope[]) => (await sleep(3_300), upkeep.seedMissing(scopes)) });
+    const leases = createSpendLeases({ redis, upkeep: slowUpkeep, stepMs: 60_000 });
+    processes.push(leases);
+    for (let i = 0; i < 5; i++) expect(leases.draw([scope], toNanos(0.01), rowOf(org, 'lin_slow', `slow${i}`))).toBeNull();
+    await leases.flush(org);
+    expect((await windowFigures(scope)).held).toBeGreaterThan(0);
+    // Another process sweeping now finds nothing lapsed: the lease is this process's, and alive.
+    const rows = rowsKept();
+    await createSpendUpkeep({ db: database.db, redis, rows }).recordLapsed(org, new Date());
+    expect(rows.rows).toEqual([]);
+    expect((await windowFigures(scope)).settled).toBe(0);
+  }, 30_000);
+
   it('counts a killed process\'s lease as spent in full when it lapses, with a ledger row saying so', async () => {
     const org = `org_leasekill${Date.now().toString(36)}`;
     const lineage = 'lin_kill';

@@ -228,6 +228,27 @@ describe.each([['one Redis', false], ['a three-master Redis Cluster', true]] as 
     expect(await windowFigures(old)).toEqual({ settled: toNanos(0.5), held: 0 });
   }, 30_000);
 
+  it('rebuilds a missing window once for every request waiting on it in the process', async () => {
+    const org = `org_leaseseed${Date.now().toString(36)}`;
+    const scope = keyScope(org, 'lin_seed', 50);
+    let selects = 0;
+    const counted = new Proxy(database.db, {
+      get(target, name, receiver) {
+        if (name === 'select') selects++;
+        return Reflect.get(target, name, receiver) as unknown;
+      },
+    });
+    const upkeep = createSpendUpkeep({ db: counted, redis, rows: rowsKept() });
+    await Promise.all(Array.from({ length: 20 }, () => upkeep.seedMissing([scope])));
+    const once = selects;
+    // The rebuild reads the ledger's total, the lapse overlap and running jobs' holds: 3 queries, not 60.
+    expect(once).toBe(3);
+    expect(await windowFigures(scope)).toEqual({ settled: 0, held: 0 });
+    // Done, it is not kept: a window lost later is rebuilt again.
+    await upkeep.seedMissing([scope]);
+    expect(selects).toBe(2 * once);
+  });
+
   it('gives a lease granted after a slow step (its window rebuilt from Postgres first) its full time to live from the grant', async () => {
     const org = `org_leaseslow${Date.now().toString(36)}`;
     // No window in Redis yet: the step finds it missing and rebuilds it, slowly (a busy Postgres).

@@ -50,6 +50,7 @@ export type LeaseRowTemplate = Omit<SpendLedgerRow, 'amount' | 'state'>;
 
 type LeaseState = {
   readonly setKey: string;
+  readonly windowsKey: string;
   readonly orgId: string;
   readonly scopes: SpendScope[];
   readonly blocking: boolean;
@@ -112,10 +113,23 @@ function setKeyOf(scopes: SpendScope[]): string {
   return key;
 }
 
+/** The windows alone: a set whose limits changed counts in the same windows. */
+function windowsKeyOf(scopes: SpendScope[]): string {
+  let key = scopes[0]?.orgId ?? '';
+  for (const s of scopes) key += `|${s.scope}@${s.window}`;
+  return key;
+}
+
 export function createSpendLeases(deps: SpendLeaseDeps): SpendLeases {
   const processId = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
   const now = deps.now ?? Date.now;
   const states = new Map<string, LeaseState>();
+  /** The newest state on each set of windows: when a limit changes, the state under the old limit gives its lease back. */
+  const newest = new Map<string, LeaseState>();
+  const forget = (state: LeaseState) => {
+    states.delete(state.setKey);
+    if (newest.get(state.windowsKey) === state) newest.delete(state.windowsKey);
+  };
   let leases = 0;
   let closed = false;
   const newLeaseId = () => `lease:${processId}:${(leases += 1)}`;
@@ -128,13 +142,19 @@ export function createSpendLeases(deps: SpendLeaseDeps): SpendLeases {
     let state = states.get(setKey);
     if (!state) {
       const endUserScope = row.endUserScope ?? null;
+      const windowsKey = windowsKeyOf(scopes);
       state = {
-        setKey, orgId: scopes[0]!.orgId, scopes, blocking: scopes.some((s) => s.blocking), leaseId: newLeaseId(), generation: 0, held: false,
+        setKey, windowsKey, orgId: scopes[0]!.orgId, scopes, blocking: scopes.some((s) => s.blocking), leaseId: newLeaseId(), generation: 0, held: false,
         amount: 0, drawn: 0, inFlight: 0, unflushed: 0, costs: scopes.some((s) => s.alertAt.length > 0 && s.limit !== null) ? [] : null, demand: 0, rate: 0, misses: 0, worst: 0, lastStepAt: now(), stepping: null,
         // A lapse is recorded in the lease's windows: the customer only where the set caps one.
         row: Object.assign({}, row, { endUserScope, endUserId: endUserScope ? row.endUserId : null, provider: null, model: null }),
       };
       states.set(setKey, state);
+      // A limit changed (lowered, say): the lease sized under the old one is given back now,
+      // but for what its requests in flight drew, rather than once it has idled a second.
+      const previous = newest.get(windowsKey);
+      newest.set(windowsKey, state);
+      if (previous && states.get(previous.setKey) === previous) void stepState(previous, true).catch(() => undefined);
     }
     return state;
   }
@@ -166,7 +186,7 @@ export function createSpendLeases(deps: SpendLeaseDeps): SpendLeases {
     state.generation += 1;
     const spare = state.blocking ? state.rate * LEASE_DEMAND_SECONDS : 0;
     if (spent === 0 && state.inFlight === 0 && spare === 0 && !state.held) {
-      states.delete(state.setKey);
+      forget(state);
       return;
     }
     const windows: ScopeWindow[] = state.scopes;
@@ -207,7 +227,7 @@ export function createSpendLeases(deps: SpendLeaseDeps): SpendLeases {
       state.unflushed += stepSpent;
       if (costs && stepSpent > 0) state.costs = costs.concat(state.costs!);
     }
-    if (state.inFlight === 0 && state.unflushed === 0 && !state.held && state.demand === 0) states.delete(state.setKey);
+    if (state.inFlight === 0 && state.unflushed === 0 && !state.held && state.demand === 0) forget(state);
   }
 
   function stepState(state: LeaseState, giveBack: boolean): Promise<void> {

@@ -52,10 +52,10 @@ describe.each([['one Redis', false], ['a three-master Redis Cluster', true]] as 
     await database.close();
   });
 
-  function apiProcess(rows = rowsKept()) {
+  function apiProcess(rows = rowsKept(), stepMs = 50) {
     const deps = { db: database.db, redis, rows };
     const upkeep = createSpendUpkeep(deps);
-    const leases = createSpendLeases({ redis, upkeep, stepMs: 50 });
+    const leases = createSpendLeases({ redis, upkeep, stepMs });
     const rate = createRateLeases({ redis, stepMs: 50 });
     processes.push(leases, rate);
     return { leases, rows, spend: leasedSpendLedger(createSpendLedger(deps, upkeep), leases, { ...deps, rate }) };
@@ -179,12 +179,13 @@ describe.each([['one Redis', false], ['a three-master Redis Cluster', true]] as 
     const org = `org_leaselow${Date.now().toString(36)}`;
     const before = keyScope(org, 'lin_low', 10);
     await seedWindow(redis.redis, before, 0n);
-    const procs = [apiProcess(), apiProcess(), apiProcess()];
+    // Steps a second apart: what is given back here is given back by the limit change, not by a tick.
+    const procs = [apiProcess(rowsKept(), 1000), apiProcess(rowsKept(), 1000), apiProcess(rowsKept(), 1000)];
     const leased = { count: 0 };
     let i = 0;
     // Leases form in every process...
     for (let round = 0; round < 30; round++) await Promise.all(procs.map((p) => request(p, [before], `low${i++}`, 0.01, 0.005, 1, leased)));
-    await sleep(120);
+    await Promise.all(procs.map((p) => p.leases.flush()));
     for (let round = 0; round < 10; round++) await Promise.all(procs.map((p) => request(p, [before], `low${i++}`, 0.01, 0.005, 1, leased)));
     expect((await windowFigures(before)).held).toBeGreaterThan(0);
     // ...then the limit is lowered to what is spent plus $0.30: each process now sees the new limit.
@@ -192,6 +193,12 @@ describe.each([['one Redis', false], ['a three-master Redis Cluster', true]] as 
     const spentSoFar = (await windowFigures(before)).settled;
     const lowered = keyScope(org, 'lin_low', (spentSoFar + toNanos(0.3)) / 1e9);
     let admitted = spentSoFar;
+    // Each process gives back the lease it sized under the old limit as soon as it sees the new
+    // one, not at its next step: what stays held is at most the new leases, a tenth of the room.
+    const first = await Promise.all(procs.map((p) => request(p, [lowered], `low${i++}`, 0.01, 0.005, 1, leased)));
+    admitted += first.reduce<number>((sum, s) => sum + (s === null ? 0 : toNanos(s)), 0);
+    for (let waited = 0; (await windowFigures(lowered)).held > toNanos(0.1) && waited < 300; waited += 10) await sleep(10);
+    expect((await windowFigures(lowered)).held).toBeLessThanOrEqual(toNanos(0.1));
     for (let round = 0; round < 60; round++) {
       const spent = await Promise.all(procs.map((p) => request(p, [lowered], `low${i++}`, 0.01, 0.005, 1, leased)));
       admitted += spent.reduce<number>((sum, s) => sum + (s === null ? 0 : toNanos(s)), 0);

@@ -174,6 +174,8 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
   /** Rows written out as they were recorded, and rows still waiting for `beforeInsert`. */
   let queue: RecordText[] = [];
   let unprepared: Array<T['$inferInsert']> = [];
+  const queued = () => queue.length + unprepared.length;
+  const { beforeInsert, prepareNow } = options;
   let timer: NodeJS.Timeout | null = null;
   const insert = batchInsert(table, options.afterInsert);
   let dropped = 0;
@@ -236,13 +238,17 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
 
   /**
    * One batch at a time, each taking all that queued while the one before it was written
-   * (group commit): under light load batches stay small and Postgres busy briefly; when
-   * inserts fall behind, batches grow and the rows queue within `maxQueued`. (A chain of
-   * fixed-size batches fell behind at c=32 and grew the process by 10 MB a second.)
+   * (group commit), once `maxBatch` rows wait or a flush asks for all: under light load batches
+   * stay small and Postgres busy briefly; when inserts fall behind, batches grow and the rows
+   * queue within `maxQueued`. (A chain of fixed-size batches fell behind at c=32 and grew the
+   * process by 10 MB a second; taking whatever waited after each insert, however few rows,
+   * made a transaction every 16 requests instead of every 25.)
    */
   let draining: Promise<void> | null = null;
+  /** A flush (the timer, `flush()`, `close()`) wants every row written, not only full batches. */
+  let all = false;
   const drain = async (): Promise<void> => {
-    while (queue.length + unprepared.length > 0) {
+    while (queued() > 0 && (all || queued() >= maxBatch)) {
       const batch = queue;
       const toPrepare = unprepared;
       queue = [];
@@ -250,7 +256,9 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
       // Through the lane, one at a time with the process's other writers' batches.
       await lane.run(() => writeBatch(batch, toPrepare));
     }
+    if (queued() === 0) all = false;
   };
+  const startDrain = (): Promise<void> => (draining ??= drain().finally(() => (draining = null)));
 
   /** Answers once the queue is empty: every row recorded before the call, and any recorded while it ran, is written or given up. */
   const flush = (): Promise<void> => {
@@ -259,12 +267,10 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
       timer = null;
     }
     reportDrops();
-    draining ??= drain().finally(() => (draining = null));
-    return draining;
+    all = true;
+    return startDrain();
   };
 
-  const { beforeInsert, prepareNow } = options;
-  const queued = () => queue.length + unprepared.length;
   return {
     record(row) {
       if (queued() >= maxQueued) {
@@ -281,9 +287,9 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
         logger.error({ err, row: { id: (row as { id?: unknown }).id } }, `${what} row could not be written out; dropped`);
         return;
       }
-      // While a batch is being written, the next takes this row when it is done; the timer
-      // is the backstop for a row recorded as the last batch ended.
-      if (queued() >= maxBatch && !draining) void flush();
+      // While a batch is being written, the next takes this row once `maxBatch` wait; the timer
+      // writes what is left of a batch that never fills.
+      if (queued() >= maxBatch) void startDrain();
       else timer ??= setTimeout(() => void flush(), flushMs);
     },
     flush,

@@ -120,6 +120,29 @@ describe('batch writer', () => {
     expect(statementRows.sort()).toEqual([3, 3, 3, 4, 4, 4, 5, 5, 5]);
   });
 
+  it('after a batch, leaves fewer than maxBatch rows for the timer instead of a statement of their own', async () => {
+    const statements: number[] = [];
+    const dialect = new PgDialect();
+    const watched = {
+      execute: async (query: SQL) => {
+        statements.push((JSON.parse(dialect.sqlToQuery(query).params[0] as string) as unknown[]).length);
+        await new Promise((r) => setTimeout(r, 5));
+        return database.db.execute(query);
+      },
+    } as unknown as Database;
+    const writer = createBatchWriter(watched, budgetCrossings, logger, 'crossings', { flushMs: 10_000, maxBatch: 4 });
+    const row = (i: number) => ({ id: `bcross_${orgId}_part${i}`, orgId, scope: `project:part${i}`, window: '2026-11-06', fraction: 0.5, limit: 1, spent: 1, behavior: 'alert' as const });
+    for (let i = 0; i < 4; i++) writer.record(row(i));
+    // Two more while the first batch is written: not enough for a batch of their own.
+    writer.record(row(4));
+    writer.record(row(5));
+    await new Promise((r) => setTimeout(r, 50));
+    expect(statements).toEqual([4]);
+    expect(writer.queued()).toBe(2);
+    await writer.close();
+    expect(statements).toEqual([4, 2]);
+  });
+
   it('drops a row JSON cannot hold when it is recorded, and says so, without throwing into the request', () => {
     text = '';
     const writer = createBatchWriter(database.db, budgetCrossings, logger, 'crossings', { flushMs: 10_000 });

@@ -241,8 +241,8 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
    * (group commit), once `maxBatch` rows wait or a flush asks for all: under light load batches
    * stay small and Postgres busy briefly; when inserts fall behind, batches grow and the rows
    * queue within `maxQueued`. (A chain of fixed-size batches fell behind at c=32 and grew the
-   * process by 10 MB a second; taking whatever waited after each insert, however few rows,
-   * made a transaction every 16 requests instead of every 25.)
+   * process by 10 MB a second.) A few rows left after a batch wait for the timer or for
+   * `maxBatch` rows rather than make a transaction of their own.
    */
   let draining: Promise<void> | null = null;
   /** A flush (the timer, `flush()`, `close()`) wants every row written, not only full batches. */

@@ -4,6 +4,7 @@ import type { Database } from '../db/client';
 import { gatewayKeys, organizations, projects, type CreditLimit, type EntitlementState, type SpendLimit } from '../db/schema';
 import { GatewayError } from '../errors';
 import { addressAllowed, parseRanges, type CidrRange } from './ip-allowlist';
+import { createSingleFlight } from '../single-flight';
 
 /** What the hot path needs to know about a key, loaded once and cached in-process. */
 export type KeyContext = {
@@ -115,27 +116,20 @@ export type KeyResolver = {
  */
 export function createKeyResolver(db: Database, options: { ttlMs?: number; max?: number } = {}): KeyResolver {
   const cache = boundedCache<string, { value: KeyContext | null }>(options.max ?? 50_000, { ttl: options.ttlMs ?? 30_000 });
-  const inflight = new Map<string, Promise<KeyContext | null>>();
+  const inflight = createSingleFlight<KeyContext | null>();
   // A load that started before a clear() must not repopulate the cache with what it read.
   let generation = 0;
   return {
     async resolve(secretHash) {
       const hit = cache.get(secretHash);
       if (hit) return hit.value;
-      let pending = inflight.get(secretHash);
-      if (!pending) {
+      return inflight.run(secretHash, () => {
         const startedIn = generation;
-        pending = loadKeyContext(db, secretHash)
-          .then((value) => {
-            if (startedIn === generation) cache.set(secretHash, { value });
-            return value;
-          })
-          .finally(() => {
-            if (inflight.get(secretHash) === pending) inflight.delete(secretHash);
-          });
-        inflight.set(secretHash, pending);
-      }
-      return pending;
+        return loadKeyContext(db, secretHash).then((value) => {
+          if (startedIn === generation) cache.set(secretHash, { value });
+          return value;
+        });
+      });
     },
     clear() {
       generation += 1;

@@ -107,16 +107,10 @@ function leaseRefOf(state: Pick<LeaseState, 'leaseId' | 'generation'>): string {
   return `${state.leaseId}#${state.generation}`;
 }
 
-function setKeyOf(scopes: SpendScope[]): string {
+/** The windows a scope set counts in, and with `limits` each window's limit: a set whose limits changed counts in the same windows. */
+function scopeSetKey(scopes: SpendScope[], limits: boolean): string {
   let key = scopes[0]?.orgId ?? '';
-  for (const s of scopes) key += `|${s.scope}@${s.window}:${s.limitNanos ?? '-'}`;
-  return key;
-}
-
-/** The windows alone: a set whose limits changed counts in the same windows. */
-function windowsKeyOf(scopes: SpendScope[]): string {
-  let key = scopes[0]?.orgId ?? '';
-  for (const s of scopes) key += `|${s.scope}@${s.window}`;
+  for (const s of scopes) key += limits ? `|${s.scope}@${s.window}:${s.limitNanos ?? '-'}` : `|${s.scope}@${s.window}`;
   return key;
 }
 
@@ -138,11 +132,11 @@ export function createSpendLeases(deps: SpendLeaseDeps): SpendLeases {
   timer.unref();
 
   function stateFor(scopes: SpendScope[], row: LeaseRowTemplate): LeaseState {
-    const setKey = setKeyOf(scopes);
+    const setKey = scopeSetKey(scopes, true);
     let state = states.get(setKey);
     if (!state) {
       const endUserScope = row.endUserScope ?? null;
-      const windowsKey = windowsKeyOf(scopes);
+      const windowsKey = scopeSetKey(scopes, false);
       state = {
         setKey, windowsKey, orgId: scopes[0]!.orgId, scopes, blocking: scopes.some((s) => s.blocking), leaseId: newLeaseId(), generation: 0, held: false,
         amount: 0, drawn: 0, inFlight: 0, unflushed: 0, costs: scopes.some((s) => s.alertAt.length > 0 && s.limit !== null) ? [] : null, demand: 0, rate: 0, misses: 0, worst: 0, lastStepAt: now(), stepping: null,

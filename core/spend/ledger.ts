@@ -9,6 +9,7 @@ import { holdSpend, renewHold, repairWindow, settleHold, sweepLapsedHolds, unreg
 import { decimalToNanos, sumNanos, toDollars, toNanos } from './money';
 import type { SpendScope } from './scopes';
 import type { LeaseDraw } from './leases';
+import { createSingleFlight } from '../single-flight';
 
 /** How long a chat request's hold lives if its instance dies before settling it. */
 export const CHAT_HOLD_LEASE_MS = 15 * 60_000;
@@ -176,26 +177,19 @@ export type SpendLedgerDeps = { db: Database; redis: RedisHandle; rows: BatchWri
 export function createSpendUpkeep(deps: SpendLedgerDeps): SpendUpkeep {
   const rebuild = (scope: SpendScope) => ledgerWindowTotal(deps.db, scope);
   /** Windows being rebuilt from Postgres now, by their settled counter's key. */
-  const seedingWindows = new Map<string, Promise<void>>();
+  const seeding = createSingleFlight<void>();
   return {
     recordCrossings(scopes, totals, nanos, costs) {
       for (const row of crossingRows(scopes, totals, nanos, new Date(), costs)) deps.crossings?.record(row);
     },
     async seedMissing(scopes) {
-      await Promise.all(scopes.map((s) => {
-        // One rebuild a window at a time in this process: every request in flight on a window
-        // found missing (a new project under load, say) waits for the same one. Each used to
-        // run its own, and 32 of them at once took 2-4 s of a busy Postgres (bench:scale-out).
-        const key = windowKeys(s)[0];
-        let seeding = seedingWindows.get(key);
-        if (!seeding) {
-          const now = new Date();
-          seeding = (async () => repairWindow(deps.redis.redis, s, await rebuild(s), await runningJobHolds(deps.db, s, now), new Date(now.getTime() + CHAT_HOLD_LEASE_MS)))()
-            .finally(() => seedingWindows.delete(key));
-          seedingWindows.set(key, seeding);
-        }
-        return seeding;
-      }));
+      // One rebuild a window at a time in this process: every request in flight on a window
+      // found missing (a new project under load, say) waits for the same one. Each used to run
+      // its own, and 32 of them at once took 2-4 s of a busy Postgres (bench:scale-out).
+      await Promise.all(scopes.map((s) => seeding.run(windowKeys(s)[0], async () => {
+        const now = new Date();
+        await repairWindow(deps.redis.redis, s, await rebuild(s), await runningJobHolds(deps.db, s, now), new Date(now.getTime() + CHAT_HOLD_LEASE_MS));
+      })));
     },
     async recordLapsed(orgId, now) {
       for (const lapsed of await sweepLapsedHolds(deps.redis.redis, orgId, now)) {

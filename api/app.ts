@@ -61,11 +61,9 @@ export function createApp(deps: AppDeps): Koa<GatewayState> {
     temporalCodecRouter({ ...deps.temporalCodec, db: deps.db, clock: deps.clock, authFailures: deps.authFailures }),
   ];
 
-  // Traces exported: a server span per request, before the error handler so that it ends with
-  // the status an error was rendered as. Otherwise the request context adopts a caller's trace id.
-  const tracing = requestTracing();
-  app.use(requestContext(deps.logger, { callerTrace: !tracing }));
-  if (tracing) app.use(tracing);
+  // Traces exported: a server span per request, begun and ended by the request context, outside
+  // the error handler. Otherwise the request context adopts a caller's trace id.
+  app.use(requestContext(deps.logger, { tracer: requestTracing() }));
   app.use(errorHandler());
   const meterDeps = { keys: deps.keys, clock: deps.clock, redis: deps.spendRedis };
   app.use(bodyLimit({ beforeRefusal: gatewayPreAuthMeter(meterDeps) }));

@@ -6,7 +6,7 @@ import { newId } from '../../core/ids';
 import type { Logger } from '../../core/logger';
 import type { RequestTrace } from '../../core/observability/tracing';
 import type { GatewayState } from '../context';
-import { adoptCallerTrace } from './tracing';
+import { adoptCallerTrace, type RequestTracer } from './tracing';
 
 export const REQUEST_ID_HEADER = 'X-GW-Request-Id';
 
@@ -45,21 +45,26 @@ class RequestState implements GatewayState {
 
 /**
  * Gives every request an id (header on every response, body id of a chat answer) and a logger
- * carrying it. `callerTrace` (traces off): a caller's `traceparent` is adopted here, rather than
- * by a middleware of its own that every request would pass through.
+ * carrying it. With traces on (`tracer`), a gateway request's server span starts and ends here,
+ * around everything else, so it ends with the status an error was rendered as; with them off, a
+ * caller's `traceparent` is adopted here. Either way without a middleware of its own that every
+ * request would pass through.
  */
-export function requestContext(logger: Logger, options: { callerTrace?: boolean } = {}): Middleware<GatewayState> {
-  const callerTrace = options.callerTrace === true;
+export function requestContext(logger: Logger, options: { tracer?: RequestTracer } = {}): Middleware<GatewayState> {
+  const tracer = options.tracer;
   return async (ctx, next) => {
     const requestId = newId('req');
     const fields: Record<string, string> = { request_id: requestId };
     ctx.state = new RequestState(logger, requestId, fields);
     ctx.set(REQUEST_ID_HEADER, requestId);
-    if (callerTrace) adoptCallerTrace(ctx);
+    let trace: RequestTrace | undefined;
+    if (tracer) trace = tracer.begin(ctx);
+    else adoptCallerTrace(ctx);
     const started = process.hrtime.bigint();
     try {
       await next();
     } finally {
+      if (trace) tracer!.end(ctx, trace);
       // The access line carries the same fields without a child logger of its own. Spread
       // last: an object that begins with a spread gains properties slowly (docs/decisions.md).
       logger.info(

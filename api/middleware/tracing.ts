@@ -1,9 +1,8 @@
 import { SpanStatusCode } from '@opentelemetry/api';
-import type { Middleware } from 'koa';
 import { genAiOperationOf } from '../../core/observability/attempt-spans';
 import { newTraceId, RecordedSpan, SPAN_KIND } from '../../core/observability/span-recorder';
 import { parseTraceparent, processTracingSetup, RequestTrace, traceIdOfTraceparent } from '../../core/observability/tracing';
-import type { GatewayContext, GatewayState } from '../context';
+import type { GatewayContext } from '../context';
 
 export const TRACE_ID_HEADER = 'X-GW-Trace-Id';
 
@@ -24,37 +23,50 @@ export function adoptCallerTrace(ctx: GatewayContext): void {
   }
 }
 
+/** What the request context does with a request's trace when traces are on. */
+export type RequestTracer = {
+  /** Starts a gateway request's trace (its server span); undefined for paths that are not traced. */
+  begin(ctx: GatewayContext): RequestTrace | undefined;
+  /** Ends it, once the answer's status is known. */
+  end(ctx: GatewayContext, trace: RequestTrace): void;
+};
+
 /**
  * A server span per gateway request (HTTP server conventions: `{method} {route}`), joining the
  * caller's W3C `traceparent` when it sends one. The answer carries the trace id
  * (`X-GW-Trace-Id`), and so does the request-log row (`ctx.state.traceId`). The request's
  * steps reach the span through `ctx.state.trace`, not an async context (core/observability/tracing.ts).
  *
- * Undefined when traces are off: then no middleware runs, and `requestContext` echoes and logs a
- * caller's `traceparent` (`adoptCallerTrace`).
+ * The request context middleware calls it rather than a middleware of its own: each layer of
+ * Koa's chain is a promise and a bound dispatch on every request.
+ *
+ * Undefined when traces are off: then `requestContext` echoes and logs a caller's `traceparent`
+ * (`adoptCallerTrace`).
  */
-export function requestTracing(): Middleware<GatewayState> | undefined {
+export function requestTracing(): RequestTracer | undefined {
   const tracing = processTracingSetup();
   if (!tracing) return undefined;
-  return async (ctx, next) => {
-    if (!ctx.path.startsWith(TRACED)) return next();
-    const header = ctx.req.headers.traceparent;
-    const caller = parseTraceparent(typeof header === 'string' ? header : undefined);
-    const traceId = caller?.traceId ?? newTraceId();
-    const recorder = tracing.sampled(caller, traceId) ? tracing.recorder : null;
-    const span = new RecordedSpan(recorder, traceId, caller?.spanId, `${ctx.method} ${ctx.path}`, SPAN_KIND.server, {
-      'http.request.method': ctx.method,
-      'url.path': ctx.path,
-      'url.scheme': ctx.protocol,
-      'gw.request_id': ctx.state.requestId,
-    });
-    const requestTrace = new RequestTrace(span, genAiOperationOf(ctx.path), recorder);
-    ctx.state.traceId = traceId;
-    ctx.state.trace = requestTrace;
-    ctx.set(TRACE_ID_HEADER, traceId);
-    try {
-      await next();
-    } finally {
+  return {
+    begin(ctx) {
+      if (!ctx.path.startsWith(TRACED)) return undefined;
+      const header = ctx.req.headers.traceparent;
+      const caller = parseTraceparent(typeof header === 'string' ? header : undefined);
+      const traceId = caller?.traceId ?? newTraceId();
+      const recorder = tracing.sampled(caller, traceId) ? tracing.recorder : null;
+      const span = new RecordedSpan(recorder, traceId, caller?.spanId, `${ctx.method} ${ctx.path}`, SPAN_KIND.server, {
+        'http.request.method': ctx.method,
+        'url.path': ctx.path,
+        'url.scheme': ctx.protocol,
+        'gw.request_id': ctx.state.requestId,
+      });
+      const requestTrace = new RequestTrace(span, genAiOperationOf(ctx.path), recorder);
+      ctx.state.traceId = traceId;
+      ctx.state.trace = requestTrace;
+      ctx.set(TRACE_ID_HEADER, traceId);
+      return requestTrace;
+    },
+    end(ctx, requestTrace) {
+      const span = requestTrace.server;
       // @koa/router leaves the matched route's template: `POST /v1/videos/:id`, not every id.
       const route = (ctx as { _matchedRoute?: unknown })._matchedRoute;
       if (typeof route === 'string') {
@@ -65,6 +77,6 @@ export function requestTracing(): Middleware<GatewayState> | undefined {
       if (ctx.status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
       requestTrace.endAll();
       span.end();
-    }
+    },
   };
 }

@@ -97,15 +97,15 @@ export function createProcessMetrics(service: string): Registry {
 export function createGatewayMetrics(service: string): GatewayMetrics {
   const registry = createProcessMetrics(service);
 
-  const requests = new SeriesCounter(registry, 'gw_requests_total', 'Model requests answered, by endpoint (the client protocol), HTTP status and the provider kind that served (none when none did).');
-  const duration = new SeriesHistogram(registry, 'gw_request_duration_seconds', 'Time from a model request\'s arrival to its answer, by endpoint.', SECONDS_BUCKETS);
-  const added = new SeriesHistogram(registry, 'gw_request_added_duration_seconds', 'Time a model request spent in the gateway rather than waiting on providers, by endpoint.', SECONDS_BUCKETS);
-  const attempts = new SeriesCounter(registry, 'gw_provider_attempts_total', 'Calls to providers, by provider kind and outcome (ok, or the failure kind that drove failover).');
-  const cache = new SeriesCounter(registry, 'gw_response_cache_lookups_total', 'Response cache outcomes of requests that reached the cache step (hit, miss, bypass, uncacheable).');
-  const guardrails = new SeriesCounter(registry, 'gw_guardrail_actions_total', 'Requests a guardrail policy acted on, by the strongest action taken.');
-  const refusals = new SeriesCounter(registry, 'gw_refusals_total', 'Requests answered with an error carrying a code (budget, rate, unpriced, guardrail...), by HTTP status and code.');
-  const spend = new SeriesCounter(registry, 'gw_spend_settled_usd_total', 'US dollars settled against budgets, by provider kind (estimated as answers report them).');
-  const tokens = new SeriesHistogram(registry, 'gen_ai_client_token_usage', 'Tokens per model call (GenAI semantic conventions), by operation, provider, model served and token type.', TOKEN_BUCKETS);
+  const requests = new SeriesCounter(registry, 'gw_requests_total', 'Model requests answered, by endpoint (the client protocol), HTTP status and the provider kind that served (none when none did).', ['endpoint', 'status', 'provider']);
+  const duration = new SeriesHistogram(registry, 'gw_request_duration_seconds', 'Time from a model request\'s arrival to its answer, by endpoint.', SECONDS_BUCKETS, ['endpoint']);
+  const added = new SeriesHistogram(registry, 'gw_request_added_duration_seconds', 'Time a model request spent in the gateway rather than waiting on providers, by endpoint.', SECONDS_BUCKETS, ['endpoint']);
+  const attempts = new SeriesCounter(registry, 'gw_provider_attempts_total', 'Calls to providers, by provider kind and outcome (ok, or the failure kind that drove failover).', ['provider', 'outcome']);
+  const cache = new SeriesCounter(registry, 'gw_response_cache_lookups_total', 'Response cache outcomes of requests that reached the cache step (hit, miss, bypass, uncacheable).', ['status']);
+  const guardrails = new SeriesCounter(registry, 'gw_guardrail_actions_total', 'Requests a guardrail policy acted on, by the strongest action taken.', ['action']);
+  const refusals = new SeriesCounter(registry, 'gw_refusals_total', 'Requests answered with an error carrying a code (budget, rate, unpriced, guardrail...), by HTTP status and code.', ['status', 'code']);
+  const spend = new SeriesCounter(registry, 'gw_spend_settled_usd_total', 'US dollars settled against budgets, by provider kind (estimated as answers report them).', ['provider']);
+  const tokens = new SeriesHistogram(registry, 'gen_ai_client_token_usage', 'Tokens per model call (GenAI semantic conventions), by operation, provider, model served and token type.', TOKEN_BUCKETS, ['gen_ai_operation_name', 'gen_ai_provider_name', 'gen_ai_response_model', 'gen_ai_token_type']);
   const writers = new Map<string, Pick<BatchWriter<unknown>, 'dropped' | 'queued' | 'onFlush'>>();
   const reported = new Map<string, number>();
   new Counter({
@@ -127,7 +127,7 @@ export function createGatewayMetrics(service: string): GatewayMetrics {
     },
   });
   const flushes = new Histogram({ name: 'gw_batch_flush_duration_seconds', help: 'Time a batch writer\'s batch took to write (its insert and what rides with it), by writer.', labelNames: ['writer'], buckets: SECONDS_BUCKETS, registers: [registry] });
-  const operation = new SeriesHistogram(registry, 'gen_ai_client_operation_duration_seconds', 'Duration of served model calls (GenAI semantic conventions), by operation, provider and model served.', SECONDS_BUCKETS);
+  const operation = new SeriesHistogram(registry, 'gen_ai_client_operation_duration_seconds', 'Duration of served model calls (GenAI semantic conventions), by operation, provider and model served.', SECONDS_BUCKETS, ['gen_ai_operation_name', 'gen_ai_provider_name', 'gen_ai_response_model']);
 
   return {
     registry,
@@ -136,37 +136,32 @@ export function createGatewayMetrics(service: string): GatewayMetrics {
       writer.onFlush((seconds) => flushes.observe({ writer: name }, seconds));
     },
     observeRequest(row) {
-      // Each series is named by its label values joined (\u0001 is in none); its labels object is made once.
       const endpoint = row.endpoint ?? 'unknown';
       const provider = row.provider ?? 'none';
       const status = String(row.status);
-      requests.inc(`${endpoint}\u0001${status}\u0001${provider}`, () => ({ endpoint, status, provider }));
-      duration.observe(endpoint, () => ({ endpoint }), (row.latencyMs ?? 0) / 1000);
+      requests.add(1, endpoint, status, provider);
+      duration.observe((row.latencyMs ?? 0) / 1000, endpoint);
       const list: RequestAttempt[] = row.attempts ?? [];
       let upstreamMs = 0;
       for (const a of list) {
-        attempts.inc(`${a.provider}\u0001${a.outcome}`, () => ({ provider: a.provider, outcome: a.outcome }));
+        attempts.add(1, a.provider, a.outcome);
         upstreamMs += a.latency_ms;
       }
-      added.observe(endpoint, () => ({ endpoint }), Math.max(0, (row.latencyMs ?? 0) - upstreamMs) / 1000);
-      const cacheStatus = row.cacheStatus;
-      if (cacheStatus) cache.inc(cacheStatus, () => ({ status: cacheStatus }));
+      added.observe(Math.max(0, (row.latencyMs ?? 0) - upstreamMs) / 1000, endpoint);
+      if (row.cacheStatus) cache.add(1, row.cacheStatus);
       const action = (row.guardrails as { action?: string } | null | undefined)?.action;
-      if (action && action !== 'none') guardrails.inc(action, () => ({ action }));
-      const code = row.errorCode;
-      if (code) refusals.inc(`${status}\u0001${code}`, () => ({ status, code }));
-      if (typeof row.cost === 'number' && row.cost > 0 && row.priceSource !== 'gateway_cache') spend.inc(provider, () => ({ provider }), row.cost);
+      if (action && action !== 'none') guardrails.add(1, action);
+      if (row.errorCode) refusals.add(1, status, row.errorCode);
+      if (typeof row.cost === 'number' && row.cost > 0 && row.priceSource !== 'gateway_cache') spend.add(row.cost, provider);
       // Model calls: what a provider served (a cache hit called none).
       const servedModel = row.servedModel;
       if (row.provider && servedModel && row.priceSource !== 'gateway_cache') {
         const op = OPERATIONS[endpoint] ?? endpoint;
-        const key = `${op}\u0001${provider}\u0001${servedModel}`;
-        const labels = () => ({ gen_ai_operation_name: op, gen_ai_provider_name: provider, gen_ai_response_model: servedModel });
         const usage = row.usage as { prompt_tokens?: number; completion_tokens?: number } | null | undefined;
-        if (typeof usage?.prompt_tokens === 'number') tokens.observe(`${key}\u0001input`, () => ({ ...labels(), gen_ai_token_type: 'input' }), usage.prompt_tokens);
-        if (typeof usage?.completion_tokens === 'number') tokens.observe(`${key}\u0001output`, () => ({ ...labels(), gen_ai_token_type: 'output' }), usage.completion_tokens);
+        if (typeof usage?.prompt_tokens === 'number') tokens.observe(usage.prompt_tokens, op, provider, servedModel, 'input');
+        if (typeof usage?.completion_tokens === 'number') tokens.observe(usage.completion_tokens, op, provider, servedModel, 'output');
         const served = list.at(-1);
-        if (served) operation.observe(key, labels, served.latency_ms / 1000);
+        if (served) operation.observe(served.latency_ms / 1000, op, provider, servedModel);
       }
     },
   };

@@ -5,27 +5,52 @@ import type { Registry } from 'prom-client';
  * numbers per series. prom-client's own metrics take a labels object on every observation, check
  * it against the label names and hash it to find the series: nine times a request, that was
  * about 17 µs of the ~34 µs the metrics cost (bench/results/2026-11-27-issue-36-traces.md). Here
- * the caller names the series by a key it builds from the label values it already holds, and the
- * labels object is made once per series. The registry reads them at scrape time through the same
- * `get()` its own metrics answer, so the exposition, default labels and content type are
- * prom-client's.
+ * a series is found by its label values in order, one map level per label, so an observation
+ * builds no key string, no labels object and no closure: values that repeat are mostly the same
+ * string objects (a provider kind, an endpoint), whose hashes V8 keeps. The labels object is
+ * made once per series. The registry reads them at scrape time through the same `get()` its own
+ * metrics answer, so the exposition, default labels and content type are prom-client's.
  */
 
 type Labels = Record<string, string>;
 type Value = { labels: Record<string, string | number>; value: number; metricName?: string };
+type Entry<S> = { labels: Labels; state: S };
+/** A level of the series tree: label value to the next level, or to the series at the last label. */
+type Level<S> = Map<string, Level<S> | Entry<S>>;
 
 abstract class Series<S> {
-  protected readonly series = new Map<string, { labels: Labels; state: S }>();
+  private readonly tree: Level<S> = new Map();
+  protected readonly entries: Array<Entry<S>> = [];
 
-  constructor(registry: Registry, readonly name: string, readonly help: string, readonly type: 'counter' | 'histogram') {
+  constructor(registry: Registry, readonly name: string, readonly help: string, readonly type: 'counter' | 'histogram', private readonly labelNames: readonly string[]) {
+    if (labelNames.length === 0) throw new Error(`${name}: a series metric needs at least one label`);
     registry.registerMetric(this as never);
   }
 
-  protected stateOf(key: string, labels: () => Labels, init: () => S): S {
-    let entry = this.series.get(key);
-    if (!entry) {
-      entry = { labels: labels(), state: init() };
-      this.series.set(key, entry);
+  protected abstract init(): S;
+
+  /** The series of these label values, in the order of the label names (made the first time). */
+  protected stateOf(a: string, b?: string, c?: string, d?: string): S {
+    const depth = this.labelNames.length;
+    let level = this.tree;
+    for (let i = 0; i < depth - 1; i++) {
+      const value = i === 0 ? a : i === 1 ? b! : c!;
+      let next = level.get(value) as Level<S> | undefined;
+      if (next === undefined) {
+        next = new Map();
+        level.set(value, next);
+      }
+      level = next;
+    }
+    const last = depth === 1 ? a : depth === 2 ? b! : depth === 3 ? c! : d!;
+    let entry = level.get(last) as Entry<S> | undefined;
+    if (entry === undefined) {
+      const values = [a, b, c, d];
+      const labels: Labels = {};
+      this.labelNames.forEach((name, i) => (labels[name] = values[i]!));
+      entry = { labels, state: this.init() };
+      level.set(last, entry);
+      this.entries.push(entry);
     }
     return entry.state;
   }
@@ -33,7 +58,8 @@ abstract class Series<S> {
   readonly aggregator = 'sum';
 
   reset(): void {
-    this.series.clear();
+    this.tree.clear();
+    this.entries.length = 0;
   }
 
   async get(): Promise<{ name: string; help: string; type: string; aggregator: string; values: Value[] }> {
@@ -44,27 +70,36 @@ abstract class Series<S> {
 }
 
 export class SeriesCounter extends Series<{ value: number }> {
-  constructor(registry: Registry, name: string, help: string) {
-    super(registry, name, help, 'counter');
+  constructor(registry: Registry, name: string, help: string, labelNames: readonly string[]) {
+    super(registry, name, help, 'counter', labelNames);
   }
 
-  /** Adds `by` (1 by default) to the series `key`, whose labels `labels()` makes the first time. */
-  inc(key: string, labels: () => Labels, by = 1): void {
-    this.stateOf(key, labels, () => ({ value: 0 })).value += by;
+  protected init() {
+    return { value: 0 };
+  }
+
+  /** Adds `by` to the series of these label values (in the order of the label names). */
+  add(by: number, a: string, b?: string, c?: string, d?: string): void {
+    this.stateOf(a, b, c, d).value += by;
   }
 
   protected values(): Value[] {
-    return [...this.series.values()].map((s) => ({ labels: s.labels, value: s.state.value }));
+    return this.entries.map((s) => ({ labels: s.labels, value: s.state.value }));
   }
 }
 
 export class SeriesHistogram extends Series<{ counts: Float64Array; sum: number; count: number }> {
-  constructor(registry: Registry, name: string, help: string, private readonly buckets: readonly number[]) {
-    super(registry, name, help, 'histogram');
+  constructor(registry: Registry, name: string, help: string, private readonly buckets: readonly number[], labelNames: readonly string[]) {
+    super(registry, name, help, 'histogram', labelNames);
   }
 
-  observe(key: string, labels: () => Labels, value: number): void {
-    const s = this.stateOf(key, labels, () => ({ counts: new Float64Array(this.buckets.length), sum: 0, count: 0 }));
+  protected init() {
+    return { counts: new Float64Array(this.buckets.length), sum: 0, count: 0 };
+  }
+
+  /** Observes `value` in the series of these label values (in the order of the label names). */
+  observe(value: number, a: string, b?: string, c?: string, d?: string): void {
+    const s = this.stateOf(a, b, c, d);
     for (let i = 0; i < this.buckets.length; i++) {
       if (value <= this.buckets[i]!) {
         s.counts[i]! += 1;
@@ -77,7 +112,7 @@ export class SeriesHistogram extends Series<{ counts: Float64Array; sum: number;
 
   protected values(): Value[] {
     const out: Value[] = [];
-    for (const { labels, state } of this.series.values()) {
+    for (const { labels, state } of this.entries) {
       let cumulative = 0;
       for (let i = 0; i < this.buckets.length; i++) {
         cumulative += state.counts[i]!;

@@ -45,7 +45,17 @@ const newSpanId = () => randomHex(8);
  * `performance.now()` reading: to the microsecond, which a double holds exactly.
  */
 function nanosOf(now: number): string {
-  return `${Math.round((performance.timeOrigin + now) * 1000)}000`;
+  return `${Math.round((TIME_ORIGIN + now) * 1000)}000`;
+}
+/** Read once: `performance.timeOrigin` is a getter that calls into Node each time. */
+const TIME_ORIGIN = performance.timeOrigin;
+
+/**
+ * The same text as one flat string. Text built by concatenation is a tree of pieces, which every
+ * span it is written into walks again; a string kept for reuse is made flat once.
+ */
+function flat(text: string): string {
+  return Buffer.from(text, 'utf8').toString('utf8');
 }
 
 /** Each attribute key's encoded start, made once per key: keys are a small fixed set. */
@@ -53,7 +63,7 @@ const keyPrefixes = new Map<string, string>();
 function keyPrefix(key: string): string {
   let prefix = keyPrefixes.get(key);
   if (prefix === undefined) {
-    prefix = `{"key":${JSON.stringify(key)},"value":`;
+    prefix = flat(`{"key":${JSON.stringify(key)},"value":`);
     if (keyPrefixes.size < 1000) keyPrefixes.set(key, prefix);
   }
   return prefix;
@@ -72,8 +82,29 @@ function encodeValue(value: AttributeValue): string {
   }
 }
 
+/**
+ * Encoded string attributes by key, then by value: most values repeat from request to request
+ * (the operation, the provider, the model, the path, the cache outcome), and a repeated value is
+ * usually the same string object, whose hash V8 keeps. A key whose values keep changing (a
+ * request id) fills its map and is then encoded afresh each time.
+ */
+const encodedStrings = new Map<string, Map<string, string>>();
+const VALUES_KEPT_PER_KEY = 64;
+const LONGEST_KEPT_VALUE = 128;
+
 function encodeAttribute(key: string, value: AttributeValue): string {
-  return `${keyPrefix(key)}${encodeValue(value)}}`;
+  if (typeof value !== 'string' || value.length > LONGEST_KEPT_VALUE) return `${keyPrefix(key)}${encodeValue(value)}}`;
+  let values = encodedStrings.get(key);
+  if (values === undefined) {
+    values = new Map();
+    if (encodedStrings.size < 1000) encodedStrings.set(key, values);
+  }
+  let encoded = values.get(value);
+  if (encoded === undefined) {
+    encoded = `${keyPrefix(key)}{"stringValue":${JSON.stringify(value)}}}`;
+    if (values.size < VALUES_KEPT_PER_KEY) values.set(value, (encoded = flat(encoded)));
+  }
+  return encoded;
 }
 
 /** Attributes as the comma-separated members of an OTLP attribute list. */

@@ -71,6 +71,30 @@ describe('span recorder', () => {
     expect(end >= start).toBe(true);
   });
 
+  it('encodes each span\'s own attribute values, repeated, many-valued and long ones alike', async () => {
+    const recorder = new SpanRecorder(new Resource({ 'service.name': 'gw-test' }), 'gateway');
+    const from = bodies.length;
+    const long = (i: number) => `${'x'.repeat(150)}-${i}`;
+    for (let i = 0; i < 300; i++) {
+      const span = new RecordedSpan(recorder, '4bf92f3577b34da6a3ce929d0e0e4736', undefined, `s${i}`, SPAN_KIND.client, { same: 'chat', many: `v${i}`, cycling: `c${i % 100} "q"` });
+      span.setAttribute('long', long(i)).setAttribute('same', 'chat').setAttribute('cycling', `c${i % 100} "q"`);
+      span.end();
+    }
+    await recorder.shutdown();
+    const spans = bodies.slice(from).flatMap((b) => b.body.resourceSpans[0]!.scopeSpans[0]!.spans);
+    expect(spans).toHaveLength(300);
+    spans.forEach((span, i) => {
+      expect([span.name, span.attributes]).toEqual([`s${i}`, [
+        { key: 'same', value: { stringValue: 'chat' } },
+        { key: 'many', value: { stringValue: `v${i}` } },
+        { key: 'cycling', value: { stringValue: `c${i % 100} "q"` } },
+        { key: 'long', value: { stringValue: long(i) } },
+        { key: 'same', value: { stringValue: 'chat' } },
+        { key: 'cycling', value: { stringValue: `c${i % 100} "q"` } },
+      ]]);
+    });
+  });
+
   it('records nothing for an unsampled request, whose spans still have ids', async () => {
     const before = bodies.length;
     const span = new RecordedSpan(null, '4bf92f3577b34da6a3ce929d0e0e4736', undefined, 'POST /v1/embeddings', SPAN_KIND.server, { a: 'b' });

@@ -3,7 +3,8 @@
  * Portkey gateway), each in its own process, in one run, interleaved, several rounds, medians.
  * See bench/README.md for what is measured and how to read it.
  *
- * BENCH_ROUNDS (3), BENCH_SECONDS (5 per load run), BENCH_PAIRS (8, the paired telemetry runs), BENCH_SUBJECTS (comma list of subject ids)
+ * BENCH_ROUNDS (3), BENCH_SECONDS (5 per load run), BENCH_PAIRS (8, the paired telemetry runs), BENCH_PAIR_SECONDS (4,
+ * each half of a pair), BENCH_SUBJECTS (comma list of subject ids)
  * tune it; BENCH_CPU_PROF=<folder> profiles the API subjects (bench/lib/cpu-prof-preload.ts) and
  * prints where their CPU went (bench/profile-summary.ts). Services: GW_DATA_DIR/runtime.json (what `npm start` runs), else DATABASE_URL /
  * REDIS_URL / TEMPORAL_ADDRESS, else it starts its own (embedded PostgreSQL, redis-server and a
@@ -301,7 +302,7 @@ async function warm(tool: LoadTool, s: Subject, svc: Services, work: string): Pr
  * a pair's two halves are seconds apart, so the machine's drift cancels in its ratio.
  */
 const PAIRS = Number(process.env.BENCH_PAIRS ?? 8);
-const PAIR_SECONDS = 4;
+const PAIR_SECONDS = Number(process.env.BENCH_PAIR_SECONDS ?? 4);
 /** `gateway_control` is the untraced gateway again, in a process started last: what the method reads when nothing differs. */
 const PAIRED_SUBJECTS: ReadonlyArray<Subject['id']> = ['gateway_metrics', 'gateway_telemetry', 'gateway_control'];
 

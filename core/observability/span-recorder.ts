@@ -24,6 +24,8 @@ const MAX_BATCH = 512;
 const FLUSH_MS = 200;
 /** Spans held while exports are slow or failing; beyond it new spans are dropped, as the SDK's queue does. */
 const MAX_QUEUED = 4096;
+/** Ended spans are encoded this many at a time (or at the batch's flush). */
+const ENCODE_EVERY = 32;
 
 /** The span-id and trace-id source: random bytes drawn a pool at a time, as hex. */
 const pool = Buffer.alloc(4096);
@@ -45,8 +47,18 @@ const newSpanId = () => randomHex(8);
  * `performance.now()` reading: to the microsecond, which a double holds exactly.
  */
 function nanosOf(now: number): string {
-  return `${Math.round((TIME_ORIGIN + now) * 1000)}000`;
+  const micros = Math.round((TIME_ORIGIN + now) * 1000);
+  const second = Math.floor(micros / 1_000_000);
+  // A double past 2^31 is turned to text the slow way: the second's digits are kept, and only
+  // the microseconds within it (a small integer, padded to six digits) are made each time.
+  if (second !== secondOf) {
+    secondOf = second;
+    secondText = String(second);
+  }
+  return `${secondText}${String(1_000_000 + (micros - second * 1_000_000)).slice(1)}000`;
 }
+let secondOf = -1;
+let secondText = '';
 /** Read once: `performance.timeOrigin` is a getter that calls into Node each time. */
 const TIME_ORIGIN = performance.timeOrigin;
 
@@ -120,7 +132,7 @@ function encodeAttributes(attributes: Attributes): string {
 /**
  * One span: the subset of OpenTelemetry's `Span` the gateway uses, so either can stand for the
  * other. What is set on it is kept as given (references to strings and numbers the request
- * already holds) and encoded only when it ends, in one go: strings made while a request is in
+ * already holds) and encoded after it ends, in one go: strings made while a request is in
  * flight outlive young-generation collections that strings made and written at once do not.
  */
 export class RecordedSpan {
@@ -132,6 +144,7 @@ export class RecordedSpan {
   private readonly events: Array<number | string | Attributes> = [];
   private status: { code: number; message?: string } | null = null;
   private ended = false;
+  private finish = 0;
 
   constructor(
     private readonly recorder: SpanRecorder | null,
@@ -171,6 +184,12 @@ export class RecordedSpan {
     if (this.ended) return;
     this.ended = true;
     if (!this.recorder) return;
+    this.finish = performance.now();
+    this.recorder.ended(this);
+  }
+
+  /** The span as OTLP JSON: called by the recorder for a few dozen ended spans at a time. */
+  encode(): string {
     let attributes = encodeAttributes(this.attributes);
     for (let i = 0; i < this.later.length; i += 2) {
       const encoded = encodeAttribute(this.later[i] as string, this.later[i + 1] as AttributeValue);
@@ -182,8 +201,8 @@ export class RecordedSpan {
       events = events ? `${events},${event}` : event;
     }
     const status = this.status ? `,"status":{"code":${this.status.code}${this.status.message ? `,"message":${JSON.stringify(this.status.message)}` : ''}}` : '';
-    this.recorder.add(`{"traceId":"${this.traceId}","spanId":"${this.spanId}"${this.parentSpanId ? `,"parentSpanId":"${this.parentSpanId}"` : ''},"name":${JSON.stringify(this.name)},"kind":${this.kind},` +
-      `"startTimeUnixNano":"${nanosOf(this.start)}","endTimeUnixNano":"${nanosOf(performance.now())}","attributes":[${attributes}],"events":[${events}]${status}}`);
+    return `{"traceId":"${this.traceId}","spanId":"${this.spanId}"${this.parentSpanId ? `,"parentSpanId":"${this.parentSpanId}"` : ''},"name":${JSON.stringify(this.name)},"kind":${this.kind},` +
+      `"startTimeUnixNano":"${nanosOf(this.start)}","endTimeUnixNano":"${nanosOf(this.finish)}","attributes":[${attributes}]${events ? `,"events":[${events}]` : ''}${status}}`;
   }
 }
 
@@ -213,6 +232,8 @@ export class SpanRecorder {
   /** Batches written and not yet sent. */
   private readonly batches: Array<{ body: Buffer; chunk: Buffer; count: number }> = [];
   private queued = 0;
+  /** Ended spans not yet encoded. */
+  private readonly pending: RecordedSpan[] = [];
   private timer: NodeJS.Timeout | null = null;
   /** The exports under way, one batch at a time. */
   private sending: Promise<void> = Promise.resolve();
@@ -226,7 +247,27 @@ export class SpanRecorder {
     });
   }
 
-  add(encoded: string): void {
+  /**
+   * Takes an ended span. Spans are encoded a few dozen at a time (`ENCODE_EVERY`, or when the
+   * batch is flushed): one span's encoding, run once between two requests' other work, finds
+   * its code and data out of the processor's caches and costs about twice what it costs in a
+   * loop (bench/results/2026-11-27-issue-36-traces.md). The spans wait a few milliseconds, less
+   * than the time between two young-generation collections.
+   */
+  ended(span: RecordedSpan): void {
+    if (this.queued + this.pending.length >= MAX_QUEUED) return;
+    this.pending.push(span);
+    if (this.pending.length >= ENCODE_EVERY) this.writePending();
+    else this.flushSoon(FLUSH_MS);
+  }
+
+  private writePending(): void {
+    const spans = this.pending;
+    for (let i = 0; i < spans.length; i++) this.write(spans[i]!.encode());
+    spans.length = 0;
+  }
+
+  private write(encoded: string): void {
     if (this.queued >= MAX_QUEUED) return;
     // UTF-8 takes at most three bytes per UTF-16 unit, and one for the separating comma.
     const room = encoded.length * 3 + 1;
@@ -277,6 +318,7 @@ export class SpanRecorder {
   flush(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
+    this.writePending();
     this.seal();
     this.sending = this.sending.then(() => this.sendQueued());
     return this.sending;

@@ -215,7 +215,7 @@ const SPARE_CHUNKS = 3;
 
 /**
  * Ended spans, batched and exported over OTLP/HTTP JSON by the maintained delegate. Each span is
- * written into its batch's buffer as it ends, outside the JavaScript heap: spans waiting up to
+ * written into its batch's buffer as it is encoded (`ended`), outside the JavaScript heap: spans waiting up to
  * `FLUSH_MS` for their export would otherwise be strings that outlive young-generation
  * collections, which the collector copies and promotes. The buffer holds the whole request body
  * (the resource's head, the spans, the tail), so the delegate sends it as it is, and it is reused

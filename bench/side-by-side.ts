@@ -303,6 +303,7 @@ async function warm(tool: LoadTool, s: Subject, svc: Services, work: string): Pr
  */
 const PAIRS = Number(process.env.BENCH_PAIRS ?? 8);
 const PAIR_SECONDS = Number(process.env.BENCH_PAIR_SECONDS ?? 4);
+const PAIR_WARM_SECONDS = 5;
 /** `gateway_control` is the untraced gateway again, in a process started last: what the method reads when nothing differs. */
 const PAIRED_SUBJECTS: ReadonlyArray<Subject['id']> = ['gateway_metrics', 'gateway_telemetry', 'gateway_control'];
 
@@ -311,6 +312,9 @@ type Paired = { subject: Subject; ratios: number[]; split: Array<{ mainUser: num
 
 async function pairedCpu(tool: LoadTool, base: Subject, other: Subject, svc: Services, work: string): Promise<Paired> {
   const paired: Paired = { subject: other, ratios: [], split: [] };
+  // A subject that sat idle through another's pairs read 35-50% high in its first pairs, its
+  // collector's helper threads busy: it runs a while, unmeasured, before its pairs begin.
+  await load(tool, other, svc, work, 32, false, PAIR_WARM_SECONDS);
   for (let i = 0; i < PAIRS; i++) {
     const cpu = new Map<string, number>();
     const parts = new Map<string, { mainUser: number; mainSystem: number; helpers: number }>();

@@ -1,7 +1,7 @@
 import { SpanStatusCode, type Attributes } from '@opentelemetry/api';
 import type { RequestLogEntry } from '../request-log/writer';
 import type { Candidate } from '../routing/candidates';
-import { SPAN_KIND, type RecordedSpan } from './span-recorder';
+import { SPAN_KIND, type AttributeReader, type RecordedSpan } from './span-recorder';
 import type { RequestTrace } from './tracing';
 
 /**
@@ -75,25 +75,35 @@ export function keepServedAttempt(rt: RequestTrace, candidate: Candidate, span: 
   rt.keepOpen(candidate.connection.id, span);
 }
 
-/** Ends the row's serving attempt span, and puts what the request came to on the server span. */
+/**
+ * Ends the row's serving attempt span, and puts what the request came to on the server span. The
+ * row's fields are read when the spans are encoded, a few dozen spans at a time.
+ */
 export function endRequestFromRow(rt: RequestTrace, row: RequestLogEntry): void {
-  const server = rt.server;
-  if (row.routeSlug) server.setAttribute('gw.route', row.routeSlug);
-  if (row.cacheStatus) server.setAttribute('gw.cache', row.cacheStatus);
-  if (typeof row.cost === 'number') server.setAttribute('gw.cost_usd', row.cost);
-  if (row.requestedModel) server.setAttribute('gen_ai.request.model', row.requestedModel);
-  if (row.errorCode) server.setAttribute('gw.error_code', row.errorCode);
+  rt.server.attributesFrom(row, serverRowAttributes);
   const served = rt.takeServed(row.connectionId);
   if (!served) return;
-  if (row.servedModel) served.setAttribute('gen_ai.response.model', row.servedModel);
-  if (row.routeSlug) served.setAttribute('gw.route', row.routeSlug);
-  if (typeof row.cost === 'number') served.setAttribute('gw.cost_usd', row.cost);
-  const usage = row.usage as { prompt_tokens?: unknown; completion_tokens?: unknown } | null | undefined;
-  if (typeof usage?.prompt_tokens === 'number') served.setAttribute('gen_ai.usage.input_tokens', usage.prompt_tokens);
-  if (typeof usage?.completion_tokens === 'number') served.setAttribute('gen_ai.usage.output_tokens', usage.completion_tokens);
-  if (row.id) served.setAttribute('gw.request_id', row.id);
+  served.attributesFrom(row, servedRowAttributes);
   served.end();
 }
+
+const serverRowAttributes: AttributeReader<RequestLogEntry> = (row, out) => {
+  if (row.routeSlug) out.push('gw.route', row.routeSlug);
+  if (row.cacheStatus) out.push('gw.cache', row.cacheStatus);
+  if (typeof row.cost === 'number') out.push('gw.cost_usd', row.cost);
+  if (row.requestedModel) out.push('gen_ai.request.model', row.requestedModel);
+  if (row.errorCode) out.push('gw.error_code', row.errorCode);
+};
+
+const servedRowAttributes: AttributeReader<RequestLogEntry> = (row, out) => {
+  if (row.servedModel) out.push('gen_ai.response.model', row.servedModel);
+  if (row.routeSlug) out.push('gw.route', row.routeSlug);
+  if (typeof row.cost === 'number') out.push('gw.cost_usd', row.cost);
+  const usage = row.usage as { prompt_tokens?: unknown; completion_tokens?: unknown } | null | undefined;
+  if (typeof usage?.prompt_tokens === 'number') out.push('gen_ai.usage.input_tokens', usage.prompt_tokens);
+  if (typeof usage?.completion_tokens === 'number') out.push('gen_ai.usage.output_tokens', usage.completion_tokens);
+  if (row.id) out.push('gw.request_id', row.id);
+};
 
 function finishReasonsOf(value: unknown): string[] | undefined {
   const choices = (value as { choices?: Array<{ finish_reason?: unknown }> } | null)?.choices;

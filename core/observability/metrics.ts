@@ -21,6 +21,12 @@ import type { RequestLogEntry, RequestLogWriter } from '../request-log/writer';
 
 /** Seconds buckets from a millisecond to ten minutes: gateway overhead to long generations. */
 const SECONDS_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
+/**
+ * Request rows observed together: one row's observation, made between two requests' other work,
+ * finds the series' code and data out of the processor's caches (as the request spans' encoding
+ * does, bench/results/2026-11-27-issue-36-traces.md).
+ */
+const ROWS_OBSERVED_TOGETHER = 32;
 /** Token buckets as the GenAI conventions advise (powers of four). */
 const TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304];
 
@@ -96,16 +102,23 @@ export function createProcessMetrics(service: string): Registry {
 
 export function createGatewayMetrics(service: string): GatewayMetrics {
   const registry = createProcessMetrics(service);
+  // Rows are observed a batch at a time (ROWS_OBSERVED_TOGETHER), and every row held back is
+  // observed before a scrape reads a series: a scrape sees every row recorded before it.
+  const held: RequestLogEntry[] = [];
+  const drain = () => {
+    for (let i = 0; i < held.length; i++) observe(held[i]!);
+    held.length = 0;
+  };
 
-  const requests = new SeriesCounter(registry, 'gw_requests_total', 'Model requests answered, by endpoint (the client protocol), HTTP status and the provider kind that served (none when none did).', ['endpoint', 'status', 'provider']);
-  const duration = new SeriesHistogram(registry, 'gw_request_duration_seconds', 'Time from a model request\'s arrival to its answer, by endpoint.', SECONDS_BUCKETS, ['endpoint']);
-  const added = new SeriesHistogram(registry, 'gw_request_added_duration_seconds', 'Time a model request spent in the gateway rather than waiting on providers, by endpoint.', SECONDS_BUCKETS, ['endpoint']);
-  const attempts = new SeriesCounter(registry, 'gw_provider_attempts_total', 'Calls to providers, by provider kind and outcome (ok, or the failure kind that drove failover).', ['provider', 'outcome']);
-  const cache = new SeriesCounter(registry, 'gw_response_cache_lookups_total', 'Response cache outcomes of requests that reached the cache step (hit, miss, bypass, uncacheable).', ['status']);
-  const guardrails = new SeriesCounter(registry, 'gw_guardrail_actions_total', 'Requests a guardrail policy acted on, by the strongest action taken.', ['action']);
-  const refusals = new SeriesCounter(registry, 'gw_refusals_total', 'Requests answered with an error carrying a code (budget, rate, unpriced, guardrail...), by HTTP status and code.', ['status', 'code']);
-  const spend = new SeriesCounter(registry, 'gw_spend_settled_usd_total', 'US dollars settled against budgets, by provider kind (estimated as answers report them).', ['provider']);
-  const tokens = new SeriesHistogram(registry, 'gen_ai_client_token_usage', 'Tokens per model call (GenAI semantic conventions), by operation, provider, model served and token type.', TOKEN_BUCKETS, ['gen_ai_operation_name', 'gen_ai_provider_name', 'gen_ai_response_model', 'gen_ai_token_type']);
+  const requests = new SeriesCounter(registry, 'gw_requests_total', 'Model requests answered, by endpoint (the client protocol), HTTP status and the provider kind that served (none when none did).', ['endpoint', 'status', 'provider'], drain);
+  const duration = new SeriesHistogram(registry, 'gw_request_duration_seconds', 'Time from a model request\'s arrival to its answer, by endpoint.', SECONDS_BUCKETS, ['endpoint'], drain);
+  const added = new SeriesHistogram(registry, 'gw_request_added_duration_seconds', 'Time a model request spent in the gateway rather than waiting on providers, by endpoint.', SECONDS_BUCKETS, ['endpoint'], drain);
+  const attempts = new SeriesCounter(registry, 'gw_provider_attempts_total', 'Calls to providers, by provider kind and outcome (ok, or the failure kind that drove failover).', ['provider', 'outcome'], drain);
+  const cache = new SeriesCounter(registry, 'gw_response_cache_lookups_total', 'Response cache outcomes of requests that reached the cache step (hit, miss, bypass, uncacheable).', ['status'], drain);
+  const guardrails = new SeriesCounter(registry, 'gw_guardrail_actions_total', 'Requests a guardrail policy acted on, by the strongest action taken.', ['action'], drain);
+  const refusals = new SeriesCounter(registry, 'gw_refusals_total', 'Requests answered with an error carrying a code (budget, rate, unpriced, guardrail...), by HTTP status and code.', ['status', 'code'], drain);
+  const spend = new SeriesCounter(registry, 'gw_spend_settled_usd_total', 'US dollars settled against budgets, by provider kind (estimated as answers report them).', ['provider'], drain);
+  const tokens = new SeriesHistogram(registry, 'gen_ai_client_token_usage', 'Tokens per model call (GenAI semantic conventions), by operation, provider, model served and token type.', TOKEN_BUCKETS, ['gen_ai_operation_name', 'gen_ai_provider_name', 'gen_ai_response_model', 'gen_ai_token_type'], drain);
   const writers = new Map<string, Pick<BatchWriter<unknown>, 'dropped' | 'queued' | 'onFlush'>>();
   const reported = new Map<string, number>();
   new Counter({
@@ -127,7 +140,7 @@ export function createGatewayMetrics(service: string): GatewayMetrics {
     },
   });
   const flushes = new Histogram({ name: 'gw_batch_flush_duration_seconds', help: 'Time a batch writer\'s batch took to write (its insert and what rides with it), by writer.', labelNames: ['writer'], buckets: SECONDS_BUCKETS, registers: [registry] });
-  const operation = new SeriesHistogram(registry, 'gen_ai_client_operation_duration_seconds', 'Duration of served model calls (GenAI semantic conventions), by operation, provider and model served.', SECONDS_BUCKETS, ['gen_ai_operation_name', 'gen_ai_provider_name', 'gen_ai_response_model']);
+  const operation = new SeriesHistogram(registry, 'gen_ai_client_operation_duration_seconds', 'Duration of served model calls (GenAI semantic conventions), by operation, provider and model served.', SECONDS_BUCKETS, ['gen_ai_operation_name', 'gen_ai_provider_name', 'gen_ai_response_model'], drain);
 
   return {
     registry,
@@ -136,35 +149,40 @@ export function createGatewayMetrics(service: string): GatewayMetrics {
       writer.onFlush((seconds) => flushes.observe({ writer: name }, seconds));
     },
     observeRequest(row) {
-      const endpoint = row.endpoint ?? 'unknown';
-      const provider = row.provider ?? 'none';
-      const status = String(row.status);
-      requests.add(1, endpoint, status, provider);
-      duration.observe((row.latencyMs ?? 0) / 1000, endpoint);
-      const list: RequestAttempt[] = row.attempts ?? [];
-      let upstreamMs = 0;
-      for (const a of list) {
-        attempts.add(1, a.provider, a.outcome);
-        upstreamMs += a.latency_ms;
-      }
-      added.observe(Math.max(0, (row.latencyMs ?? 0) - upstreamMs) / 1000, endpoint);
-      if (row.cacheStatus) cache.add(1, row.cacheStatus);
-      const action = (row.guardrails as { action?: string } | null | undefined)?.action;
-      if (action && action !== 'none') guardrails.add(1, action);
-      if (row.errorCode) refusals.add(1, status, row.errorCode);
-      if (typeof row.cost === 'number' && row.cost > 0 && row.priceSource !== 'gateway_cache') spend.add(row.cost, provider);
-      // Model calls: what a provider served (a cache hit called none).
-      const servedModel = row.servedModel;
-      if (row.provider && servedModel && row.priceSource !== 'gateway_cache') {
-        const op = OPERATIONS[endpoint] ?? endpoint;
-        const usage = row.usage as { prompt_tokens?: number; completion_tokens?: number } | null | undefined;
-        if (typeof usage?.prompt_tokens === 'number') tokens.observe(usage.prompt_tokens, op, provider, servedModel, 'input');
-        if (typeof usage?.completion_tokens === 'number') tokens.observe(usage.completion_tokens, op, provider, servedModel, 'output');
-        const served = list.at(-1);
-        if (served) operation.observe(served.latency_ms / 1000, op, provider, servedModel);
-      }
+      held.push(row);
+      if (held.length >= ROWS_OBSERVED_TOGETHER) drain();
     },
   };
+
+  function observe(row: RequestLogEntry): void {
+    const endpoint = row.endpoint ?? 'unknown';
+    const provider = row.provider ?? 'none';
+    const status = String(row.status);
+    requests.add(1, endpoint, status, provider);
+    duration.observe((row.latencyMs ?? 0) / 1000, endpoint);
+    const list: RequestAttempt[] = row.attempts ?? [];
+    let upstreamMs = 0;
+    for (const a of list) {
+      attempts.add(1, a.provider, a.outcome);
+      upstreamMs += a.latency_ms;
+    }
+    added.observe(Math.max(0, (row.latencyMs ?? 0) - upstreamMs) / 1000, endpoint);
+    if (row.cacheStatus) cache.add(1, row.cacheStatus);
+    const action = (row.guardrails as { action?: string } | null | undefined)?.action;
+    if (action && action !== 'none') guardrails.add(1, action);
+    if (row.errorCode) refusals.add(1, status, row.errorCode);
+    if (typeof row.cost === 'number' && row.cost > 0 && row.priceSource !== 'gateway_cache') spend.add(row.cost, provider);
+    // Model calls: what a provider served (a cache hit called none).
+    const servedModel = row.servedModel;
+    if (row.provider && servedModel && row.priceSource !== 'gateway_cache') {
+      const op = OPERATIONS[endpoint] ?? endpoint;
+      const usage = row.usage as { prompt_tokens?: number; completion_tokens?: number } | null | undefined;
+      if (typeof usage?.prompt_tokens === 'number') tokens.observe(usage.prompt_tokens, op, provider, servedModel, 'input');
+      if (typeof usage?.completion_tokens === 'number') tokens.observe(usage.completion_tokens, op, provider, servedModel, 'output');
+      const served = list.at(-1);
+      if (served) operation.observe(served.latency_ms / 1000, op, provider, servedModel);
+    }
+  }
 }
 
 /**

@@ -22,7 +22,15 @@ abstract class Series<S> {
   private readonly tree: Level<S> = new Map();
   protected readonly entries: Array<Entry<S>> = [];
 
-  constructor(registry: Registry, readonly name: string, readonly help: string, readonly type: 'counter' | 'histogram', private readonly labelNames: readonly string[]) {
+  constructor(
+    registry: Registry,
+    readonly name: string,
+    readonly help: string,
+    readonly type: 'counter' | 'histogram',
+    private readonly labelNames: readonly string[],
+    /** Runs before the registry reads the series: observations the caller holds back are made then. */
+    private readonly beforeRead?: () => void,
+  ) {
     if (labelNames.length === 0) throw new Error(`${name}: a series metric needs at least one label`);
     registry.registerMetric(this as never);
   }
@@ -63,6 +71,7 @@ abstract class Series<S> {
   }
 
   async get(): Promise<{ name: string; help: string; type: string; aggregator: string; values: Value[] }> {
+    this.beforeRead?.();
     return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values: this.values() };
   }
 
@@ -70,8 +79,8 @@ abstract class Series<S> {
 }
 
 export class SeriesCounter extends Series<{ value: number }> {
-  constructor(registry: Registry, name: string, help: string, labelNames: readonly string[]) {
-    super(registry, name, help, 'counter', labelNames);
+  constructor(registry: Registry, name: string, help: string, labelNames: readonly string[], beforeRead?: () => void) {
+    super(registry, name, help, 'counter', labelNames, beforeRead);
   }
 
   protected init() {
@@ -89,8 +98,8 @@ export class SeriesCounter extends Series<{ value: number }> {
 }
 
 export class SeriesHistogram extends Series<{ counts: Float64Array; sum: number; count: number }> {
-  constructor(registry: Registry, name: string, help: string, private readonly buckets: readonly number[], labelNames: readonly string[]) {
-    super(registry, name, help, 'histogram', labelNames);
+  constructor(registry: Registry, name: string, help: string, private readonly buckets: readonly number[], labelNames: readonly string[], beforeRead?: () => void) {
+    super(registry, name, help, 'histogram', labelNames, beforeRead);
   }
 
   protected init() {

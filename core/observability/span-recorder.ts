@@ -129,6 +129,9 @@ function encodeAttributes(attributes: Attributes): string {
   return out;
 }
 
+/** Reads a source's attributes onto a list, as key, value, key, value (`RecordedSpan.attributesFrom`). */
+export type AttributeReader<T> = (source: T, out: Array<string | AttributeValue>) => void;
+
 /**
  * One span: the subset of OpenTelemetry's `Span` the gateway uses, so either can stand for the
  * other. What is set on it is kept as given (references to strings and numbers the request
@@ -145,6 +148,8 @@ export class RecordedSpan {
   private status: { code: number; message?: string } | null = null;
   private ended = false;
   private finish = 0;
+  /** Sources of attributes read when the span is encoded, as source, reader, source, reader. */
+  private sources: unknown[] | null = null;
 
   constructor(
     private readonly recorder: SpanRecorder | null,
@@ -161,6 +166,17 @@ export class RecordedSpan {
 
   setAttribute(key: string, value: AttributeValue): this {
     if (this.recorder && !this.ended) this.later.push(key, value);
+    return this;
+  }
+
+  /**
+   * Attributes that `read` takes from `source` when the span is encoded rather than now: a
+   * request's row, whose fields the span would otherwise copy while the request is in flight.
+   * `read` pushes key, value, key, value onto the list it is given; `source` must not change
+   * after the span ends.
+   */
+  attributesFrom<T>(source: T, read: AttributeReader<T>): this {
+    if (this.recorder && !this.ended) (this.sources ??= []).push(source, read);
     return this;
   }
 
@@ -190,6 +206,8 @@ export class RecordedSpan {
 
   /** The span as OTLP JSON: called by the recorder for a few dozen ended spans at a time. */
   encode(): string {
+    const sources = this.sources;
+    if (sources) for (let i = 0; i < sources.length; i += 2) (sources[i + 1] as AttributeReader<unknown>)(sources[i], this.later);
     let attributes = encodeAttributes(this.attributes);
     for (let i = 0; i < this.later.length; i += 2) {
       const encoded = encodeAttribute(this.later[i] as string, this.later[i + 1] as AttributeValue);

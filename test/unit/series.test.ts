@@ -20,6 +20,18 @@ describe('series metrics', () => {
     ]);
   });
 
+  it('makes the observations held back before the registry reads a series', async () => {
+    const registry = new Registry();
+    const held: string[] = [];
+    const counter: SeriesCounter = new SeriesCounter(registry, 't_held_total', 'help', ['endpoint'], () => {
+      for (const endpoint of held.splice(0)) counter.add(1, endpoint);
+    });
+    held.push('chat', 'chat', 'embeddings');
+    const read = async () => (await registry.metrics()).split('\n').filter((l) => l.startsWith('t_held_total')).sort();
+    expect(await read()).toEqual(['t_held_total{endpoint="chat"} 2', 't_held_total{endpoint="embeddings"} 1']);
+    expect(await read()).toEqual(['t_held_total{endpoint="chat"} 2', 't_held_total{endpoint="embeddings"} 1']);
+  });
+
   it('counts a histogram\'s observations into cumulative buckets, per series', async () => {
     const registry = new Registry();
     const histogram = new SeriesHistogram(registry, 't_seconds', 'help', [0.1, 1], ['endpoint']);

@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Resource } from '@opentelemetry/resources';
-import { RecordedSpan, SPAN_KIND, SpanRecorder } from '../../core/observability/span-recorder';
+import { RecordedSpan, SPAN_KIND, SpanRecorder, type AttributeReader } from '../../core/observability/span-recorder';
 import { parseTraceparent, requestSampler } from '../../core/observability/tracing';
 
 type OtlpValue = { stringValue?: string; intValue?: string; doubleValue?: number; boolValue?: boolean; arrayValue?: { values: OtlpValue[] } };
@@ -93,6 +93,25 @@ describe('span recorder', () => {
         { key: 'cycling', value: { stringValue: `c${i % 100} "q"` } },
       ]]);
     });
+  });
+
+  it('reads attributes from a source when the span is encoded, after those set on it', async () => {
+    const recorder = new SpanRecorder(new Resource({ 'service.name': 'gw-test' }), 'gateway');
+    const from = bodies.length;
+    const row = { model: 'gpt-4o-mini', tokens: 12 };
+    const read: AttributeReader<typeof row> = (r, out) => void out.push('gen_ai.response.model', r.model, 'gen_ai.usage.input_tokens', r.tokens);
+    const span = new RecordedSpan(recorder, '4bf92f3577b34da6a3ce929d0e0e4736', undefined, 'chat gpt-4o-mini', SPAN_KIND.client, { 'gw.model': 'm' });
+    span.setAttribute('gen_ai.response.finish_reasons', ['stop']).attributesFrom(row, read);
+    span.end();
+    span.attributesFrom({ model: 'after end', tokens: 0 }, read);
+    await recorder.shutdown();
+    const [encoded] = bodies.slice(from).flatMap((b) => b.body.resourceSpans[0]!.scopeSpans[0]!.spans);
+    expect(encoded!.attributes).toEqual([
+      { key: 'gw.model', value: { stringValue: 'm' } },
+      { key: 'gen_ai.response.finish_reasons', value: { arrayValue: { values: [{ stringValue: 'stop' }] } } },
+      { key: 'gen_ai.response.model', value: { stringValue: 'gpt-4o-mini' } },
+      { key: 'gen_ai.usage.input_tokens', value: { intValue: '12' } },
+    ]);
   });
 
   it('records nothing for an unsampled request, whose spans still have ids', async () => {

@@ -106,8 +106,12 @@ export function createGatewayMetrics(service: string): GatewayMetrics {
   // observed before a scrape reads a series: a scrape sees every row recorded before it.
   const held: RequestLogEntry[] = [];
   const drain = () => {
-    for (let i = 0; i < held.length; i++) observe(held[i]!);
-    held.length = 0;
+    try {
+      for (let i = 0; i < held.length; i++) observe(held[i]!);
+    } finally {
+      // A row that cannot be observed is not held, and tried, again with every row after it.
+      held.length = 0;
+    }
   };
 
   const requests = new SeriesCounter(registry, 'gw_requests_total', 'Model requests answered, by endpoint (the client protocol), HTTP status and the provider kind that served (none when none did).', ['endpoint', 'status', 'provider'], drain);

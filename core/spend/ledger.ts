@@ -122,12 +122,13 @@ export function crossingRows(scopes: CrossingScope[], totals: Array<number | nul
  * requests that settled under its last step; those that landed are counted once: the larger of
  * the lapse and their sum (a crash can over-count, never under-count).
  */
-export async function ledgerWindowTotal(db: Database, scope: Pick<SpendScope, 'orgId' | 'ledger' | 'windowStart'>): Promise<bigint> {
+export async function ledgerWindowTotal(db: Database, scope: Pick<SpendScope, 'orgId' | 'ledger' | 'windowStart'>, excludeLeaseRef?: string): Promise<bigint> {
   const inWindow = and(
     eq(spendLedger.orgId, scope.orgId),
     sql`${sql.identifier(scope.ledger.column)} = ${scope.ledger.value}`,
     eq(spendLedger.state, 'settled'),
     gte(spendLedger.createdAt, scope.windowStart),
+    excludeLeaseRef === undefined ? undefined : sql`${spendLedger.leaseRef} is distinct from ${excludeLeaseRef}`,
   );
   const [row] = await db.select({ total: sql<string>`coalesce(sum(${spendLedger.amount}), 0)::text` }).from(spendLedger).where(inWindow);
   const [overlap] = await db.select({ total: sql<string>`coalesce(sum(least(lapse.amount, covered.amount)), 0)::text` })
@@ -163,8 +164,12 @@ export async function runningJobHolds(db: Database, scope: Pick<SpendScope, 'org
  */
 export type SpendUpkeep = {
   recordCrossings(scopes: CrossingScope[], totals: Array<number | null>, nanos: number, costs?: readonly number[]): void;
-  /** Lost windows repaired from Postgres: the settled total, and the holds of running jobs (core/spend/holds.ts). */
-  seedMissing(scopes: SpendScope[]): Promise<void>;
+  /**
+   * Lost windows repaired from Postgres: the settled total, and the holds of running jobs
+   * (core/spend/holds.ts). `excludeLeaseRef`: a lease's step whose spend is about to be added
+   * leaves out the rows settled under it, which may have landed before the step.
+   */
+  seedMissing(scopes: SpendScope[], options?: { excludeLeaseRef?: string }): Promise<void>;
   /**
    * Lapsed chat holds and leases of an organization (their instance died) settled at their
    * amounts and written to the ledger: a crash never makes a call free. Off the request's path.
@@ -175,21 +180,26 @@ export type SpendUpkeep = {
 export type SpendLedgerDeps = { db: Database; redis: RedisHandle; rows: BatchWriter<SpendLedgerRow>; crossings?: BatchWriter<BudgetCrossingRow> };
 
 export function createSpendUpkeep(deps: SpendLedgerDeps): SpendUpkeep {
-  const rebuild = (scope: SpendScope) => ledgerWindowTotal(deps.db, scope);
+  const rebuild = (scope: SpendScope, excludeLeaseRef?: string) => ledgerWindowTotal(deps.db, scope, excludeLeaseRef);
   /** Windows being rebuilt from Postgres now, by their settled counter's key. */
   const seeding = createSingleFlight<void>();
   return {
     recordCrossings(scopes, totals, nanos, costs) {
       for (const row of crossingRows(scopes, totals, nanos, new Date(), costs)) deps.crossings?.record(row);
     },
-    async seedMissing(scopes) {
-      // One rebuild a window at a time in this process: every request in flight on a window
-      // found missing (a new project under load, say) waits for the same one. Each used to run
-      // its own, and 32 of them at once took 2-4 s of a busy Postgres (bench:scale-out).
-      await Promise.all(scopes.map((s) => seeding.run(windowKeys(s)[0], async () => {
+    async seedMissing(scopes, options = {}) {
+      const seed = async (s: SpendScope) => {
         const now = new Date();
-        await repairWindow(deps.redis.redis, s, await rebuild(s), await runningJobHolds(deps.db, s, now), new Date(now.getTime() + CHAT_HOLD_LEASE_MS));
-      })));
+        await repairWindow(deps.redis.redis, s, await rebuild(s, options.excludeLeaseRef), await runningJobHolds(deps.db, s, now), new Date(now.getTime() + CHAT_HOLD_LEASE_MS));
+      };
+      // A lease's step rebuilds on its own, leaving out its rows: a rebuild that counted them
+      // would count its spend twice once the step adds it (the window is set only if missing,
+      // so the first rebuild to land wins). Otherwise one rebuild a window at a time in this
+      // process: every request in flight on a window found missing (a new project under load,
+      // say) waits for the same one. Each used to run its own, and 32 of them at once took
+      // 2-4 s of a busy Postgres (bench:scale-out).
+      if (options.excludeLeaseRef !== undefined) await Promise.all(scopes.map(seed));
+      else await Promise.all(scopes.map((s) => seeding.run(windowKeys(s)[0], () => seed(s))));
     },
     async recordLapsed(orgId, now) {
       for (const lapsed of await sweepLapsedHolds(deps.redis.redis, orgId, now)) {

@@ -154,6 +154,19 @@ describe.each([['one Redis', false], ['a three-master Redis Cluster', true]] as 
     expect((await windowFigures(scope)).held).toBe(0);
   });
 
+  it('counts a cost once when its ledger row lands before the step that finds its window missing', async () => {
+    const org = `org_leaselanded${Date.now().toString(36)}${onCluster ? 'c' : ''}`;
+    await database.db.insert(organizations).values({ id: org, name: 'lease landed' });
+    const scope = scopeAt(org, { kind: 'key', id: 'lin_landed', code: 'key_budget', limit: null, blocking: false, period: 'never', ledger: { column: 'lineage_id', value: 'lin_landed' } }, new Date(), 1);
+    // Steps only when asked: the row lands first, as when the writers flush before the next step.
+    const p = apiProcess(rowsKept(), 60_000);
+    await request(p, [scope], 'landed_0', 0, 0.5, 0, { count: 0 });
+    expect(p.rows.rows).toHaveLength(1);
+    await database.db.insert(spendLedger).values(p.rows.rows.map((r) => Object.assign({}, r, { id: `${r.id}_${org}`, lineageId: 'lin_landed' })));
+    expect(await redis.redis.exists(windowKeys(scope)[0])).toBe(0);
+    expect(await p.spend.spent([scope])).toEqual([0.5]);
+  });
+
   it('holds exactly near the limit, and gives an idle lease back within a second', async () => {
     const org = `org_leaseidle${Date.now().toString(36)}`;
     const scope = keyScope(org, 'lin_idle', 1);

@@ -3,19 +3,22 @@
  * the row's attributes, the request metrics) outside the server, exports answered at once.
  * `npx tsx bench/_micro/trace-request.ts`: CPU µs a request in a loop (caches warm).
  * `TIMED=1`: each request timed alone; `COLD=1` with it sweeps 8 MB of memory between requests,
- * as a server's other work does to the caches. `NO_METRICS=1` leaves the metrics out.
+ * as a server's other work does to the caches. `NO_METRICS=1` leaves the metrics out; `JSON=1` writes
+ * OTLP JSON instead of protobuf.
  * Not part of `npm run bench`; see bench/results/2026-11-27-issue-36-traces.md.
  */
 import { Resource } from '@opentelemetry/resources';
 import { endRequestFromRow, keepServedAttempt, startAttemptSpan } from '../../core/observability/attempt-spans';
 import { createGatewayMetrics } from '../../core/observability/metrics';
+import { otlpJsonSpans } from '../../core/observability/otlp-json-spans';
+import { otlpProtoSpans } from '../../core/observability/otlp-proto-spans';
 import { newTraceId, RecordedSpan, SPAN_KIND, SpanRecorder } from '../../core/observability/span-recorder';
 import { RequestTrace, traceEvent } from '../../core/observability/tracing';
 import type { RequestLogEntry } from '../../core/request-log/writer';
 import type { Candidate } from '../../core/routing/candidates';
 
 process.env.OTEL_EXPORTER_OTLP_ENDPOINT = 'http://127.0.0.1:9';
-const recorder = new SpanRecorder(new Resource({ 'service.name': 'bench' }), 'gateway');
+const recorder = new SpanRecorder(new Resource({ 'service.name': 'bench' }), 'gateway', process.env.JSON ? otlpJsonSpans : otlpProtoSpans);
 // Exports go nowhere: each is answered at once, so its buffer is reused as in a healthy process.
 (recorder as unknown as { delegate: unknown }).delegate = { export: (_body: unknown, done: () => void) => done(), shutdown: async () => {} };
 const metrics = process.env.NO_METRICS ? null : createGatewayMetrics('api');

@@ -5,11 +5,12 @@ import type { Resource } from '@opentelemetry/resources';
 
 /**
  * The gateway's own request spans (a server span per request, a client span per upstream
- * attempt), recorded as plain data and written straight to OTLP/HTTP JSON. The OpenTelemetry
+ * attempt), recorded as plain data and written straight into an OTLP/HTTP request body
+ * (protobuf by default, JSON when `OTEL_EXPORTER_OTLP_PROTOCOL` asks). The OpenTelemetry
  * SDK's span objects and its OTLP transformer cost more per request than the whole budget the
  * gateway gives traces (bench/results/2026-11-27-issue-36-traces.md): a span object with checked
- * attributes, then a second copy as OTLP objects, then protobuf. Here a span is its attributes
- * already encoded, and the batch is one string. What is not ours is kept: the export goes
+ * attributes, then a second copy as OTLP objects, then protobuf. Here a span keeps what was set
+ * on it and is written into its batch's buffer once it ends. What is not ours is kept: the export goes
  * through the maintained OTLP HTTP delegate (`@opentelemetry/otlp-exporter-base`), which reads
  * the endpoint, headers, timeout and compression from `OTEL_EXPORTER_OTLP_*` and retries as the
  * protocol says. Spans made by libraries (Temporal's interceptors) still go through the SDK,
@@ -42,91 +43,28 @@ function randomHex(bytes: number): string {
 export const newTraceId = () => randomHex(16);
 const newSpanId = () => randomHex(8);
 
-/**
- * Epoch nanoseconds as OTLP JSON writes them (a decimal string; a double cannot hold them), from a
- * `performance.now()` reading: to the microsecond, which a double holds exactly.
- */
-function nanosOf(now: number): string {
-  const micros = Math.round((TIME_ORIGIN + now) * 1000);
-  const second = Math.floor(micros / 1_000_000);
-  // A double past 2^31 is turned to text the slow way: the second's digits are kept, and only
-  // the microseconds within it (a small integer, padded to six digits) are made each time.
-  if (second !== secondOf) {
-    secondOf = second;
-    secondText = String(second);
-  }
-  return `${secondText}${String(1_000_000 + (micros - second * 1_000_000)).slice(1)}000`;
-}
-let secondOf = -1;
-let secondText = '';
 /** Read once: `performance.timeOrigin` is a getter that calls into Node each time. */
 const TIME_ORIGIN = performance.timeOrigin;
 
-/**
- * The same text as one flat string. Text built by concatenation is a tree of pieces, which every
- * span it is written into walks again; a string kept for reuse is made flat once.
- */
-function flat(text: string): string {
-  return Buffer.from(text, 'utf8').toString('utf8');
-}
-
-/** Each attribute key's encoded start, made once per key: keys are a small fixed set. */
-const keyPrefixes = new Map<string, string>();
-function keyPrefix(key: string): string {
-  let prefix = keyPrefixes.get(key);
-  if (prefix === undefined) {
-    prefix = flat(`{"key":${JSON.stringify(key)},"value":`);
-    if (keyPrefixes.size < 1000) keyPrefixes.set(key, prefix);
-  }
-  return prefix;
-}
-
-function encodeValue(value: AttributeValue): string {
-  switch (typeof value) {
-    case 'string':
-      return `{"stringValue":${JSON.stringify(value)}}`;
-    case 'boolean':
-      return `{"boolValue":${value}}`;
-    case 'number':
-      return Number.isInteger(value) ? `{"intValue":"${value}"}` : `{"doubleValue":${value}}`;
-    default:
-      return `{"arrayValue":{"values":[${(value as Array<string | number | boolean | null | undefined>).filter((v) => v !== null && v !== undefined).map((v) => encodeValue(v as AttributeValue)).join(',')}]}}`;
-  }
+/** Epoch microseconds (an integer, exact in a double) of a `performance.now()` reading. */
+export function epochMicros(now: number): number {
+  return Math.round((TIME_ORIGIN + now) * 1000);
 }
 
 /**
- * Encoded string attributes by key, then by value: most values repeat from request to request
- * (the operation, the provider, the model, the path, the cache outcome), and a repeated value is
- * usually the same string object, whose hash V8 keeps. A key whose values keep changing (a
- * request id) fills its map and is then encoded afresh each time.
+ * How ended spans become an OTLP/HTTP request body (otlp-proto-spans.ts, otlp-json-spans.ts): the
+ * body's start, then each span written into the batch's buffer, then the body sealed.
  */
-const encodedStrings = new Map<string, Map<string, string>>();
-const VALUES_KEPT_PER_KEY = 64;
-const LONGEST_KEPT_VALUE = 128;
-
-function encodeAttribute(key: string, value: AttributeValue): string {
-  if (typeof value !== 'string' || value.length > LONGEST_KEPT_VALUE) return `${keyPrefix(key)}${encodeValue(value)}}`;
-  let values = encodedStrings.get(key);
-  if (values === undefined) {
-    values = new Map();
-    if (encodedStrings.size < 1000) encodedStrings.set(key, values);
-  }
-  let encoded = values.get(value);
-  if (encoded === undefined) {
-    encoded = `${keyPrefix(key)}{"stringValue":${JSON.stringify(value)}}}`;
-    if (values.size < VALUES_KEPT_PER_KEY) values.set(value, (encoded = flat(encoded)));
-  }
-  return encoded;
-}
-
-/** Attributes as the comma-separated members of an OTLP attribute list. */
-function encodeAttributes(attributes: Attributes): string {
-  let out = '';
-  for (const key in attributes) {
-    const value = attributes[key];
-    if (value !== undefined && value !== null) out = out ? `${out},${encodeAttribute(key, value)}` : encodeAttribute(key, value);
-  }
-  return out;
+export interface SpanEncoding {
+  readonly contentType: string;
+  /** The body up to its first span: the resource and the scope. */
+  readonly head: Buffer;
+  /** At most the bytes `write` and `seal` take for this span; called just before `write`. */
+  bound(span: RecordedSpan): number;
+  /** Writes the span at `at`, with at least `bound(span)` bytes of room; returns where it ends. */
+  write(span: RecordedSpan, chunk: Buffer, at: number, first: boolean): number;
+  /** Finishes a body written from 0 to `end`; returns its length. */
+  seal(chunk: Buffer, end: number): number;
 }
 
 /** Reads a source's attributes onto a list, as key, value, key, value (`RecordedSpan.attributesFrom`). */
@@ -140,24 +78,25 @@ export type AttributeReader<T> = (source: T, out: Array<string | AttributeValue>
  */
 export class RecordedSpan {
   readonly spanId = newSpanId();
-  private readonly start = performance.now();
+  // The fields below are read by the encodings once the span has ended, and changed only by its methods.
+  readonly start = performance.now();
   /** Attributes set after the start, as key, value, key, value. */
-  private readonly later: Array<string | AttributeValue> = [];
+  readonly later: Array<string | AttributeValue> = [];
   /** Events as reading, name, attributes. */
-  private readonly events: Array<number | string | Attributes> = [];
-  private status: { code: number; message?: string } | null = null;
+  readonly events: Array<number | string | Attributes> = [];
+  status: { code: number; message?: string } | null = null;
+  finish = 0;
   private ended = false;
-  private finish = 0;
   /** Sources of attributes read when the span is encoded, as source, reader, source, reader. */
   private sources: unknown[] | null = null;
 
   constructor(
     private readonly recorder: SpanRecorder | null,
     readonly traceId: string,
-    private readonly parentSpanId: string | undefined,
-    private name: string,
-    private readonly kind: number,
-    private readonly attributes: Attributes,
+    readonly parentSpanId: string | undefined,
+    public name: string,
+    readonly kind: number,
+    readonly attributes: Attributes,
   ) {}
 
   spanContext(): SpanContext {
@@ -204,23 +143,12 @@ export class RecordedSpan {
     this.recorder.ended(this);
   }
 
-  /** The span as OTLP JSON: called by the recorder for a few dozen ended spans at a time. */
-  encode(): string {
+  /** Reads the attributes `attributesFrom` deferred (once, by the recorder, just before encoding). */
+  readSources(): void {
     const sources = this.sources;
-    if (sources) for (let i = 0; i < sources.length; i += 2) (sources[i + 1] as AttributeReader<unknown>)(sources[i], this.later);
-    let attributes = encodeAttributes(this.attributes);
-    for (let i = 0; i < this.later.length; i += 2) {
-      const encoded = encodeAttribute(this.later[i] as string, this.later[i + 1] as AttributeValue);
-      attributes = attributes ? `${attributes},${encoded}` : encoded;
-    }
-    let events = '';
-    for (let i = 0; i < this.events.length; i += 3) {
-      const event = `{"timeUnixNano":"${nanosOf(this.events[i] as number)}","name":${JSON.stringify(this.events[i + 1])},"attributes":[${encodeAttributes(this.events[i + 2] as Attributes)}]}`;
-      events = events ? `${events},${event}` : event;
-    }
-    const status = this.status ? `,"status":{"code":${this.status.code}${this.status.message ? `,"message":${JSON.stringify(this.status.message)}` : ''}}` : '';
-    return `{"traceId":"${this.traceId}","spanId":"${this.spanId}"${this.parentSpanId ? `,"parentSpanId":"${this.parentSpanId}"` : ''},"name":${JSON.stringify(this.name)},"kind":${this.kind},` +
-      `"startTimeUnixNano":"${nanosOf(this.start)}","endTimeUnixNano":"${nanosOf(this.finish)}","attributes":[${attributes}]${events ? `,"events":[${events}]` : ''}${status}}`;
+    if (!sources) return;
+    this.sources = null;
+    for (let i = 0; i < sources.length; i += 2) (sources[i + 1] as AttributeReader<unknown>)(sources[i], this.later);
   }
 }
 
@@ -232,17 +160,16 @@ const CHUNK_BYTES = 1 << 20;
 const SPARE_CHUNKS = 3;
 
 /**
- * Ended spans, batched and exported over OTLP/HTTP JSON by the maintained delegate. Each span is
+ * Ended spans, batched and exported over OTLP/HTTP (protobuf, or JSON when
+ * `OTEL_EXPORTER_OTLP_PROTOCOL` says so) by the maintained delegate. Each span is
  * written into its batch's buffer as it is encoded (`ended`), outside the JavaScript heap: spans waiting up to
  * `FLUSH_MS` for their export would otherwise be strings that outlive young-generation
  * collections, which the collector copies and promotes. The buffer holds the whole request body
- * (the resource's head, the spans, the tail), so the delegate sends it as it is, and it is reused
+ * (the resource's head, then the spans), so the delegate sends it as it is, and it is reused
  * once its export is done: a busy process allocating a fresh megabyte for every batch reports
  * that much external memory to V8 each time, which brings major collections forward.
  */
 export class SpanRecorder {
-  private readonly head: Buffer;
-  private readonly tail = Buffer.from(']}]}]}');
   private readonly spare: Buffer[] = [];
   private chunk: Buffer | null = null;
   private used = 0;
@@ -257,9 +184,12 @@ export class SpanRecorder {
   private sending: Promise<void> = Promise.resolve();
   private readonly delegate: Delegate;
 
-  constructor(resource: Resource, scopeName: string) {
-    this.head = Buffer.from(`{"resourceSpans":[{"resource":{"attributes":[${encodeAttributes(resource.attributes)}]},"scopeSpans":[{"scope":{"name":${JSON.stringify(scopeName)}},"spans":[`);
-    this.delegate = createOtlpHttpExportDelegate(convertLegacyHttpOptions({}, 'TRACES', 'v1/traces', { 'Content-Type': 'application/json' }), {
+  private readonly encoding: SpanEncoding;
+
+  /** `encode` makes the body's encoding from the resource's attributes and the scope's name. */
+  constructor(resource: Resource, scopeName: string, encode: (resource: Attributes, scopeName: string) => SpanEncoding) {
+    this.encoding = encode(resource.attributes, scopeName);
+    this.delegate = createOtlpHttpExportDelegate(convertLegacyHttpOptions({}, 'TRACES', 'v1/traces', { 'Content-Type': this.encoding.contentType }), {
       serializeRequest: (body: Buffer) => body,
       deserializeResponse: () => ({}),
     });
@@ -281,19 +211,17 @@ export class SpanRecorder {
 
   private writePending(): void {
     const spans = this.pending;
-    for (let i = 0; i < spans.length; i++) this.write(spans[i]!.encode());
+    for (let i = 0; i < spans.length; i++) this.write(spans[i]!);
     spans.length = 0;
   }
 
-  private write(encoded: string): void {
+  private write(span: RecordedSpan): void {
     if (this.queued >= MAX_QUEUED) return;
-    // UTF-8 takes at most three bytes per UTF-16 unit, and one for the separating comma.
-    const room = encoded.length * 3 + 1;
-    if (this.chunk && this.used + room + this.tail.length > this.chunk.length) this.seal();
+    span.readSources();
+    const room = this.encoding.bound(span);
+    if (this.chunk && this.used + room > this.chunk.length) this.seal();
     if (!this.chunk) this.open(room);
-    const chunk = this.chunk!;
-    if (this.count > 0) chunk[this.used++] = 0x2c;
-    this.used += chunk.write(encoded, this.used);
+    this.used = this.encoding.write(span, this.chunk!, this.used, this.count === 0);
     this.count += 1;
     this.queued += 1;
     if (this.count >= MAX_BATCH) {
@@ -306,17 +234,17 @@ export class SpanRecorder {
 
   /** Starts a batch in a spare buffer, or a new one (larger when one span needs it). */
   private open(room: number): void {
-    const size = this.head.length + room + this.tail.length;
+    const head = this.encoding.head;
+    const size = head.length + room;
     this.chunk = size <= CHUNK_BYTES ? (this.spare.pop() ?? Buffer.allocUnsafe(CHUNK_BYTES)) : Buffer.allocUnsafe(size);
-    this.used = this.head.copy(this.chunk, 0);
+    this.used = head.copy(this.chunk, 0);
   }
 
-  /** Closes the batch being written: its body is the buffer up to the tail. */
+  /** Closes the batch being written: its body is the buffer up to where the encoding ends it. */
   private seal(): void {
     const chunk = this.chunk;
     if (!chunk || this.count === 0) return;
-    this.used += this.tail.copy(chunk, this.used);
-    this.batches.push({ body: chunk.subarray(0, this.used), chunk, count: this.count });
+    this.batches.push({ body: chunk.subarray(0, this.encoding.seal(chunk, this.used)), chunk, count: this.count });
     this.chunk = null;
     this.count = 0;
   }

@@ -5,13 +5,15 @@ import { detectResourcesSync, envDetectorSync, Resource } from '@opentelemetry/r
 import { BatchSpanProcessor, ConsoleSpanExporter, type SpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { ConfigError } from '../config';
+import { otlpJsonSpans } from './otlp-json-spans';
+import { otlpProtoSpans } from './otlp-proto-spans';
 import { RecordedSpan, SpanRecorder } from './span-recorder';
 
 /**
  * OpenTelemetry traces of a gateway process (issue 36), configured by the standard `OTEL_*`
  * environment variables and nothing else: `OTEL_EXPORTER_OTLP_ENDPOINT` (or `..._TRACES_ENDPOINT`)
  * turns export on over OTLP/HTTP, protobuf or (`OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL=http/json`)
- * JSON; `OTEL_TRACES_EXPORTER` may say `otlp`, `console` or `none`; `OTEL_SDK_DISABLED=true`
+ * JSON, for the gateway's own request spans (span-recorder.ts) as for the SDK's; `OTEL_TRACES_EXPORTER` may say `otlp`, `console` or `none`; `OTEL_SDK_DISABLED=true`
  * turns everything off; `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`,
  * `OTEL_TRACES_SAMPLER(_ARG)`, `OTEL_BSP_*` and the exporter's headers and timeouts are read by
  * the SDK itself.
@@ -70,7 +72,8 @@ export function startTracing(serviceName: string, options: { context?: 'async' |
   const provider = new NodeTracerProvider({ resource, spanProcessors: processors });
   provider.register(options.context === 'sync' ? { contextManager: new SyncContextManager() } : {});
   const spanProcessor = processors.length === 1 ? processors[0]! : fanOut(processors);
-  const recorder = new SpanRecorder(resource, 'gateway');
+  const json = exporters.includes('otlp') && otlpProtocol(env) === 'http/json';
+  const recorder = new SpanRecorder(resource, 'gateway', json ? otlpJsonSpans : otlpProtoSpans);
   processTracing = {
     tracer: provider.getTracer('gateway'),
     recorder,
@@ -95,12 +98,16 @@ export function processTracingSetup(): Tracing | undefined {
   return processTracing;
 }
 
+/** The OTLP protocol for traces, by `OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL`; http/protobuf unless said otherwise. */
+function otlpProtocol(env: NodeJS.ProcessEnv): 'http/protobuf' | 'http/json' {
+  const protocol = (env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL ?? 'http/protobuf').trim();
+  if (protocol === 'http/protobuf' || protocol === 'http/json') return protocol;
+  throw new ConfigError(`OTEL_EXPORTER_OTLP_PROTOCOL=${protocol} is not supported: use http/protobuf (the default) or http/json`);
+}
+
 function exporterOf(name: 'otlp' | 'console', env: NodeJS.ProcessEnv): SpanExporter {
   if (name === 'console') return new ConsoleSpanExporter();
-  const protocol = (env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL ?? 'http/protobuf').trim();
-  if (protocol === 'http/protobuf') return new OTLPTraceExporter();
-  if (protocol === 'http/json') return new OTLPJsonTraceExporter();
-  throw new ConfigError(`OTEL_EXPORTER_OTLP_PROTOCOL=${protocol} is not supported: use http/protobuf (the default) or http/json`);
+  return otlpProtocol(env) === 'http/protobuf' ? new OTLPTraceExporter() : new OTLPJsonTraceExporter();
 }
 
 function fanOut(processors: SpanProcessor[]): SpanProcessor {

@@ -1,7 +1,10 @@
 import http from 'node:http';
+import type { Attributes } from '@opentelemetry/api';
 import type { AddressInfo } from 'node:net';
 import { Resource } from '@opentelemetry/resources';
-import { RecordedSpan, SPAN_KIND, SpanRecorder, type AttributeReader } from '../../core/observability/span-recorder';
+import { otlpJsonSpans } from '../../core/observability/otlp-json-spans';
+import { otlpProtoSpans } from '../../core/observability/otlp-proto-spans';
+import { RecordedSpan, SPAN_KIND, SpanRecorder, type AttributeReader, type SpanEncoding } from '../../core/observability/span-recorder';
 import { parseTraceparent, requestSampler } from '../../core/observability/tracing';
 
 type OtlpValue = { stringValue?: string; intValue?: string; doubleValue?: number; boolValue?: boolean; arrayValue?: { values: OtlpValue[] } };
@@ -10,10 +13,42 @@ type OtlpSpan = {
   attributes: Array<{ key: string; value: OtlpValue }>; events: Array<{ name: string; timeUnixNano: string; attributes: Array<{ key: string; value: OtlpValue }> }>; status?: { code: number; message?: string };
 };
 
-/** The gateway's own request spans, written straight to OTLP/HTTP JSON (issue 36). */
-describe('span recorder', () => {
+type OtlpBody = { resourceSpans: Array<{ resource: { attributes: Array<{ key: string; value: OtlpValue }> }; scopeSpans: Array<{ scope: { name: string }; spans: OtlpSpan[] }> }> };
+
+/**
+ * A protobuf body read by opentelemetry-proto's own schema (the generated code the SDK's
+ * transformer ships), in OTLP JSON's shape: ids as hex, 64-bit integers as decimal strings.
+ */
+function fromProtobuf(body: Buffer): OtlpBody {
+  const type = protoRoot.opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest;
+  const decoded = type.toObject(type.decode(body), { longs: String, enums: Number, bytes: String }) as OtlpBody;
+  const hex = (base64: string | undefined) => (base64 === undefined ? undefined : Buffer.from(base64, 'base64').toString('hex'));
+  for (const resourceSpans of decoded.resourceSpans) {
+    for (const scopeSpans of resourceSpans.scopeSpans) {
+      for (const span of scopeSpans.spans) {
+        span.traceId = hex(span.traceId)!;
+        span.spanId = hex(span.spanId)!;
+        if (span.parentSpanId !== undefined) span.parentSpanId = hex(span.parentSpanId);
+      }
+    }
+  }
+  return decoded;
+}
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const protoRoot = require('@opentelemetry/otlp-transformer/build/src/generated/root.js') as {
+  opentelemetry: { proto: { collector: { trace: { v1: { ExportTraceServiceRequest: { decode(body: Buffer): unknown; toObject(message: unknown, options: object): unknown } } } } } };
+};
+
+/**
+ * The gateway's own request spans, written straight into OTLP/HTTP bodies (issue 36): protobuf,
+ * the protocol's default, and JSON when `OTEL_EXPORTER_OTLP_PROTOCOL` says so.
+ */
+describe.each<[string, (resource: Attributes, scope: string) => SpanEncoding, string]>([
+  ['protobuf', otlpProtoSpans, 'application/x-protobuf'],
+  ['JSON', otlpJsonSpans, 'application/json'],
+])('span recorder (OTLP %s)', (_protocol, encoding, contentType) => {
   let server: http.Server;
-  const bodies: Array<{ path: string; type: string | undefined; body: { resourceSpans: Array<{ resource: { attributes: Array<{ key: string; value: OtlpValue }> }; scopeSpans: Array<{ scope: { name: string }; spans: OtlpSpan[] }> }> } }> = [];
+  const bodies: Array<{ path: string; type: string | undefined; body: OtlpBody }> = [];
   const saved = process.env.OTEL_EXPORTER_OTLP_ENDPOINT;
 
   beforeAll(async () => {
@@ -21,7 +56,9 @@ describe('span recorder', () => {
       const chunks: Buffer[] = [];
       req.on('data', (d: Buffer) => chunks.push(d));
       req.on('end', () => {
-        bodies.push({ path: req.url ?? '', type: req.headers['content-type'], body: JSON.parse(Buffer.concat(chunks).toString('utf8')) });
+        const body = Buffer.concat(chunks);
+        const type = req.headers['content-type'];
+        bodies.push({ path: req.url ?? '', type, body: type === 'application/x-protobuf' ? fromProtobuf(body) : JSON.parse(body.toString('utf8')) });
         res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
       });
     });
@@ -33,8 +70,8 @@ describe('span recorder', () => {
     await new Promise<void>((resolve) => server.close(() => resolve()));
   });
 
-  it('exports server and client spans as OTLP JSON to OTEL_EXPORTER_OTLP_ENDPOINT/v1/traces', async () => {
-    const recorder = new SpanRecorder(new Resource({ 'service.name': 'gw-test' }), 'gateway');
+  it('exports server and client spans to OTEL_EXPORTER_OTLP_ENDPOINT/v1/traces', async () => {
+    const recorder = new SpanRecorder(new Resource({ 'service.name': 'gw-test' }), 'gateway', encoding);
     const before = BigInt(Date.now()) * 1_000_000n;
     const server = new RecordedSpan(recorder, '4bf92f3577b34da6a3ce929d0e0e4736', '00f067aa0ba902b7', 'POST /v1/chat/completions', SPAN_KIND.server, { 'http.request.method': 'POST', 'gw.request_id': 'req_1' });
     server.addEvent('gw.spend.hold', { 'gw.spend.hold_usd': 0.25, 'gw.spend.blocking': true });
@@ -49,7 +86,7 @@ describe('span recorder', () => {
     await recorder.shutdown();
 
     expect(bodies).toHaveLength(1);
-    expect([bodies[0]!.path, bodies[0]!.type]).toEqual(['/v1/traces', 'application/json']);
+    expect([bodies[0]!.path, bodies[0]!.type]).toEqual(['/v1/traces', contentType]);
     const [resourceSpans] = bodies[0]!.body.resourceSpans;
     expect(resourceSpans!.resource.attributes).toContainEqual({ key: 'service.name', value: { stringValue: 'gw-test' } });
     const [scope] = resourceSpans!.scopeSpans;
@@ -72,7 +109,7 @@ describe('span recorder', () => {
   });
 
   it('encodes each span\'s own attribute values, repeated, many-valued and long ones alike', async () => {
-    const recorder = new SpanRecorder(new Resource({ 'service.name': 'gw-test' }), 'gateway');
+    const recorder = new SpanRecorder(new Resource({ 'service.name': 'gw-test' }), 'gateway', encoding);
     const from = bodies.length;
     const long = (i: number) => `${'x'.repeat(150)}-${i}`;
     for (let i = 0; i < 300; i++) {
@@ -95,8 +132,47 @@ describe('span recorder', () => {
     });
   });
 
+  it('encodes every kind of attribute value, and strings and spans of any length', async () => {
+    const recorder = new SpanRecorder(new Resource({ 'service.name': 'gw-test' }), 'gateway', encoding);
+    const from = bodies.length;
+    const values: Attributes = {
+      zero: 0, int: 12, negative: -7, large: 2 ** 40, double: 0.25, yes: true, no: false, empty: '', list: ['a', 'b'], numbers: [1, 2.5],
+      ascii200: 'y'.repeat(200), accented: 'é'.repeat(100), long: 'z'.repeat(20_000),
+    };
+    const span = new RecordedSpan(recorder, '4bf92f3577b34da6a3ce929d0e0e4736', undefined, `named ${'n'.repeat(300)}`, SPAN_KIND.client, values);
+    span.addEvent('e'.repeat(200), { ['x'.repeat(150)]: 'v'.repeat(150) });
+    span.setStatus({ code: 2, message: 'm'.repeat(140) });
+    span.end();
+    // Beyond 2 MB: its lengths take more bytes, and its batch a buffer of its own.
+    const huge = 'h'.repeat(3 << 20);
+    new RecordedSpan(recorder, '4bf92f3577b34da6a3ce929d0e0e4736', undefined, 'huge', SPAN_KIND.client, { huge }).end();
+    new RecordedSpan(recorder, '4bf92f3577b34da6a3ce929d0e0e4736', undefined, 'after', SPAN_KIND.client, { n: 1 }).end();
+    await recorder.shutdown();
+    const spans = bodies.slice(from).flatMap((b) => b.body.resourceSpans[0]!.scopeSpans[0]!.spans);
+    expect(spans.map((s) => s.name)).toEqual([`named ${'n'.repeat(300)}`, 'huge', 'after']);
+    expect(spans[0]!.attributes).toEqual([
+      { key: 'zero', value: { intValue: '0' } },
+      { key: 'int', value: { intValue: '12' } },
+      { key: 'negative', value: { intValue: '-7' } },
+      { key: 'large', value: { intValue: String(2 ** 40) } },
+      { key: 'double', value: { doubleValue: 0.25 } },
+      { key: 'yes', value: { boolValue: true } },
+      { key: 'no', value: { boolValue: false } },
+      { key: 'empty', value: { stringValue: '' } },
+      { key: 'list', value: { arrayValue: { values: [{ stringValue: 'a' }, { stringValue: 'b' }] } } },
+      { key: 'numbers', value: { arrayValue: { values: [{ intValue: '1' }, { doubleValue: 2.5 }] } } },
+      { key: 'ascii200', value: { stringValue: 'y'.repeat(200) } },
+      { key: 'accented', value: { stringValue: 'é'.repeat(100) } },
+      { key: 'long', value: { stringValue: 'z'.repeat(20_000) } },
+    ]);
+    expect(spans[0]!.events).toEqual([{ name: 'e'.repeat(200), timeUnixNano: expect.stringMatching(/^\d{19}$/), attributes: [{ key: 'x'.repeat(150), value: { stringValue: 'v'.repeat(150) } }] }]);
+    expect(spans[0]!.status).toEqual({ code: 2, message: 'm'.repeat(140) });
+    expect(spans[1]!.attributes).toEqual([{ key: 'huge', value: { stringValue: huge } }]);
+    expect(spans[2]!.attributes).toEqual([{ key: 'n', value: { intValue: '1' } }]);
+  });
+
   it('reads attributes from a source when the span is encoded, after those set on it', async () => {
-    const recorder = new SpanRecorder(new Resource({ 'service.name': 'gw-test' }), 'gateway');
+    const recorder = new SpanRecorder(new Resource({ 'service.name': 'gw-test' }), 'gateway', encoding);
     const from = bodies.length;
     const row = { model: 'gpt-4o-mini', tokens: 12 };
     const read: AttributeReader<typeof row> = (r, out) => void out.push('gen_ai.response.model', r.model, 'gen_ai.usage.input_tokens', r.tokens);
@@ -124,7 +200,7 @@ describe('span recorder', () => {
   });
 
   it('sends a busy process\'s spans 512 to a batch, and a quiet one\'s small batches each intact', async () => {
-    const recorder = new SpanRecorder(new Resource({ 'service.name': 'gw-test' }), 'gateway');
+    const recorder = new SpanRecorder(new Resource({ 'service.name': 'gw-test' }), 'gateway', encoding);
     const namesOf = (from: number) => bodies.slice(from).map((b) => b.body.resourceSpans[0]!.scopeSpans[0]!.spans.map((span) => span.name));
     const span = (name: string) => new RecordedSpan(recorder, '4bf92f3577b34da6a3ce929d0e0e4736', undefined, name, SPAN_KIND.client, { 'gen_ai.request.model': `modèle ${name} ✓` });
     let from = bodies.length;
@@ -153,7 +229,9 @@ describe('span recorder', () => {
     expect(again.map((names) => names.length)).toEqual([512, 8, 512, 8, 512, 8]);
     expect(again.flat()).toEqual([0, 1, 2].flatMap((round) => Array.from({ length: 520 }, (_, i) => `again ${round}.${i}`)));
   });
+});
 
+describe('request sampler', () => {
   it('samples as OTEL_TRACES_SAMPLER says, following a caller\'s flag when parent-based', () => {
     const sampledCaller = parseTraceparent('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01');
     const unsampledCaller = parseTraceparent('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00');

@@ -14,10 +14,23 @@ local function lost(s, h, z, a)
   held = tonumber(held)
   return held < 0 or (held > 0 and na == 0)
 end
+-- The total of a window's process leases (ids 'lease:...'), part of its held total, is kept
+-- beside it under the same hash tag: what caps all leases of the window together.
+local function leases_key(h) return string.sub(h, 1, -2) .. 'l' end
+local function is_lease(id) return string.sub(id, 1, 6) == 'lease:' end
+-- Moves the lease total; a lost total is not started again by a decrease (a repair recounts it).
+local function move_leases(h, delta)
+  if delta == 0 then return end
+  local l = leases_key(h)
+  if delta > 0 or redis.call('EXISTS', l) == 1 then redis.call('INCRBY', l, string.format('%.0f', delta)) end
+end
 -- A hold leaves a window: its amount off the held total, its amount and lease gone.
 local function drop_hold(h, z, a, id)
   local held = redis.call('HGET', a, id)
-  if held then redis.call('DECRBY', h, held) end
+  if held then
+    redis.call('DECRBY', h, held)
+    if is_lease(id) then move_leases(h, -tonumber(held)) end
+  end
   redis.call('HDEL', a, id)
   redis.call('ZREM', z, id)
 end
@@ -291,7 +304,7 @@ export async function renewHold(redis: RedisClient, holdId: string, windows: Sco
 /** A hold that outlives a lost window: a running job's, from its reserved ledger row. */
 export type KeptHold = { id: string; nanos: number; expiresAt: number };
 
-const REPAIR = redisScript(`
+const REPAIR = redisScript(HOLD_LUA + `
 local s, h, z, a = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local ttl = tonumber(ARGV[2])
 local fresh = ARGV[3]
@@ -305,12 +318,18 @@ for _, id in ipairs(redis.call('HKEYS', a)) do redis.call('ZADD', z, 'NX', fresh
 for _, id in ipairs(redis.call('ZRANGE', z, 0, -1)) do
   if redis.call('HEXISTS', a, id) == 0 then redis.call('ZREM', z, id) end
 end
--- The held total is what the amounts say.
-local total = 0
-for _, v in ipairs(redis.call('HVALS', a)) do total = total + tonumber(v) end
+-- The held total, and the leases' part of it, are what the amounts say.
+local total, leased = 0, 0
+local amounts = redis.call('HGETALL', a)
+for i = 1, #amounts, 2 do
+  local v = tonumber(amounts[i + 1])
+  total = total + v
+  if is_lease(amounts[i]) then leased = leased + v end
+end
 redis.call('SET', h, string.format('%.0f', total))
+redis.call('SET', leases_key(h), string.format('%.0f', leased))
 if ttl > 0 then
-  for _, k in ipairs({s, h, z, a}) do redis.call('EXPIRE', k, ttl) end
+  for _, k in ipairs({s, h, z, a, leases_key(h)}) do redis.call('EXPIRE', k, ttl) end
 end
 return 'ok'
 `);
@@ -389,19 +408,28 @@ for i = 1, n do
   if spent ~= 0 then settled[i] = redis.call('INCRBY', s, ARGV[4]) end
 end
 -- The lease keeps what requests in flight drew (the floor) and may add spare room: a share of
--- what is left, none where little is left.
+-- what is left, none where little is left; and all the window's leases together (this one's
+-- floor and spare included) at most a larger share of the room there would be without them.
+local all_share = tonumber(ARGV[12 + 2 * n])
 for i = 1, n do
   local limit = tonumber(ARGV[9 + 2 * i])
   if limit >= 0 then
     local room = limit - settled[i] - (held[i] - old[i]) - floor
     if room < least_room then spare = 0 else spare = math.min(spare, math.floor(room * share)) end
+    local leased = math.min(held[i], math.max(0, tonumber(redis.call('GET', leases_key(KEYS[4 * i - 2])) or '0')))
+    local others = math.max(0, leased - old[i])
+    local open = limit - settled[i] - (held[i] - leased)
+    spare = math.max(0, math.min(spare, math.floor(open * all_share) - others - floor))
   end
 end
 local granted = floor + spare
 local amount = string.format('%.0f', granted)
 for i = 1, n do
   local s, h, z, a = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
-  if granted ~= old[i] then redis.call('INCRBY', h, string.format('%.0f', granted - old[i])) end
+  if granted ~= old[i] then
+    redis.call('INCRBY', h, string.format('%.0f', granted - old[i]))
+    move_leases(h, granted - old[i])
+  end
   if granted > 0 then
     redis.call('HSET', a, id, amount)
     redis.call('ZADD', z, expiry, id)
@@ -411,7 +439,7 @@ for i = 1, n do
   end
   local keep = tonumber(ARGV[10 + 2 * i])
   if keep > 0 and granted > 0 and (fresh or old[i] == 0) then
-    for _, k in ipairs({s, h, z, a}) do redis.call('EXPIRE', k, keep) end
+    for _, k in ipairs({s, h, z, a, leases_key(h)}) do redis.call('EXPIRE', k, keep) end
   end
 end
 if granted > 0 then
@@ -439,6 +467,8 @@ export type LeaseStep = {
   leastRoomNanos: number;
   /** At most this share of a blocking window's room left beyond the floor. */
   shareOfRoom: number;
+  /** All leases of a blocking window together (floors included) at most this share of the room it would have without them. */
+  allLeasesShareOfRoom: number;
   /** The lease is held now (it was granted room at its last step). */
   held: boolean;
   leaseExpiresAt: Date;
@@ -464,7 +494,7 @@ export async function stepLease(redis: RedisClient, windows: ScopeWindow[], step
   const recordTail = JSON.stringify({ w: windows.map((w) => windowBase(w)), r: step.lapseRecord }).slice(1);
   const answer = (await LEASE(redis, keys, [
     now.getTime(), step.leaseExpiresAt.getTime(), step.leaseId, Math.round(step.spentNanos), Math.round(step.floorNanos), Math.round(step.spareNanos),
-    Math.round(step.leastRoomNanos), step.shareOfRoom, step.held ? 1 : 0, windows.length, ...args, recordTail,
+    Math.round(step.leastRoomNanos), step.shareOfRoom, step.held ? 1 : 0, windows.length, ...args, recordTail, step.allLeasesShareOfRoom,
   ])) as Array<string | number>;
   if (answer[0] === 'missing') return { state: 'missing', windows: answer.slice(1).map((i) => windows[Number(i) - 1]!) };
   if (answer[0] === 'swept') return { state: 'swept' };

@@ -32,6 +32,13 @@ const LEASE_DEMAND_SECONDS = 1;
 /** ...and never more than this share of a blocking window's room left. */
 const LEASE_SHARE_OF_ROOM = 0.1;
 /**
+ * All leases of one window together (every process, every scope set that counts in it) hold at
+ * most this share of the room the window would have without them: the most a request can be
+ * refused for while room exists. One share per lease alone let a project's 16 leases (8 keys in
+ * 2 processes) hold about 60% of its room.
+ */
+const ALL_LEASES_SHARE_OF_ROOM = 0.25;
+/**
  * While a step is in flight (a round trip, longer when the process is busy) requests may draw
  * up to about this many seconds of demand from the room the lease already holds; beyond it they
  * hold exactly. Without it, a busy process held exactly for one request in ten (bench, issue 37).
@@ -196,7 +203,7 @@ export function createSpendLeases(deps: SpendLeaseDeps): SpendLeases {
         const sentAt = attempt === 0 ? at : now();
         const outcome = await stepLease(deps.redis.redis, windows, {
           leaseId: state.leaseId, spentNanos: stepSpent, floorNanos: floor, spareNanos: spare, leastRoomNanos: NO_LEASE_UNDER_WORST_CASES * worst,
-          shareOfRoom: LEASE_SHARE_OF_ROOM, held: state.held, leaseExpiresAt: new Date(sentAt + LEASE_TTL_MS),
+          shareOfRoom: LEASE_SHARE_OF_ROOM, allLeasesShareOfRoom: ALL_LEASES_SHARE_OF_ROOM, held: state.held, leaseExpiresAt: new Date(sentAt + LEASE_TTL_MS),
           lapseRecord: Object.assign({}, state.row, { id: newId('spend'), requestId: state.leaseId, leaseRef: leaseRefOf(state), createdAt: new Date(at), updatedAt: new Date(at) }),
         }, new Date(sentAt));
         if (outcome.state === 'ok') {

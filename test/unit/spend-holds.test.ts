@@ -1,4 +1,4 @@
-import { holdSpend, settleHold, seedWindow, windowKeys, type ScopeWindow } from '../../core/spend/holds';
+import { holdSpend, repairWindow, settleHold, seedWindow, windowKeys, type ScopeWindow } from '../../core/spend/holds';
 import { testRedis } from '../helpers/harness';
 
 /** The reservation script on the real Redis: one round trip counts the rate and holds the spend. */
@@ -55,6 +55,16 @@ describe('spend holds (core/spend/holds.ts)', () => {
     expect(await holdSpend(redis.redis, 'dead', [key], 100, now, new Date(now.getTime() + 10))).toMatchObject({ state: 'ok' });
     expect(await holdSpend(redis.redis, 'next', [key], 100, now, lease)).toMatchObject({ state: 'refused' });
     expect(await holdSpend(redis.redis, 'next', [key], 100, new Date(now.getTime() + 20), lease)).toMatchObject({ state: 'ok' });
+  });
+
+  it('repairs a lost window\'s held total and its leases\' part of it from the amounts', async () => {
+    const key = window('key:repair', 1000);
+    const [s, h, z, a] = windowKeys(key);
+    const leases = h.replace(/:h$/, ':l');
+    await redis.redis.hset(a, 'lease:p1:1', '300', 'req_1', '50', 'lease:p2:4', '25');
+    await redis.redis.zadd(z, lease.getTime(), 'lease:p1:1', lease.getTime(), 'req_1', lease.getTime(), 'lease:p2:4');
+    await repairWindow(redis.redis, key, 40n, [], lease);
+    expect(await redis.redis.mget(s, h, leases)).toEqual(['40', '375', '325']);
   });
 
   it('counts the key\'s rate window in the same step; past the tier nothing is held', async () => {

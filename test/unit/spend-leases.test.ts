@@ -188,6 +188,38 @@ describe.each([['one Redis', false], ['a three-master Redis Cluster', true]] as 
     expect(tightLeased.count).toBe(0);
   }, 30_000);
 
+  it('caps all leases of one window together: a project\'s 8 keys in 2 processes hold at most a quarter of its room', async () => {
+    const org = `org_leaseall${Date.now().toString(36)}`;
+    // The window every key's requests also count in (a project's, say), and eight keys of their own.
+    const shared = keyScope(org, 'lin_project', 10);
+    const keys = Array.from({ length: 8 }, (_, i) => keyScope(org, `lin_key${i}`, 1000));
+    await Promise.all([shared, ...keys].map((scope) => seedWindow(redis.redis, scope, 0n)));
+    const processes = [apiProcess(), apiProcess()];
+    const leased = { count: 0 };
+    const worst = 0.01;
+    let mostOver = -Infinity;
+    let running = true;
+    const watch = (async () => {
+      while (running) {
+        // Held = the leases + exact holds of requests in flight (at most one per key and process).
+        const { settled, held } = await windowFigures(shared);
+        mostOver = Math.max(mostOver, held - 0.25 * (toNanos(10) - settled) - 16 * toNanos(worst));
+        await sleep(10);
+      }
+    })();
+    await Promise.all(processes.flatMap((p, pi) => keys.map(async (key, ki) => {
+      for (let i = 0; i < 60; i++) await request(p, [key, shared], `all${pi}.${ki}.${i}`, worst, 0.001, 4, leased);
+    })));
+    running = false;
+    await watch;
+    expect(leased.count).toBeGreaterThan(100);
+    expect(mostOver).toBeLessThanOrEqual(0);
+    // Given back once idle: the window's lease total comes back to nothing with its held total.
+    await sleep(1500);
+    expect(await windowFigures(shared)).toEqual({ settled: toNanos(0.96), held: 0 });
+    expect(Number(await redis.redis.get(windowKeys(shared)[1].replace(/:h$/, ':l')))).toBe(0);
+  }, 30_000);
+
   it('keeps the ceiling when the limit is lowered while leases are out', async () => {
     const org = `org_leaselow${Date.now().toString(36)}`;
     const before = keyScope(org, 'lin_low', 10);
@@ -308,11 +340,13 @@ describe.each([['one Redis', false], ['a three-master Redis Cluster', true]] as 
     child.kill('SIGKILL');
     await exited;
     // What the dead process left: its lease, held, and the spend it flushed before it died.
-    const [, , , amounts] = windowKeys(scope);
+    const [, held, , amounts] = windowKeys(scope);
+    const leaseTotal = held.replace(/:h$/, ':l');
     const leaseNanos = Number(await redis.redis.hget(amounts, said.leaseId));
     const before = await windowFigures(scope);
     expect(leaseNanos).toBeGreaterThanOrEqual(toNanos(0.01));
     expect(before.held).toBe(leaseNanos);
+    expect(Number(await redis.redis.get(leaseTotal))).toBe(leaseNanos);
     // Past its expiry the lease lapses: settled in full, recorded in the ledger.
     await sleep(3_200);
     const rows = rowsKept();
@@ -320,6 +354,7 @@ describe.each([['one Redis', false], ['a three-master Redis Cluster', true]] as 
     expect(rows.rows).toEqual([expect.objectContaining({ orgId: org, lineageId: lineage, requestId: said.leaseId, state: 'settled', amount: leaseNanos / 1e9 })]);
     const after = await windowFigures(scope);
     expect(after).toEqual({ settled: before.settled + leaseNanos, held: 0 });
+    expect(Number(await redis.redis.get(leaseTotal))).toBe(0);
     // Never an under-count: every cost the process settled, and the call it had in flight at its worst case, are counted.
     expect(after.settled).toBeGreaterThanOrEqual(toNanos(0.01) * (said.settledRows + 1));
   }, 60_000);

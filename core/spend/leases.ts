@@ -173,8 +173,10 @@ export function createSpendLeases(deps: SpendLeaseDeps): SpendLeases {
     state.rate = giveBack ? 0 : averagedDemand(state.rate, state.demand, seconds);
     const allowance = Math.max(0, Math.min(state.amount - state.drawn - state.unflushed, state.rate * FLIGHT_ALLOWANCE_SECONDS));
     const spent = state.unflushed;
-    // The ledger rows of what this step adds carry this reference (`leases.end`).
-    const flushingRef = leaseRefOf(state);
+    // The ledger rows of what this step adds carry this reference (`leases.end`), and those
+    // settled while it is in flight the next one: a rebuild of a missing window leaves out both,
+    // whose spend this step and the next add.
+    const unflushedRefs = [leaseRefOf(state), leaseRefOf({ leaseId: state.leaseId, generation: state.generation + 1 })];
     const costs = state.costs;
     if (costs) state.costs = [];
     const floor = state.drawn + allowance;
@@ -215,7 +217,7 @@ export function createSpendLeases(deps: SpendLeaseDeps): SpendLeases {
         }
         if (attempt >= 2) throw new Error(`lease step did not settle (${outcome.state})`);
         if (outcome.state === 'missing') {
-          await deps.upkeep.seedMissing(outcome.windows as SpendScope[], { excludeLeaseRef: flushingRef });
+          await deps.upkeep.seedMissing(outcome.windows as SpendScope[], { excludeLeaseRefs: unflushedRefs });
         } else {
           // Swept as lapsed (this process looked dead): settled in full, which covers what was
           // spent under it. A new lease, under a new id (a swept id is marked settled).

@@ -122,13 +122,13 @@ export function crossingRows(scopes: CrossingScope[], totals: Array<number | nul
  * requests that settled under its last step; those that landed are counted once: the larger of
  * the lapse and their sum (a crash can over-count, never under-count).
  */
-export async function ledgerWindowTotal(db: Database, scope: Pick<SpendScope, 'orgId' | 'ledger' | 'windowStart'>, excludeLeaseRef?: string): Promise<bigint> {
+export async function ledgerWindowTotal(db: Database, scope: Pick<SpendScope, 'orgId' | 'ledger' | 'windowStart'>, excludeLeaseRefs: readonly string[] = []): Promise<bigint> {
   const inWindow = and(
     eq(spendLedger.orgId, scope.orgId),
     sql`${sql.identifier(scope.ledger.column)} = ${scope.ledger.value}`,
     eq(spendLedger.state, 'settled'),
     gte(spendLedger.createdAt, scope.windowStart),
-    excludeLeaseRef === undefined ? undefined : sql`${spendLedger.leaseRef} is distinct from ${excludeLeaseRef}`,
+    excludeLeaseRefs.length === 0 ? undefined : sql`(${spendLedger.leaseRef} is null or ${spendLedger.leaseRef} not in (${sql.join(excludeLeaseRefs.map((ref) => sql`${ref}`), sql`, `)}))`,
   );
   const [row] = await db.select({ total: sql<string>`coalesce(sum(${spendLedger.amount}), 0)::text` }).from(spendLedger).where(inWindow);
   const [overlap] = await db.select({ total: sql<string>`coalesce(sum(least(lapse.amount, covered.amount)), 0)::text` })
@@ -166,10 +166,11 @@ export type SpendUpkeep = {
   recordCrossings(scopes: CrossingScope[], totals: Array<number | null>, nanos: number, costs?: readonly number[]): void;
   /**
    * Lost windows repaired from Postgres: the settled total, and the holds of running jobs
-   * (core/spend/holds.ts). `excludeLeaseRef`: a lease's step whose spend is about to be added
-   * leaves out the rows settled under it, which may have landed before the step.
+   * (core/spend/holds.ts). `excludeLeaseRefs`: a lease's step leaves out the rows settled under
+   * the step it flushes and the one after (settled while it is in flight): their spend is added
+   * by this step and the next, and their rows may have landed before the rebuild.
    */
-  seedMissing(scopes: SpendScope[], options?: { excludeLeaseRef?: string }): Promise<void>;
+  seedMissing(scopes: SpendScope[], options?: { excludeLeaseRefs?: string[] }): Promise<void>;
   /**
    * Lapsed chat holds and leases of an organization (their instance died) settled at their
    * amounts and written to the ledger: a crash never makes a call free. Off the request's path.
@@ -180,7 +181,7 @@ export type SpendUpkeep = {
 export type SpendLedgerDeps = { db: Database; redis: RedisHandle; rows: BatchWriter<SpendLedgerRow>; crossings?: BatchWriter<BudgetCrossingRow> };
 
 export function createSpendUpkeep(deps: SpendLedgerDeps): SpendUpkeep {
-  const rebuild = (scope: SpendScope, excludeLeaseRef?: string) => ledgerWindowTotal(deps.db, scope, excludeLeaseRef);
+  const rebuild = (scope: SpendScope, excludeLeaseRefs?: string[]) => ledgerWindowTotal(deps.db, scope, excludeLeaseRefs);
   /** Windows being rebuilt from Postgres now, by their settled counter's key. */
   const seeding = createSingleFlight<void>();
   return {
@@ -190,7 +191,7 @@ export function createSpendUpkeep(deps: SpendLedgerDeps): SpendUpkeep {
     async seedMissing(scopes, options = {}) {
       const seed = async (s: SpendScope) => {
         const now = new Date();
-        await repairWindow(deps.redis.redis, s, await rebuild(s, options.excludeLeaseRef), await runningJobHolds(deps.db, s, now), new Date(now.getTime() + CHAT_HOLD_LEASE_MS));
+        await repairWindow(deps.redis.redis, s, await rebuild(s, options.excludeLeaseRefs), await runningJobHolds(deps.db, s, now), new Date(now.getTime() + CHAT_HOLD_LEASE_MS));
       };
       // A lease's step rebuilds on its own, leaving out its rows: a rebuild that counted them
       // would count its spend twice once the step adds it (the window is set only if missing,
@@ -198,7 +199,7 @@ export function createSpendUpkeep(deps: SpendLedgerDeps): SpendUpkeep {
       // process: every request in flight on a window found missing (a new project under load,
       // say) waits for the same one. Each used to run its own, and 32 of them at once took
       // 2-4 s of a busy Postgres (bench:scale-out).
-      if (options.excludeLeaseRef !== undefined) await Promise.all(scopes.map(seed));
+      if (options.excludeLeaseRefs !== undefined) await Promise.all(scopes.map(seed));
       else await Promise.all(scopes.map((s) => seeding.run(windowKeys(s)[0], () => seed(s))));
     },
     async recordLapsed(orgId, now) {

@@ -2,7 +2,7 @@ import { GatewayError } from '../../core/errors';
 import type { BatchWriter } from '../../core/db/batch-writer';
 import { seedWindow, windowKeys } from '../../core/spend/holds';
 import { organizations, spendLedger } from '../../core/db/schema';
-import { createSpendLedger, createSpendUpkeep, ledgerWindowTotal, type Hold, type SpendLedgerRow } from '../../core/spend/ledger';
+import { createSpendLedger, createSpendUpkeep, ledgerWindowTotal, type Hold, type SpendLedgerRow, type SpendUpkeep } from '../../core/spend/ledger';
 import { createRateLeases } from '../../core/ratelimit/rate-leases';
 import { createSpendLeases, leasedSpendLedger, type SpendLeases } from '../../core/spend/leases';
 import { toNanos } from '../../core/spend/money';
@@ -52,9 +52,9 @@ describe.each([['one Redis', false], ['a three-master Redis Cluster', true]] as 
     await database.close();
   });
 
-  function apiProcess(rows = rowsKept(), stepMs = 50) {
+  function apiProcess(rows = rowsKept(), stepMs = 50, upkeepOf: (upkeep: SpendUpkeep) => SpendUpkeep = (u) => u) {
     const deps = { db: database.db, redis, rows };
-    const upkeep = createSpendUpkeep(deps);
+    const upkeep = upkeepOf(createSpendUpkeep(deps));
     const leases = createSpendLeases({ redis, upkeep, stepMs });
     const rate = createRateLeases({ redis, stepMs: 50 });
     processes.push(leases, rate);
@@ -165,6 +165,32 @@ describe.each([['one Redis', false], ['a three-master Redis Cluster', true]] as 
     await database.db.insert(spendLedger).values(p.rows.rows.map((r) => Object.assign({}, r, { id: `${r.id}_${org}`, lineageId: 'lin_landed' })));
     expect(await redis.redis.exists(windowKeys(scope)[0])).toBe(0);
     expect(await p.spend.spent([scope])).toEqual([0.5]);
+  });
+
+  it('counts a cost once when it settles while the step that finds its window missing is in flight, and its row lands first', async () => {
+    const org = `org_leasenext${Date.now().toString(36)}${onCluster ? 'c' : ''}`;
+    await database.db.insert(organizations).values({ id: org, name: 'lease next' });
+    const scope = scopeAt(org, { kind: 'key', id: 'lin_next', code: 'key_budget', limit: null, blocking: false, period: 'never', ledger: { column: 'lineage_id', value: 'lin_next' } }, new Date(), 1);
+    const rows = rowsKept();
+    const landed = new Set<string>();
+    // Every row recorded so far lands in Postgres just before the step rebuilds the window.
+    const landFirst = (upkeep: SpendUpkeep): SpendUpkeep => Object.assign({}, upkeep, {
+      async seedMissing(scopes: SpendScope[], options?: { excludeLeaseRefs?: string[] }) {
+        const fresh = rows.rows.filter((r) => !landed.has(r.id));
+        fresh.forEach((r) => landed.add(r.id));
+        if (fresh.length > 0) await database.db.insert(spendLedger).values(fresh.map((r) => Object.assign({}, r, { id: `${r.id}_${org}`, lineageId: 'lin_next' })));
+        return upkeep.seedMissing(scopes, options);
+      },
+    });
+    const p = apiProcess(rows, 60_000, landFirst);
+    await request(p, [scope], 'next_0', 0, 0.5, 0, { count: 0 });
+    // A second request settles once the step is sent: its cost is the next step's to add.
+    const second = await p.spend.reserve({ holdId: 'next_1', scopes: [scope], amount: 0, leaseMs: 60_000, now: new Date(), lapseRow: rowOf(org, 'lin', 'next_1'), leasable: true });
+    const read = p.spend.spent([scope]);
+    await p.spend.settle(second, 0.25, rowOf(org, 'lin', 'next_1'));
+    expect(rows.rows.map((r) => r.leaseRef?.replace(/^.*#/, '#'))).toEqual(['#0', '#1']);
+    expect(await read).toEqual([0.5]);
+    expect(await p.spend.spent([scope])).toEqual([0.75]);
   });
 
   it('holds exactly near the limit, and gives an idle lease back within a second', async () => {

@@ -77,6 +77,7 @@ const GATEWAY_SUBJECTS = [
   ['gateway_responses', 'gateway, /v1/responses to the chat wire', { promptLogging: false }],
   ['gateway_metrics', 'gateway, metrics on', { promptLogging: false }],
   ['gateway_telemetry', 'gateway, traces+metrics', { promptLogging: false }],
+  ['gateway_telemetry_json', 'gateway, traces (OTLP JSON)+metrics', { promptLogging: false }],
   ['gateway_control', 'gateway, a second process', { promptLogging: false }],
 ] as const satisfies ReadonlyArray<readonly [string, string, TenantFeatures]>;
 type GatewaySubjectId = (typeof GATEWAY_SUBJECTS)[number][0];
@@ -89,6 +90,9 @@ type GatewaySubjectId = (typeof GATEWAY_SUBJECTS)[number][0];
 const SUBJECT_ENV: Partial<Record<GatewaySubjectId, (otlpEndpoint: () => Promise<string>) => Promise<Record<string, string>>>> = {
   gateway_metrics: async () => ({ GW_OPS_PORT: '0', GW_OPS_HOST: '127.0.0.1' }),
   gateway_telemetry: async (otlpEndpoint) => ({ GW_OPS_PORT: '0', GW_OPS_HOST: '127.0.0.1', OTEL_EXPORTER_OTLP_ENDPOINT: await otlpEndpoint(), OTEL_TRACES_SAMPLER: 'always_on' }),
+  gateway_telemetry_json: async (otlpEndpoint) => ({
+    GW_OPS_PORT: '0', GW_OPS_HOST: '127.0.0.1', OTEL_EXPORTER_OTLP_ENDPOINT: await otlpEndpoint(), OTEL_TRACES_SAMPLER: 'always_on', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+  }),
 };
 
 /**
@@ -305,7 +309,7 @@ const PAIRS = Number(process.env.BENCH_PAIRS ?? 8);
 const PAIR_SECONDS = Number(process.env.BENCH_PAIR_SECONDS ?? 4);
 const PAIR_WARM_SECONDS = 5;
 /** `gateway_control` is the untraced gateway again, in a process started last: what the method reads when nothing differs. */
-const PAIRED_SUBJECTS: ReadonlyArray<Subject['id']> = ['gateway_metrics', 'gateway_telemetry', 'gateway_control'];
+const PAIRED_SUBJECTS: ReadonlyArray<Subject['id']> = ['gateway_metrics', 'gateway_telemetry', 'gateway_telemetry_json', 'gateway_control'];
 
 /** Per pair, the other subject's figure over the base's; `split` the same for the CPU's parts. */
 type Paired = { subject: Subject; ratios: number[]; split: Array<{ mainUser: number; mainSystem: number; helpers: number }> };

@@ -179,7 +179,8 @@ export function createSpendLeases(deps: SpendLeaseDeps): SpendLeases {
     const unflushedRefs = [leaseRefOf(state), leaseRefOf({ leaseId: state.leaseId, generation: state.generation + 1 })];
     const costs = state.costs;
     if (costs) state.costs = [];
-    const floor = state.drawn + allowance;
+    // A set without a blocking scope holds nothing: its requests in flight need no room kept.
+    const floor = state.blocking ? state.drawn + allowance : 0;
     const worst = state.worst;
     state.worst = 0;
     state.demand = 0;
@@ -190,8 +191,10 @@ export function createSpendLeases(deps: SpendLeaseDeps): SpendLeases {
     // Costs settled from here on lapse with this step's lease if the process dies: their rows say so.
     state.generation += 1;
     const spare = state.blocking ? state.rate * LEASE_DEMAND_SECONDS : 0;
-    if (spent === 0 && state.inFlight === 0 && spare === 0 && !state.held) {
-      forget(state);
+    // Nothing to add, hold or give back: no Redis call (a key without a blocking limit whose
+    // calls are all still in flight is not even in Redis yet). The set is kept while they are.
+    if (spent === 0 && floor === 0 && spare === 0 && !state.held) {
+      if (state.inFlight === 0) forget(state);
       return;
     }
     const windows: ScopeWindow[] = state.scopes;

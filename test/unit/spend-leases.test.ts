@@ -145,9 +145,11 @@ describe.each([['one Redis', false], ['a three-master Redis Cluster', true]] as 
     const p = apiProcess();
     const leased = { count: 0 };
     // Calls outliving several steps (every 50 ms here): their spend is not dropped with an idle step.
-    const calls = [request(p, [scope], 'free_0', 0, 0.25, 180, leased), request(p, [scope], 'free_1', 0, 0.5, 20, leased)];
-    await sleep(5);
+    const calls = [request(p, [scope], 'free_0', 0.3, 0.25, 300, leased), request(p, [scope], 'free_1', 0.3, 0.5, 300, leased)];
+    // Steps run while they are in flight, and neither add nor hold anything: the window is not made.
+    await sleep(150);
     expect(await redis.redis.exists(windowKeys(scope)[0])).toBe(0);
+    expect(await redis.redis.exists(windowKeys(scope)[1])).toBe(0);
     await Promise.all(calls);
     expect(leased.count).toBe(2);
     expect(await p.spend.spent([scope])).toEqual([0.75]);

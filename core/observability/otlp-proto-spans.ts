@@ -7,10 +7,11 @@ import { epochMicros, type RecordedSpan, type SpanEncoding } from './span-record
  * and no intermediate strings). The messages are opentelemetry-proto's `ExportTraceServiceRequest`
  * with one `ResourceSpans` and one `ScopeSpans`; the field numbers are in `TAG` below.
  *
- * Lengths are varints written before what they measure. Where that is not known until written (a
- * batch, a span, an event) a fixed number of bytes is kept and filled in after, as a varint padded
- * with continuation bits: valid protobuf that every decoder reads (protobuf's varints need not be
- * minimal). Everything else (attributes, strings, status) is written with its exact length.
+ * Lengths are varints written before what they measure, which is not known until written. A
+ * batch's and a span's lengths are kept as a fixed number of bytes and filled in after, as a
+ * varint padded with continuation bits: valid protobuf that every decoder reads (protobuf's
+ * varints need not be minimal). Every other length (attributes, strings, events, status) gets one
+ * byte, enough for most, and what it measures is moved along when it needs more (`endLength`).
  */
 
 /** Field tags: (field number << 3) | wire type (0 varint, 1 fixed64, 2 length-delimited). */

@@ -1,4 +1,5 @@
 import type { Attributes, AttributeValue } from '@opentelemetry/api';
+import { keptByKey, keptByKeyAndValue } from './kept-encodings';
 import { epochMicros, type RecordedSpan, type SpanEncoding } from './span-recorder';
 
 /**
@@ -33,16 +34,8 @@ function flat(text: string): string {
   return Buffer.from(text, 'utf8').toString('utf8');
 }
 
-/** Each attribute key's encoded start, made once per key: keys are a small fixed set. */
-const keyPrefixes = new Map<string, string>();
-function keyPrefix(key: string): string {
-  let prefix = keyPrefixes.get(key);
-  if (prefix === undefined) {
-    prefix = flat(`{"key":${JSON.stringify(key)},"value":`);
-    if (keyPrefixes.size < 1000) keyPrefixes.set(key, prefix);
-  }
-  return prefix;
-}
+/** Each attribute key's encoded start. */
+const keyPrefix = keptByKey((key) => flat(`{"key":${JSON.stringify(key)},"value":`));
 
 function encodeValue(value: AttributeValue): string {
   switch (typeof value) {
@@ -57,29 +50,11 @@ function encodeValue(value: AttributeValue): string {
   }
 }
 
-/**
- * Encoded string attributes by key, then by value: most values repeat from request to request
- * (the operation, the provider, the model, the path, the cache outcome), and a repeated value is
- * usually the same string object, whose hash V8 keeps. A key whose values keep changing (a
- * request id) fills its map and is then encoded afresh each time.
- */
-const encodedStrings = new Map<string, Map<string, string>>();
-const VALUES_KEPT_PER_KEY = 64;
-const LONGEST_KEPT_VALUE = 128;
+/** Repeated string attributes, each kept as one flat string. */
+const keptString = keptByKeyAndValue((key, value) => flat(`${keyPrefix(key)}{"stringValue":${JSON.stringify(value)}}}`));
 
 function encodeAttribute(key: string, value: AttributeValue): string {
-  if (typeof value !== 'string' || value.length > LONGEST_KEPT_VALUE) return `${keyPrefix(key)}${encodeValue(value)}}`;
-  let values = encodedStrings.get(key);
-  if (values === undefined) {
-    values = new Map();
-    if (encodedStrings.size < 1000) encodedStrings.set(key, values);
-  }
-  let encoded = values.get(value);
-  if (encoded === undefined) {
-    encoded = `${keyPrefix(key)}{"stringValue":${JSON.stringify(value)}}}`;
-    if (values.size < VALUES_KEPT_PER_KEY) values.set(value, (encoded = flat(encoded)));
-  }
-  return encoded;
+  return (typeof value === 'string' ? keptString(key, value) : undefined) ?? `${keyPrefix(key)}${encodeValue(value)}}`;
 }
 
 /** Attributes as the comma-separated members of an OTLP attribute list. */

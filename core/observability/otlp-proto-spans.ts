@@ -1,4 +1,5 @@
 import type { Attributes, AttributeValue } from '@opentelemetry/api';
+import { keptByKey, keptByKeyAndValue } from './kept-encodings';
 import { epochMicros, type RecordedSpan, type SpanEncoding } from './span-recorder';
 
 /**
@@ -185,17 +186,11 @@ function writeAny(buf: Buffer, at: number, value: AttributeValue): number {
   }
 }
 
-/** Each attribute key's `KeyValue.key` field, made once per key: keys are a small fixed set. */
-const keyFields = new Map<string, Uint8Array>();
-function keyField(key: string): Uint8Array {
-  let field = keyFields.get(key);
-  if (field === undefined) {
-    const bytes = Buffer.allocUnsafe(6 + Buffer.byteLength(key, 'utf8'));
-    field = Uint8Array.prototype.slice.call(bytes, 0, writeString(bytes, 0, TAG.key, key));
-    if (keyFields.size < 1000) keyFields.set(key, field);
-  }
-  return field;
-}
+/** Each attribute key's `KeyValue.key` field. */
+const keyField = keptByKey((key) => {
+  const bytes = Buffer.allocUnsafe(6 + Buffer.byteLength(key, 'utf8'));
+  return Uint8Array.prototype.slice.call(bytes, 0, writeString(bytes, 0, TAG.key, key));
+});
 
 /** A `KeyValue` message after its tag: its length, its key, its value. */
 function writeKeyValueBody(buf: Buffer, at: number, key: string, value: AttributeValue): number {
@@ -204,37 +199,16 @@ function writeKeyValueBody(buf: Buffer, at: number, key: string, value: Attribut
   return endLength(buf, at, endLength(buf, valueAt + 1, writeAny(buf, valueAt + 2, value)));
 }
 
-/**
- * Encoded string attributes (the `KeyValue` after its tag) by key, then by value: most values
- * repeat from request to request (the operation, the provider, the model, the path, the cache
- * outcome). A key whose values keep changing (a request id) fills its map and is then encoded
- * afresh each time.
- */
-const keptStrings = new Map<string, Map<string, Uint8Array>>();
-const VALUES_KEPT_PER_KEY = 64;
-const LONGEST_KEPT_VALUE = 128;
-
-function keptString(key: string, value: string): Uint8Array | undefined {
-  let values = keptStrings.get(key);
-  if (values === undefined) {
-    values = new Map();
-    if (keptStrings.size < 1000) keptStrings.set(key, values);
-  }
-  let kept = values.get(value);
-  if (kept === undefined && values.size < VALUES_KEPT_PER_KEY) {
-    const bytes = Buffer.allocUnsafe(keyValueBound(key, value));
-    kept = Uint8Array.prototype.slice.call(bytes, 0, writeKeyValueBody(bytes, 0, key, value));
-    values.set(value, kept);
-  }
-  return kept;
-}
+/** Repeated string attributes, each kept as its `KeyValue` after the tag. */
+const keptString = keptByKeyAndValue((key, value) => {
+  const bytes = Buffer.allocUnsafe(keyValueBound(key, value));
+  return Uint8Array.prototype.slice.call(bytes, 0, writeKeyValueBody(bytes, 0, key, value));
+});
 
 function writeKeyValue(buf: Buffer, at: number, tag: number, key: string, value: AttributeValue): number {
   buf[at] = tag;
-  if (typeof value === 'string' && value.length <= LONGEST_KEPT_VALUE) {
-    const kept = keptString(key, value);
-    if (kept) return copyBytes(kept, buf, at + 1);
-  }
+  const kept = typeof value === 'string' ? keptString(key, value) : undefined;
+  if (kept) return copyBytes(kept, buf, at + 1);
   return writeKeyValueBody(buf, at + 1, key, value);
 }
 

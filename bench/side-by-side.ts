@@ -340,21 +340,62 @@ async function pairedCpu(tool: LoadTool, base: Subject, other: Subject, svc: Ser
   return paired;
 }
 
+/**
+ * The same ratio measured with both subjects under load at once: two load runs at c=32 start
+ * together, and each process's CPU a request is read over the same seconds. Alternated pairs
+ * still see the machine change between their halves (a shared two-core VM's speed moved by
+ * 20% from one 8 s run to the next, bench/results/2026-11-27-issue-36-traces.md, session 11);
+ * at once, whatever slows the machine slows both. The two compete for the cores, each with the
+ * same scheduler share, so a costlier subject serves fewer requests and its fixed per-second
+ * work (flush steps, timers) is spread over fewer of them: if anything, this reads high.
+ * `BENCH_TOGETHER` windows (default as many as `BENCH_PAIRS`) of `BENCH_PAIR_SECONDS`.
+ */
+const TOGETHER = Number(process.env.BENCH_TOGETHER ?? PAIRS);
+
+async function togetherCpu(tool: LoadTool, base: Subject, other: Subject, work: string): Promise<Paired> {
+  const together: Paired = { subject: other, ratios: [], split: [] };
+  const run = (s: Subject, seconds: number) =>
+    tool.run({ url: s.url, headers: { 'content-type': 'application/json', ...s.headers }, bearers: s.bearers, body: bodyOf(s)(s.model), connections: 32, seconds }, work);
+  await Promise.all([run(base, 2), run(other, 2)]);
+  for (let i = 0; i < TOGETHER; i++) {
+    const cpu0 = [cpuSeconds(base.pid), cpuSeconds(other.pid)] as const;
+    const before = [threadCpuSeconds(base.pid), threadCpuSeconds(other.pid)] as const;
+    const [rb, ro] = await Promise.all([run(base, PAIR_SECONDS), run(other, PAIR_SECONDS)]);
+    const after = [threadCpuSeconds(base.pid), threadCpuSeconds(other.pid)] as const;
+    const cpu1 = [cpuSeconds(base.pid), cpuSeconds(other.pid)] as const;
+    const per = (j: 0 | 1, n: number, k: 'mainUser' | 'mainSystem' | 'helpers') => ((after[j][k] - before[j][k]) / Math.max(1, n)) * 1e6;
+    const parts = ([0, 1] as const).map((j) => {
+      const n = j === 0 ? rb.requests : ro.requests;
+      return { mainUser: per(j, n, 'mainUser'), mainSystem: per(j, n, 'mainSystem'), helpers: per(j, n, 'helpers') };
+    });
+    together.ratios.push((cpu1[1] - cpu0[1]) / Math.max(1, ro.requests) / ((cpu1[0] - cpu0[0]) / Math.max(1, rb.requests)));
+    together.split.push({ mainUser: parts[1]!.mainUser - parts[0]!.mainUser, mainSystem: parts[1]!.mainSystem - parts[0]!.mainSystem, helpers: parts[1]!.helpers - parts[0]!.helpers });
+    log(`at once ${i + 1}/${TOGETHER} ${other.label}: ${signedPct(together.ratios.at(-1)!)} CPU a request over ${base.label} ` +
+      `(${f0(rb.rps)} and ${f0(ro.rps)} req/s; µs: main thread user ${f0(parts[0]!.mainUser)} -> ${f0(parts[1]!.mainUser)}, ` +
+      `system ${f0(parts[0]!.mainSystem)} -> ${f0(parts[1]!.mainSystem)}, other threads ${f0(parts[0]!.helpers)} -> ${f0(parts[1]!.helpers)})`);
+  }
+  return together;
+}
+
 const signedPct = (ratio: number) => `${ratio >= 1 ? '+' : ''}${((ratio - 1) * 100).toFixed(1)}%`;
 
-function pairedLines(base: Subject, paired: Paired[]): string[] {
-  if (paired.length === 0) return [];
+function pairedLines(base: Subject, paired: Paired[], together: Paired[]): string[] {
+  if (paired.length === 0 && together.length === 0) return [];
+  const rows = (list: Paired[]) => list.map((p) => `| ${p.subject.label} | ${signedPct(median(p.ratios))} | ${(['mainUser', 'mainSystem', 'helpers'] as const).map((k) => signed(median(p.split.map((x) => x[k])))).join(' / ')} | ${p.ratios.map(signedPct).join(', ')} |`);
+  const head = ['| subject | median | µs a request added: main thread user / system, other threads (medians) | ratios |', '|---|---:|---:|---|'];
+  const bar = (list: Paired[], how: string) => list.filter((p) => p.subject.id === 'gateway_telemetry').map((p) =>
+    `- ${median(p.ratios) <= 1.1 ? 'met' : '**not met**'}: traces exported at full sampling and metrics on add at most 10% CPU a request: ${signedPct(median(p.ratios))} (median of ${p.ratios.length} ${how})`);
   return [
     `## Telemetry's added CPU, paired (issue 36)`,
     '',
-    `Subject CPU a request at c=32 over ${base.label}'s, ${PAIRS} pairs of ${PAIR_SECONDS} s runs each (after 1 s unmeasured), alternated.`,
-    '',
-    '| subject | median | µs a request added: main thread user / system, other threads (medians) | pairs |',
-    '|---|---:|---:|---|',
-    ...paired.map((p) => `| ${p.subject.label} | ${signedPct(median(p.ratios))} | ${(['mainUser', 'mainSystem', 'helpers'] as const).map((k) => signed(median(p.split.map((x) => x[k])))).join(' / ')} | ${p.ratios.map(signedPct).join(', ')} |`),
-    '',
-    ...paired.filter((p) => p.subject.id === 'gateway_telemetry').map((p) => `- ${median(p.ratios) <= 1.1 ? 'met' : '**not met**'}: traces exported at full sampling and metrics on add at most 10% CPU a request: ${signedPct(median(p.ratios))} (median of ${PAIRS} pairs)`),
-    '',
+    ...(paired.length ? [
+      `Subject CPU a request at c=32 over ${base.label}'s, ${PAIRS} pairs of ${PAIR_SECONDS} s runs each (after 1 s unmeasured), alternated.`,
+      '', ...head, ...rows(paired), '', ...bar(paired, 'alternated pairs'), '',
+    ] : []),
+    ...(together.length ? [
+      `The same, both under load at once (c=32 each): ${TOGETHER} windows of ${PAIR_SECONDS} s, each subject's CPU a request over the same seconds.`,
+      '', ...head, ...rows(together), '', ...bar(together, 'windows at once'), '',
+    ] : []),
   ];
 }
 
@@ -474,7 +515,9 @@ async function main(): Promise<void> {
   }
   const base = subjects.find((s) => s.id === 'gateway');
   const paired: Paired[] = [];
-  for (const s of subjects) if (base && PAIRED_SUBJECTS.includes(s.id)) paired.push(await pairedCpu(tool, base, s, svc, work));
+  const together: Paired[] = [];
+  for (const s of subjects) if (base && PAIRS > 0 && PAIRED_SUBJECTS.includes(s.id)) paired.push(await pairedCpu(tool, base, s, svc, work));
+  for (const s of subjects) if (base && TOGETHER > 0 && PAIRED_SUBJECTS.includes(s.id)) together.push(await togetherCpu(tool, base, s, work));
   const summaries: Summary[] = subjects.map((s) => ({ subject: s, rounds: rounds.get(s.id)!, rssIdle: rssIdle.get(s.id)!, rssAfter: rssMb(s.pid) }));
   const { text, gaps } = table(summaries);
   const minutes = ((Date.now() - started) / 60_000).toFixed(1);
@@ -499,7 +542,7 @@ async function main(): Promise<void> {
       '',
       ...gaps,
       '',
-      ...(base ? pairedLines(base, paired) : []),
+      ...(base ? pairedLines(base, paired, together) : []),
       '## Machine and run',
       '',
       ...machineNotes(tool, svc, load0),

@@ -18,9 +18,11 @@ import type { RequestLogEntry } from '../../core/request-log/writer';
 import type { Candidate } from '../../core/routing/candidates';
 
 process.env.OTEL_EXPORTER_OTLP_ENDPOINT = 'http://127.0.0.1:9';
-const recorder = new SpanRecorder(new Resource({ 'service.name': 'bench' }), 'gateway', process.env.JSON ? otlpJsonSpans : otlpProtoSpans);
 // Exports go nowhere: each is answered at once, so its buffer is reused as in a healthy process.
-(recorder as unknown as { delegate: unknown }).delegate = { export: (_body: unknown, done: () => void) => done(), shutdown: async () => {} };
+const recorder = new SpanRecorder(new Resource({ 'service.name': 'bench' }), 'gateway', process.env.JSON ? otlpJsonSpans : otlpProtoSpans, {
+  export: (_body, done) => done(),
+  shutdown: async () => {},
+});
 const metrics = process.env.NO_METRICS ? null : createGatewayMetrics('api');
 const candidate = { connection: { id: 'conn_0123456789', kind: 'openai', baseUrl: 'http://127.0.0.1:4010/v1' }, upstreamModel: 'gpt-4o-mini', modelId: 'gpt-4o-mini' } as unknown as Candidate;
 const answer = { choices: [{ finish_reason: 'stop' }] };

@@ -67,6 +67,43 @@ export interface SpanEncoding {
   seal(chunk: Buffer, end: number): number;
 }
 
+/** Where ended spans go: a recorder, or several (`fanOutSpans`). */
+export interface SpanSink {
+  ended(span: RecordedSpan): void;
+  /** Exports what is held, then stops. */
+  shutdown(): Promise<void>;
+}
+
+/** One encoded batch's way out: `done` once the body is no longer read (sent, or given up). */
+export interface BatchExport {
+  export(body: Buffer, done: () => void): void;
+  shutdown(): Promise<void>;
+}
+
+/**
+ * `OTEL_TRACES_EXPORTER=console`: each batch, encoded as OTLP JSON, written as one line (the
+ * OpenTelemetry collector's file exporter writes the same), to standard output unless told.
+ */
+export function consoleBatchExport(write: (line: string) => void = (line) => void process.stdout.write(line)): BatchExport {
+  return {
+    export(body, done) {
+      write(`${body.toString('utf8')}\n`);
+      done();
+    },
+    shutdown: async () => {},
+  };
+}
+
+/** Every span to each of `sinks` (`OTEL_TRACES_EXPORTER=otlp,console`): each encodes and sends it its own way. */
+export function fanOutSpans(sinks: SpanSink[]): SpanSink {
+  return {
+    ended(span) {
+      for (const sink of sinks) sink.ended(span);
+    },
+    shutdown: async () => void (await Promise.all(sinks.map((sink) => sink.shutdown()))),
+  };
+}
+
 /** Reads a source's attributes onto a list, as key, value, key, value (`RecordedSpan.attributesFrom`). */
 export type AttributeReader<T> = (source: T, out: Array<string | AttributeValue>) => void;
 
@@ -91,7 +128,7 @@ export class RecordedSpan {
   private sources: unknown[] | null = null;
 
   constructor(
-    private readonly recorder: SpanRecorder | null,
+    private readonly recorder: SpanSink | null,
     readonly traceId: string,
     readonly parentSpanId: string | undefined,
     public name: string,
@@ -143,7 +180,10 @@ export class RecordedSpan {
     this.recorder.ended(this);
   }
 
-  /** Reads the attributes `attributesFrom` deferred (once, by the recorder, just before encoding). */
+  /**
+   * Reads the attributes `attributesFrom` deferred onto `later`, once, by the first recorder to
+   * encode the span (a second finds them there).
+   */
   readSources(): void {
     const sources = this.sources;
     if (!sources) return;
@@ -151,8 +191,6 @@ export class RecordedSpan {
     for (let i = 0; i < sources.length; i += 2) (sources[i + 1] as AttributeReader<unknown>)(sources[i], this.later);
   }
 }
-
-type Delegate = ReturnType<typeof createOtlpHttpExportDelegate<Buffer, unknown>>;
 
 /** A batch is written into a buffer of this size (a larger one for a span that needs it). */
 const CHUNK_BYTES = 1 << 20;
@@ -169,7 +207,7 @@ const SPARE_CHUNKS = 3;
  * once its export is done: a busy process allocating a fresh megabyte for every batch reports
  * that much external memory to V8 each time, which brings major collections forward.
  */
-export class SpanRecorder {
+export class SpanRecorder implements SpanSink {
   private readonly spare: Buffer[] = [];
   private chunk: Buffer | null = null;
   private used = 0;
@@ -182,14 +220,17 @@ export class SpanRecorder {
   private timer: NodeJS.Timeout | null = null;
   /** The exports under way, one batch at a time. */
   private sending: Promise<void> = Promise.resolve();
-  private readonly delegate: Delegate;
+  private readonly delegate: BatchExport;
 
   private readonly encoding: SpanEncoding;
 
-  /** `encode` makes the body's encoding from the resource's attributes and the scope's name. */
-  constructor(resource: Resource, scopeName: string, encode: (resource: Attributes, scopeName: string) => SpanEncoding) {
+  /**
+   * `encode` makes the body's encoding from the resource's attributes and the scope's name;
+   * bodies go to the OTLP/HTTP endpoint `OTEL_EXPORTER_OTLP_*` names, or to `out`.
+   */
+  constructor(resource: Resource, scopeName: string, encode: (resource: Attributes, scopeName: string) => SpanEncoding, out?: BatchExport) {
     this.encoding = encode(resource.attributes, scopeName);
-    this.delegate = createOtlpHttpExportDelegate(convertLegacyHttpOptions({}, 'TRACES', 'v1/traces', { 'Content-Type': this.encoding.contentType }), {
+    this.delegate = out ?? createOtlpHttpExportDelegate(convertLegacyHttpOptions({}, 'TRACES', 'v1/traces', { 'Content-Type': this.encoding.contentType }), {
       serializeRequest: (body: Buffer) => body,
       deserializeResponse: () => ({}),
     });

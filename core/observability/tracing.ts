@@ -7,7 +7,7 @@ import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { ConfigError } from '../config';
 import { otlpJsonSpans } from './otlp-json-spans';
 import { otlpProtoSpans } from './otlp-proto-spans';
-import { RecordedSpan, SpanRecorder } from './span-recorder';
+import { consoleBatchExport, fanOutSpans, RecordedSpan, SpanRecorder, type SpanSink } from './span-recorder';
 
 /**
  * OpenTelemetry traces of a gateway process (issue 36), configured by the standard `OTEL_*`
@@ -26,7 +26,7 @@ import { RecordedSpan, SpanRecorder } from './span-recorder';
 export type Tracing = {
   tracer: Tracer;
   /** The gateway's own request spans, recorded and exported without the SDK's span objects (span-recorder.ts). */
-  recorder: SpanRecorder;
+  recorder: SpanSink;
   /** Whether a request's spans are recorded, by `OTEL_TRACES_SAMPLER(_ARG)` and the caller's sampled flag. */
   sampled(parent: CallerTrace | undefined, traceId: string): boolean;
   /** For the Temporal workers' workflow-span sink, which exports through the same pipeline. */
@@ -72,8 +72,11 @@ export function startTracing(serviceName: string, options: { context?: 'async' |
   const provider = new NodeTracerProvider({ resource, spanProcessors: processors });
   provider.register(options.context === 'sync' ? { contextManager: new SyncContextManager() } : {});
   const spanProcessor = processors.length === 1 ? processors[0]! : fanOut(processors);
-  const json = exporters.includes('otlp') && otlpProtocol(env) === 'http/json';
-  const recorder = new SpanRecorder(resource, 'gateway', json ? otlpJsonSpans : otlpProtoSpans);
+  // The request spans go where the SDK's do: OTLP in the configured protocol, the console as OTLP JSON lines.
+  const recorders = exporters.map((name) => name === 'console'
+    ? new SpanRecorder(resource, 'gateway', otlpJsonSpans, consoleBatchExport())
+    : new SpanRecorder(resource, 'gateway', otlpProtocol(env) === 'http/json' ? otlpJsonSpans : otlpProtoSpans));
+  const recorder = recorders.length === 1 ? recorders[0]! : fanOutSpans(recorders);
   processTracing = {
     tracer: provider.getTracer('gateway'),
     recorder,
@@ -164,7 +167,7 @@ export class RequestTrace {
   private readonly open: Array<{ connectionId: string; span: RecordedSpan }> = [];
   private made: Context | undefined;
 
-  constructor(readonly server: RecordedSpan, readonly operation: string, private readonly recorder: SpanRecorder | null) {}
+  constructor(readonly server: RecordedSpan, readonly operation: string, private readonly recorder: SpanSink | null) {}
 
   /** The server span as an OpenTelemetry context: what SDK-made children (a workflow start) are made in. */
   get context(): Context {

@@ -78,6 +78,7 @@ const GATEWAY_SUBJECTS = [
   ['gateway_metrics', 'gateway, metrics on', { promptLogging: false }],
   ['gateway_telemetry', 'gateway, traces+metrics', { promptLogging: false }],
   ['gateway_telemetry_json', 'gateway, traces (OTLP JSON)+metrics', { promptLogging: false }],
+  ['gateway_unsampled', 'gateway, traces unsampled+metrics', { promptLogging: false }],
   ['gateway_control', 'gateway, a second process', { promptLogging: false }],
 ] as const satisfies ReadonlyArray<readonly [string, string, TenantFeatures]>;
 type GatewaySubjectId = (typeof GATEWAY_SUBJECTS)[number][0];
@@ -93,6 +94,8 @@ const SUBJECT_ENV: Partial<Record<GatewaySubjectId, (otlpEndpoint: () => Promise
   gateway_telemetry_json: async (otlpEndpoint) => ({
     GW_OPS_PORT: '0', GW_OPS_HOST: '127.0.0.1', OTEL_EXPORTER_OTLP_ENDPOINT: await otlpEndpoint(), OTEL_TRACES_SAMPLER: 'always_on', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
   }),
+  // Traces on but no request sampled: the trace id, the middleware and the trace objects, nothing recorded or sent.
+  gateway_unsampled: async (otlpEndpoint) => ({ GW_OPS_PORT: '0', GW_OPS_HOST: '127.0.0.1', OTEL_EXPORTER_OTLP_ENDPOINT: await otlpEndpoint(), OTEL_TRACES_SAMPLER: 'always_off' }),
 };
 
 /**
@@ -309,7 +312,7 @@ const PAIRS = Number(process.env.BENCH_PAIRS ?? 8);
 const PAIR_SECONDS = Number(process.env.BENCH_PAIR_SECONDS ?? 4);
 const PAIR_WARM_SECONDS = 5;
 /** `gateway_control` is the untraced gateway again, in a process started last: what the method reads when nothing differs. */
-const PAIRED_SUBJECTS: ReadonlyArray<Subject['id']> = ['gateway_metrics', 'gateway_telemetry', 'gateway_telemetry_json', 'gateway_control'];
+const PAIRED_SUBJECTS: ReadonlyArray<Subject['id']> = ['gateway_metrics', 'gateway_unsampled', 'gateway_telemetry', 'gateway_telemetry_json', 'gateway_control'];
 
 /** Per pair, the other subject's figure over the base's; `split` the same for the CPU's parts. */
 type Paired = { subject: Subject; ratios: number[]; split: Array<{ mainUser: number; mainSystem: number; helpers: number }> };

@@ -42,7 +42,8 @@ let processTracing: Tracing | undefined;
 export function configuredExporters(env: NodeJS.ProcessEnv = process.env): Array<'otlp' | 'console'> {
   if ((env.OTEL_SDK_DISABLED ?? '').trim().toLowerCase() === 'true') return [];
   const named = (env.OTEL_TRACES_EXPORTER ?? '').split(',').map((s) => s.trim().toLowerCase()).filter(Boolean);
-  if (named.length > 0) return named.filter((n): n is 'otlp' | 'console' => n === 'otlp' || n === 'console');
+  // Named twice is still one exporter: each named one gets a span processor and a recorder.
+  if (named.length > 0) return [...new Set(named)].filter((n): n is 'otlp' | 'console' => n === 'otlp' || n === 'console');
   return env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ? ['otlp'] : [];
 }
 

@@ -75,6 +75,7 @@ describe('traces configuration by OTEL_* only', () => {
     expect(configuredExporters({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://collector:4318/v1/traces' })).toEqual(['otlp']);
     expect(configuredExporters({ OTEL_TRACES_EXPORTER: 'otlp' })).toEqual(['otlp']);
     expect(configuredExporters({ OTEL_TRACES_EXPORTER: 'console,otlp' })).toEqual(['console', 'otlp']);
+    expect(configuredExporters({ OTEL_TRACES_EXPORTER: 'otlp, console,otlp' })).toEqual(['otlp', 'console']);
     expect(configuredExporters({ OTEL_TRACES_EXPORTER: 'none', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' })).toEqual([]);
     expect(configuredExporters({ OTEL_SDK_DISABLED: 'true', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' })).toEqual([]);
   });

@@ -228,12 +228,17 @@ type Round = {
   manyErrors: string[];
 };
 
+/** What a load run sends to a subject (or to its `delayed` twin): its chat body, headers and keys. */
+function loadSpec(s: Subject, target: { url: string; headers: Record<string, string>; model: string }, connections: number, seconds: number) {
+  return { url: target.url, headers: { 'content-type': 'application/json', ...target.headers }, bearers: s.bearers, body: bodyOf(s)(target.model), connections, seconds };
+}
+
 async function load(tool: LoadTool, s: Subject, svc: Services, work: string, connections: number, delayed = false, seconds = SECONDS) {
   const cpu0 = cpuSeconds(s.pid);
   const svc0 = servicesCpu(svc);
   const target = delayed ? s.delayed : s;
   const count0 = s.usesServices ? await svc.counters?.() : undefined;
-  const r = await tool.run({ url: target.url, headers: { 'content-type': 'application/json', ...target.headers }, bearers: s.bearers, body: bodyOf(s)(target.model), connections, seconds }, work);
+  const r = await tool.run(loadSpec(s, target, connections, seconds), work);
   const n = Math.max(1, r.requests);
   const cpuUsPerReq = ((cpuSeconds(s.pid) - cpu0) / n) * 1e6;
   const servicesUsPerReq = ((servicesCpu(svc) - svc0) / n) * 1e6;
@@ -314,8 +319,16 @@ const PAIR_WARM_SECONDS = 5;
 /** `gateway_control` is the untraced gateway again, in a process started last: what the method reads when nothing differs. */
 const PAIRED_SUBJECTS: ReadonlyArray<Subject['id']> = ['gateway_metrics', 'gateway_unsampled', 'gateway_telemetry', 'gateway_telemetry_json', 'gateway_control'];
 
+type ThreadSplit = { mainUser: number; mainSystem: number; helpers: number };
 /** Per pair, the other subject's figure over the base's; `split` the same for the CPU's parts. */
-type Paired = { subject: Subject; ratios: number[]; split: Array<{ mainUser: number; mainSystem: number; helpers: number }> };
+type Paired = { subject: Subject; ratios: number[]; split: ThreadSplit[] };
+
+/** CPU µs a request by thread between two `/proc` readings; `minus` the other subject's, for a pair's split. */
+function perRequest(before: ThreadSplit, after: ThreadSplit, requests: number): ThreadSplit {
+  const per = (k: keyof ThreadSplit) => ((after[k] - before[k]) / Math.max(1, requests)) * 1e6;
+  return { mainUser: per('mainUser'), mainSystem: per('mainSystem'), helpers: per('helpers') };
+}
+const minus = (o: ThreadSplit, b: ThreadSplit): ThreadSplit => ({ mainUser: o.mainUser - b.mainUser, mainSystem: o.mainSystem - b.mainSystem, helpers: o.helpers - b.helpers });
 
 async function pairedCpu(tool: LoadTool, base: Subject, other: Subject, svc: Services, work: string): Promise<Paired> {
   const paired: Paired = { subject: other, ratios: [], split: [] };
@@ -324,19 +337,18 @@ async function pairedCpu(tool: LoadTool, base: Subject, other: Subject, svc: Ser
   await load(tool, other, svc, work, 32, false, PAIR_WARM_SECONDS);
   for (let i = 0; i < PAIRS; i++) {
     const cpu = new Map<string, number>();
-    const parts = new Map<string, { mainUser: number; mainSystem: number; helpers: number }>();
+    const parts = new Map<string, ThreadSplit>();
     for (const s of i % 2 === 0 ? [base, other] : [other, base]) {
       await load(tool, s, svc, work, 32, false, 1);
       const before = threadCpuSeconds(s.pid);
       const r = await load(tool, s, svc, work, 32, false, PAIR_SECONDS);
       const after = threadCpuSeconds(s.pid);
       cpu.set(s.id, r.cpuUsPerReq);
-      const per = (k: 'mainUser' | 'mainSystem' | 'helpers') => ((after[k] - before[k]) / Math.max(1, r.requests)) * 1e6;
-      parts.set(s.id, { mainUser: per('mainUser'), mainSystem: per('mainSystem'), helpers: per('helpers') });
+      parts.set(s.id, perRequest(before, after, r.requests));
     }
     paired.ratios.push(cpu.get(other.id)! / cpu.get(base.id)!);
     const [b, o] = [parts.get(base.id)!, parts.get(other.id)!];
-    paired.split.push({ mainUser: o.mainUser - b.mainUser, mainSystem: o.mainSystem - b.mainSystem, helpers: o.helpers - b.helpers });
+    paired.split.push(minus(o, b));
     log(`pair ${i + 1}/${PAIRS} ${other.label}: ${signedPct(paired.ratios.at(-1)!)} CPU a request over ${base.label} ` +
       `(µs: main thread user ${f0(b.mainUser)} -> ${f0(o.mainUser)}, system ${f0(b.mainSystem)} -> ${f0(o.mainSystem)}, other threads ${f0(b.helpers)} -> ${f0(o.helpers)})`);
   }
@@ -357,8 +369,7 @@ const TOGETHER = Number(process.env.BENCH_TOGETHER ?? PAIRS);
 
 async function togetherCpu(tool: LoadTool, base: Subject, other: Subject, work: string): Promise<Paired> {
   const together: Paired = { subject: other, ratios: [], split: [] };
-  const run = (s: Subject, seconds: number) =>
-    tool.run({ url: s.url, headers: { 'content-type': 'application/json', ...s.headers }, bearers: s.bearers, body: bodyOf(s)(s.model), connections: 32, seconds }, work);
+  const run = (s: Subject, seconds: number) => tool.run(loadSpec(s, s, 32, seconds), work);
   await Promise.all([run(base, 2), run(other, 2)]);
   for (let i = 0; i < TOGETHER; i++) {
     const cpu0 = [cpuSeconds(base.pid), cpuSeconds(other.pid)] as const;
@@ -366,16 +377,12 @@ async function togetherCpu(tool: LoadTool, base: Subject, other: Subject, work: 
     const [rb, ro] = await Promise.all([run(base, PAIR_SECONDS), run(other, PAIR_SECONDS)]);
     const after = [threadCpuSeconds(base.pid), threadCpuSeconds(other.pid)] as const;
     const cpu1 = [cpuSeconds(base.pid), cpuSeconds(other.pid)] as const;
-    const per = (j: 0 | 1, n: number, k: 'mainUser' | 'mainSystem' | 'helpers') => ((after[j][k] - before[j][k]) / Math.max(1, n)) * 1e6;
-    const parts = ([0, 1] as const).map((j) => {
-      const n = j === 0 ? rb.requests : ro.requests;
-      return { mainUser: per(j, n, 'mainUser'), mainSystem: per(j, n, 'mainSystem'), helpers: per(j, n, 'helpers') };
-    });
+    const [b, o] = [perRequest(before[0], after[0], rb.requests), perRequest(before[1], after[1], ro.requests)];
     together.ratios.push((cpu1[1] - cpu0[1]) / Math.max(1, ro.requests) / ((cpu1[0] - cpu0[0]) / Math.max(1, rb.requests)));
-    together.split.push({ mainUser: parts[1]!.mainUser - parts[0]!.mainUser, mainSystem: parts[1]!.mainSystem - parts[0]!.mainSystem, helpers: parts[1]!.helpers - parts[0]!.helpers });
+    together.split.push(minus(o, b));
     log(`at once ${i + 1}/${TOGETHER} ${other.label}: ${signedPct(together.ratios.at(-1)!)} CPU a request over ${base.label} ` +
-      `(${f0(rb.rps)} and ${f0(ro.rps)} req/s; µs: main thread user ${f0(parts[0]!.mainUser)} -> ${f0(parts[1]!.mainUser)}, ` +
-      `system ${f0(parts[0]!.mainSystem)} -> ${f0(parts[1]!.mainSystem)}, other threads ${f0(parts[0]!.helpers)} -> ${f0(parts[1]!.helpers)})`);
+      `(${f0(rb.rps)} and ${f0(ro.rps)} req/s; µs: main thread user ${f0(b.mainUser)} -> ${f0(o.mainUser)}, ` +
+      `system ${f0(b.mainSystem)} -> ${f0(o.mainSystem)}, other threads ${f0(b.helpers)} -> ${f0(o.helpers)})`);
   }
   return together;
 }

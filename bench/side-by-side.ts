@@ -4,7 +4,8 @@
  * See bench/README.md for what is measured and how to read it.
  *
  * BENCH_ROUNDS (3), BENCH_SECONDS (5 per load run), BENCH_PAIRS (8, the paired telemetry runs), BENCH_PAIR_SECONDS (4,
- * each half of a pair), BENCH_SUBJECTS (comma list of subject ids)
+ * each half of a pair), BENCH_TOGETHER (windows at once), BENCH_TWINS (1: two processes a subject for
+ * them), BENCH_SUBJECTS (comma list of subject ids)
  * tune it; BENCH_CPU_PROF=<folder> profiles the API subjects (bench/lib/cpu-prof-preload.ts) and
  * prints where their CPU went (bench/profile-summary.ts). Services: GW_DATA_DIR/runtime.json (what `npm start` runs), else DATABASE_URL /
  * REDIS_URL / TEMPORAL_ADDRESS, else it starts its own (embedded PostgreSQL, redis-server and a
@@ -55,6 +56,8 @@ type Subject = {
   usesServices: boolean;
   /** The request it is sent, when not a chat completion. */
   body?: (model: string, stream?: boolean) => string;
+  /** With BENCH_TWINS: a second process of the same subject, for the windows at once. */
+  twin?: Subject;
 };
 
 const bodyOf = (s: Subject) => s.body ?? chatBody;
@@ -164,17 +167,25 @@ async function startSubjects(work: string, svc: Services): Promise<{ subjects: S
 
   const sealingKeys = newKeyring();
   const otlpEndpoint = jaegerForRun(work);
-  for (const [id, label, features] of GATEWAY_SUBJECTS) {
-    if (!wanted.has(id)) continue;
-    const profile = process.env.BENCH_CPU_PROF ? path.resolve(process.env.BENCH_CPU_PROF, `${id}.cpuprofile`) : undefined;
-    const api = await startGatewaySubject(work, id, label, svc, sealingKeys, mockUrl, features, {
+  const startGateway = async ([id, label, features]: (typeof GATEWAY_SUBJECTS)[number], twin: boolean): Promise<Subject> => {
+    const profile = process.env.BENCH_CPU_PROF && !twin ? path.resolve(process.env.BENCH_CPU_PROF, `${id}.cpuprofile`) : undefined;
+    const api = await startGatewaySubject(work, twin ? `${id}_twin` : id, label, svc, sealingKeys, mockUrl, features, {
       preload: profile ? ['./bench/lib/cpu-prof-preload.ts'] : [],
       env: { BENCH_CPU_PROF_FILE: profile, ...(await SUBJECT_ENV[id]?.(otlpEndpoint)) },
     });
     if (profile) profiles.push({ label, pid: api.pid, file: profile });
     const protocol = PROTOCOLS[id];
     const url = `${api.apiUrl}${protocol?.path ?? '/v1/chat/completions'}`;
-    subjects.push({ id, label, pid: api.pid, url, headers: {}, bearers: api.keys, model: protocol?.model ?? 'openai/gpt-4o-mini', usesServices: true, delayed: { url, headers: {}, model: 'bench-delay20' }, body: protocol?.body });
+    return { id, label: twin ? `${label} (twin)` : label, pid: api.pid, url, headers: {}, bearers: api.keys, model: protocol?.model ?? 'openai/gpt-4o-mini', usesServices: true, delayed: { url, headers: {}, model: 'bench-delay20' }, body: protocol?.body };
+  };
+  const gateways = GATEWAY_SUBJECTS.filter(([id]) => wanted.has(id));
+  for (const entry of gateways) subjects.push(await startGateway(entry, false));
+  // Twins start in the reverse order (A B B' A'), so no kind of subject is always the older process.
+  if (TWINS) {
+    for (const entry of [...gateways].reverse()) {
+      if (entry[0] !== 'gateway' && !PAIRED_SUBJECTS.includes(entry[0])) continue;
+      subjects.find((s) => s.id === entry[0])!.twin = await startGateway(entry, true);
+    }
   }
 
   if (wanted.has('portkey')) {
@@ -367,11 +378,31 @@ async function pairedCpu(tool: LoadTool, base: Subject, other: Subject, svc: Ser
  */
 const TOGETHER = Number(process.env.BENCH_TOGETHER ?? PAIRS);
 
-async function togetherCpu(tool: LoadTool, base: Subject, other: Subject, work: string): Promise<Paired> {
-  const together: Paired = { subject: other, ratios: [], split: [] };
+/**
+ * BENCH_TWINS=1: each subject of the windows at once (and the untraced gateway) runs in two
+ * processes, started A B B' A', and the windows take the four pairings in turn. Two processes
+ * of the same code differ by a few percent in CPU a request (a JIT inlines differently; the
+ * older has run longer): the control, the untraced gateway in a second process, read +1.6% to
+ * +5% over the first (bench/results/2026-11-27-issue-36-traces.md, run 44). With twins that
+ * difference is averaged over the pairings rather than falling on one side.
+ */
+const TWINS = process.env.BENCH_TWINS === '1';
+const TOGETHER_WARM_SECONDS = TWINS ? 8 : 2;
+
+/** The pairings the windows at once take in turn: the two subjects, or with twins each process of one with each of the other. */
+function pairings(base: Subject, other: Subject): Array<readonly [Subject, Subject]> {
+  if (!base.twin || !other.twin) return [[base, other]];
+  return [[base, other], [base.twin, other.twin], [base, other.twin], [base.twin, other]];
+}
+
+async function togetherCpu(tool: LoadTool, firstBase: Subject, firstOther: Subject, work: string): Promise<Paired> {
+  const together: Paired = { subject: firstOther, ratios: [], split: [] };
   const run = (s: Subject, seconds: number) => tool.run(loadSpec(s, s, 32, seconds), work);
-  await Promise.all([run(base, 2), run(other, 2)]);
+  const turns = pairings(firstBase, firstOther);
+  // Unmeasured first: a twin has had only its warm-up, not the rounds.
+  for (const [base, other] of turns.slice(0, 2)) await Promise.all([run(base, TOGETHER_WARM_SECONDS), run(other, TOGETHER_WARM_SECONDS)]);
   for (let i = 0; i < TOGETHER; i++) {
+    const [base, other] = turns[i % turns.length]!;
     const cpu0 = [cpuSeconds(base.pid), cpuSeconds(other.pid)] as const;
     const before = [threadCpuSeconds(base.pid), threadCpuSeconds(other.pid)] as const;
     const [rb, ro] = await Promise.all([run(base, PAIR_SECONDS), run(other, PAIR_SECONDS)]);
@@ -403,7 +434,7 @@ function pairedLines(base: Subject, paired: Paired[], together: Paired[]): strin
       '', ...head, ...rows(paired), '', ...bar(paired, 'alternated pairs'), '',
     ] : []),
     ...(together.length ? [
-      `The same, both under load at once (c=32 each): ${TOGETHER} windows of ${PAIR_SECONDS} s, each subject's CPU a request over the same seconds.`,
+      `The same, both under load at once (c=32 each): ${TOGETHER} windows of ${PAIR_SECONDS} s, each subject's CPU a request over the same seconds${TWINS ? '; each subject in two processes (BENCH_TWINS), the windows taking the four pairings in turn' : ''}.`,
       '', ...head, ...rows(together), '', ...bar(together, 'windows at once'), '',
     ] : []),
   ];
@@ -508,7 +539,7 @@ async function main(): Promise<void> {
   log(`subjects: ${subjects.map((s) => `${s.label} (pid ${s.pid})`).join(', ')}`);
 
   const rssIdle = new Map(subjects.map((s) => [s.id, rssMb(s.pid)]));
-  for (const s of subjects) {
+  for (const s of subjects.flatMap((x) => (x.twin ? [x, x.twin] : [x]))) {
     log(`warming ${s.label}...`);
     await warm(tool, s, svc, work);
   }

@@ -39,7 +39,7 @@ export async function consultCache<E extends CachedServing = CachedAnswer>(ctx: 
   const outcome = await decide(store, orgId, policy, body, logging, servable);
   ctx.set('X-GW-Cache', HEADER[outcome.status]);
   const trace = ctx.state.trace;
-  if (trace) traceEvent(trace, 'gw.cache', { 'gw.cache': outcome.status });
+  if (trace?.recording) traceEvent(trace, 'gw.cache', { 'gw.cache': outcome.status });
   return outcome;
 }
 

@@ -192,7 +192,7 @@ function guardHeader(call: Call, stream: boolean): void {
   const word = call.guard!.header(stream);
   if (word) call.ctx.set('X-GW-Guardrails', word);
   const trace = call.ctx.state.trace;
-  if (trace) traceEvent(trace, 'gw.guardrails', { 'gw.guardrails.action': call.guard!.outcome()?.action ?? 'none' });
+  if (trace?.recording) traceEvent(trace, 'gw.guardrails', { 'gw.guardrails.action': call.guard!.outcome()?.action ?? 'none' });
   // Names only: a failed detector's error could quote the text it was reading.
   if (call.guard!.skipped.length > 0) call.ctx.state.log?.warn({ detectors: call.guard!.skipped }, 'guardrail detector failed; its policy allows carrying on');
 }

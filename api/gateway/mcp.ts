@@ -196,7 +196,7 @@ async function logCall(x: LogScope, name: string, tool: McpToolRow | null, start
     requestBody: capture ? { name, arguments: outcome.loggedArgs ?? null } : null,
     responseBody: capture ? (outcome.response ?? null) : null,
   };
-  if (x.ctx.state.trace) endRequestFromRow(x.ctx.state.trace, row);
+  if (x.ctx.state.trace?.recording) endRequestFromRow(x.ctx.state.trace, row);
   x.services.requestLog.record(row);
 }
 

@@ -71,7 +71,7 @@ export function chargedEstimate(call: SpendCall, estimate: CostEstimate): CostEs
 /** Records a request's row, and first tells the request's trace, when traced, what the request came to. */
 export function recordRequestRow(call: SpendCall, row: RequestLogEntry): void {
   const trace = call.ctx.state.trace;
-  if (trace) endRequestFromRow(trace, row);
+  if (trace?.recording) endRequestFromRow(trace, row);
   call.services.requestLog.record(row);
 }
 
@@ -116,7 +116,7 @@ export async function reserveSpend(call: SpendCall, worstCase: () => number, fir
   call.hold = ctx.state.rateCounted === true ? await services.spend.reserve(input) : await services.spend.reserveCounted({ rate, counted, ...input });
   if (!call.hold) refuseOverRate(key, window!);
   const trace = ctx.state.trace;
-  if (trace) traceEvent(trace, 'gw.spend.hold', { 'gw.spend.hold_usd': input.amount, 'gw.spend.blocking': blocking });
+  if (trace?.recording) traceEvent(trace, 'gw.spend.hold', { 'gw.spend.hold_usd': input.amount, 'gw.spend.blocking': blocking });
   // From here the call is in flight until its spend ends: a graceful stop waits for it.
   call.endInFlight = services.inFlight.begin();
   const hold = call.hold!;

@@ -8,6 +8,8 @@ export const TRACE_ID_HEADER = 'X-GW-Trace-Id';
 
 /** Only the gateway's model endpoints are traced: health probes and console assets would drown them. */
 const TRACED = '/v1/';
+/** An unsampled server span's attributes: none are kept. */
+const NO_ATTRIBUTES = Object.freeze({});
 
 /**
  * With traces off, a gateway request that sent a `traceparent` still gets its trace id echoed and
@@ -53,12 +55,15 @@ export function requestTracing(): RequestTracer | undefined {
       const caller = parseTraceparent(typeof header === 'string' ? header : undefined);
       const traceId = caller?.traceId ?? newTraceId();
       const recorder = tracing.sampled(caller, traceId) ? tracing.recorder : null;
-      const span = new RecordedSpan(recorder, traceId, caller?.spanId, `${ctx.method} ${ctx.path}`, SPAN_KIND.server, {
-        'http.request.method': ctx.method,
-        'url.path': ctx.path,
-        'url.scheme': ctx.protocol,
-        'gw.request_id': ctx.state.requestId,
-      });
+      // Unsampled, the server span is only its ids (a workflow started in the request joins it, unsampled).
+      const span = recorder
+        ? new RecordedSpan(recorder, traceId, caller?.spanId, `${ctx.method} ${ctx.path}`, SPAN_KIND.server, {
+          'http.request.method': ctx.method,
+          'url.path': ctx.path,
+          'url.scheme': ctx.protocol,
+          'gw.request_id': ctx.state.requestId,
+        })
+        : new RecordedSpan(null, traceId, caller?.spanId, '', SPAN_KIND.server, NO_ATTRIBUTES);
       const requestTrace = new RequestTrace(span, genAiOperationOf(ctx.path), recorder);
       ctx.state.traceId = traceId;
       ctx.state.trace = requestTrace;
@@ -66,6 +71,7 @@ export function requestTracing(): RequestTracer | undefined {
       return requestTrace;
     },
     end(ctx, requestTrace) {
+      if (!requestTrace.recording) return;
       const span = requestTrace.server;
       // @koa/router leaves the matched route's template: `POST /v1/videos/:id`, not every id.
       const route = (ctx as { _matchedRoute?: unknown })._matchedRoute;

@@ -61,7 +61,8 @@ export async function walkPlan<T>(
 ): Promise<Walked<T> | NotServed> {
   const attempts: RequestAttempt[] = [];
   const failures: FailedAttempt[] = [];
-  const traced = options.trace;
+  // An unsampled request's attempts make no spans (RequestTrace.recording).
+  const traced = options.trace?.recording ? options.trace : undefined;
   for (const [index, candidate] of plan.candidates.entries()) {
     if (options.skip?.(candidate, index)) continue;
     const position = chainPosition(index);

@@ -167,8 +167,17 @@ function ratioSampled(traceId: string, ratio: number): boolean {
 export class RequestTrace {
   private readonly open: Array<{ connectionId: string; span: RecordedSpan }> = [];
   private made: Context | undefined;
+  /**
+   * Whether the request's spans are recorded (it was sampled). When not, the request's steps
+   * make no spans, events or attributes at all: the trace is only its ids, for the answer's
+   * header, the row and a workflow started in it. Work done per request, between its own
+   * steps, costs several times its cost in a loop (bench/results/2026-11-27-issue-36-traces.md).
+   */
+  readonly recording: boolean;
 
-  constructor(readonly server: RecordedSpan, readonly operation: string, private readonly recorder: SpanSink | null) {}
+  constructor(readonly server: RecordedSpan, readonly operation: string, private readonly recorder: SpanSink | null) {
+    this.recording = recorder !== null;
+  }
 
   /** The server span as an OpenTelemetry context: what SDK-made children (a workflow start) are made in. */
   get context(): Context {
@@ -199,7 +208,7 @@ export class RequestTrace {
 
 /**
  * Adds an event (cache, guardrails, spend hold) to a traced request's server span. Callers check
- * `ctx.state.trace` first, so an untraced request builds no attributes.
+ * `ctx.state.trace?.recording` first, so an untraced or unsampled request builds no attributes.
  */
 export function traceEvent(rt: RequestTrace, name: string, attributes: Record<string, string | number | boolean>): void {
   rt.server.addEvent(name, attributes);

@@ -18,7 +18,6 @@ describe('traces on, a request not sampled', () => {
   let tracing: Tracing;
   const written: string[] = [];
   let write: jest.SpyInstance;
-  const saved = { ...process.env };
   const hello = { model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'Say hello' }] };
 
   beforeAll(async () => {
@@ -37,7 +36,8 @@ describe('traces on, a request not sampled', () => {
     await f.close();
     await processTracingSetup()?.shutdown();
     write.mockRestore();
-    process.env = saved;
+    delete process.env.OTEL_TRACES_EXPORTER;
+    delete process.env.OTEL_TRACES_SAMPLER;
   });
 
   it('answers with its trace id and logs it, and records no span of it; a sampled request beside it does', async () => {

@@ -1,6 +1,6 @@
 import { SpanStatusCode } from '@opentelemetry/api';
 import { genAiOperationOf } from '../../core/observability/attempt-spans';
-import { newTraceId, NO_ATTRIBUTES, RecordedSpan, SPAN_KIND, type AttributeReader } from '../../core/observability/span-recorder';
+import { newTraceId, RecordedSpan, SPAN_KIND } from '../../core/observability/span-recorder';
 import { parseTraceparent, processTracingSetup, RequestTrace, traceIdOfTraceparent } from '../../core/observability/tracing';
 import type { GatewayContext } from '../context';
 
@@ -8,14 +8,8 @@ export const TRACE_ID_HEADER = 'X-GW-Trace-Id';
 
 /** Only the gateway's model endpoints are traced: health probes and console assets would drown them. */
 const TRACED = '/v1/';
-/** What a request's server span is named and attributed from (HTTP server conventions), read when it is encoded. */
-type ServerFacts = { method: string; path: string; scheme: string; requestId: string; route: string | null; status: number };
-
-const serverAttributes: AttributeReader<ServerFacts> = (facts, out, span) => {
-  span.name = `${facts.method} ${facts.route ?? facts.path}`;
-  out.push('http.request.method', facts.method, 'url.path', facts.path, 'url.scheme', facts.scheme, 'gw.request_id', facts.requestId, 'http.response.status_code', facts.status);
-  if (facts.route !== null) out.push('http.route', facts.route);
-};
+/** An unsampled server span's attributes: none are kept. */
+const NO_ATTRIBUTES = Object.freeze({});
 
 /**
  * With traces off, a gateway request that sent a `traceparent` still gets its trace id echoed and
@@ -61,9 +55,15 @@ export function requestTracing(): RequestTracer | undefined {
       const caller = parseTraceparent(typeof header === 'string' ? header : undefined);
       const traceId = caller?.traceId ?? newTraceId();
       const recorder = tracing.sampled(caller, traceId) ? tracing.recorder : null;
-      // Named and attributed as it ends (`end`); unsampled, the server span is only its ids (a
-      // workflow started in the request joins it, unsampled).
-      const span = new RecordedSpan(recorder, traceId, caller?.spanId, '', SPAN_KIND.server, NO_ATTRIBUTES);
+      // Unsampled, the server span is only its ids (a workflow started in the request joins it, unsampled).
+      const span = recorder
+        ? new RecordedSpan(recorder, traceId, caller?.spanId, `${ctx.method} ${ctx.path}`, SPAN_KIND.server, {
+          'http.request.method': ctx.method,
+          'url.path': ctx.path,
+          'url.scheme': ctx.protocol,
+          'gw.request_id': ctx.state.requestId,
+        })
+        : new RecordedSpan(null, traceId, caller?.spanId, '', SPAN_KIND.server, NO_ATTRIBUTES);
       const requestTrace = new RequestTrace(span, genAiOperationOf(ctx.path), recorder);
       ctx.state.traceId = traceId;
       ctx.state.trace = requestTrace;
@@ -75,10 +75,11 @@ export function requestTracing(): RequestTracer | undefined {
       const span = requestTrace.server;
       // @koa/router leaves the matched route's template: `POST /v1/videos/:id`, not every id.
       const route = (ctx as { _matchedRoute?: unknown })._matchedRoute;
-      const facts: ServerFacts = {
-        method: ctx.method, path: ctx.path, scheme: ctx.protocol, requestId: ctx.state.requestId, route: typeof route === 'string' ? route : null, status: ctx.status,
-      };
-      span.attributesFrom(facts, serverAttributes);
+      if (typeof route === 'string') {
+        span.setAttribute('http.route', route);
+        span.updateName(`${ctx.method} ${route}`);
+      }
+      span.setAttribute('http.response.status_code', ctx.status);
       if (ctx.status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
       requestTrace.endAll();
       span.end();

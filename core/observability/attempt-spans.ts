@@ -1,7 +1,7 @@
-import { SpanStatusCode } from '@opentelemetry/api';
+import { SpanStatusCode, type Attributes } from '@opentelemetry/api';
 import type { RequestLogEntry } from '../request-log/writer';
 import type { Candidate } from '../routing/candidates';
-import { NO_ATTRIBUTES, SPAN_KIND, type AttributeReader, type RecordedSpan } from './span-recorder';
+import { SPAN_KIND, type AttributeReader, type RecordedSpan } from './span-recorder';
 import type { RequestTrace } from './tracing';
 
 /**
@@ -46,26 +46,18 @@ function hostOf(baseUrl: string): string | null {
   return host;
 }
 
-/** What an attempt's span is named and attributed from, read when it is encoded. */
-type AttemptFacts = { operation: string; candidate: Candidate; position: string };
-
-const attemptAttributes: AttributeReader<AttemptFacts> = ({ operation, candidate, position }, out, span) => {
-  span.name = `${operation} ${candidate.upstreamModel}`;
-  out.push(
-    'gen_ai.operation.name', operation,
-    'gen_ai.provider.name', genAiProviderName(candidate.connection.kind),
-    'gen_ai.request.model', candidate.upstreamModel,
-    'gw.attempt.position', position,
-    'gw.connection.id', candidate.connection.id,
-    'gw.model', candidate.modelId,
-  );
-  const host = hostOf(candidate.connection.baseUrl);
-  if (host) out.push('server.address', host);
-};
-
-/** An attempt's client span: its start now, its name and attributes when it is encoded (`attributesFrom`). */
 export function startAttemptSpan(rt: RequestTrace, candidate: Candidate, position: string): RecordedSpan {
-  return rt.child('', SPAN_KIND.client, NO_ATTRIBUTES).attributesFrom({ operation: rt.operation, candidate, position }, attemptAttributes);
+  const host = hostOf(candidate.connection.baseUrl);
+  const attributes: Attributes = {
+    'gen_ai.operation.name': rt.operation,
+    'gen_ai.provider.name': genAiProviderName(candidate.connection.kind),
+    'gen_ai.request.model': candidate.upstreamModel,
+    'gw.attempt.position': position,
+    'gw.connection.id': candidate.connection.id,
+    'gw.model': candidate.modelId,
+  };
+  if (host) attributes['server.address'] = host;
+  return rt.child(`${rt.operation} ${candidate.upstreamModel}`, SPAN_KIND.client, attributes);
 }
 
 export function endFailedAttempt(span: RecordedSpan, kind: string, status: number | null): void {

@@ -104,14 +104,8 @@ export function fanOutSpans(sinks: SpanSink[]): SpanSink {
   };
 }
 
-/**
- * Reads a source's attributes onto a list, as key, value, key, value (`RecordedSpan.attributesFrom`).
- * It may also name the span it reads for (a name made from the same source).
- */
-export type AttributeReader<T> = (source: T, out: Array<string | AttributeValue>, span: RecordedSpan) => void;
-
-/** The attributes of a span whose every attribute is read later (`attributesFrom`): none up front. */
-export const NO_ATTRIBUTES: Attributes = Object.freeze({});
+/** Reads a source's attributes onto a list, as key, value, key, value (`RecordedSpan.attributesFrom`). */
+export type AttributeReader<T> = (source: T, out: Array<string | AttributeValue>) => void;
 
 /**
  * One span: the subset of OpenTelemetry's `Span` the gateway uses, so either can stand for the
@@ -153,11 +147,9 @@ export class RecordedSpan {
 
   /**
    * Attributes that `read` takes from `source` when the span is encoded rather than now: a
-   * request's row, whose fields the span would otherwise copy while the request is in flight,
-   * or the facts an attempt's attributes are made of. Encoded a few dozen spans at a time, that
-   * work runs in a loop rather than once between two requests' other work, where it costs
-   * several times as much (bench/results/2026-11-27-issue-36-traces.md, run 47). `read` pushes
-   * key, value, key, value onto the list it is given; `source` must not change after the span ends.
+   * request's row, whose fields the span would otherwise copy while the request is in flight.
+   * `read` pushes key, value, key, value onto the list it is given; `source` must not change
+   * after the span ends.
    */
   attributesFrom<T>(source: T, read: AttributeReader<T>): this {
     if (this.recorder && !this.ended) (this.sources ??= []).push(source, read);
@@ -196,7 +188,7 @@ export class RecordedSpan {
     const sources = this.sources;
     if (!sources) return;
     this.sources = null;
-    for (let i = 0; i < sources.length; i += 2) (sources[i + 1] as AttributeReader<unknown>)(sources[i], this.later, this);
+    for (let i = 0; i < sources.length; i += 2) (sources[i + 1] as AttributeReader<unknown>)(sources[i], this.later);
   }
 }
 

@@ -22,10 +22,11 @@ import path from 'node:path';
 import { Client as PgClient } from 'pg';
 import { newKeyring } from '../core/crypto/sealing';
 import { applyMigrations } from '../core/db/migrate';
+import { capCpu } from './lib/cpu-cap';
 import { chatBody, manage, newOrganization, startApi, startMock, tenant, type StartedApi } from './lib/gateway';
 import { findLoadTool, type LoadResult, type LoadTool } from './lib/load';
 import { cpuSeconds, rssMb } from './lib/proc';
-import { log, runBench, workDir } from './lib/processes';
+import { cleanups, log, runBench, workDir } from './lib/processes';
 import { f0, f2, machineLines, median } from './lib/report';
 import { services, servicesCpu, type Services } from './lib/services';
 
@@ -33,6 +34,14 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const PROCESS_COUNTS = (process.env.BENCH_SCALE_PROCESSES ?? '1,2,4').split(',').map(Number);
 const CONNECTIONS = 32;
+/**
+ * Cores each API process may use (BENCH_SCALE_CPU, e.g. 0.2; unset: no cap). Capped, the
+ * processes stand for API processes on machines of their own (bench/lib/cpu-cap.ts), so the
+ * counts compare what one Redis and one Postgres let them serve, not how two cores are shared.
+ */
+const CPU_CAP = process.env.BENCH_SCALE_CPU ? Number(process.env.BENCH_SCALE_CPU) : null;
+/** Unheld load on every process at once before they are held (BENCH_SCALE_CPU). */
+const CAP_WARM_S = 15;
 /** Unmeasured load before each measured run, so no process is measured waking up. */
 const WARM_UP_S = 2;
 /** The ceiling runs' project limit, in dollars: the load passes it within about a second. */
@@ -105,6 +114,7 @@ function report(runs: Run[], ceilings: Ceiling[]): { text: string; verdicts: str
   const rows: Array<[string, (n: number) => string]> = [
     ['req/s, c=32 in all', (n) => f0(m(n, (r) => r.rps))],
     ['x one process', (n) => f2(m(n, (r) => r.rps) / one)],
+    ['x one process, per process (1.00: linear)', (n) => f2(m(n, (r) => r.rps) / one / n)],
     ['API CPU µs/req (all processes)', (n) => f0(m(n, (r) => r.apiCpuUs))],
     ['Postgres+Redis CPU µs/req', (n) => f0(m(n, (r) => r.svcCpuUs))],
     ['errors (all rounds)', (n) => f0(runs.filter((r) => r.processes === n).reduce((a, r) => a + r.errors, 0))],
@@ -144,8 +154,18 @@ async function main(): Promise<void> {
   const apis: StartedApi[] = [];
   for (let i = 0; i < most; i++) apis.push(await startApi(work, `api${i}`, `API ${i}`, svc, sealingKeys));
   log(`API pids ${apis.map((a) => a.pid).join(', ')}`);
+
   const org = await newOrganization(svc, `bench scale-out ${new Date().toISOString()}`);
   const keys = await tenant(apis[0]!.apiUrl, org.token, mockUrl, { promptLogging: false });
+  if (CPU_CAP !== null) {
+    // Warmed before they are held: a process held to a fifth of a core from its start spends
+    // minutes compiling its hot code (the compiler's threads share the hold) at several times
+    // its warm CPU a request.
+    log(`warming the ${apis.length} API processes, ${CAP_WARM_S} s at once, before holding them`);
+    await loadAll(tool, apis, keys, CAP_WARM_S, work, svc);
+    apis.forEach((a, i) => cleanups.push(capCpu(a.pid, CPU_CAP, `gw-bench-${process.pid}-api${i}`)));
+    log(`each API process held to ${CPU_CAP} of a core (BENCH_SCALE_CPU)`);
+  }
   const runs: Run[] = [];
   for (let round = 1; round <= ROUNDS; round++) {
     // The starting count rotates each round.
@@ -174,13 +194,14 @@ async function main(): Promise<void> {
   const minutes = ((Date.now() - startedAt) / 60_000).toFixed(1);
   console.log(`\n${text}\n\n${verdicts.join('\n')}\n`);
   const date = new Date().toISOString().slice(0, 10);
-  const file = path.join(__dirname, 'results', `${date}-scale-out.md`);
+  const file = path.join(__dirname, 'results', `${date}-scale-out${CPU_CAP === null ? '' : '-capped'}.md`);
   fs.writeFileSync(file, [
     `# Several API processes behind one Postgres and one Redis, ${date}`,
     '',
     `\`npm run bench:scale-out\` (bench/scale-out.ts), ${minutes} minutes. API processes started as production starts them, one organization as side-by-side's \`gateway\` subject ` +
       `(8 keys with the 50 000 rpm tier and a 1 000 000 USD credit limit, request log on); c=${CONNECTIONS} in all, split evenly over the processes, one wrk each, non-streaming chat against bench/mock-upstream.ts; ` +
-      `medians of ${ROUNDS} rounds, ${SECONDS} s a run, the process counts interleaved.`,
+      `medians of ${ROUNDS} rounds, ${SECONDS} s a run, the process counts interleaved.` +
+      (CPU_CAP === null ? '' : ` Each API process held to ${CPU_CAP} of a core by a cgroup of its own (\`BENCH_SCALE_CPU=${CPU_CAP}\`, bench/lib/cpu-cap.ts): each stands for an API process with a machine of its own.`),
     '',
     text,
     '',

@@ -73,7 +73,9 @@ function runChild(cmd: string, args: string[]): Promise<string> {
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     child.stderr.on('data', (d: Buffer) => (err += d.toString()));
     child.once('error', reject);
-    child.once('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`${cmd} exited ${code}: ${err.trim() || out.trim()}`))));
+    // 'close', not 'exit': a child's output may still be in the pipe when it exits, and wrk's
+    // result is its last line (an 'exit' handler read it empty now and then under load).
+    child.once('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`${cmd} exited ${code}: ${err.trim() || out.trim()}`))));
   });
 }
 

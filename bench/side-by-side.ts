@@ -43,7 +43,7 @@ const PORTKEY_START = path.join(PORTKEY_DIR, 'node_modules', '@portkey-ai', 'gat
 const profiles: Array<{ label: string; pid: number; file: string }> = [];
 
 type Subject = {
-  id: 'bare' | GatewaySubjectId | 'portkey';
+  id: 'bare' | 'koa_floor' | GatewaySubjectId | 'portkey';
   label: string;
   pid: number;
   url: string;
@@ -161,6 +161,19 @@ async function startSubjects(work: string, svc: Services): Promise<{ subjects: S
     const headers = { authorization: 'Bearer sk-mock-bench' };
     subjects.push({
       id: 'bare', label: 'bare proxy', pid: child.pid!, url: `http://127.0.0.1:${port}/v1/chat/completions`, headers, model: 'gpt-4o-mini', usesServices: false,
+      delayed: { url: `http://127.0.0.1:${port}/delay20/v1/chat/completions`, headers, model: 'gpt-4o-mini' },
+    });
+  }
+
+  // Opt-in: the least a chat gateway on this stack does (bench/koa-floor.ts).
+  if (wanted.has('koa_floor')) {
+    const port = await freePort();
+    const file = path.join(work, 'koa_floor.log');
+    const child = node(['--import', 'tsx', 'bench/koa-floor.ts', String(port), mockUrl], { NODE_ENV: 'production' }, file);
+    await waitForPort('the stack floor', port, child, file);
+    const headers = { authorization: 'Bearer sk-mock-bench' };
+    subjects.push({
+      id: 'koa_floor', label: 'stack floor (Koa, JSON)', pid: child.pid!, url: `http://127.0.0.1:${port}/v1/chat/completions`, headers, model: 'gpt-4o-mini', usesServices: false,
       delayed: { url: `http://127.0.0.1:${port}/delay20/v1/chat/completions`, headers, model: 'gpt-4o-mini' },
     });
   }

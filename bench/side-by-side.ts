@@ -153,30 +153,21 @@ async function startSubjects(work: string, svc: Services): Promise<{ subjects: S
   const mockUrl = await startMock(work);
   const subjects: Subject[] = [];
 
-  if (wanted.has('bare')) {
+  /** A subject that is one script in front of the mock (`<script> <port> <upstream>`), with the mock's own key. */
+  const startScript = async (id: 'bare' | 'koa_floor', label: string, script: string): Promise<Subject> => {
     const port = await freePort();
-    const file = path.join(work, 'bare.log');
-    const child = node(['--import', 'tsx', 'bench/bare-proxy.ts', String(port), mockUrl], { NODE_ENV: 'production' }, file);
-    await waitForPort('the bare proxy', port, child, file);
+    const file = path.join(work, `${id}.log`);
+    const child = node(['--import', 'tsx', script, String(port), mockUrl], { NODE_ENV: 'production' }, file);
+    await waitForPort(`the ${label}`, port, child, file);
     const headers = { authorization: 'Bearer sk-mock-bench' };
-    subjects.push({
-      id: 'bare', label: 'bare proxy', pid: child.pid!, url: `http://127.0.0.1:${port}/v1/chat/completions`, headers, model: 'gpt-4o-mini', usesServices: false,
+    return {
+      id, label, pid: child.pid!, url: `http://127.0.0.1:${port}/v1/chat/completions`, headers, model: 'gpt-4o-mini', usesServices: false,
       delayed: { url: `http://127.0.0.1:${port}/delay20/v1/chat/completions`, headers, model: 'gpt-4o-mini' },
-    });
-  }
-
+    };
+  };
+  if (wanted.has('bare')) subjects.push(await startScript('bare', 'bare proxy', 'bench/bare-proxy.ts'));
   // Opt-in: the least a chat gateway on this stack does (bench/koa-floor.ts).
-  if (wanted.has('koa_floor')) {
-    const port = await freePort();
-    const file = path.join(work, 'koa_floor.log');
-    const child = node(['--import', 'tsx', 'bench/koa-floor.ts', String(port), mockUrl], { NODE_ENV: 'production' }, file);
-    await waitForPort('the stack floor', port, child, file);
-    const headers = { authorization: 'Bearer sk-mock-bench' };
-    subjects.push({
-      id: 'koa_floor', label: 'stack floor (Koa, JSON)', pid: child.pid!, url: `http://127.0.0.1:${port}/v1/chat/completions`, headers, model: 'gpt-4o-mini', usesServices: false,
-      delayed: { url: `http://127.0.0.1:${port}/delay20/v1/chat/completions`, headers, model: 'gpt-4o-mini' },
-    });
-  }
+  if (wanted.has('koa_floor')) subjects.push(await startScript('koa_floor', 'stack floor (Koa, JSON)', 'bench/koa-floor.ts'));
 
   const sealingKeys = newKeyring();
   const otlpEndpoint = jaegerForRun(work);

@@ -62,18 +62,24 @@ export function capCpu(pid: number, cores: number, name: string): () => void {
     h.limit(dir, Math.round(cores * PERIOD_US));
     fs.writeFileSync(path.join(dir, 'cgroup.procs'), String(pid));
   } catch (err) {
-    throw new Error(`BENCH_SCALE_CPU: cannot hold process ${pid} in ${dir} (${(err as Error).message}); it needs root`);
+    release(h.root, pid, dir);
+    const code = (err as NodeJS.ErrnoException).code;
+    const why = code === 'EACCES' || code === 'EPERM' ? 'it needs root' : `the period is ${PERIOD_US} µs (BENCH_SCALE_CPU_PERIOD_US)`;
+    throw new Error(`BENCH_SCALE_CPU: cannot hold process ${pid} in ${dir} (${(err as Error).message}); ${why}`);
   }
-  return () => {
-    try {
-      fs.writeFileSync(path.join(h.root, 'cgroup.procs'), String(pid));
-    } catch {
-      // Gone already.
-    }
-    try {
-      fs.rmdirSync(dir);
-    } catch {
-      // Still busy or gone: the kernel keeps an empty group; the next run reuses its name.
-    }
-  };
+  return () => release(h.root, pid, dir);
+}
+
+/** Moves `pid` back to the root group and removes its group. */
+function release(root: string, pid: number, dir: string): void {
+  try {
+    fs.writeFileSync(path.join(root, 'cgroup.procs'), String(pid));
+  } catch {
+    // Gone already, or never moved.
+  }
+  try {
+    fs.rmdirSync(dir);
+  } catch {
+    // Still busy or gone: the kernel keeps an empty group.
+  }
 }

@@ -26,6 +26,9 @@
  *                       Anthropic `tool_choice.disable_parallel_tool_use`)
  *   words=<n>           answer with n numbered words (`w000001xxx... `), one stream chunk each
  *   word_bytes=<b>      with `words`, each word is b bytes long (default 16)
+ *   multiline_data      on a stream, each event's JSON is indented over several lines, each
+ *                       line its own `data:` field (SSE joins them with newlines; a client
+ *                       that frames a relayed event as one line would break)
  *   render_ms=<ms>      a video takes this long to render (default 1500)
  *   video_fail          the video render fails
  *   never_finish        the video render never finishes
@@ -57,6 +60,7 @@ export type Directives = {
   parallelTools?: boolean;
   words?: number;
   wordBytes?: number;
+  multilineData?: boolean;
   renderMs?: number;
   videoFail?: boolean;
   neverFinish?: boolean;
@@ -91,6 +95,7 @@ export function parseDirectives(text: string): Directives {
       case 'parallel_tools': d.parallelTools = true; break;
       case 'words': d.words = Number(value); break;
       case 'word_bytes': d.wordBytes = Number(value); break;
+      case 'multiline_data': d.multilineData = true; break;
       case 'render_ms': d.renderMs = Number(value); break;
       case 'video_fail': d.videoFail = true; break;
       case 'never_finish': d.neverFinish = true; break;

@@ -32,6 +32,22 @@ const MODELS: Record<string, string[]> = {
   google: ['gemini-2.0-flash', 'gemini-2.5-pro'],
 };
 
+/**
+ * An event's `data:` lines. With `multiline_data`, JSON data is indented over several lines,
+ * each its own `data:` field, as the SSE format allows (a client joins them with newlines).
+ */
+function sseData(data: string, multiline: boolean): string {
+  let text = data;
+  if (multiline) {
+    try {
+      text = JSON.stringify(JSON.parse(data), null, 1);
+    } catch {
+      // Not JSON (OpenAI's `[DONE]`): sent as it is.
+    }
+  }
+  return text.split('\n').map((line) => `data: ${line}\n`).join('');
+}
+
 function isVideoPath(path: string): boolean {
   return /^\/openai\/v1\/videos/.test(path) || /^\/google\/v1beta\/(models\/[^/]+(:predictLongRunning|\/operations\/)|files\/)/.test(path);
 }
@@ -226,7 +242,7 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
         res.socket?.destroy();
         return;
       }
-      const more = res.write(`${frame.event ? `event: ${frame.event}\n` : ''}data: ${frame.data}\n\n`);
+      const more = res.write(`${frame.event ? `event: ${frame.event}\n` : ''}${sseData(frame.data, directives.multilineData === true)}\n`);
       frames += 1;
       if (frame.content) contentSent += 1;
       // A slow reader holds the stream back, as a provider's server does.

@@ -58,6 +58,18 @@ describe.each(WIRES)('Anthropic SDK through the gateway to $kind', ({ kind, mode
     expect(types.slice(-3)).toEqual(['content_block_stop', 'message_delta', 'message_stop']);
   });
 
+  it('streams a provider whose event data spans several `data:` lines, the SSE framing kept', async () => {
+    // The sandbox indents each event's JSON over several lines (each its own `data:` field).
+    const stream = sdk.messages.stream({ model, max_tokens: 200, messages: [{ role: 'user', content: 'Say hello [sandbox multiline_data]' }] });
+    const types: string[] = [];
+    stream.on('streamEvent', (e) => types.push(e.type));
+    const message = await stream.finalMessage();
+    expect(message.content[0]).toMatchObject({ type: 'text', text: expect.stringMatching(/^Hello from the sandbox model /) });
+    expect(message.usage.output_tokens).toBe(6);
+    expect(types[0]).toBe('message_start');
+    expect(types.slice(-2)).toEqual(['message_delta', 'message_stop']);
+  });
+
   it('runs a two-step tool loop', async () => {
     const messages: Anthropic.MessageParam[] = [{ role: 'user', content: 'Weather in Paris?' }];
     const first = await sdk.messages.create({ model, max_tokens: 200, messages, tools: [weather] });

@@ -204,6 +204,16 @@ function event(type: string, data: Record<string, unknown>): string {
 }
 
 /**
+ * A provider's own event as SSE text. Its data may span lines (the SSE parser joined several
+ * `data:` fields with newlines): each line is its own `data:` field again, so a line break
+ * inside the data cannot end the field early or start a field of its own in the client's reader.
+ */
+function relayedEvent(e: NativeEvent): string {
+  const data = e.data.includes('\n') || e.data.includes('\r') ? e.data.split(/\r\n|\r|\n/).join('\ndata: ') : e.data;
+  return `event: ${e.event}\ndata: ${data}\n\n`;
+}
+
+/**
  * The Messages stream (Anthropic's streaming reference): `message_start`, then per content
  * block `content_block_start`, its deltas and `content_block_stop` (text, then each tool use
  * with `input_json_delta`), `message_delta` with the stop reason and usage, `message_stop`.
@@ -240,7 +250,7 @@ class MessagesStream implements StreamEncoder {
       case 'error':
         return '';
       default:
-        return `event: ${e.event}\ndata: ${e.data}\n\n`;
+        return relayedEvent(e);
     }
   }
 

@@ -8,6 +8,19 @@ export const SCHEDULED_RUN_TIMEOUT_INTERVALS = 3;
 /** ...and never less than this, however compressed the schedule: a run's activities take real time. */
 export const MIN_SCHEDULED_RUN_TIMEOUT_MS = 60_000;
 
+/**
+ * Temporal refuses a schedule interval under one second ("interval is too small"), so a
+ * compressed schedule (GW_SCHEDULE_SCALE=0.001 makes 5 minutes 300 ms) runs at most once a second.
+ * Only the schedules are held to it: webhook and status-check delays are durable timers and
+ * retries, which keep their scaled values.
+ */
+export const MIN_SCHEDULE_INTERVAL_MS = 1_000;
+
+/** A schedule's interval: `everyMs` times the scale, at least what Temporal accepts. */
+export function scheduleIntervalMs(everyMs: number, scheduleScale: number): number {
+  return Math.max(MIN_SCHEDULE_INTERVAL_MS, scaleDuration(everyMs, scheduleScale));
+}
+
 /** How long one run of a schedule every `everyMs` (times the scale) may last, at least `floorMs`. */
 export function scheduledRunTimeoutMs(everyMs: number, scheduleScale: number, floorMs = MIN_SCHEDULED_RUN_TIMEOUT_MS): number {
   return Math.max(floorMs, scaleDuration(everyMs * SCHEDULED_RUN_TIMEOUT_INTERVALS, scheduleScale));
@@ -26,7 +39,7 @@ export function maintenanceSchedules(taskQueuePrefix: string, scheduleScale: num
    */
   const every = (scheduleId: string, everyMs: number, workflowType: string, purpose: string, args: unknown[] = []): ScheduleOptions => ({
     scheduleId,
-    spec: { intervals: [{ every: scaleDuration(everyMs, scheduleScale) }] },
+    spec: { intervals: [{ every: scheduleIntervalMs(everyMs, scheduleScale) }] },
     action: {
       type: 'startWorkflow', workflowType, workflowId: scheduleId, taskQueue: taskQueue('maintenance', taskQueuePrefix), args,
       // A stuck run (an activity retrying forever, a lost worker's task) ends here, so the

@@ -160,4 +160,50 @@ describe('development launcher', () => {
     await expect(fetch(`http://127.0.0.1:${uiPort}/`)).rejects.toThrow();
     expect(fs.existsSync(path.join(dataDir, 'gw.lock'))).toBe(false);
   });
+
+  it('starts with GW_SCHEDULE_SCALE=0.001, its schedules held to Temporal\'s one-second minimum', async () => {
+    // Scaled, the 5-minute schedules would be 300 ms, under what Temporal accepts: before issue
+    // 52 the launcher stopped with `[gw] cannot start: Failed to create schedule`.
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-launcher-scaled-'));
+    const db = `${database}_scaled`;
+    const url = new URL(process.env.DATABASE_URL!);
+    url.pathname = `/${db}`;
+    await admin(`CREATE DATABASE ${db}`);
+    const [port, temporalPort, uiPort] = [await freePort(), await freePort(), await freePort()];
+    let out = '';
+    const scaled = spawn(process.execPath, ['--import', 'tsx', 'scripts/dev.ts'], {
+      cwd: ROOT,
+      env: {
+        ...process.env, GW_DATA_DIR: dir, DATABASE_URL: url.toString(), PORT: String(port), TEMPORAL_ADDRESS: '',
+        TEMPORAL_PORT: String(temporalPort), TEMPORAL_UI_PORT: String(uiPort), REDIS_KEY_PREFIX: `${process.env.REDIS_KEY_PREFIX}launcher-scaled:`,
+        LOG_LEVEL: 'warn', GW_SCHEDULE_SCALE: '0.001',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
+    scaled.stdout!.on('data', (d) => (out += d));
+    scaled.stderr!.on('data', (d) => (out += d));
+    try {
+      const deadline = Date.now() + 90_000;
+      while (!out.includes('[gw] Ready') && Date.now() < deadline && scaled.exitCode === null) {
+        await new Promise((r) => setTimeout(r, 250));
+      }
+      expect(out).not.toContain('cannot start');
+      expect(out).toContain('[gw] Ready');
+      expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).toBe(200);
+      const exited = new Promise<number | null>((resolve) => scaled.once('exit', (code) => resolve(code)));
+      scaled.kill('SIGINT');
+      expect(await exited).toBe(0);
+    } finally {
+      if (scaled.pid && scaled.exitCode === null) {
+        try {
+          process.kill(-scaled.pid, 'SIGKILL');
+        } catch {
+          scaled.kill('SIGKILL');
+        }
+      }
+      fs.rmSync(dir, { recursive: true, force: true });
+      await admin(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`);
+    }
+  });
 });

@@ -1,6 +1,6 @@
 import { Client, Connection } from '@temporalio/client';
-import { maintenanceSchedules } from '../../workers/schedules';
-import { scheduleIds, WEBHOOK_SWEEP_EVERY_MS } from '../../workflows/definitions';
+import { ensureMaintenanceSchedules, maintenanceSchedules, MIN_SCHEDULE_INTERVAL_MS } from '../../workers/schedules';
+import { REQUEST_LOG_RETENTION_EVERY_MS, scheduleIds, WEBHOOK_SWEEP_EVERY_MS } from '../../workflows/definitions';
 import { uniquePrefix } from '../helpers/harness';
 import { until } from '../helpers/until';
 import { testTemporalClient } from '../helpers/sealing-keys';
@@ -39,5 +39,24 @@ describe('a stuck scheduled run', () => {
     const next = await until(async () => (await handle.describe()).info.recentActions.find((a) => a.action.workflow.workflowId !== first.action.workflow.workflowId) ?? null, 'the next run', 20_000, 250);
     expect(next.scheduledAt.getTime()).toBeGreaterThan(first.scheduledAt.getTime());
     expect((await handle.describe()).info.numActionsSkippedOverlap).toBeGreaterThan(0);
+  });
+
+  it('creates every maintenance schedule at GW_SCHEDULE_SCALE=0.001, none under Temporal\'s one-second minimum', async () => {
+    // Scaled, the 5-minute schedules would run every 300 ms, which Temporal refuses
+    // ("interval is too small"); `npm start` at 0.001 then stopped at its start (issue 52).
+    const scaled = uniquePrefix('scaled');
+    const options = maintenanceSchedules(scaled, 0.001);
+    try {
+      await ensureMaintenanceSchedules(temporal, scaled, 0.001);
+      for (const o of options) {
+        const every = (await temporal.schedule.getHandle(o.scheduleId).describe()).spec.intervals?.[0]?.every;
+        expect(every).toBeGreaterThanOrEqual(MIN_SCHEDULE_INTERVAL_MS);
+      }
+      // What scales past the minimum keeps its scaled value: the hourly retention, 3.6 s.
+      const retention = await temporal.schedule.getHandle(scheduleIds.requestLogRetention(scaled)).describe();
+      expect(retention.spec.intervals?.[0]?.every).toBe(REQUEST_LOG_RETENTION_EVERY_MS * 0.001);
+    } finally {
+      await Promise.all(options.map((o) => temporal.schedule.getHandle(o.scheduleId).delete().catch(() => undefined)));
+    }
   });
 });

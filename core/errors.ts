@@ -23,6 +23,8 @@ export const ERROR_CATALOG = {
     'invalid_mcp_server_url', 'invalid_mcp_credential', 'mcp_discovery_failed', 'mcp_server_slug_taken',
     'mcp_tool_name_clash', 'mcp_tool_definition_stale', 'mcp_tool_removed', 'mcp_tool_not_approved',
     'mcp_trifecta_unconfirmed',
+    // A kept Responses conversation's bounds (issue 52).
+    'conversation_too_long', 'conversation_too_large',
   ]),
   authentication: generic(401, 'authentication_error'),
   ...coded(402, 'budget_exceeded', [

@@ -435,7 +435,8 @@ export type GatewayFields = {
 /**
  * A protocol route's whole part after parsing: the call built from the request's extension
  * fields and the translated body, then served in the route's wire. `answer` says how a stream
- * ends (`includeUsage`) and what only the client's own wire carries (`nativeOnly`).
+ * ends (`includeUsage`) and what only the client's own wire carries (`nativeOnly`). Answers the
+ * call, for a route that keeps what was answered (its guardrails say what may be kept).
  */
 export async function serveProtocol(ctx: GatewayContext, services: GatewayServices, request: GatewayFields, translated: {
   body: ChatBody;
@@ -443,7 +444,7 @@ export async function serveProtocol(ctx: GatewayContext, services: GatewayServic
   wire: ChatWire;
   answer: Pick<ChatRequest, 'includeUsage' | 'nativeOnly'>;
   started: number;
-}): Promise<void> {
+}): Promise<ChatCall> {
   const key = ctx.state.key!;
   const cacheControl = parseCacheControl(request.cache, (name) => ctx.get(name));
   const config = await services.orgConfig.get(key.orgId);
@@ -458,6 +459,7 @@ export async function serveProtocol(ctx: GatewayContext, services: GatewayServic
     stream: request.stream === true,
     ...translated.answer,
   }, wire);
+  return call;
 }
 
 /**

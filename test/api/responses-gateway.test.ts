@@ -174,9 +174,13 @@ describe('OpenAI Responses through the one chat call', () => {
       expect(continued.json.error).toMatchObject({ type: 'not_found', param: 'previous_response_id' });
       expect(JSON.stringify(continued.json)).not.toContain('42');
 
+      // The request log's body rule: the organization's reach reads others' prompts only with payload_access.
       const organization = await keyOf({ observability_access: 'organization' });
-      expect((await read(organization.secret, id)).status).toBe(200);
-      expect((await responses(organization.secret, { input: 'And?', previous_response_id: id }, g)).status).toBe(200);
+      expect((await read(organization.secret, id)).status).toBe(404);
+      expect((await responses(organization.secret, { input: 'And?', previous_response_id: id }, g)).status).toBe(404);
+      const payload = await keyOf({ observability_access: 'organization', payload_access: true });
+      expect((await read(payload.secret, id)).status).toBe(200);
+      expect((await responses(payload.secret, { input: 'And?', previous_response_id: id }, g)).status).toBe(200);
 
       const rotated = await g.client.post<{ secret: string }>(`/gateway_keys/${maker.id}/rotate`, { overlap_seconds: 0 });
       expect(rotated.status).toBe(200);

@@ -7,6 +7,7 @@ import { mediaFiles, organizations, orgSettings, requestLogs, storedResponses } 
 import { createLinkSigner } from '../../core/jobs/output-links';
 import { deleteExpiredMediaFiles } from '../../core/media/expired-files';
 import { createMediaFiles } from '../../core/media/stored-files';
+import { findConversationHead, findStoredResponse, loadConversation, storedResponseReader } from '../../core/responses/stored-responses';
 import { localOutputStorage, type OutputStorage } from '../../core/storage/output-storage';
 import { partitionDropCutoff, partitionName, REQUEST_LOG_PARTITIONS_AHEAD_DAYS } from '../../core/request-log/retention';
 import { REQUEST_LOG_RETENTION_EVERY_MS, scheduleIds, taskQueue, type RequestLogRetentionResult } from '../../workflows/definitions';
@@ -84,16 +85,26 @@ describe('request log retention', () => {
     expect((await runRetention('bodies-again')).bodiesCleared).toBe(0);
   });
 
-  it('deletes kept Responses past their organization\'s prompt retention, keeping newer ones', async () => {
-    const kept = (orgId: string, id: string, createdAt: Date) => ({ id, orgId, keyId: 'key_ret', lineageId: 'lin_ret', input: [{ role: 'user', content: 'secret prompt' }], response: { id, object: 'response' }, createdAt });
+  it('deletes kept Responses past their organization\'s prompt retention, turn by turn, keeping newer ones', async () => {
+    // One row a turn: each newer turn here continues the older one of its organization.
+    const kept = (orgId: string, id: string, createdAt: Date, previousId: string | null = null) => ({
+      id, orgId, keyId: 'key_ret', lineageId: 'lin_ret', previousId, depth: previousId ? 2 : 1, conversationBytes: 100,
+      input: [{ role: 'user', content: 'secret prompt' }], response: { id, object: 'response', output: [] }, createdAt,
+    });
     const ids = { old30: `resp_${run}_a`, new30: `resp_${run}_b`, old7: `resp_${run}_c`, new7: `resp_${run}_d` };
     await database.db.insert(storedResponses).values([
-      kept(orgDefault, ids.old30, daysAgo(31)), kept(orgDefault, ids.new30, daysAgo(10)),
-      kept(orgWeek, ids.old7, daysAgo(8)), kept(orgWeek, ids.new7, daysAgo(3)),
+      kept(orgDefault, ids.old30, daysAgo(31)), kept(orgDefault, ids.new30, daysAgo(10), ids.old30),
+      kept(orgWeek, ids.old7, daysAgo(8)), kept(orgWeek, ids.new7, daysAgo(3), ids.old7),
     ]);
     await runRetention('stored-responses');
     const left = (await database.db.select({ id: storedResponses.id }).from(storedResponses).where(inArray(storedResponses.id, Object.values(ids)))).map((r) => r.id).sort();
     expect(left).toEqual([ids.new30, ids.new7].sort());
+    // The later turn still reads, but its conversation lost its first turn: it no longer continues.
+    const reader = storedResponseReader({ orgId: orgDefault, keyId: 'key_ret', lineageId: 'lin_ret', observabilityAccess: 'scoped' }, 'business', new Date());
+    expect(await findStoredResponse(database.db, reader, ids.new30)).toMatchObject({ id: ids.new30 });
+    const head = await findConversationHead(database.db, reader, ids.new30);
+    expect(head).toMatchObject({ id: ids.new30, depth: 2 });
+    expect(await loadConversation(database.db, reader, head!)).toBeNull();
   });
 
   it('makes day partitions ahead (moving rows the default partition caught) and drops days past the longest history window', async () => {

@@ -6,6 +6,7 @@ import { PROTOCOL_EXTENSION_FIELDS, PROTOCOL_EXTENSION_NAMES, withoutFields } fr
 import type { ChatCall } from '../chat-call';
 import type { AnswerExtras, AnswerIdentity, ChatWire, StreamEncoder } from '../chat-wire';
 import type { NativeEvent } from '../stream-answer';
+import type { RequestGuard } from '../../../core/guardrails/request-guard';
 
 /**
  * OpenAI's Responses API as a client protocol (`POST /v1/responses`): the request translated into
@@ -72,11 +73,16 @@ function contentOf(content: string | Part[]): ChatMessage['content'] {
   return parts.every((p) => p.type === 'text') ? parts.map((p) => p.text).join('') : parts;
 }
 
-/** The input items as the chat call's messages: instructions first, function calls and their outputs as tool calls and tool messages. */
-export function chatMessagesOf(request: Pick<ResponsesRequest, 'instructions' | 'input'>): ChatMessage[] {
+/**
+ * The input items as the chat call's messages: instructions first, function calls and their
+ * outputs as tool calls and tool messages. `origins`, when given, is filled with the index of the
+ * message each input item became (-1 for an item that does not cross), for `asLogged`.
+ */
+export function chatMessagesOf(request: Pick<ResponsesRequest, 'instructions' | 'input'>, origins?: number[]): ChatMessage[] {
   const out: ChatMessage[] = [];
   if (request.instructions) out.push({ role: 'system', content: request.instructions });
   if (typeof request.input === 'string') {
+    origins?.push(out.length);
     out.push({ role: 'user', content: request.input });
     return out;
   }
@@ -91,17 +97,19 @@ export function chatMessagesOf(request: Pick<ResponsesRequest, 'instructions' | 
       const output = typeof item.output === 'string' ? item.output : JSON.stringify(item.output);
       out.push({ role: 'tool', tool_call_id: String(item.call_id), content: output });
     } else if (item.type === 'reasoning' || item.type === 'item_reference') {
+      origins?.push(-1);
       continue;
     } else {
       out.push({ role: item.role as ChatMessage['role'], content: contentOf(item.content as string | Part[]) });
     }
+    origins?.push(out.length - 1);
   }
   return out;
 }
 
-/** The chat call's body for a Responses request: the same parameters under chat's names. */
-export function chatBodyOf(request: ResponsesRequest): ChatBody {
-  const body: ChatBody = { model: request.model, messages: chatMessagesOf(request) };
+/** The chat call's body for a Responses request: the same parameters under chat's names (`origins`: chatMessagesOf's). */
+export function chatBodyOf(request: ResponsesRequest, origins?: number[]): ChatBody {
+  const body: ChatBody = { model: request.model, messages: chatMessagesOf(request, origins) };
   if (request.stream) body.stream = true;
   if (typeof request.temperature === 'number') body.temperature = request.temperature;
   if (typeof request.top_p === 'number') body.top_p = request.top_p;
@@ -187,10 +195,56 @@ function outputOf(call: ChatCall, choice: Choice | undefined): OutputItem[] {
 }
 
 /**
- * Keeps a finished response for `previous_response_id` (api/gateway/responses.ts); answers
- * whether it was kept. Never rejects: a response that could not be kept says `store: false`.
+ * Keeps a finished response for `previous_response_id` (api/gateway/responses.ts), given the
+ * request's guardrails (what they matched is not kept: `asLogged`); answers whether it was kept.
+ * Never rejects: a response that could not be kept says `store: false`.
  */
-export type KeepResponse = (response: Record<string, unknown>) => Promise<boolean>;
+export type KeepResponse = (response: Record<string, unknown>, guard: RequestGuard | undefined) => Promise<boolean>;
+
+/** How a turn's input became the chat call's messages: `chatBodyOf`'s messages and origins, and where this turn's own items start. */
+export type Translation = { messages: readonly ChatMessage[]; origins: readonly number[]; from: number };
+
+/** An input message's content with the request log's copy of its text (`contentOf` in reverse: text parts joined are one part). */
+function loggedContent(content: string | Part[], logged: ChatMessage['content']): string | Part[] {
+  if (typeof content === 'string' || typeof logged === 'string') {
+    const text = typeof logged === 'string' ? logged : '';
+    return typeof content === 'string' ? text : [{ type: content.find((p) => p.type === 'output_text') ? 'output_text' : 'input_text', text }];
+  }
+  const parts = logged ?? [];
+  return content.map((p, i) => (parts[i]?.type === 'text' ? Object.assign({}, p, { text: parts[i].text }) : p));
+}
+
+/**
+ * A turn as the request log keeps it (issue 52): every guardrail match redacted, whatever its
+ * rule's action, so text a rule only flagged is not kept either. The guardrails' own log copies
+ * are carried back: of the messages (`RequestGuard.logMessages`, where a message differs) onto
+ * this turn's input items and the echoed `instructions`, and of the answer
+ * (`RequestGuard.logAnswer`) onto the response's output text. A guarded request is always
+ * translated, so the response's output is the translation's (`outputOf`). Copies; the client's
+ * response is not changed.
+ */
+export function asLogged(input: ReadonlyArray<Record<string, unknown>>, response: Record<string, unknown>, translation: Translation, guard: Pick<RequestGuard, 'logMessages' | 'logAnswer'>): { input: Array<Record<string, unknown>>; response: Record<string, unknown> } {
+  const logged = guard.logMessages;
+  const changed = (index: number) => (logged && index >= 0 && logged[index] !== translation.messages[index] ? logged[index]! : null);
+  const keptInput = input.map((item, i) => {
+    const message = changed(translation.origins[translation.from + i] ?? -1);
+    if (!message) return item;
+    if (item.type === 'function_call_output') return Object.assign({}, item, { output: typeof message.content === 'string' ? message.content : '' });
+    if (item.type === 'function_call') return item;
+    return Object.assign({}, item, { content: loggedContent(item.content as string | Part[], message.content) });
+  });
+  const kept = Object.assign({}, response);
+  // Instructions are the first message, the system one.
+  const instructions = typeof response.instructions === 'string' && response.instructions ? changed(0) : null;
+  if (instructions) kept.instructions = typeof instructions.content === 'string' ? instructions.content : '';
+  const answer = guard.logAnswer?.[0];
+  if (answer !== undefined && Array.isArray(response.output)) {
+    kept.output = (response.output as OutputItem[]).map((item) => (item.type === 'message' && Array.isArray(item.content)
+      ? Object.assign({}, item, { content: (item.content as Part[]).map((p) => (p.type === 'output_text' ? Object.assign({}, p, { text: answer }) : p)) })
+      : item));
+  }
+  return { input: keptInput, response: kept };
+}
 
 /** The request's own settings a response object repeats (OpenAI's reference). */
 export type ResponseEcho = Pick<ResponsesRequest, 'instructions' | 'tools' | 'tool_choice' | 'temperature' | 'top_p' | 'max_output_tokens' | 'text' | 'metadata' | 'store' | 'previous_response_id' | 'parallel_tool_calls' | 'user'>;
@@ -377,7 +431,7 @@ class ResponsesStream implements StreamEncoder {
     const end = () => out + this.event(held?.type ?? (response.status === 'completed' ? 'response.completed' : 'response.incomplete'), { response });
     // Kept before the client reads the end, so a continuation sent on `response.completed` finds it.
     if (!this.keep) return end();
-    return this.keep(response).then((kept) => {
+    return this.keep(response, this.call.guard).then((kept) => {
       if (!kept) response.store = false;
       return end();
     });

@@ -9,7 +9,8 @@ import { notificationChannels, webhookDeliveries, type DeliveryStatus } from '..
 import type { Mailer, MailMessage } from '../core/notifications/mailer';
 import { sendWebhook, type SendOutcome } from '../core/webhooks/send';
 import { appendAudit } from '../core/audit';
-import { CHATAPP_REFUSALS_TO_DISABLE, chatappRecipient, emailRecipient, recipientsSentFor, recipientsWithRoom, recordSends } from '../core/notifications/limits';
+import { CHATAPP_REFUSALS_TO_DISABLE, chatappRecipient, emailRecipient, settleSendSlots, takeSendSlots } from '../core/notifications/limits';
+import { suppressedAmong, suppressionAddress } from '../core/notifications/suppressions';
 import { unsubscribeHeaders } from '../core/notifications/unsubscribe';
 import { signatureHeader } from '../core/webhooks/signature';
 import { signingSecrets } from '../core/webhooks/signing-secrets';
@@ -72,32 +73,45 @@ export function createWebhookDeliveryActivities(deps: WebhookDeliveryDeps) {
     const now = deps.clock.now();
     if (channel.kind === 'chatapp' && channel.chatappUrlSealed) {
       const url = deps.sealer.open(channel.chatappUrlSealed, { orgId: channel.orgId, recordId: channel.id, field: 'chatapp_url' });
-      const recipient = chatappRecipient(url);
-      const room = await recipientsWithRoom(deps.db, channel.orgId, channel.id, [recipient], now);
-      if (room.allowed.length === 0) return { ok: false, status: null, error: room.channelFull ? 'the channel reached its alerts for this hour' : 'the chat app address reached its alerts for this hour' };
+      const slots = await takeSendSlots(deps.db, { orgId: channel.orgId, channelId: channel.id, deliveryId: delivery.id, recipients: [chatappRecipient(url)], now });
+      // An earlier attempt posted it and was lost before it recorded so.
+      if (slots.reached.length > 0) return { ok: true, status: null, error: null };
+      const [slot] = slots.taken;
+      if (!slot) return { ok: false, status: null, error: slots.channelFull ? 'the channel reached its alerts for this hour' : 'the chat app address reached its alerts for this hour' };
       const sent = await sendWebhook(deps.dispatcher, { url, payload: delivery.payload, headers: {} });
-      await recordSends(deps.db, channel.orgId, channel.id, delivery.id, [recipient], now);
+      // A refused post still reached the address's server: it counts, and the next attempt posts again.
+      await settleSendSlots(deps.db, [{ id: slot.id, outcome: sent.ok ? 'sent' : 'failed' }]);
       await countChatappAnswer(channel, sent);
       return sent;
     }
     if (channel.kind === 'email') {
       const message = JSON.parse(delivery.payload) as MailMessage;
-      const unsubscribed = new Set(channel.unsubscribedEmails.map((e) => e.toLowerCase()));
-      // An address this delivery already reached (an earlier attempt that failed for another) is not mailed again.
-      const reached = await recipientsSentFor(deps.db, delivery.id);
-      const addresses = (channel.emails ?? message.to).filter((e) => !unsubscribed.has(e.toLowerCase()) && !reached.has(emailRecipient(e)));
+      // One email per address; two spellings of one address are one recipient.
+      const byRecipient = new Map((channel.emails ?? message.to).map((e) => [emailRecipient(e), e] as const));
+      // Unsubscribed from the organization (any channel's link): never mailed, whichever channel lists it.
+      const suppressed = await suppressedAmong(deps.db, channel.orgId, [...byRecipient.values()]);
+      const addresses = [...byRecipient.values()].filter((e) => !suppressed.has(suppressionAddress(e)));
       if (addresses.length === 0) return { ok: true, status: null, error: null };
-      const room = await recipientsWithRoom(deps.db, channel.orgId, channel.id, addresses.map(emailRecipient), now);
-      const allowed = addresses.filter((e) => room.allowed.includes(emailRecipient(e)));
-      if (allowed.length === 0) return { ok: false, status: null, error: room.channelFull ? 'the channel reached its alerts for this hour' : 'every recipient reached its alerts for this hour' };
-      // One email per address, each with its own one-click unsubscribe.
+      // The slots are taken before sending; an address this delivery already reached (an earlier attempt that failed for another) is not mailed again.
+      const slots = await takeSendSlots(deps.db, { orgId: channel.orgId, channelId: channel.id, deliveryId: delivery.id, recipients: addresses.map(emailRecipient), now });
+      const waiting = addresses.length - slots.reached.length - slots.taken.length;
       const outcomes: SendOutcome[] = [];
-      for (const to of allowed) {
-        const headers = unsubscribeHeaders(deps.unsubscribe.publicUrl, deps.unsubscribe.key, { channelId: channel.id, email: to });
-        outcomes.push(await deps.mailer(Object.assign({}, message, { to: [to], headers })));
+      for (const slot of slots.taken) {
+        const to = byRecipient.get(slot.recipient)!;
+        const headers = unsubscribeHeaders(deps.unsubscribe.publicUrl, deps.unsubscribe.key, { orgId: channel.orgId, channelId: channel.id, email: to });
+        const sent = await deps.mailer(Object.assign({}, message, { to: [to], headers }));
+        // A mail the server did not take went nowhere: its slot is given back.
+        await settleSendSlots(deps.db, [{ id: slot.id, outcome: sent.ok ? 'sent' : 'released' }]);
+        outcomes.push(sent);
       }
-      await recordSends(deps.db, channel.orgId, channel.id, delivery.id, allowed.filter((_, i) => outcomes[i]!.ok).map(emailRecipient), now);
-      return outcomes.find((o) => !o.ok) ?? outcomes[0]!;
+      const failed = outcomes.find((o) => !o.ok);
+      if (failed) return failed;
+      // Those over a limit wait for the next attempt, which skips the addresses reached.
+      if (waiting > 0) {
+        const who = waiting === addresses.length ? 'every recipient reached its' : `${waiting} of ${addresses.length} recipients reached their`;
+        return { ok: false, status: null, error: slots.channelFull ? 'the channel reached its alerts for this hour' : `${who} alerts for this hour` };
+      }
+      return outcomes[0] ?? { ok: true, status: null, error: null };
     }
     return { ok: false, status: null, error: `a ${channel.kind} channel has nowhere to send` };
   }

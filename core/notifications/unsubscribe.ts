@@ -1,39 +1,76 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 
 /**
- * The one-click unsubscribe of an alert email (RFC 8058): a link that names one address of one
- * channel, signed so it cannot be forged for another. `List-Unsubscribe` carries it, with
- * `List-Unsubscribe-Post: List-Unsubscribe=One-Click` so mail clients may POST to it directly.
+ * The links an alert email's recipient uses without signing in: the one-click unsubscribe
+ * (RFC 8058; `List-Unsubscribe` carries it, with `List-Unsubscribe-Post:
+ * List-Unsubscribe=One-Click` so mail clients may POST to it directly) and the re-subscribe link
+ * the unsubscribe page offers. Each names one address of one organization (and the channel
+ * whose email carried it), signed so it cannot be made for another address: only someone who
+ * received the address's mail holds one, never the tenant that lists the address.
  */
-export type Unsubscription = { channelId: string; email: string };
+export type AlertAddress = { orgId: string; channelId: string; email: string };
 
-const encode = (u: Unsubscription) => Buffer.from(JSON.stringify([u.channelId, u.email])).toString('base64url');
-const mac = (key: Buffer, payload: string) => createHmac('sha256', key).update(`unsubscribe:${payload}`).digest('base64url');
+/**
+ * What an unsubscribe link names. Links in email sent before unsubscribing became an
+ * organization's (issue 52) name only the channel; the caller finds its organization.
+ */
+export type UnsubscribeLink = AlertAddress | { orgId: null; channelId: string; email: string };
 
-export function unsubscribeToken(key: Buffer, u: Unsubscription): string {
-  const payload = encode(u);
-  return `${payload}.${mac(key, payload)}`;
+/** Each kind of link is signed for its own purpose, so one never passes for the other. */
+const UNSUBSCRIBE = 'unsubscribe-address';
+const RESUBSCRIBE = 'resubscribe-address';
+/** The purpose of the links sent before issue 52, which named `[channelId, email]`. */
+const CHANNEL_UNSUBSCRIBE = 'unsubscribe';
+
+const MAX_TOKEN_LENGTH = 2048;
+
+const mac = (key: Buffer, purpose: string, payload: string) => createHmac('sha256', key).update(`${purpose}:${payload}`).digest('base64url');
+
+function sign(key: Buffer, purpose: string, fields: string[]): string {
+  const payload = Buffer.from(JSON.stringify(fields)).toString('base64url');
+  return `${payload}.${mac(key, purpose, payload)}`;
 }
 
-/** The address and channel a token names, or null when it was not made with this key. */
-export function readUnsubscribeToken(key: Buffer, token: string): Unsubscription | null {
+/** The string fields a token signed for `purpose` carries, or null when it was not made so. */
+function verify(key: Buffer, purpose: string, token: string, arity: number): string[] | null {
   const [payload, signature, ...rest] = token.split('.');
-  if (!payload || !signature || rest.length > 0 || token.length > 2048) return null;
-  const expected = Buffer.from(mac(key, payload));
+  if (!payload || !signature || rest.length > 0 || token.length > MAX_TOKEN_LENGTH) return null;
+  const expected = Buffer.from(mac(key, purpose, payload));
   const given = Buffer.from(signature);
   if (expected.length !== given.length || !timingSafeEqual(expected, given)) return null;
   try {
-    const [channelId, email] = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as unknown[];
-    return typeof channelId === 'string' && typeof email === 'string' ? { channelId, email } : null;
+    const fields = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as unknown;
+    return Array.isArray(fields) && fields.length === arity && fields.every((f) => typeof f === 'string') ? (fields as string[]) : null;
   } catch {
     return null;
   }
 }
 
+export function unsubscribeToken(key: Buffer, a: AlertAddress): string {
+  return sign(key, UNSUBSCRIBE, [a.orgId, a.channelId, a.email]);
+}
+
+/** What an unsubscribe link names (an older link: only its channel), or null when it was not made with this key. */
+export function readUnsubscribeToken(key: Buffer, token: string): UnsubscribeLink | null {
+  const current = verify(key, UNSUBSCRIBE, token, 3);
+  if (current) return { orgId: current[0]!, channelId: current[1]!, email: current[2]! };
+  const older = verify(key, CHANNEL_UNSUBSCRIBE, token, 2);
+  return older ? { orgId: null, channelId: older[0]!, email: older[1]! } : null;
+}
+
+export function resubscribeToken(key: Buffer, a: AlertAddress): string {
+  return sign(key, RESUBSCRIBE, [a.orgId, a.channelId, a.email]);
+}
+
+export function readResubscribeToken(key: Buffer, token: string): AlertAddress | null {
+  const fields = verify(key, RESUBSCRIBE, token, 3);
+  return fields ? { orgId: fields[0]!, channelId: fields[1]!, email: fields[2]! } : null;
+}
+
 /** The headers an alert email carries for one recipient. */
-export function unsubscribeHeaders(publicUrl: string, key: Buffer, u: Unsubscription): Record<string, string> {
+export function unsubscribeHeaders(publicUrl: string, key: Buffer, a: AlertAddress): Record<string, string> {
   return {
-    'List-Unsubscribe': `<${publicUrl}/unsubscribe/${unsubscribeToken(key, u)}>`,
+    'List-Unsubscribe': `<${publicUrl}/unsubscribe/${unsubscribeToken(key, a)}>`,
     'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click',
   };
 }

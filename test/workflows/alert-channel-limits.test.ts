@@ -1,9 +1,10 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { and, eq } from 'drizzle-orm';
+import { and, count, eq } from 'drizzle-orm';
 import { createWebhookDeliveryActivities } from '../../activities/webhook-delivery';
 import { systemClock } from '../../core/clock';
 import { createSealer, deriveKey } from '../../core/crypto/sealing';
+import { connectDatabase } from '../../core/db/client';
 import { auditEvents, notificationChannels, notificationRules, notificationSends } from '../../core/db/schema';
 import type { Detection } from '../../core/findings/detection';
 import { recordDetection } from '../../core/findings/store';
@@ -80,12 +81,11 @@ describe('alert channel limits', () => {
     // A link scanner's GET changes nothing; a forged token is refused.
     expect((await fetch(link)).status).toBe(200);
     expect((await fetch(`${link}x`, { method: 'POST' })).status).toBe(404);
-    let [row] = await db().select().from(notificationChannels).where(eq(notificationChannels.id, channel));
-    expect(row!.unsubscribedEmails).toEqual([]);
+    const unsubscribedOf = async () => (await manageClient(f.api.url, t.token).get<Loose>(`/notification_channels/${channel}`)).body.unsubscribed_emails;
+    expect(await unsubscribedOf()).toEqual([]);
     const oneClick = await fetch(link, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'List-Unsubscribe=One-Click' });
     expect(oneClick.status).toBe(200);
-    [row] = await db().select().from(notificationChannels).where(eq(notificationChannels.id, channel));
-    expect(row!.unsubscribedEmails).toEqual(['cfo@example.com']);
+    expect(await unsubscribedOf()).toEqual(['cfo@example.com']);
     const audits = await db().select().from(auditEvents).where(and(eq(auditEvents.orgId, t.orgId), eq(auditEvents.action, 'notification_channels.unsubscribed')));
     expect(audits.map((a) => [a.resourceId, a.detail])).toEqual([[channel, { email: 'cfo@example.com' }]]);
 
@@ -143,6 +143,90 @@ describe('alert channel limits', () => {
     expect(await flaky.attemptDelivery({ deliveryId: delivery!.id, attempt: 1, nextAttemptInMs: 60_000 })).toEqual({ status: 'pending' });
     expect(await flaky.attemptDelivery({ deliveryId: delivery!.id, attempt: 2, nextAttemptInMs: 60_000 })).toEqual({ status: 'succeeded' });
     expect(sent).toEqual(['ok@example.com', 'bounces@example.com', 'bounces@example.com']);
+  });
+
+  it('takes the limits before sending, so 200 deliveries at once never send more than a limit allows', async () => {
+    // A pool of its own, wide enough that the deliveries really count and send side by side.
+    const wide = connectDatabase(process.env.DATABASE_URL!, { max: 16 });
+    const sent: string[] = [];
+    const racing = createWebhookDeliveryActivities({
+      db: wide.db, clock: systemClock, sealer: createSealer(keyring()), dispatcher: createGuardedDispatcher({ allowPrivateNetwork: true }),
+      mailer: async (message) => {
+        sent.push(message.to[0]!);
+        return { ok: true, status: null, error: null };
+      },
+      unsubscribe: { publicUrl: f.api.url, key: deriveKey(keyring(), UNSUBSCRIBE_KEY_PURPOSE) },
+    });
+    /** `n` alerts of the organization queued, one delivery each (a fresh model each). */
+    const queued = async (orgId: string, n: number) => {
+      const ids: string[] = [];
+      for (let i = 0; i < n; i++) ids.push(...(await recordDetection(db(), detection(orgId, `m-${newId('req')}`), new Date(), { publicUrl: f.api.url })).deliveries.map((d) => d.id));
+      return ids;
+    };
+    const attemptAll = (ids: string[]) => Promise.all(ids.map((id) => racing.attemptDelivery({ deliveryId: id, attempt: 1, nextAttemptInMs: 60_000 })));
+    const mailsTo = (address: string) => sent.filter((to) => to === address).length;
+    try {
+      // One organization, 200 alerts at once to one address: its 20 an hour; the rest wait.
+      const a = await createTenant(db());
+      const one = `one-${newId('req')}@example.com`;
+      await emailChannel(a, [one]);
+      const outcomes = await attemptAll(await queued(a.orgId, 200));
+      expect(mailsTo(one)).toBe(SENDS_PER_RECIPIENT_PER_HOUR);
+      expect(outcomes.filter((o) => o.status === 'succeeded')).toHaveLength(SENDS_PER_RECIPIENT_PER_HOUR);
+      expect(outcomes.filter((o) => o.status === 'pending')).toHaveLength(200 - SENDS_PER_RECIPIENT_PER_HOUR);
+
+      // Four organizations, 50 alerts each at once to one address: 60 from all together, at most 20 from each.
+      const shared = `many-${newId('req')}@example.com`;
+      const orgs = [await createTenant(db()), await createTenant(db()), await createTenant(db()), await createTenant(db())];
+      const ids: string[][] = [];
+      for (const t of orgs) {
+        await emailChannel(t, [shared]);
+        ids.push(await queued(t.orgId, 50));
+      }
+      await attemptAll(ids.flat());
+      expect(mailsTo(shared)).toBe(SENDS_PER_RECIPIENT_PER_HOUR_ALL);
+      const perOrg = await db().select({ orgId: notificationSends.orgId, n: count() }).from(notificationSends)
+        .where(and(eq(notificationSends.recipient, emailRecipient(shared)), eq(notificationSends.state, 'sent'))).groupBy(notificationSends.orgId);
+      expect(perOrg.reduce((sum, o) => sum + o.n, 0)).toBe(SENDS_PER_RECIPIENT_PER_HOUR_ALL);
+      for (const o of perOrg) expect(o.n).toBeLessThanOrEqual(SENDS_PER_RECIPIENT_PER_HOUR);
+
+      // One channel, 200 alerts at once to two addresses: the channel's 30, not twice 20.
+      const c = await createTenant(db());
+      const pair = [`p-${newId('req')}@example.com`, `q-${newId('req')}@example.com`];
+      await emailChannel(c, pair);
+      await attemptAll(await queued(c.orgId, 200));
+      expect(mailsTo(pair[0]!) + mailsTo(pair[1]!)).toBe(SENDS_PER_CHANNEL_PER_HOUR);
+      for (const address of pair) expect(mailsTo(address)).toBeLessThanOrEqual(SENDS_PER_RECIPIENT_PER_HOUR);
+    } finally {
+      await wide.close();
+    }
+  });
+
+  it('gives a recipient\'s slot back when the mail server refused the mail, and a retry takes no second one', async () => {
+    const t = await createTenant(db());
+    const address = `slot-${newId('req')}@example.com`;
+    await emailChannel(t, [address]);
+    // The address has room for one more this hour.
+    await db().insert(notificationSends).values(Array.from({ length: SENDS_PER_RECIPIENT_PER_HOUR - 1 }, () => ({
+      id: newId('nsend'), orgId: t.orgId, channelId: 'nch_elsewhere', recipient: emailRecipient(address), sentAt: new Date(),
+    })));
+    let refuse = true;
+    const flaky = createWebhookDeliveryActivities({
+      db: db(), clock: systemClock, sealer: createSealer(keyring()), dispatcher: createGuardedDispatcher({ allowPrivateNetwork: true }),
+      mailer: async () => (refuse ? { ok: false, status: null, error: 'mailbox busy' } : { ok: true, status: null, error: null }),
+      unsubscribe: { publicUrl: f.api.url, key: deriveKey(keyring(), UNSUBSCRIBE_KEY_PURPOSE) },
+    });
+    const [delivery] = (await recordDetection(db(), detection(t.orgId, `m-${newId('req')}`), new Date(), { publicUrl: f.api.url })).deliveries;
+    const held = () => db().select({ state: notificationSends.state }).from(notificationSends).where(eq(notificationSends.deliveryId, delivery!.id));
+    expect(await flaky.attemptDelivery({ deliveryId: delivery!.id, attempt: 1, nextAttemptInMs: 60_000 })).toEqual({ status: 'pending' });
+    expect(await held()).toEqual([]);
+    // An attempt lost mid-send leaves its slot held; the next attempt of the delivery takes it over instead of finding the hour full.
+    await db().insert(notificationSends).values({ id: newId('nsend'), orgId: t.orgId, channelId: 'nch_elsewhere', deliveryId: delivery!.id, recipient: emailRecipient(address), state: 'taken', sentAt: new Date() });
+    refuse = false;
+    expect(await flaky.attemptDelivery({ deliveryId: delivery!.id, attempt: 2, nextAttemptInMs: 60_000 })).toEqual({ status: 'succeeded' });
+    expect(await held()).toEqual([{ state: 'sent' }]);
+    const [{ n } = { n: 0 }] = await db().select({ n: count() }).from(notificationSends).where(eq(notificationSends.recipient, emailRecipient(address)));
+    expect(n).toBe(SENDS_PER_RECIPIENT_PER_HOUR);
   });
 
   it('caps the channels of an organization', async () => {

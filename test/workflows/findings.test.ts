@@ -2,8 +2,6 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Client, Connection } from '@temporalio/client';
 import { and, eq } from 'drizzle-orm';
-import { simpleParser } from 'mailparser';
-import { SMTPServer } from 'smtp-server';
 import Stripe from 'stripe';
 import { fixedClock } from '../../core/clock';
 import { findings, spendLedger, usageHourly, webhookDeliveries } from '../../core/db/schema';
@@ -15,10 +13,10 @@ import { createTenant } from '../helpers/tenants';
 import { until } from '../helpers/until';
 import { saveHistory } from '../helpers/histories';
 import { testTemporalClient } from '../helpers/sealing-keys';
+import { startMailCatcher } from '../helpers/mail-catcher';
 
 type Loose = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 type Received = { path: string; headers: IncomingMessage['headers']; body: string };
-type Mail = { to: string; subject: string; text: string; html: string; headerLines: string[] };
 
 const HOUR_MS = 3_600_000;
 const SCALE = 0.0002;
@@ -45,25 +43,6 @@ async function startReceiver(): Promise<{ url: (path: string) => string; receive
   };
 }
 
-/** A real SMTP server (the `smtp-server` package) that keeps every message it accepts, parsed. */
-async function startMailServer(): Promise<{ url: string; mails: Mail[]; close(): Promise<void> }> {
-  const mails: Mail[] = [];
-  const server = new SMTPServer({
-    authOptional: true,
-    disabledCommands: ['STARTTLS'],
-    logger: false,
-    onData(stream, _session, done) {
-      simpleParser(stream).then((m) => {
-        mails.push({ to: [m.to].flat().map((a) => a?.text ?? '').join(','), subject: m.subject ?? '', text: m.text ?? '', html: typeof m.html === 'string' ? m.html : '', headerLines: m.headerLines.map((h) => h.line.replace(/\r?\n[ \t]+/g, ' ')) });
-        done();
-      }, done);
-    },
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
-  const { port } = server.server.address() as AddressInfo;
-  return { url: `smtp://127.0.0.1:${port}`, mails, close: () => new Promise((r) => server.close(() => r())) };
-}
-
 /**
  * Issue 22 end to end: traffic seeded through the hourly rollup under a fixed clock, the
  * `gw-findings-spend-anomaly` schedule triggered through the Temporal client, a maintenance and
@@ -80,7 +59,7 @@ describe('findings: detection, lifecycle and notification', () => {
   const target = new Date(Math.floor(now.getTime() / HOUR_MS) * HOUR_MS - HOUR_MS);
   let f: ManagementFixture;
   let receiver: Awaited<ReturnType<typeof startReceiver>>;
-  let smtp: Awaited<ReturnType<typeof startMailServer>>;
+  let smtp: Awaited<ReturnType<typeof startMailCatcher>>;
   let workers: Awaited<ReturnType<typeof startTestWorkers>>;
   let temporal: Client;
   let endpointSecret: string;
@@ -88,7 +67,7 @@ describe('findings: detection, lifecycle and notification', () => {
 
   beforeAll(async () => {
     receiver = await startReceiver();
-    smtp = await startMailServer();
+    smtp = await startMailCatcher();
     const env = { GW_TASK_QUEUE_PREFIX: prefix, GW_SCHEDULE_SCALE: String(SCALE), GW_ALLOW_PRIVATE_NETWORK: 'true', GW_PUBLIC_URL: 'https://gw.test', SMTP_URL: smtp.url };
     f = await startManagementFixture({ env });
     workers = await startTestWorkers(['maintenance', 'webhooks'], prefix, env, (s) => Object.assign(s, { clock }));

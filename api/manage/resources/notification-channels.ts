@@ -1,5 +1,7 @@
 import { and, count, eq, isNull, sql } from 'drizzle-orm';
+import type { Executor } from '../../../core/db/client';
 import { MAX_CHANNELS_PER_ORGANIZATION } from '../../../core/notifications/limits';
+import { suppressedAmong, suppressionAddress } from '../../../core/notifications/suppressions';
 import { z } from 'zod';
 import { notificationChannels, webhookEndpoints } from '../../../core/db/schema';
 import { GatewayError } from '../../../core/errors';
@@ -9,7 +11,9 @@ import { unixTime } from './fields';
 import { newestFirst, selectOne, type ResourceCall, type ResourceType } from './resource-type';
 import { unix } from './router';
 
-type ChannelRow = typeof notificationChannels.$inferSelect;
+/** A channel as read: its row, and which of its addresses unsubscribed from the organization. */
+type ChannelRow = typeof notificationChannels.$inferSelect & { unsubscribedEmails: string[] };
+type StoredChannel = typeof notificationChannels.$inferSelect;
 
 const label = z.string().trim().min(1).max(80);
 const chatappUrl = z.string().min(1).max(2048).describe('The chat app\'s incoming-webhook address: public HTTPS. Write-only, sealed; reads show only `chatapp_host`.');
@@ -38,6 +42,17 @@ function sealedChatapp(call: ResourceCall, id: string, url: string): { chatappUr
   };
 }
 
+/**
+ * The channels' addresses that used an alert email's unsubscribe link (core/notifications/
+ * suppressions.ts): shown, so the tenant sees why they get nothing, but not writable.
+ */
+async function withUnsubscribed<T extends StoredChannel>(db: Executor, rows: T[]): Promise<Array<T & { unsubscribedEmails: string[] }>> {
+  const emails = rows.flatMap((r) => r.emails ?? []);
+  // Every row of a read is one organization's.
+  const suppressed = rows.length > 0 && emails.length > 0 ? await suppressedAmong(db, rows[0]!.orgId, emails) : new Set<string>();
+  return rows.map((r) => ({ ...r, unsubscribedEmails: (r.emails ?? []).filter((e) => suppressed.has(suppressionAddress(e))) }));
+}
+
 /** Where alerts go (spec 2.6 notification channels): a webhook endpoint, a chat app, or email. */
 export const notificationChannelsResource: ResourceType<ChannelRow> = {
   type: 'notification_channels',
@@ -51,7 +66,7 @@ export const notificationChannelsResource: ResourceType<ChannelRow> = {
     webhook_endpoint_id: z.string().nullable(),
     chatapp_host: z.string().nullable().describe('The host of the sealed chat app address; the address itself is never returned.'),
     emails: z.array(z.string()).nullable(),
-    unsubscribed_emails: z.array(z.string()).describe('Addresses that used the one-click unsubscribe of an alert email: this channel no longer mails them.'),
+    unsubscribed_emails: z.array(z.string()).describe('The channel\'s `emails` that used the one-click unsubscribe of an alert email: no channel of the organization mails them until they re-subscribe through their own link. Patching `emails` or making another channel does not change it.'),
     created_at: unixTime,
     updated_at: unixTime,
   }),
@@ -60,11 +75,14 @@ export const notificationChannelsResource: ResourceType<ChannelRow> = {
 
   async find(db, orgId, id, { forUpdate }) {
     const query = db.select().from(notificationChannels).where(and(eq(notificationChannels.orgId, orgId), eq(notificationChannels.id, id)));
-    return selectOne(query, forUpdate);
+    const row = await selectOne(query, forUpdate);
+    return row ? (await withUnsubscribed(db, [row]))[0]! : null;
   },
 
-  list(db, principal, page) {
-    return newestFirst(db, notificationChannels, eq(notificationChannels.orgId, principal.orgId), page);
+  async list(db, principal, page) {
+    const listed = await newestFirst<StoredChannel>(db, notificationChannels, eq(notificationChannels.orgId, principal.orgId), page);
+    const rows = await withUnsubscribed(db, listed.map((l) => l.row));
+    return listed.map((l, i) => ({ row: rows[i]!, cursor: l.cursor }));
   },
 
   async create(call, input: z.infer<typeof createSchema>) {
@@ -77,7 +95,7 @@ export const notificationChannelsResource: ResourceType<ChannelRow> = {
     if (n >= MAX_CHANNELS_PER_ORGANIZATION) {
       throw new GatewayError('invalid_request', `An organization has at most ${MAX_CHANNELS_PER_ORGANIZATION} notification channels; remove one before adding another.`);
     }
-    let fields: Partial<ChannelRow> = {};
+    let fields: Partial<StoredChannel> = {};
     if (input.kind === 'chatapp') fields = sealedChatapp(call, id, input.chatapp_url);
     if (input.kind === 'email') fields = { emails: [...new Set(input.emails)] };
     if (input.kind === 'webhook') {
@@ -87,7 +105,7 @@ export const notificationChannelsResource: ResourceType<ChannelRow> = {
       fields = { webhookEndpointId: endpoint.id };
     }
     const [row] = await call.db.insert(notificationChannels).values({ id, orgId, kind: input.kind, label: input.label, ...fields }).returning();
-    return { row: row!, auditDetail: { kind: input.kind } };
+    return { row: (await withUnsubscribed(call.db, [row!]))[0]!, auditDetail: { kind: input.kind } };
   },
 
   async patch(call, row, input: z.infer<typeof patchSchema>) {

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { boolean, index, integer, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import { boolean, index, integer, pgTable, primaryKey, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 import { resourceColumns } from './columns';
 import { jobs } from './jobs';
 import { organizations } from './organizations';
@@ -73,7 +73,11 @@ export const notificationChannels = pgTable(
     /** The sealed address's host, the only part of it a read shows. */
     chatappHost: text('chatapp_host'),
     emails: text('emails').array(),
-    /** Addresses that unsubscribed from this channel (the email's one-click link): never sent to again. */
+    /**
+     * No longer read or written: unsubscribes are the organization's (`email_suppressions`), and
+     * migration 0037 copied these there. Kept one release so processes of the previous one still
+     * read and write channels during a rolling deploy; a later migration drops it.
+     */
     unsubscribedEmails: text('unsubscribed_emails').array().notNull().default([]),
     /** A chat app's 4xx answers in a row: at CHATAPP_REFUSALS_TO_DISABLE the channel is disabled. */
     consecutiveRefusals: integer('consecutive_refusals').notNull().default(0),
@@ -81,6 +85,9 @@ export const notificationChannels = pgTable(
   },
   (t) => [index('notification_channels_org').on(t.orgId)],
 );
+
+/** A send's slot: held before the send, then what became of it (core/notifications/limits.ts). */
+export const NOTIFICATION_SEND_STATES = ['taken', 'sent', 'failed'] as const;
 
 /**
  * Each alert sent to a recipient (an email address, or a chat app address by its hash), so
@@ -96,9 +103,35 @@ export const notificationSends = pgTable(
     /** The delivery that sent it: a retried attempt skips the recipients it already reached. */
     deliveryId: text('delivery_id'),
     recipient: text('recipient').notNull(),
+    /**
+     * `taken`: the slot is held for a send about to be made (it counts already, so concurrent
+     * deliveries cannot all see room); `sent`: the recipient got it; `failed`: a chat app post
+     * went out and was not taken (an error answer, no answer), which still counts.
+     */
+    state: text('state', { enum: NOTIFICATION_SEND_STATES }).notNull().default('sent'),
+    /** When the slot was taken: it counts against the hourly limits for an hour from then. */
     sentAt: timestamp('sent_at', { withTimezone: true }).notNull(),
   },
   (t) => [index('notification_sends_recipient').on(t.recipient, t.sentAt), index('notification_sends_channel').on(t.channelId, t.sentAt), index('notification_sends_delivery').on(t.deliveryId)],
+);
+
+/**
+ * An address that used the one-click unsubscribe of an alert email: no channel of the
+ * organization mails it again, old or new, whatever the channel lists, until the address itself
+ * re-subscribes through the link it was given. Keyed by the mailbox (suppressionAddress), so
+ * another spelling of the address does not get round it. The management API cannot clear it.
+ */
+export const emailSuppressions = pgTable(
+  'email_suppressions',
+  {
+    orgId: text('org_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
+    /** core/notifications/suppressions.ts suppressionAddress: lower case, without a `+tag`. */
+    address: text('address').notNull(),
+    /** The channel whose email carried the link (it may since have been deleted). */
+    channelId: text('channel_id'),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.orgId, t.address] })],
 );
 
 /** Which alert types reach which channel (spec 2.6 notification rules). */

@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import type Router from '@koa/router';
 import { embeddingModel } from '../../core/catalog/embedding-models';
+import { GatewayError } from '../../core/errors';
+import { decodeTokenInputs, encodeTokenInput, type TokenEncodingName } from '../../core/guardrails/token-ids';
 import { estimateCost } from '../../core/pricing/cost';
 import type { ProviderKind } from '../../core/providers/kinds';
 import type { EmbeddingsBody, EmbeddingsResult } from '../../core/providers/media/types';
@@ -56,6 +58,20 @@ function inputList(input: z.infer<typeof embeddingsRequestSchema>['input']): str
   return input as string[] | number[][];
 }
 
+const isTextInput = (input: EmbeddingsBody['input']): input is string[] => typeof input[0] === 'string';
+
+/**
+ * The encoding that reads token-id input as text for guardrails: every candidate's model must
+ * have the same known one (the embedding table's `tokenizer`), else the ids cannot be checked
+ * and the request is refused, saying so, rather than sent unchecked.
+ */
+function tokenEncodingOf(candidates: readonly Candidate[], model: string): TokenEncodingName {
+  const encodings = new Set(candidates.map((c) => tableRow(c)?.tokenizer ?? null));
+  const [only] = encodings;
+  if (encodings.size === 1 && only) return only;
+  throw new GatewayError('invalid_request', `\`input\` is token ids, which a guardrail policy over this key must check as text, and the gateway does not know the tokenizer of \`${model}\`${encodings.size > 1 ? ' on every connection that may serve it' : ''}: send the input as text.`);
+}
+
 /** Input tokens, estimated as chat's prompts are (leaning high); token ids count one each. */
 function estimatedTokens(inputs: EmbeddingsBody['input']): number {
   let tokens = 0;
@@ -102,14 +118,31 @@ export function createEmbeddings(services: GatewayServices) {
     const tokensOf = (result: EmbeddingsResult) => result.promptTokens ?? estimatedTokens(body.input);
     const usageCounts = (tokens: number, estimated: boolean) => ({ prompt_tokens: tokens, total_tokens: tokens, ...(estimated && { estimated: true }) });
 
+    // Token-id input under a guardrail policy: the encoding its text was read with, and that text.
+    let decoded: { encoding: TokenEncodingName; texts: string[] } | null = null;
+
     const handler: MediaEndpointHandler<EmbeddingsResult, CachedEmbeddings> = {
       loggedRequest,
       guardedText: {
-        read: () => body.input.filter((i): i is string => typeof i === 'string'),
+        read(candidates) {
+          if (isTextInput(body.input)) return body.input;
+          const encoding = tokenEncodingOf(candidates, request.model);
+          decoded = { encoding, texts: decodeTokenInputs(encoding, body.input) };
+          return decoded.texts;
+        },
         write(sent, loggedTexts) {
-          if (sent.length === 0) return;
-          body.input = sent;
-          loggedRequest.input = loggedTexts;
+          if (!decoded) {
+            body.input = sent;
+            loggedRequest.input = loggedTexts;
+            return;
+          }
+          // Token ids stay the client's own unless a rule redacted their text: that input is sent
+          // as the redacted text's ids, in the same encoding. The log never keeps ids whose text
+          // a rule matched: with any finding it keeps the texts, every match redacted.
+          const { encoding, texts } = decoded;
+          const ids = body.input as number[][];
+          body.input = sent.map((text, i) => (text === texts[i] ? ids[i]! : encodeTokenInput(encoding, text)));
+          if (loggedTexts.some((text, i) => text !== texts[i])) loggedRequest.input = loggedTexts;
         },
       },
       refusal(candidate, adapter) {

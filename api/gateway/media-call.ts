@@ -93,10 +93,11 @@ export type MediaEndpointHandler<T, E extends CachedServing = CachedServing> = {
   loggedRequest: Record<string, unknown>;
   /**
    * The request's text that guardrails check before anything is held or sent (a prompt, the
-   * text to speak): `read` answers it, `write` puts back what is sent (redacted where a rule
-   * redacts) and what the log keeps (never what a rule matched).
+   * text to speak): `read` answers it (asked only when a policy checks input; the plan's
+   * candidates say which model's tokenizer reads token ids), `write` puts back what is sent
+   * (redacted where a rule redacts) and what the log keeps (never what a rule matched).
    */
-  guardedText: { read(): string[]; write(sent: string[], logged: string[]): void };
+  guardedText: { read(candidates: readonly Candidate[]): string[]; write(sent: string[], logged: string[]): void };
   /** The most the request can cost on this candidate; null when nothing prices it. */
   worstCase(candidate: Candidate, config: OrgConfig): CostEstimate;
   /**
@@ -247,7 +248,9 @@ async function guardText<T>(call: MediaCall, handler: MediaEndpointHandler<T>): 
   const rules = await call.services.guardrails.rulesFor(call.key);
   if (!rules) return;
   const guard = (call.guard = new RequestGuard(rules));
-  const texts = handler.guardedText.read();
+  // Nothing to check on the way in: the request is read as it came (token ids undecoded).
+  if (rules.input.length === 0) return;
+  const texts = handler.guardedText.read(call.plan!.candidates);
   const { messages, refusal } = guard.checkInput(texts.map((content) => ({ role: 'user' as const, content })));
   const word = guard.header(false);
   if (word) call.ctx.set('X-GW-Guardrails', word);

@@ -1,3 +1,4 @@
+import { isTokenEncodingName, type TokenEncodingName } from '../guardrails/token-ids';
 import type { ProviderKind } from '../providers/kinds';
 import table from './embedding-models.json';
 
@@ -15,13 +16,22 @@ export type EmbeddingModel = {
   shortenable: boolean;
   /** The most tokens one input may hold. */
   maxInputTokens: number;
+  /** The encoding of its token-id input, where the gateway can decode it for guardrails; else null. */
+  tokenizer: TokenEncodingName | null;
 };
 
-type Row = { providers: string[]; model: string; dimensions: number; shortenable: boolean; max_input_tokens: number };
+type Row = { providers: string[]; model: string; dimensions: number; shortenable: boolean; max_input_tokens: number; tokenizer?: string };
+
+/** A row's `tokenizer`, one the gateway can decode (a name it does not know is a mistake in the table). */
+function tokenizerOf(r: Row): TokenEncodingName | null {
+  if (r.tokenizer === undefined) return null;
+  if (!isTokenEncodingName(r.tokenizer)) throw new Error(`embedding-models.json: ${r.model} names an unknown tokenizer ${r.tokenizer}`);
+  return r.tokenizer;
+}
 
 const ROWS = (table.models as Row[]).map((r) => ({
   providers: r.providers,
-  entry: { model: r.model, dimensions: r.dimensions, shortenable: r.shortenable, maxInputTokens: r.max_input_tokens } satisfies EmbeddingModel,
+  entry: { model: r.model, dimensions: r.dimensions, shortenable: r.shortenable, maxInputTokens: r.max_input_tokens, tokenizer: tokenizerOf(r) } satisfies EmbeddingModel,
 }));
 
 export const EMBEDDING_MODELS_AS_OF: string = table.as_of;

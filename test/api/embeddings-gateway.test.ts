@@ -1,4 +1,5 @@
 import { eq } from 'drizzle-orm';
+import { decode, encode } from 'gpt-tokenizer/encoding/cl100k_base';
 import { requestLogs } from '../../core/db/schema';
 import { startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
 import { until } from '../helpers/until';
@@ -21,7 +22,8 @@ describe('embeddings through the gateway', () => {
     const { redis, prefix } = f.api.runtime.deps.redis;
     return (await redis.keys(`${prefix}rc:{${f.tenant.orgId}}:*`)).length;
   };
-  const providerCalls = () => f.sandbox.received.filter((r) => r.path.endsWith('/embeddings')).length;
+  // Azure's path ends in `?api-version=`: every embeddings call is counted, whichever connection served.
+  const providerCalls = () => f.sandbox.received.filter((r) => r.path.split('?')[0]!.endsWith('/embeddings')).length;
   const settings = async (patch: Record<string, unknown>) => {
     const current = await f.client.get<Loose>('/org_settings');
     expect((await f.client.patch('/org_settings', patch, current.etag!)).status).toBe(200);
@@ -147,6 +149,58 @@ describe('embeddings through the gateway', () => {
     expect(blocked.status).toBe(403);
     expect(blocked.json.error).toMatchObject({ code: 'guardrail_blocked' });
     expect(providerCalls()).toBe(calls);
+  });
+
+  it('reads token-id input as text for guardrails: blocked, redacted and sent as ids, or refused when its tokenizer is unknown', async () => {
+    // OpenAI's embedding models take cl100k_base ids (what tiktoken gives a client).
+    const ids = (text: string) => encode(text);
+    const sentInput = () => (f.sandbox.received.at(-1)!.body as { input: number[][] }).input;
+    const key = await f.client.post<{ id: string; secret: string }>('/gateway_keys', { label: 'guarded token ids', project_id: f.tenant.projectId });
+    expect((await f.client.post('/guardrail_policies', { target: `key:${key.body.id}`, rules: [
+      { detector: 'email', stage: 'input', action: 'redact' },
+      { detector: 'keywords', stage: 'input', action: 'block', words: ['forbidden'] },
+    ] })).status).toBe(201);
+    await f.settle();
+
+    // One input of ids whose text a rule blocks: refused, and the provider never asked.
+    const calls = providerCalls();
+    const blocked = await embed(key.body.secret, { input: ids(`these are forbidden words ${fresh()}`) });
+    expect([blocked.status, blocked.json.error?.code]).toEqual([403, 'guardrail_blocked']);
+    expect(providerCalls()).toBe(calls);
+
+    // An email among several inputs: that input is sent as the redacted text's ids; the others as they came.
+    const plain = ids(fresh('plain words'));
+    const withEmail = ids(`write to jane@example.com ${fresh()}`);
+    const redacted = await embed(key.body.secret, { input: [plain, withEmail] });
+    expect(redacted.status).toBe(200);
+    expect(redacted.headers.get('x-gw-guardrails')).toBe('redacted');
+    const [sentPlain, sentRedacted] = sentInput();
+    expect(sentPlain).toEqual(plain);
+    expect(sentRedacted!.every((id) => Number.isInteger(id))).toBe(true);
+    expect(decode(sentRedacted!)).not.toContain('jane@example.com');
+    expect(decode(sentRedacted!)).toContain('write to ');
+    // The log keeps neither the address nor the ids that spell it.
+    const logged = JSON.stringify((await logRow(redacted.id)).requestBody);
+    expect(logged).not.toContain('jane@example.com');
+    expect(logged).not.toContain(withEmail.join(','));
+
+    // An id the encoding does not have: a 400 naming it, since its text cannot be checked.
+    const unknownId = await embed(key.body.secret, { input: [ids('fine'), [9906, 100256]] });
+    expect([unknownId.status, unknownId.json.error?.type]).toEqual([400, 'invalid_request_error']);
+    expect(unknownId.json.error.message).toContain('100256');
+
+    // A model whose tokenizer the gateway does not know: refused, saying why, never sent unchecked.
+    await f.connect('mistral');
+    const mistral = await embed(key.body.secret, { model: 'mistral/mistral-embed', input: ids('forbidden words') });
+    expect([mistral.status, mistral.json.error?.type]).toEqual([400, 'invalid_request_error']);
+    expect(mistral.json.error.message).toMatch(/tokenizer of `mistral\/mistral-embed`.*send the input as text/);
+    expect(providerCalls()).toBe(calls + 1);
+
+    // Without a guardrail policy, token ids are sent exactly as they came, whatever they spell.
+    const unguarded = ids(`forbidden jane@example.com ${fresh()}`);
+    const open = await embed(secret, { input: [unguarded] });
+    expect(open.status).toBe(200);
+    expect(sentInput()).toEqual([unguarded]);
   });
 
   it('refuses bad input with the spec error body and changes nothing', async () => {

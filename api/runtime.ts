@@ -26,6 +26,7 @@ import { loadModelCatalog } from '../core/catalog/model-catalog';
 import { createLearnedParams } from '../core/chat/prepare';
 import { createUpstreamAgent } from '../core/providers/upstream';
 import { createGatewayMetrics, observedRequestLog, redisClients, watchConnections, type GatewayMetrics } from '../core/observability/metrics';
+import { catalogKnows } from '../core/observability/model-labels';
 import { createRequestLogWriter, type RequestLogEntry } from '../core/request-log/writer';
 import { createRequestAttribution } from '../core/attribution/request-attribution';
 import { createBatchWriter, createFlushLane } from '../core/db/batch-writer';
@@ -76,7 +77,8 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
   // Cost-center attribution of request-log rows, with their batch (issue 23).
   const attribution = createRequestAttribution(database.db);
   // Without an ops port nothing is counted: the request path pays nothing for metrics.
-  const metrics = config.GW_OPS_PORT === undefined ? null : createGatewayMetrics('gw-api');
+  const catalog = await loadModelCatalog();
+  const metrics = config.GW_OPS_PORT === undefined ? null : createGatewayMetrics('gw-api', catalogKnows(catalog));
   const requestLog = createRequestLogWriter(database.db, logger, { attribution, lane });
   if (metrics) {
     metrics.watchWriter('request_log', requestLog);
@@ -88,8 +90,9 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
   const spendLeases = createSpendLeases({ redis: spendRedis, upkeep: spendUpkeep });
   const rateLeases = createRateLeases({ redis: spendRedis });
   const gateway: GatewayServices = {
-    orgConfig: createOrgConfigCache(database.db, manage.sealer),
-    catalog: await loadModelCatalog(),
+    // The metrics label a served model by name when a model map names it (model-labels.ts).
+    orgConfig: createOrgConfigCache(database.db, manage.sealer, metrics ? { onLoad: (org) => metrics.learnModelMaps(org.connections) } : {}),
+    catalog,
     agent: upstreamAgent,
     learned: createLearnedParams(),
     requestLog: observedRequestLog(requestLog, metrics ? [(row: RequestLogEntry) => metrics.observeRequest(row)] : []),

@@ -1,7 +1,7 @@
 import v8 from 'node:v8';
 import { ConfigError, loadConfig } from '../core/config';
 import { createLogger } from '../core/logger';
-import { startOpsServer } from '../core/observability/metrics';
+import { describeOpsServer, startConfiguredOpsServer } from '../core/observability/metrics';
 import { startTracing } from '../core/observability/tracing';
 import { createApp } from './app';
 import { listen } from './listen';
@@ -29,8 +29,12 @@ async function main(): Promise<void> {
     const http = await listen(createApp(runtime.deps), config.PORT, config.HOST);
     log.info({ port: http.port }, `API listening on http://localhost:${http.port}`);
     // Prometheus scrapes the ops port, never the public one.
-    const ops = runtime.metrics && config.GW_OPS_PORT !== undefined ? await startOpsServer(runtime.metrics.registry, config.GW_OPS_PORT, config.GW_OPS_HOST) : null;
-    if (ops) log.info({ port: ops.port }, `metrics on http://localhost:${ops.port}/metrics`);
+    const ops = runtime.metrics ? await startConfiguredOpsServer(runtime.metrics.registry, config) : null;
+    if (ops) {
+      const { message, warning } = describeOpsServer(ops, config);
+      log.info({ port: ops.port, address: ops.address }, message);
+      if (warning) log.warn(warning);
+    }
     // Stop accepting, let requests under way answer, wait for model calls to settle and log,
     // flush the writers, then close (each step bounded by GW_SHUTDOWN_GRACE_MS).
     const stop = async () => {

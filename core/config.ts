@@ -55,9 +55,21 @@ const configSchema = z
     HOST: z.string().default('0.0.0.0'),
     /** The ops port (Prometheus `GET /metrics`); unset: no metrics are kept and none are served. */
     GW_OPS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
-    GW_OPS_HOST: z.string().default('0.0.0.0'),
-    /** A worker's Temporal SDK metrics (its Prometheus exporter, on GW_OPS_HOST); unset: none. */
+    /**
+     * Where the ops port listens: this machine only unless the operator says otherwise (issue 52).
+     * Its labels name tenants' models (a fine-tune id holds the customer's provider organization)
+     * and its counters their spend.
+     */
+    GW_OPS_HOST: z.string().min(1).default('127.0.0.1'),
+    /** When set, `GET /metrics` answers only `Authorization: Bearer <this>` (401 otherwise). */
+    GW_METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').regex(/^[\x21-\x7e]+$/, 'must be printable ASCII without spaces (it is sent in a header)').optional(),
+    /** A worker's Temporal SDK metrics (its Prometheus exporter); unset: none. */
     GW_TEMPORAL_METRICS_PORT: z.coerce.number().int().min(1).max(65535).optional(),
+    /**
+     * Where the Temporal SDK's metrics listen: its own setting, loopback by default, since the
+     * SDK's exporter takes no token (GW_METRICS_TOKEN guards only the ops port).
+     */
+    GW_TEMPORAL_METRICS_HOST: z.string().min(1).default('127.0.0.1'),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     DATABASE_URL: z.string().url().optional(),
     /** One Redis, or a Redis Cluster's seed nodes, comma-separated. */

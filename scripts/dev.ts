@@ -31,7 +31,7 @@ import { startMailCatcher } from './lib/mail-catcher';
 import { prometheusBinary, startPrometheus } from './lib/prometheus';
 import { jaegerBinary, startJaeger } from './lib/jaeger';
 import { configuredExporters, startTracing } from '../core/observability/tracing';
-import { startOpsServer } from '../core/observability/metrics';
+import { startConfiguredOpsServer, temporalMetricsAddress } from '../core/observability/metrics';
 import { freePort, preferredPort } from './lib/ports';
 import { developmentSealingKeysFile, removeRuntimeFile, writeRuntimeFile } from './lib/runtime-file';
 import { resolveTemporalCli } from './lib/temporal-cli';
@@ -138,8 +138,8 @@ async function bootstrapDemoOrganization(databaseUrl: string, dataDir: string): 
  * when this machine has one (Debian's `prometheus`, which `npm test` installs; PROMETHEUS_PATH).
  */
 async function startMetrics(runtime: Awaited<ReturnType<typeof startApiRuntime>>, config: ReturnType<typeof loadConfig>): Promise<void> {
-  if (!runtime.metrics || config.GW_OPS_PORT === undefined) return;
-  const ops = await startOpsServer(runtime.metrics.registry, config.GW_OPS_PORT, config.GW_OPS_HOST);
+  const ops = runtime.metrics ? await startConfiguredOpsServer(runtime.metrics.registry, config) : null;
+  if (!ops) return;
   stops.push(['Metrics', ops.close]);
   const binary = prometheusBinary();
   if (!binary) {
@@ -149,7 +149,8 @@ async function startMetrics(runtime: Awaited<ReturnType<typeof startApiRuntime>>
   const prometheus = await startPrometheus({
     binary, dir: path.join(config.dataDir, 'prometheus'), port: await preferredPort(9090),
     jobs: [
-      { name: 'gateway-api', target: `127.0.0.1:${ops.port}` },
+      // With GW_METRICS_TOKEN set, Prometheus sends it as the ops port asks.
+      { name: 'gateway-api', target: `127.0.0.1:${ops.port}`, bearerToken: config.GW_METRICS_TOKEN },
       { name: 'gateway-worker-temporal', target: `127.0.0.1:${config.GW_TEMPORAL_METRICS_PORT}` },
     ],
   });
@@ -243,7 +244,6 @@ async function main(): Promise<void> {
     ...process.env,
     GW_OPS_PORT: opsPort,
     GW_TEMPORAL_METRICS_PORT: temporalMetricsPort,
-    GW_OPS_HOST: process.env.GW_OPS_HOST ?? '127.0.0.1',
     SMTP_URL: smtpUrl,
     // Development reaches the local sandbox; production keeps the default (public HTTPS only).
     GW_ALLOW_PRIVATE_NETWORK: process.env.GW_ALLOW_PRIVATE_NETWORK ?? 'true',
@@ -258,7 +258,7 @@ async function main(): Promise<void> {
     GW_TRACE_URL_TEMPLATE: process.env.GW_TRACE_URL_TEMPLATE ?? traceUrlTemplate,
   });
   const logger = createLogger(config.LOG_LEVEL, 'gw', terminalLogDestination());
-  installTemporalRuntime(config.LOG_LEVEL === 'info' ? 'warn' : config.LOG_LEVEL, `${config.GW_OPS_HOST}:${config.GW_TEMPORAL_METRICS_PORT}`);
+  installTemporalRuntime(config.LOG_LEVEL === 'info' ? 'warn' : config.LOG_LEVEL, temporalMetricsAddress(config));
 
   say('Workers', 'bundling workflows and connecting...');
   const connection = await NativeConnection.connect({ address: services.temporalAddress });

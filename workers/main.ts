@@ -4,7 +4,7 @@ import { NativeConnection, type WorkerOptions } from '@temporalio/worker';
 import { ConfigError, loadConfig, requireSetting } from '../core/config';
 import { connectDatabase } from '../core/db/client';
 import { createLogger } from '../core/logger';
-import { createProcessMetrics, redisClients, startOpsServer, watchConnections } from '../core/observability/metrics';
+import { createProcessMetrics, describeOpsServer, redisClients, startConfiguredOpsServer, temporalMetricsAddress, watchConnections } from '../core/observability/metrics';
 import { startTracing } from '../core/observability/tracing';
 import { connectRedis } from '../core/redis';
 import type { TaskQueueName } from '../workflows/definitions';
@@ -28,13 +28,17 @@ export async function runWorkerProcess(names: readonly TaskQueueName[]): Promise
   const log = createLogger(process.env.LOG_LEVEL, 'gw-worker');
   try {
     const config = loadConfig();
-    installTemporalRuntime(config.LOG_LEVEL, config.GW_TEMPORAL_METRICS_PORT === undefined ? undefined : `${config.GW_OPS_HOST}:${config.GW_TEMPORAL_METRICS_PORT}`);
+    installTemporalRuntime(config.LOG_LEVEL, temporalMetricsAddress(config));
     // The process's own metrics (event loop, GC, heap) on the ops port, as the API's.
     const metrics = config.GW_OPS_PORT === undefined ? null : createProcessMetrics('gw-worker');
     // Before the workers: their interceptors and span sink look for a tracer as they are made.
     const tracing = startTracing(`gw-worker-${names.join('-')}`);
-    const ops = metrics && config.GW_OPS_PORT !== undefined ? await startOpsServer(metrics, config.GW_OPS_PORT, config.GW_OPS_HOST) : null;
-    if (ops) log.info({ port: ops.port }, `metrics on http://localhost:${ops.port}/metrics`);
+    const ops = metrics ? await startConfiguredOpsServer(metrics, config) : null;
+    if (ops) {
+      const { message, warning } = describeOpsServer(ops, config);
+      log.info({ port: ops.port, address: ops.address }, message);
+      if (warning) log.warn(warning);
+    }
     const database = connectDatabase(requireSetting(config, 'DATABASE_URL'));
     const redis = connectRedis(requireSetting(config, 'REDIS_URL'), config.REDIS_KEY_PREFIX);
     const connection = await NativeConnection.connect({ address: requireSetting(config, 'TEMPORAL_ADDRESS') });

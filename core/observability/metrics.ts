@@ -1,8 +1,11 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import ipaddr from 'ipaddr.js';
 import { pendingCommands, type RedisClient } from '../redis';
 import type { Pool } from 'pg';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { ModelLabels } from './model-labels';
 import { SeriesCounter, SeriesHistogram } from './series';
 import type { RequestAttempt } from '../db/schema';
 import type { BatchWriter } from '../db/batch-writer';
@@ -13,8 +16,9 @@ import type { RequestLogEntry, RequestLogWriter } from '../request-log/writer';
  * writes one request-log row, refused or served; the request metrics are read from that row as
  * it is recorded (`observeRequest`), so one place says what a request was, for the log, the
  * usage rollups and the metrics alike. Labels are bounded sets: endpoints, statuses, provider
- * kinds, models served, failure kinds, error codes; never an organization, key or user (the
- * usage API answers per organization). Served on an ops port (`startOpsServer`), never on the
+ * kinds, models served that a catalog or a model map knows (model-labels.ts), failure kinds,
+ * error codes; never an organization, key or user (the usage API answers per organization),
+ * and no metric holds more than SERIES_PER_METRIC_MAX series (series.ts). Served on an ops port (`startOpsServer`), never on the
  * public one. Names follow Prometheus conventions (units as suffixes, `_total` on counters) and,
  * for model calls, the OpenTelemetry GenAI semantic conventions' metric names and attributes.
  */
@@ -42,6 +46,8 @@ export type GatewayMetrics = {
   observeRequest(row: RequestLogEntry): void;
   /** A batch writer's queue, batch times and rows given up (past its queue's bound, or refused by Postgres), by its name. */
   watchWriter(name: string, writer: Pick<BatchWriter<unknown>, 'dropped' | 'queued' | 'onFlush'>): void;
+  /** Names that connections' model maps hold, labelled by name (as each organization's configuration loads). */
+  learnModelMaps: ModelLabels['learnModelMaps'];
 };
 
 /**
@@ -100,8 +106,10 @@ export function createProcessMetrics(service: string): Registry {
   return registry;
 }
 
-export function createGatewayMetrics(service: string): GatewayMetrics {
+/** `knows`: whether a catalog knows a model of a provider kind (model-labels.ts `catalogKnows`); others are labelled `other`. */
+export function createGatewayMetrics(service: string, knows: (kind: string, model: string) => boolean): GatewayMetrics {
   const registry = createProcessMetrics(service);
+  const models = new ModelLabels(knows);
   // Rows are observed a batch at a time (ROWS_OBSERVED_TOGETHER), and every row held back is
   // observed before a scrape reads a series: a scrape sees every row recorded before it.
   const held: RequestLogEntry[] = [];
@@ -122,7 +130,7 @@ export function createGatewayMetrics(service: string): GatewayMetrics {
   const guardrails = new SeriesCounter(registry, 'gw_guardrail_actions_total', 'Requests a guardrail policy acted on, by the strongest action taken.', ['action'], drain);
   const refusals = new SeriesCounter(registry, 'gw_refusals_total', 'Requests answered with an error carrying a code (budget, rate, unpriced, guardrail...), by HTTP status and code.', ['status', 'code'], drain);
   const spend = new SeriesCounter(registry, 'gw_spend_settled_usd_total', 'US dollars settled against budgets, by provider kind (estimated as answers report them).', ['provider'], drain);
-  const tokens = new SeriesHistogram(registry, 'gen_ai_client_token_usage', 'Tokens per model call (GenAI semantic conventions), by operation, provider, model served and token type.', TOKEN_BUCKETS, ['gen_ai_operation_name', 'gen_ai_provider_name', 'gen_ai_response_model', 'gen_ai_token_type'], drain);
+  const tokens = new SeriesHistogram(registry, 'gen_ai_client_token_usage', 'Tokens per model call (GenAI semantic conventions), by operation, provider, model served ("other" when no catalog or model map knows it) and token type.', TOKEN_BUCKETS, ['gen_ai_operation_name', 'gen_ai_provider_name', 'gen_ai_response_model', 'gen_ai_token_type'], drain);
   const writers = new Map<string, Pick<BatchWriter<unknown>, 'dropped' | 'queued' | 'onFlush'>>();
   const reported = new Map<string, number>();
   new Counter({
@@ -144,10 +152,11 @@ export function createGatewayMetrics(service: string): GatewayMetrics {
     },
   });
   const flushes = new Histogram({ name: 'gw_batch_flush_duration_seconds', help: 'Time a batch writer\'s batch took to write (its insert and what rides with it), by writer.', labelNames: ['writer'], buckets: SECONDS_BUCKETS, registers: [registry] });
-  const operation = new SeriesHistogram(registry, 'gen_ai_client_operation_duration_seconds', 'Duration of served model calls (GenAI semantic conventions), by operation, provider and model served.', SECONDS_BUCKETS, ['gen_ai_operation_name', 'gen_ai_provider_name', 'gen_ai_response_model'], drain);
+  const operation = new SeriesHistogram(registry, 'gen_ai_client_operation_duration_seconds', 'Duration of served model calls (GenAI semantic conventions), by operation, provider and model served ("other" when no catalog or model map knows it).', SECONDS_BUCKETS, ['gen_ai_operation_name', 'gen_ai_provider_name', 'gen_ai_response_model'], drain);
 
   return {
     registry,
+    learnModelMaps: (connections) => models.learnModelMaps(connections),
     watchWriter(name, writer) {
       writers.set(name, writer);
       writer.onFlush((seconds) => flushes.observe({ writer: name }, seconds));
@@ -177,9 +186,9 @@ export function createGatewayMetrics(service: string): GatewayMetrics {
     if (row.errorCode) refusals.add(1, status, row.errorCode);
     if (typeof row.cost === 'number' && row.cost > 0 && row.priceSource !== 'gateway_cache') spend.add(row.cost, provider);
     // Model calls: what a provider served (a cache hit called none).
-    const servedModel = row.servedModel;
-    if (row.provider && servedModel && row.priceSource !== 'gateway_cache') {
+    if (row.provider && row.servedModel && row.priceSource !== 'gateway_cache') {
       const op = OPERATIONS[endpoint] ?? endpoint;
+      const servedModel = models.label(provider, row.servedModel);
       const usage = row.usage as { prompt_tokens?: number; completion_tokens?: number } | null | undefined;
       if (typeof usage?.prompt_tokens === 'number') tokens.observe(usage.prompt_tokens, op, provider, servedModel, 'input');
       if (typeof usage?.completion_tokens === 'number') tokens.observe(usage.completion_tokens, op, provider, servedModel, 'output');
@@ -189,14 +198,58 @@ export function createGatewayMetrics(service: string): GatewayMetrics {
   }
 }
 
+/** The ops port's settings (core/config.ts). */
+export type OpsSettings = { GW_OPS_PORT?: number; GW_OPS_HOST: string; GW_METRICS_TOKEN?: string };
+
+/**
+ * The ops listener as configured: on GW_OPS_HOST (loopback unless the operator says otherwise),
+ * behind GW_METRICS_TOKEN when one is set; null without GW_OPS_PORT. The API's, each worker's
+ * and `npm start`'s.
+ */
+export function startConfiguredOpsServer(registry: Registry, config: OpsSettings): Promise<OpsServer> | null {
+  return config.GW_OPS_PORT === undefined ? null : startOpsServer(registry, config.GW_OPS_PORT, config.GW_OPS_HOST, config.GW_METRICS_TOKEN);
+}
+
+/** `host:port` for the Temporal SDK's Prometheus exporter (an IPv6 host in brackets), or undefined without a port. */
+export function temporalMetricsAddress(config: { GW_TEMPORAL_METRICS_PORT?: number; GW_TEMPORAL_METRICS_HOST: string }): string | undefined {
+  if (config.GW_TEMPORAL_METRICS_PORT === undefined) return undefined;
+  const host = config.GW_TEMPORAL_METRICS_HOST.includes(':') ? `[${config.GW_TEMPORAL_METRICS_HOST}]` : config.GW_TEMPORAL_METRICS_HOST;
+  return `${host}:${config.GW_TEMPORAL_METRICS_PORT}`;
+}
+
+export type OpsServer = { port: number; address: string; close(): Promise<void> };
+
+/**
+ * What a process logs as its ops port starts: where it listens, and a warning when it listens
+ * beyond this machine with no token (every scrape answered to whoever reaches the port).
+ */
+export function describeOpsServer(ops: OpsServer, config: OpsSettings): { message: string; warning: string | null } {
+  const host = ops.address.includes(':') ? `[${ops.address}]` : ops.address;
+  const message = `metrics on http://${host}:${ops.port}/metrics${config.GW_METRICS_TOKEN ? ' (bearer token required)' : ''}`;
+  const loopback = ipaddr.isValid(ops.address) && ipaddr.process(ops.address).range() === 'loopback';
+  const warning = loopback || config.GW_METRICS_TOKEN ? null : `metrics served beyond this machine (GW_OPS_HOST=${config.GW_OPS_HOST}) without GW_METRICS_TOKEN: their labels name tenants' models and their counters spend; set a token or keep the port behind a firewall`;
+  return { message, warning };
+}
+
+/** SHA-256 of a token: compared digest to digest, equal lengths, in constant time. */
+const digest = (text: string) => createHash('sha256').update(text).digest();
+
 /**
  * The ops listener: `GET /metrics` in Prometheus's text format, and nothing else, on its own
- * port (GW_OPS_PORT), so the public port never serves it.
+ * port (GW_OPS_PORT), so the public port never serves it. With `token`, a scrape without
+ * `Authorization: Bearer <token>` is answered 401 (Prometheus sends it from its scrape
+ * config's `authorization`); the token is compared in constant time.
  */
-export async function startOpsServer(registry: Registry, port: number, host: string): Promise<{ port: number; close(): Promise<void> }> {
+export async function startOpsServer(registry: Registry, port: number, host: string, token?: string): Promise<OpsServer> {
+  const expected = token === undefined ? null : digest(token);
+  const presented = (header: string | undefined) => /^bearer +(\S+) *$/i.exec(header ?? '')?.[1] ?? '';
   const server = http.createServer((req, res) => {
     if (req.method !== 'GET' || (req.url ?? '').split('?')[0] !== '/metrics') {
       res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
+      return;
+    }
+    if (expected && !timingSafeEqual(digest(presented(req.headers.authorization)), expected)) {
+      res.writeHead(401, { 'content-type': 'text/plain', 'www-authenticate': 'Bearer realm="metrics"' }).end('a bearer token is required (GW_METRICS_TOKEN)\n');
       return;
     }
     registry.metrics().then((text) => {
@@ -209,8 +262,10 @@ export async function startOpsServer(registry: Registry, port: number, host: str
     server.once('error', reject);
     server.listen(port, host, () => resolve());
   });
+  const bound = server.address() as AddressInfo;
   return {
-    port: (server.address() as AddressInfo).port,
+    port: bound.port,
+    address: bound.address,
     close: () => new Promise<void>((resolve) => {
       server.closeAllConnections();
       server.close(() => resolve());

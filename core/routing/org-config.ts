@@ -118,15 +118,22 @@ export type OrgConfigCache = { get(orgId: string): Promise<OrgConfig>; clear(): 
  * reads no Postgres while warm. Any management write clears it (over Redis pub/sub); the TTL
  * only bounds how long a missed message could keep stale config.
  */
-export function createOrgConfigCache(db: Database, sealer: Sealer, options: { ttlMs?: number; max?: number } = {}): OrgConfigCache {
+export function createOrgConfigCache(db: Database, sealer: Sealer, options: {
+  ttlMs?: number;
+  max?: number;
+  /** Shown each configuration as it loads, before any request reads it (the metrics learn model-map names). */
+  onLoad?: (config: OrgConfig) => void;
+} = {}): OrgConfigCache {
   const cache = boundedCache<string, Promise<OrgConfig>>(options.max ?? 10_000, { ttl: options.ttlMs ?? 60_000 });
+  const { onLoad } = options;
+  const load = onLoad ? (orgId: string) => loadOrgConfig(db, sealer, orgId).then((config) => (onLoad(config), config)) : (orgId: string) => loadOrgConfig(db, sealer, orgId);
   let generation = 0;
   return {
     get(orgId) {
       const cached = cache.get(orgId);
       if (cached) return cached;
       const started = generation;
-      const loading = loadOrgConfig(db, sealer, orgId);
+      const loading = load(orgId);
       cache.set(orgId, loading);
       // A failed load is not remembered, nor one a change overtook while it loaded.
       const forget = () => {

@@ -19,17 +19,28 @@ export async function startPrometheus(options: {
   binary: string;
   dir: string;
   port: number;
-  /** Scrape jobs: a name and the `host:port` serving `/metrics`. */
-  jobs: Array<{ name: string; target: string }>;
+  /** Scrape jobs: a name, the `host:port` serving `/metrics`, and the bearer token it asks for (GW_METRICS_TOKEN), if any. */
+  jobs: Array<{ name: string; target: string; bearerToken?: string }>;
   scrapeIntervalSeconds?: number;
 }): Promise<PrometheusServer> {
   const every = `${options.scrapeIntervalSeconds ?? 5}s`;
   fs.mkdirSync(options.dir, { recursive: true });
   const config = path.join(options.dir, 'prometheus.yml');
+  // A token is read from a file of its own, readable by this user only, never written in the config.
+  const tokenFile = (job: string, token: string) => {
+    const file = path.join(options.dir, `${job}.token`);
+    fs.writeFileSync(file, token, { mode: 0o600 });
+    fs.chmodSync(file, 0o600);
+    return file;
+  };
   fs.writeFileSync(config, [
     `global: { scrape_interval: ${every}, evaluation_interval: ${every} }`,
     'scrape_configs:',
-    ...options.jobs.flatMap((j) => [`  - job_name: ${j.name}`, `    static_configs: [{ targets: ['${j.target}'] }]`]),
+    ...options.jobs.flatMap((j) => [
+      `  - job_name: ${j.name}`,
+      ...(j.bearerToken ? [`    authorization: { type: Bearer, credentials_file: '${tokenFile(j.name, j.bearerToken)}' }`] : []),
+      `    static_configs: [{ targets: ['${j.target}'] }]`,
+    ]),
     '',
   ].join('\n'));
   const url = `http://127.0.0.1:${options.port}`;

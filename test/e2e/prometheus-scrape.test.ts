@@ -13,9 +13,12 @@ import { startWorkerProcess, type WorkerProcess } from '../helpers/worker-proces
  * Prometheus itself (Debian's `prometheus`, which `npm test` installs once per machine) scrapes
  * the API's ops port while known traffic runs, and a worker process's two (its own metrics, and
  * the Temporal SDK's); its HTTP API then answers the exact increase (issue 36, "real parts in
- * the tests").
+ * the tests"). The API's and the worker's ops ports take a bearer token (GW_METRICS_TOKEN), which
+ * Prometheus sends from its scrape config as `npm start` writes it; the worker's ports listen
+ * where they do by default, on loopback (issue 52).
  */
 const PROMETHEUS = prometheusBinary();
+const METRICS_TOKEN = 'prometheus-scrape-token-0123456789';
 
 describe('Prometheus scraping the API', () => {
   let f: ChatFixture;
@@ -40,16 +43,16 @@ describe('Prometheus scraping the API', () => {
   beforeAll(async () => {
     if (!PROMETHEUS) throw new Error('No Prometheus: npm test installs Debian\'s prometheus once per machine (as root), or set PROMETHEUS_PATH.');
     f = await startChatFixture({ GW_OPS_PORT: '0' });
-    ops = await startOpsServer(f.api.runtime.metrics!.registry, 0, '127.0.0.1');
+    ops = await startOpsServer(f.api.runtime.metrics!.registry, 0, '127.0.0.1', METRICS_TOKEN);
     await f.connect('openai');
     const [workerOps, workerTemporal] = (workerPorts = [await freePort(), await freePort()]);
-    worker = await startWorkerProcess('webhooks', uniquePrefix('prom'), { GW_OPS_PORT: String(workerOps), GW_TEMPORAL_METRICS_PORT: String(workerTemporal), GW_OPS_HOST: '127.0.0.1' });
+    worker = await startWorkerProcess('webhooks', uniquePrefix('prom'), { GW_OPS_PORT: String(workerOps), GW_TEMPORAL_METRICS_PORT: String(workerTemporal), GW_METRICS_TOKEN: METRICS_TOKEN });
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-prometheus-'));
     prometheus = await startPrometheus({
       binary: PROMETHEUS, dir, port: await freePort(), scrapeIntervalSeconds: 1,
       jobs: [
-        { name: 'gateway-api', target: `127.0.0.1:${ops.port}` },
-        { name: 'gateway-worker', target: `127.0.0.1:${workerOps}` },
+        { name: 'gateway-api', target: `127.0.0.1:${ops.port}`, bearerToken: METRICS_TOKEN },
+        { name: 'gateway-worker', target: `127.0.0.1:${workerOps}`, bearerToken: METRICS_TOKEN },
         { name: 'gateway-worker-temporal', target: `127.0.0.1:${workerTemporal}` },
       ],
     });
@@ -102,7 +105,7 @@ describe('Prometheus scraping the API', () => {
     const dashboard = JSON.parse(fs.readFileSync(path.join(__dirname, '../../docs/grafana/gateway.json'), 'utf8')) as { panels: Array<{ title: string; targets: Array<{ expr: string }> }> };
     const exposed = new Set<string>();
     for (const port of [ops.port, ...workerPorts]) {
-      const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      const text = await (await fetch(`http://127.0.0.1:${port}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).text();
       for (const [, name, type] of text.matchAll(/^# TYPE (\S+) (\S+)$/gm)) {
         const suffixes = type === 'histogram' ? ['_bucket', '_sum', '_count'] : type === 'summary' ? ['', '_sum', '_count'] : type === 'counter' && !name!.endsWith('_total') ? ['', '_total'] : [''];
         for (const suffix of suffixes) exposed.add(`${name}${suffix}`);

@@ -4,7 +4,10 @@ import { compiledWithinBounds, createSafeAjv, schemaTooLarge } from '../json-sch
 /**
  * A decision policy's `output_schema` (issue 24), compiled with ajv (JSON Schema draft-07, the
  * dialect structured-output APIs accept). A policy's schema is compiled at create and patch, so
- * an invalid one is refused there, and again by the gateway the first time a version is called.
+ * an invalid one is refused there, and again by the gateway the first time a version is called
+ * (once per version and process, then cached). Patterns past the bounds (issue 52,
+ * core/patterns/user-pattern.ts) are refused before anything is compiled, at a write and at a
+ * call alike, so neither ever compiles more than the bounds allow.
  */
 
 /** At most this much schema text: it is sent with every call. */

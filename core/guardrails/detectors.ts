@@ -11,10 +11,13 @@ import AhoCorasick from 'modern-ahocorasick';
 import TextMatcher from 'modern-ahocorasick/text';
 import { detectPromptInjection } from './prompt-injection';
 import type { Span } from './spans';
-import { compileUserPattern } from './user-pattern';
+import { compileUserPattern } from '../patterns/user-pattern';
 
-/** A detector compiled with its rule's options: pure, synchronous, linear in the text. */
-export type Detect = (text: string) => Span[];
+/**
+ * A detector compiled with its rule's options: pure, synchronous, linear in the text. One that
+ * can run longer (regex) throws once `performance.now()` passes `deadline` (engine.ts).
+ */
+export type Detect = (text: string, deadline?: number) => Span[];
 
 /**
  * A detector kind. `build` runs once per policy load (patterns compiled, matchers built), never
@@ -122,15 +125,20 @@ function keywords(options: Record<string, unknown>): Detect {
 const ASCII = /^[\x00-\x7F]*$/;
 const WORD_CHAR = /[A-Za-z0-9_]/;
 
-/** Regex: the rule's patterns, compiled once when the policy loads; empty matches are skipped. */
+/**
+ * Regex: the rule's patterns, compiled once when the policy loads; empty matches are skipped.
+ * Each search is linear in the text, but finding every match is not always (engine.ts,
+ * SCAN_DEADLINE_BASE_MS): past the scan's deadline, checked after each match, it gives up.
+ */
 function regex(options: Record<string, unknown>): Detect {
   const patterns = (options.patterns as string[]).map((p) => compileUserPattern(p, options.case_insensitive === true));
-  return (text) => {
+  return (text, deadline = Infinity) => {
     const spans: Span[] = [];
     for (const pattern of patterns) {
       const m = pattern.matcher(text);
       while (m.find()) {
         if (m.end() > m.start()) spans.push({ start: m.start(), end: m.end() });
+        if (performance.now() > deadline) throw new Error('a regex rule ran past the scan\'s deadline');
       }
     }
     return spans;

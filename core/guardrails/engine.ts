@@ -1,5 +1,6 @@
 import type { GuardrailPolicy } from '../db/schema';
 import type { Detect, DetectorName, DetectorRegistry } from './detectors';
+import { policyPatternsTooLarge } from './rules';
 import { mergeSpans, redact, type Span } from './spans';
 
 export type GuardrailStage = 'input' | 'output';
@@ -25,6 +26,20 @@ export type ActiveRules = { input: readonly RuleGroup[]; output: readonly RuleGr
  */
 export const MAX_SCAN_CHARS = 1_000_000;
 
+/**
+ * A stage's scan is cut off past a deadline: this much, plus SCAN_DEADLINE_US_PER_CHAR for each
+ * scanned character. A pattern within the bounds (core/patterns/user-pattern.ts) reads a text
+ * in linear time, at most about 60 µs a character for one policy's patterns and 110 for three
+ * policies merged (bench/results/2026-11-29-issue-52-pattern-bounds.md); finding every match
+ * can take far longer, quadratic in the text, when a pattern's earlier alternative looks far
+ * ahead past a later one that matches (`\pL+\pL{990}\d|\pL`, 997 instructions: 36 s for
+ * 2,000 letters). A detector still running at the deadline fails, and `on_engine_error`
+ * decides, as for a text past MAX_SCAN_CHARS. Only the regex detector can run long, so only it
+ * looks at the deadline.
+ */
+export const SCAN_DEADLINE_BASE_MS = 50;
+export const SCAN_DEADLINE_US_PER_CHAR = 250;
+
 const ACTION_RANK: Record<GuardrailAction, number> = { flag: 0, redact: 1, block: 2 };
 export const stricter = (a: GuardrailAction, b: GuardrailAction): GuardrailAction => (ACTION_RANK[a] >= ACTION_RANK[b] ? a : b);
 
@@ -45,15 +60,21 @@ function optionsKey(rule: Record<string, unknown>): string {
   return names.length === 0 ? String(detector) : `${String(detector)}\u0000${JSON.stringify(names.map((n) => [n, options[n]]))}`;
 }
 
-/** Builds every rule's detector once, when a policy loads (patterns compiled, matchers made). */
+/**
+ * Builds every rule's detector once, when a policy loads (patterns compiled, matchers made). A
+ * policy whose patterns together are past the bounds (one stored before them) compiles none of
+ * them: its `regex` rules fail when asked.
+ */
 export function compilePolicy(policy: GuardrailPolicy, detectors: DetectorRegistry): CompiledPolicy | null {
   if (!policy.enabled || policy.rules.length === 0) return null;
+  const patternsRefused = policyPatternsTooLarge(policy.rules);
   const rules = policy.rules.map((rule): CompiledRule => {
     const detector = rule.detector as DetectorName;
     let detect: Detect;
     try {
       const kind = Object.hasOwn(detectors, detector) ? detectors[detector] : undefined;
       if (!kind) throw new Error(`unknown detector ${detector}`);
+      if (detector === 'regex' && patternsRefused) throw new Error(`the policy's patterns are past the bounds (${patternsRefused})`);
       detect = kind.build(rule);
     } catch (err) {
       detect = failing(err);
@@ -116,13 +137,14 @@ export function scan(groups: readonly RuleGroup[], segments: readonly string[], 
     else result.skipped = [...new Set(groups.map((g) => g.detector))];
     return result;
   }
+  const deadline = performance.now() + SCAN_DEADLINE_BASE_MS + (total * SCAN_DEADLINE_US_PER_CHAR) / 1000;
   const byDetector = new Map<string, { action: GuardrailAction; perSegment: Span[][] }>();
   for (const group of groups) {
     const found: Span[][] = [];
     let any = false;
     try {
       for (const segment of segments) {
-        const spans = segment.length === 0 ? [] : group.detect(segment);
+        const spans = segment.length === 0 ? [] : group.detect(segment, deadline);
         if (spans.length > 0) any = true;
         found.push(spans);
       }

@@ -1,8 +1,12 @@
 import { z } from 'zod';
 import { ENGINE_ERROR_ACTIONS, GUARDRAIL_ACTIONS, GUARDRAIL_STAGES } from '../db/schema';
-import { compileUserPattern } from './user-pattern';
+import { compileUserPattern, patternSetTooLarge, patternTooLarge, type PlacedPattern } from '../patterns/user-pattern';
 
-/** Limits that keep one policy's load and scan cheap. */
+/**
+ * Limits that keep one policy's load and scan cheap. A policy's patterns are bounded together
+ * as well (core/patterns/user-pattern.ts): their count, and their total RE2 program, which is
+ * what each scanned character costs.
+ */
 export const MAX_RULES = 50;
 export const MAX_WORDS = 1000;
 export const MAX_PATTERNS = 20;
@@ -15,11 +19,17 @@ const base = {
 
 /**
  * A user pattern must compile under RE2 (linear time; no backreferences or lookaround, which
- * are what catastrophic backtracking needs) and must not match the empty string.
+ * are what catastrophic backtracking needs), within the bounds on its program, and must not
+ * match the empty string. Too long or too large, it is refused without being compiled.
  */
-const userPattern = z.string().min(1).max(MAX_PATTERN_LENGTH).superRefine((source, ctx) => {
+const userPattern = z.string().min(1).max(MAX_PATTERN_LENGTH, { abort: true }).superRefine((source, ctx) => {
+  const tooLarge = patternTooLarge(source);
+  if (tooLarge) {
+    ctx.addIssue({ code: 'custom', message: `the pattern ${tooLarge}` });
+    return;
+  }
   try {
-    const compiled = compileUserPattern(source, false);
+    const compiled = compileUserPattern(source);
     if (compiled.matches('')) ctx.addIssue({ code: 'custom', message: `pattern \`${source}\` matches the empty string` });
   } catch (err) {
     ctx.addIssue({ code: 'custom', message: `pattern \`${source}\` is not a valid RE2 expression (${(err as Error).message})` });
@@ -53,7 +63,40 @@ export const guardrailRuleSchema = z.discriminatedUnion('detector', [
 
 export type GuardrailRuleInput = z.infer<typeof guardrailRuleSchema>;
 
-export const guardrailRulesSchema = z.array(guardrailRuleSchema).max(MAX_RULES);
+/** The patterns of a policy's `regex` rules, each with its place (`<rule>.patterns.<n>`). */
+function policyPatterns(rules: readonly unknown[]): Array<PlacedPattern & { path: [number, string, number] }> {
+  const patterns: Array<PlacedPattern & { path: [number, string, number] }> = [];
+  rules.forEach((rule, i) => {
+    const { detector, patterns: sources } = (rule ?? {}) as { detector?: unknown; patterns?: unknown };
+    if (detector !== 'regex' || !Array.isArray(sources)) return;
+    sources.forEach((source: unknown, j) => {
+      if (typeof source === 'string') patterns.push({ source, where: `${i}.patterns.${j}`, path: [i, 'patterns', j] });
+    });
+  });
+  return patterns;
+}
+
+/**
+ * What is wrong with a policy's patterns together (count, sizes, total program; no compiling),
+ * or null. The policy cache asks too, so a policy stored before the bounds is not compiled.
+ */
+export function policyPatternsTooLarge(rules: readonly unknown[]): string | null {
+  const problem = patternSetTooLarge(policyPatterns(rules));
+  return problem && `\`rules.${problem.pattern.where}\`: the pattern ${problem.reason}`;
+}
+
+/**
+ * Checked before any rule is read: a policy past the bounds is refused without one of its
+ * patterns being compiled (rules are read, and their patterns compiled, only once this passes).
+ */
+function policyPatternsWithinBounds(rules: unknown, ctx: z.core.$RefinementCtx): unknown {
+  if (!Array.isArray(rules)) return rules;
+  const problem = patternSetTooLarge(policyPatterns(rules));
+  if (problem) ctx.addIssue({ code: 'custom', message: `the pattern ${problem.reason}`, path: problem.pattern.path });
+  return rules;
+}
+
+export const guardrailRulesSchema = z.preprocess(policyPatternsWithinBounds, z.array(guardrailRuleSchema).max(MAX_RULES));
 
 export const guardrailPolicyFields = {
   enabled: z.boolean(),

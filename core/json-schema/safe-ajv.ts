@@ -1,6 +1,8 @@
 import Ajv, { type Options } from 'ajv';
 import type { RegExpEngine, SchemaValidateFunction } from 'ajv/dist/types';
 import canonicalize from 'canonicalize';
+import { patternCompiler } from '../patterns/user-pattern';
+import { schemaPatternsTooLarge } from './schema-patterns';
 
 /**
  * ajv for schemas a tenant (or a tenant's tool server) wrote, which the API runs on its one
@@ -8,7 +10,8 @@ import canonicalize from 'canonicalize';
  * `patternProperties` run on JavaScript's backtracking RegExp (`^(a+)+$` against fifty `a`
  * and a `!` never finishes), `uniqueItems` compares every pair of a long array (deeply), and
  * `inlineRefs` copies a referenced subschema into every use. Here patterns run on RE2 (linear
- * time; a pattern RE2 cannot run, such as a back-reference, is refused at compile), uniqueness
+ * time; a pattern RE2 cannot run, such as a back-reference, is refused at compile) within
+ * bounds on their size, count and total program (schema-patterns.ts checks them first), uniqueness
  * is one canonical text per item in a set (linear in the array's size), references stay
  * functions, and a schema's depth and size are bounded before it is compiled.
  */
@@ -26,17 +29,14 @@ export const MAX_UNIQUE_ITEMS = 2_000;
 export const MAX_COMPILED_CHARS = 2_000_000;
 
 /**
- * RE2 through `re2js` (already loaded for guardrail patterns), loaded on the first pattern.
- * Its flags argument is ajv's `u`: RE2 matches Unicode text always.
+ * RE2 through `re2js` (already loaded for guardrail patterns), loaded on the first pattern,
+ * each pattern and the schema's patterns together within bounds (core/patterns/user-pattern.ts).
+ * Its flags argument is ajv's `u`: RE2 matches Unicode text always. One per ajv instance, so
+ * the bounds are one schema's.
  */
-export const linearRegExp: RegExpEngine = Object.assign(
-  (pattern: string) => {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on first use, as core/guardrails/user-pattern.ts
-    const { RE2JS } = require('re2js') as typeof import('re2js');
-    return RE2JS.compile(pattern);
-  },
-  { code: 'linearRegExp' },
-);
+function linearRegExp(): RegExpEngine {
+  return Object.assign(patternCompiler(), { code: 'linearRegExp' });
+}
 
 /**
  * `uniqueItems` in linear time: each item's canonical JSON (RFC 8785: sorted keys, one number
@@ -65,13 +65,16 @@ const uniqueItemsLinear: SchemaValidateFunction = function uniqueItems(schema: u
 /** An ajv instance whose patterns run on RE2, whose uniqueItems is linear, and whose references are not inlined. */
 export function createSafeAjv(options: Options = {}): Ajv {
   // `logger: false`: an unknown keyword or format in a tenant's schema is no line in our log.
-  const ajv = new Ajv({ strict: false, allErrors: false, logger: false, ...options, inlineRefs: false, code: { ...options.code, regExp: linearRegExp } });
+  const ajv = new Ajv({ strict: false, allErrors: false, logger: false, ...options, inlineRefs: false, code: { ...options.code, regExp: linearRegExp() } });
   ajv.removeKeyword('uniqueItems');
   ajv.addKeyword({ keyword: 'uniqueItems', type: 'array', schemaType: 'boolean', errors: true, validate: uniqueItemsLinear });
   return ajv;
 }
 
-/** What is wrong with a schema's size or depth, or null when it is within bounds. */
+/**
+ * What is wrong with a schema's size, depth or patterns (schema-patterns.ts), or null when it is
+ * within bounds; no pattern is compiled to find out.
+ */
 export function schemaTooLarge(schema: unknown): string | null {
   let nodes = 0;
   let deepest = 0;
@@ -84,7 +87,7 @@ export function schemaTooLarge(schema: unknown): string | null {
   walk(schema, 0);
   if (deepest >= MAX_SCHEMA_DEPTH) return `the schema nests ${MAX_SCHEMA_DEPTH} levels or deeper`;
   if (nodes > MAX_SCHEMA_NODES) return `the schema has more than ${MAX_SCHEMA_NODES} objects and arrays`;
-  return null;
+  return schemaPatternsTooLarge(schema);
 }
 
 /** Whether a compiled validator's generated code is within bounds. */

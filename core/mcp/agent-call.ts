@@ -53,29 +53,55 @@ export class ToolRefusal extends Error {
 }
 
 /**
- * Validators of approved input and output schemas (ajv 8 through the MCP SDK's own provider),
- * compiled once per approved definition hash. Each entry has its own Ajv instance, so an
- * evicted entry takes its compiled code with it.
+ * A validator of a tool's schema: ajv 8 through the MCP SDK's own provider, with its own Ajv
+ * instance. A tool server's schema runs on the API's event loop: RE2 patterns, size, depth and
+ * patterns bounded before anything is compiled (core/json-schema/safe-ajv.ts). Throws saying
+ * what is wrong with a schema that cannot be used.
+ */
+function compileToolSchema(schema: unknown): JsonSchemaValidator<unknown> {
+  // The `$schema` dialect marker is not needed to validate; an unknown one must not make ajv refuse to compile.
+  const { $schema: _dialect, ...body } = (schema ?? {}) as Record<string, unknown>;
+  const tooLarge = schemaTooLarge(body);
+  if (tooLarge) throw new Error(tooLarge);
+  const { AjvJsonSchemaValidator } = mcpAjvValidator();
+  // As the SDK's own instance: all errors, no meta-schema check, the standard formats.
+  const ajv = createSafeAjv({ allErrors: true, validateSchema: false });
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- the SDK's dependency, loaded with it
+  (require('ajv-formats') as (a: typeof ajv) => void)(ajv);
+  return new AjvJsonSchemaValidator(ajv as never).getValidator<unknown>(body as JsonSchemaType);
+}
+
+/**
+ * Validators of approved input and output schemas, compiled once per approved definition hash
+ * (approve checked that they compile: toolSchemaProblem). Each entry has its own Ajv instance,
+ * so an evicted entry takes its compiled code with it.
  */
 const validators = boundedCache<string, JsonSchemaValidator<unknown>>(2000);
 
 function validatorFor(cacheKey: string, schema: unknown): JsonSchemaValidator<unknown> {
   let validator = validators.get(cacheKey);
   if (!validator) {
-    // The `$schema` dialect marker is not needed to validate; an unknown one must not make ajv refuse to compile.
-    const { $schema: _dialect, ...body } = (schema ?? {}) as Record<string, unknown>;
-    // A tool server's schema runs on the API's event loop: RE2 patterns, bounded size (core/json-schema/safe-ajv.ts).
-    const tooLarge = schemaTooLarge(body);
-    if (tooLarge) throw new Error(tooLarge);
-    const { AjvJsonSchemaValidator } = mcpAjvValidator();
-    // As the SDK's own instance: all errors, no meta-schema check, the standard formats.
-    const ajv = createSafeAjv({ allErrors: true, validateSchema: false });
-    // eslint-disable-next-line @typescript-eslint/no-require-imports -- the SDK's dependency, loaded with it
-    (require('ajv-formats') as (a: typeof ajv) => void)(ajv);
-    validator = new AjvJsonSchemaValidator(ajv as never).getValidator<unknown>(body as JsonSchemaType);
+    validator = compileToolSchema(schema);
     validators.set(cacheKey, validator);
   }
   return validator;
+}
+
+/**
+ * What keeps a tool's definition from being approved, naming the field: an input or output
+ * schema past the bounds or that does not compile; null when both compile. Approve asks, so a
+ * definition agents are served compiles, within bounds, when its first call needs it.
+ */
+export function toolSchemaProblem(definition: McpToolDefinition): string | null {
+  for (const field of ['inputSchema', 'outputSchema'] as const) {
+    if (definition[field] === undefined) continue;
+    try {
+      compileToolSchema(definition[field]);
+    } catch (err) {
+      return `\`definition.${field}\`: ${(err as Error).message.slice(0, 300)}`;
+    }
+  }
+  return null;
 }
 
 /** The arguments checked against the approved `inputSchema`, or `invalid_tool_arguments`. */

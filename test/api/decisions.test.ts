@@ -1,5 +1,5 @@
 import { and, eq, inArray } from 'drizzle-orm';
-import { requestLogs, spendLedger } from '../../core/db/schema';
+import { decisionPolicies, requestLogs, spendLedger } from '../../core/db/schema';
 import { randomClientAddress } from '../helpers/harness';
 import { manageClient } from '../helpers/manage-client';
 import { startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
@@ -217,5 +217,24 @@ describe('decision policies: POST /v1/decisions/{slug}', () => {
     const reply = encodeURIComponent(JSON.stringify({ answer: `${'a'.repeat(5_000)}!` }));
     const res = await decide(p.slug, { input: `Match me [sandbox raw_reply=${reply}]` });
     expect([res.status, res.json.source, res.json.reason, res.json.decision]).toEqual([200, 'fallback', 'invalid_output', { answer: 'aaa' }]);
+  });
+
+  it('refuses a schema whose patterns are past the bounds at create and patch, naming the field, and never compiles one on a call (issue 52)', async () => {
+    // The review's 5.5 KB pattern (its program kept small, so that unbounded it would be accepted, not compiled for seconds).
+    const long = '[a-z]{0,9}'.repeat(550);
+    const created = await f.client.post<Loose>('/decision_policies', { slug: `bounds-${seq++}`, model: 'openai/gpt-4o-mini', output_schema: { type: 'object', properties: { code: { type: 'string', pattern: long } } } });
+    expect([created.status, created.body.error?.type, created.body.error?.message]).toEqual([400, 'invalid_request_error', 'Invalid `output_schema`: the pattern at `/properties/code/pattern` is 5500 characters long; at most 1000.']);
+    // The review's 1,900 patternProperties (54 KB), on a patch that keeps the fallback.
+    const p = await policy({});
+    const many = Object.fromEntries(Array.from({ length: 1_900 }, (_, i) => [`^f${i}x$`, { type: 'string' }]));
+    const patched = await f.client.patch<Loose>(`/decision_policies/${p.id}`, { output_schema: { type: 'object', patternProperties: many } }, '"1"');
+    expect([patched.status, patched.body.error?.type, patched.body.error?.message]).toEqual([400, 'invalid_request_error', expect.stringMatching(/^Invalid `output_schema`: the pattern at `\/patternProperties\/\^f100x\$` is one too many: at most 100 /)]);
+    // A policy stored before the bounds (written here directly) is refused when called, its schema never compiled.
+    const huge = `${'\\w{0,1000}'.repeat(49)}\\s\\d\\s`;
+    await f.database.db.update(decisionPolicies).set({ outputSchema: { type: 'object', properties: { queue: { type: 'string', pattern: huge } } }, version: 7 }).where(eq(decisionPolicies.id, p.id));
+    const sent = toSandbox();
+    const called = await decide(p.slug, { input: 'Card declined' });
+    expect([called.status, called.json.error?.message]).toEqual([400, expect.stringMatching(/has an invalid `output_schema`: the pattern at `\/properties\/queue\/pattern` compiles to about \d+ RE2 instructions/)]);
+    expect(toSandbox()).toBe(sent);
   });
 });

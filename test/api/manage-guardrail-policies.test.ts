@@ -128,6 +128,24 @@ describe('guardrail policies (/manage/v1)', () => {
     expect((await client.patch(`/guardrail_policies/${target}`, { target: 'organization' }, read.etag!)).status).toBe(400);
   });
 
+  it('refuses patterns past the bounds at create and patch, naming the pattern (issue 52)', async () => {
+    const target = `project:${await newProject()}`;
+    const regex = (patterns: string[]) => ({ detector: 'regex', stage: 'both', action: 'block', case_insensitive: true, patterns });
+    // The review's 496-character rule: about 98,000 RE2 instructions, 26 s to scan a 2,000-character prompt.
+    const huge = `${'\\w{0,1000}'.repeat(49)}\\s\\d\\s`;
+    expect(huge).toHaveLength(496);
+    const created = await client.post('/guardrail_policies', { target, rules: [email, regex(['order-\\d{6}', huge])] });
+    expect([created.status, created.body.error?.type, created.body.error?.message]).toEqual([400, 'invalid_request_error', expect.stringMatching(/^Invalid `rules\.1\.patterns\.1`: the pattern compiles to about \d+ RE2 instructions; at most 1000/)]);
+    expect((await client.post('/guardrail_policies', { target, rules: [regex(['a{998}'])] })).status).toBe(201);
+    const read = await client.get(`/guardrail_policies/${target}`);
+    // Within the bound one by one, past it together.
+    const total = await client.patch(`/guardrail_policies/${target}`, { rules: [regex(['a{998}']), regex(['b{998}', 'c{998}'])] }, read.etag!);
+    expect([total.status, total.body.error?.message]).toEqual([400, expect.stringMatching(/^Invalid `rules\.1\.patterns\.1`: .* together; at most 2000/)]);
+    const crowded = Array.from({ length: 6 }, (_, r) => regex(Array.from({ length: 20 }, (_, p) => `r${r}p${p}`)));
+    const count = await client.patch(`/guardrail_policies/${target}`, { rules: crowded }, read.etag!);
+    expect([count.status, count.body.error?.message]).toEqual([400, expect.stringMatching(/^Invalid `rules\.5\.patterns\.0`: the pattern is one too many: at most 100 /)]);
+  });
+
   it('scopes and roles: reads need guardrails:read, writes guardrails:write and an admin; a project-restricted token reaches only its projects', async () => {
     const projectId = await newProject();
     const other = await newProject();

@@ -1,5 +1,6 @@
 import { Writable } from 'node:stream';
 import { and, eq } from 'drizzle-orm';
+import { z } from 'zod';
 import type { DatabaseHandle } from '../../core/db/client';
 import { auditEvents, mcpServers, organizations } from '../../core/db/schema';
 import { createLogger } from '../../core/logger';
@@ -293,6 +294,20 @@ describe('tool-gateway management', () => {
       const res = await client.post(`/mcp_server_tools/${gone.id}/approve`, { access_class: 'write', expected_sha256: after.definition_sha256 });
       expect(res.status).toBe(400);
       expect(res.body.error!.code).toBe('mcp_tool_removed');
+    });
+
+    it('refuses to approve a tool whose schema patterns are past the bounds, naming the field (issue 52)', async () => {
+      // 450 characters, about 100,000 RE2 instructions: compiled on an agent's call, it would hold the event loop.
+      const costly = new RegExp('.{0,1000}'.repeat(50));
+      changing.tools = [...changing.tools, { name: 'costly', description: 'Checks a code', query: z.string().regex(costly) }];
+      expect((await client.post(`/mcp_servers/${serverId}/sync`, {})).status).toBe(200);
+      const tool = await toolNamed(serverId, 'costly');
+      const res = await client.post(`/mcp_server_tools/${tool.id}/approve`, { access_class: 'read', expected_sha256: tool.definition_sha256 });
+      expect([res.status, res.body.error?.type, res.body.error?.message]).toEqual([
+        400, 'invalid_request_error', expect.stringMatching(/^Invalid `definition\.inputSchema`: the pattern at `\/properties\/query\/pattern` compiles to about \d+ RE2 instructions; at most 1000/),
+      ]);
+      expect((await toolNamed(serverId, 'costly')).state).toBe('pending');
+      changing.tools = changing.tools.filter((t) => t.name !== 'costly');
     });
 
     it('writes an audit row for each approval, block and unblock', async () => {

@@ -13,6 +13,8 @@ export type TestTool = {
   readOnly?: boolean;
   /** What a call answers (default: one text `<name>:<query>`); slow or oversized answers for the agent-endpoint tests. */
   answer?: (query: string) => CallToolResult | Promise<CallToolResult>;
+  /** The `query` argument's schema (default: any string); a `pattern` in it reaches the listing. */
+  query?: z.ZodString;
 };
 
 export type TestMcpServer = {
@@ -33,7 +35,7 @@ function buildServer(state: { tools: TestTool[] }): McpServer {
   for (const tool of state.tools) {
     server.registerTool(tool.name, {
       description: tool.description,
-      inputSchema: { query: z.string() },
+      inputSchema: { query: tool.query ?? z.string() },
       annotations: { readOnlyHint: tool.readOnly ?? false },
     }, async ({ query }) => (tool.answer ? tool.answer(query) : { content: [{ type: 'text', text: `${tool.name}:${query}` }] }));
   }

@@ -2,6 +2,7 @@ import { and, eq } from 'drizzle-orm';
 import { z } from 'zod';
 import { MCP_ACCESS_CLASSES, MCP_TOOL_STATES, mcpServerTools } from '../../../core/db/schema';
 import { GatewayError } from '../../../core/errors';
+import { toolSchemaProblem } from '../../../core/mcp/agent-call';
 import { resolveToolChanged } from '../../../core/mcp/sync';
 import type { McpToolRow } from '../../../core/mcp/tools';
 import { withErrorCode } from '../../validation';
@@ -74,6 +75,10 @@ export const mcpServerToolsResource: ResourceType<McpToolRow> = {
         if (row.exposedName === null) {
           throw new GatewayError('mcp_tool_name_clash', `The tool's exposed name would clash with another tool's; rename the tool upstream.`);
         }
+        // Its schemas run on the API's event loop at every call: one past the bounds, or that
+        // does not compile, is refused here rather than on an agent's call (issue 52).
+        const schemaProblem = toolSchemaProblem(row.definition);
+        if (schemaProblem) throw new GatewayError('invalid_request', `Invalid ${schemaProblem}. Change the tool's schema upstream and sync again.`);
         await resolveToolChanged(call.db, row, call.now);
         return {
           changes: { state: 'approved', accessClass: input.access_class, approvedDefinition: row.definition, approvedSha256: row.definitionSha256, approvedAt: call.now },

@@ -82,7 +82,7 @@ describe('Gemini embeddings', () => {
 
 describe('the embedding models table', () => {
   it('knows each model by its name or its gateway id, per kind', () => {
-    expect(embeddingModel('openai', 'text-embedding-3-small')).toEqual({ model: 'text-embedding-3-small', dimensions: 1536, shortenable: true, maxInputTokens: 8191 });
+    expect(embeddingModel('openai', 'text-embedding-3-small')).toEqual({ model: 'text-embedding-3-small', dimensions: 1536, shortenable: true, maxInputTokens: 8191, tokenizer: 'cl100k_base' });
     expect(embeddingModel('azure_openai', 'azure_openai/text-embedding-3-large')).toMatchObject({ dimensions: 3072 });
     expect(embeddingModel('openai', 'gpt-4o-mini')).toBeNull();
     expect(embeddingModel('google', 'text-embedding-3-small')).toBeNull();

@@ -178,8 +178,8 @@ function loggedRefusal(call: Call) {
 export async function guardInput(call: Call): Promise<void> {
   const rules = await call.services.guardrails.rulesFor(call.key);
   if (!rules) return;
-  const guard = (call.guard = new RequestGuard(rules));
-  const { messages, refusal } = guard.checkInput(call.body.messages);
+  const guard = (call.guard = new RequestGuard(rules, call.key.orgId));
+  const { messages, refusal } = await guard.checkInput(call.body.messages);
   call.body.messages = messages;
   guardHeader(call, call.body.stream === true);
   if (refusal) {
@@ -201,10 +201,10 @@ function guardHeader(call: Call, stream: boolean): void {
  * Output stage on a whole answer: redacted in place, or a 403 instead of it. The provider was
  * called and billed, so a refused answer's spend is settled all the same.
  */
-export function guardAnswer(call: Call, served: Served<ChatResult>, model: string, estimate: CostEstimate) {
+export async function guardAnswer(call: Call, served: Served<ChatResult>, model: string, estimate: CostEstimate) {
   const guard = call.guard!;
   const result = served.value;
-  const refusal = guard.checkAnswer(result.choices);
+  const refusal = await guard.checkAnswer(result.choices);
   guardHeader(call, false);
   if (refusal) {
     logRequest(call, { status: refusal.status, served, servedModel: model, attempts: served.attempts, usage: result.usage, estimate, error: refusal, response: guard.logChoices(result.choices) });
@@ -215,8 +215,8 @@ export function guardAnswer(call: Call, served: Served<ChatResult>, model: strin
 }
 
 /** Output stage on a cache hit: redacted in place, or a 403 (nothing was spent on it). */
-function guardCachedAnswer(call: Call, hit: CachedAnswer, stream: boolean): void {
-  const refusal = call.guard!.checkAnswer(hit.choices);
+async function guardCachedAnswer(call: Call, hit: CachedAnswer, stream: boolean): Promise<void> {
+  const refusal = await call.guard!.checkAnswer(hit.choices);
   guardHeader(call, stream);
   if (refusal) {
     logRequest(call, { status: refusal.status, servedModel: hit.model, attempts: [], error: refusal, response: call.guard!.logChoices(hit.choices), hit });
@@ -235,9 +235,9 @@ function guardrailsOf(call: Call): unknown {
  * carrying the finding; a block (or a failed detector that blocks) ends the stream with an
  * error event instead. The provider billed either way, so the spend was settled.
  */
-function guardStreamEnd(call: Call, tally: StreamTally, out: PassThrough, chunk: (model: string, choices: ChunkChoice[]) => string): GatewayError | null {
+async function guardStreamEnd(call: Call, tally: StreamTally, out: PassThrough, chunk: (model: string, choices: ChunkChoice[]) => string): Promise<GatewayError | null> {
   if (!tally.guarded) return null;
-  const refusal = call.guard!.checkStreamEnd(tally.guarded.texts);
+  const refusal = await call.guard!.checkStreamEnd(tally.guarded.texts);
   if (call.guard!.skipped.length > 0) call.ctx.state.log?.warn({ detectors: call.guard!.skipped }, 'guardrail detector failed; its policy allows carrying on');
   if (!refusal) for (const held of tally.guarded.held) out.write(chunk(held.model, held.choices));
   return refusal;
@@ -247,12 +247,12 @@ function identity(served: Served<unknown>, model: string): AnswerIdentity {
   return { model, route: served.position, provider: served.candidate.connection.kind, connection: served.candidate.connection.id };
 }
 
-function answerWhole(call: Call, served: Served<ChatResult>, wire: ChatWire): void {
+async function answerWhole(call: Call, served: Served<ChatResult>, wire: ChatWire): Promise<void> {
   const result = served.value;
   const usage = wholeAnswerUsage(call.body, result);
   const estimate = costOf(call, served, usage);
   const model = result.model ?? served.candidate.upstreamModel;
-  const guardrails = call.guard && guardAnswer(call, served, model, estimate);
+  const guardrails = call.guard && (await guardAnswer(call, served, model, estimate));
   call.ctx.body = wire.whole(call, identity(served, model), result.choices, {
     usage: result.usage,
     estimate: chargedEstimate(call, estimate),
@@ -305,7 +305,7 @@ function answerStream(call: Call, served: Served<LiveStream>, wire: ChatWire, in
     const estimate = costOf(call, served, usage);
     spendEnded = true;
     endSpend(call, estimate);
-    const refusal = end.phase === 'complete' ? guardStreamEnd(call, tally, out, chunk) : null;
+    const refusal = end.phase === 'complete' ? await guardStreamEnd(call, tally, out, chunk) : null;
     if (refusal) {
       out.write(encoder.fail(refusal));
     } else if (end.phase === 'complete') {
@@ -372,7 +372,7 @@ async function answerFromCache(call: Call, hit: CachedAnswer, wire: ChatWire, st
   }
   // Guardrails' output stage runs on a kept answer too (policies may have changed since); on a
   // replayed stream nothing was sent yet, so here redaction applies to it as to a whole answer.
-  if (call.guard) guardCachedAnswer(call, hit, stream);
+  if (call.guard) await guardCachedAnswer(call, hit, stream);
   const now = Date.now();
   ctx.set('X-GW-Cache-Age', String(ageSeconds(hit, now)));
   ctx.set('X-GW-Cache-Source', hit.requestId);
@@ -532,5 +532,5 @@ export async function serveChat(call: Call, request: ChatRequest, wire: ChatWire
   if (clientGone.signal.aborted) return settleAbandoned(call, served);
   if (!served.ok) refused(call, served);
   nameDropped(call, request, served);
-  answerWhole(call, served, wire);
+  await answerWhole(call, served, wire);
 }

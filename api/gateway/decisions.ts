@@ -221,7 +221,7 @@ async function modelCall(call: ChatCall, plan: Plan, validate: ValidateFunction,
 }
 
 /** A call's end: cost settled, row logged, the answer read and checked against the schema. */
-function settle(call: ChatCall, result: Served<ChatResult> | NotServed, validate: ValidateFunction): CallEnd {
+async function settle(call: ChatCall, result: Served<ChatResult> | NotServed, validate: ValidateFunction): Promise<CallEnd> {
   if (!result.ok) {
     endSpend(call, null);
     logRequest(call, { status: result.error.status, attempts: result.attempts, error: result.error });
@@ -232,7 +232,7 @@ function settle(call: ChatCall, result: Served<ChatResult> | NotServed, validate
     const usage = wholeAnswerUsage(call.body, result.value);
     estimate = costOf(call, result, usage);
     const model = result.value.model ?? result.candidate.upstreamModel;
-    if (call.guard) guardAnswer(call, result, model, estimate);
+    if (call.guard) await guardAnswer(call, result, model, estimate);
     const object = answerObject(result.value);
     const decision = object && schemaViolation(validate, object) === null ? object : null;
     logRequest(call, { status: 200, served: result, servedModel: model, attempts: result.attempts, usage, estimate, response: result.value.choices });

@@ -211,19 +211,19 @@ function toolCallsIn(body: unknown): { name: string; arguments: unknown }[] {
 }
 
 /** Guardrails on the arguments: redacted in place, or `guardrail_blocked` / `guardrail_unavailable`. */
-function guardArguments(guard: RequestGuard, args: Record<string, unknown>): { args: Record<string, unknown>; logged: unknown } {
+async function guardArguments(guard: RequestGuard, args: Record<string, unknown>): Promise<{ args: Record<string, unknown>; logged: unknown }> {
   const leaves = stringLeaves(args);
-  const { messages, refusal } = guard.checkInput(leaves.texts.map((content) => ({ role: 'user' as const, content })));
+  const { messages, refusal } = await guard.checkInput(leaves.texts.map((content) => ({ role: 'user' as const, content })));
   const logged = guard.logMessages ? leaves.rebuild(guard.logMessages.map((m) => m.content as string)) : args;
   if (refusal) throw Object.assign(new ToolRefusal(refusal.code as 'guardrail_blocked', refusal.message), { logged });
   return { args: leaves.rebuild(messages.map((m) => m.content as string)) as Record<string, unknown>, logged };
 }
 
 /** Guardrails on the result: its texts redacted in place, or a refusal instead of it. */
-function guardResult(guard: RequestGuard, result: CallToolResult): CallToolResult {
+async function guardResult(guard: RequestGuard, result: CallToolResult): Promise<CallToolResult> {
   const texts = resultTexts(result);
   const choices: Choice[] = texts.texts.map((content, index) => ({ index, message: { role: 'assistant', content }, finish_reason: 'stop' }));
-  const refusal = guard.checkAnswer(choices);
+  const refusal = await guard.checkAnswer(choices);
   if (refusal) throw new ToolRefusal(refusal.code as 'guardrail_blocked', refusal.message);
   return texts.rebuild(choices.map((c) => c.message.content ?? ''));
 }
@@ -242,10 +242,10 @@ async function callTool(x: Exchange, name: string, rawArgs: Record<string, unkno
     const definition = tool!.approvedDefinition!;
     checkArguments(definition, tool!.approvedSha256!, args);
     const rules = await x.services.guardrails.rulesFor(x.key);
-    if (rules) outcome.guard = new RequestGuard(rules);
+    if (rules) outcome.guard = new RequestGuard(rules, x.key.orgId);
     let sent = args;
     if (outcome.guard) {
-      const guarded = guardArguments(outcome.guard, args);
+      const guarded = await guardArguments(outcome.guard, args);
       sent = guarded.args;
       outcome.loggedArgs = guarded.logged;
     } else {
@@ -274,7 +274,7 @@ async function callTool(x: Exchange, name: string, rawArgs: Record<string, unkno
     }
     outcome.resultBytes = Buffer.byteLength(JSON.stringify(raw), 'utf8');
     let result = checkResult(raw, { maxResultBytes: x.server.maxResultBytes }, definition, tool!.approvedSha256!);
-    if (outcome.guard) result = guardResult(outcome.guard, result);
+    if (outcome.guard) result = await guardResult(outcome.guard, result);
     outcome.response = outcome.guard?.logAnswer ? resultTexts(result).rebuild(outcome.guard.logAnswer) : result;
     return result;
   } catch (err) {

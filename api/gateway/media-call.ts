@@ -247,11 +247,11 @@ function worstCaseOver<T>(call: MediaCall, handler: MediaEndpointHandler<T>): nu
 async function guardText<T>(call: MediaCall, handler: MediaEndpointHandler<T>): Promise<void> {
   const rules = await call.services.guardrails.rulesFor(call.key);
   if (!rules) return;
-  const guard = (call.guard = new RequestGuard(rules));
+  const guard = (call.guard = new RequestGuard(rules, call.key.orgId));
   // Nothing to check on the way in: the request is read as it came (token ids undecoded).
   if (rules.input.length === 0) return;
   const texts = handler.guardedText.read(call.plan!.candidates);
-  const { messages, refusal } = guard.checkInput(texts.map((content) => ({ role: 'user' as const, content })));
+  const { messages, refusal } = await guard.checkInput(texts.map((content) => ({ role: 'user' as const, content })));
   const word = guard.header(false);
   if (word) call.ctx.set('X-GW-Guardrails', word);
   const textOf = (m: { content?: unknown }) => (typeof m.content === 'string' ? m.content : '');

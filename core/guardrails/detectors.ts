@@ -12,12 +12,17 @@ import TextMatcher from 'modern-ahocorasick/text';
 import { detectPromptInjection } from './prompt-injection';
 import type { Span } from './spans';
 import { compileUserPattern } from '../patterns/user-pattern';
+import type { OffloadPattern } from './regex-offload';
 
 /**
  * A detector compiled with its rule's options: pure, synchronous, linear in the text. One that
- * can run longer (regex) throws once `performance.now()` passes `deadline` (engine.ts).
+ * can run longer (regex) throws once `performance.now()` passes `deadline` (engine.ts), and says
+ * what it runs (`regex`), so that a scan too large for the event loop can run on a thread.
  */
-export type Detect = (text: string, deadline?: number) => Span[];
+export type Detect = ((text: string, deadline?: number) => Span[]) & { regex?: RegexDetect };
+
+/** A regex detector's patterns, and their programs' total size: what each scanned character may cost. */
+export type RegexDetect = { patterns: OffloadPattern[]; program: number };
 
 /**
  * A detector kind. `build` runs once per policy load (patterns compiled, matchers built), never
@@ -128,11 +133,15 @@ const WORD_CHAR = /[A-Za-z0-9_]/;
 /**
  * Regex: the rule's patterns, compiled once when the policy loads; empty matches are skipped.
  * Each search is linear in the text, but finding every match is not always (engine.ts,
- * SCAN_DEADLINE_BASE_MS): past the scan's deadline, checked after each match, it gives up.
+ * SCAN_DEADLINE_BASE_MS): past the scan's deadline, checked after each match, it gives up. A
+ * scan whose worst case is too large for the event loop runs on a thread instead (engine.ts,
+ * regex-offload.ts), with the patterns as written here.
  */
 function regex(options: Record<string, unknown>): Detect {
-  const patterns = (options.patterns as string[]).map((p) => compileUserPattern(p, options.case_insensitive === true));
-  return (text, deadline = Infinity) => {
+  const caseInsensitive = options.case_insensitive === true;
+  const sources = options.patterns as string[];
+  const patterns = sources.map((p) => compileUserPattern(p, caseInsensitive));
+  const detect: Detect = (text, deadline = Infinity) => {
     const spans: Span[] = [];
     for (const pattern of patterns) {
       const m = pattern.matcher(text);
@@ -143,6 +152,8 @@ function regex(options: Record<string, unknown>): Detect {
     }
     return spans;
   };
+  detect.regex = { patterns: sources.map((source) => ({ source, caseInsensitive })), program: patterns.reduce((n, p) => n + p.programSize(), 0) };
+  return detect;
 }
 
 const fixed = (detect: Detect): DetectorKind => ({ build: () => detect });

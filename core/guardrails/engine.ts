@@ -1,6 +1,7 @@
 import type { GuardrailPolicy } from '../db/schema';
 import type { Detect, DetectorName, DetectorRegistry } from './detectors';
 import { policyPatternsTooLarge } from './rules';
+import { regexOffload } from './regex-offload';
 import { mergeSpans, redact, type Span } from './spans';
 
 export type GuardrailStage = 'input' | 'output';
@@ -27,18 +28,26 @@ export type ActiveRules = { input: readonly RuleGroup[]; output: readonly RuleGr
 export const MAX_SCAN_CHARS = 1_000_000;
 
 /**
- * A stage's scan is cut off past a deadline: this much, plus SCAN_DEADLINE_US_PER_CHAR for each
- * scanned character. A pattern within the bounds (core/patterns/user-pattern.ts) reads a text
- * in linear time, at most about 60 µs a character for one policy's patterns and 110 for three
- * policies merged (bench/results/2026-11-29-issue-52-pattern-bounds.md); finding every match
- * can take far longer, quadratic in the text, when a pattern's earlier alternative looks far
- * ahead past a later one that matches (`\pL+\pL{990}\d|\pL`, 997 instructions: 36 s for
- * 2,000 letters). A detector still running at the deadline fails, and `on_engine_error`
- * decides, as for a text past MAX_SCAN_CHARS. Only the regex detector can run long, so only it
- * looks at the deadline.
+ * A `regex` rule's scan runs on the event loop only when its worst case is small: its patterns'
+ * programs times the stage's characters at most INLINE_REGEX_WORK (about 10 ms at the 33 ns an
+ * instruction a character RE2 costs at worst, bench/results/2026-11-29-issue-52-pattern-bounds.md),
+ * and only for INLINE_REGEX_MS: finding every match can be quadratic in the text whatever the
+ * program (`a*b|a` over a run of `a` reads to the end for each one-letter match), so a scan
+ * still going then is dropped and made again on the offload thread (regex-offload.ts). Benign
+ * patterns over ordinary prompts finish inline in microseconds.
+ */
+export const INLINE_REGEX_WORK = 300_000;
+export const INLINE_REGEX_MS = 5;
+
+/**
+ * On the offload thread a scan may run SCAN_DEADLINE_BASE_MS plus SCAN_DEADLINE_US_PER_CHAR a
+ * scanned character (about twice what patterns at the bounds take over ordinary text), at most
+ * SCAN_DEADLINE_MAX_MS; past it the thread is ended and the rule fails, so `on_engine_error`
+ * decides, as for a text past MAX_SCAN_CHARS. Only the regex detector can run long.
  */
 export const SCAN_DEADLINE_BASE_MS = 50;
 export const SCAN_DEADLINE_US_PER_CHAR = 250;
+export const SCAN_DEADLINE_MAX_MS = 5_000;
 
 const ACTION_RANK: Record<GuardrailAction, number> = { flag: 0, redact: 1, block: 2 };
 export const stricter = (a: GuardrailAction, b: GuardrailAction): GuardrailAction => (ACTION_RANK[a] >= ACTION_RANK[b] ? a : b);
@@ -122,11 +131,39 @@ export type ScanResult = {
 };
 
 /**
+ * What one group found in each segment. Synchronous for every detector but a `regex` rule whose
+ * scan is too large for the event loop (INLINE_REGEX_WORK, INLINE_REGEX_MS), which is made on the
+ * offload thread: then a promise. Throws (or rejects) when the detector fails.
+ */
+function detectAll(group: RuleGroup, segments: readonly string[], total: number, tenant: string): Span[][] | Promise<Span[][]> {
+  const regex = group.detect.regex;
+  if (regex && regex.program * total > INLINE_REGEX_WORK) return offloaded(regex.patterns, segments, total, tenant);
+  const deadline = regex ? performance.now() + INLINE_REGEX_MS : Infinity;
+  try {
+    return segments.map((segment) => (segment.length === 0 ? [] : group.detect(segment, deadline)));
+  } catch (err) {
+    if (regex && performance.now() > deadline) return offloaded(regex.patterns, segments, total, tenant);
+    throw err;
+  }
+}
+
+async function offloaded(patterns: NonNullable<RuleGroup['detect']['regex']>['patterns'], segments: readonly string[], total: number, tenant: string): Promise<Span[][]> {
+  const deadlineMs = Math.min(SCAN_DEADLINE_MAX_MS, SCAN_DEADLINE_BASE_MS + Math.ceil((total * SCAN_DEADLINE_US_PER_CHAR) / 1000));
+  const flat = await regexOffload().scan(tenant, patterns, segments, deadlineMs);
+  return flat.map((list) => {
+    const spans: Span[] = [];
+    for (let i = 0; i < list.length; i += 2) spans.push({ start: list[i]!, end: list[i + 1]! });
+    return spans;
+  });
+}
+
+/**
  * Runs every group of a stage over the segments (message texts, or answer texts). Spans are
  * per segment; a detector's count is its merged spans over all segments, its action the
- * strictest of its groups that matched (one finding per detector and stage).
+ * strictest of its groups that matched (one finding per detector and stage). `tenant` (the
+ * organization) takes its turn on the offload thread, when a regex scan goes there.
  */
-export function scan(groups: readonly RuleGroup[], segments: readonly string[], stage: GuardrailStage): ScanResult {
+export async function scan(groups: readonly RuleGroup[], segments: readonly string[], stage: GuardrailStage, tenant = ''): Promise<ScanResult> {
   const result: ScanResult = { findings: [], strictest: null, unavailable: null, skipped: [], spans: segments.map(() => null) };
   if (groups.length === 0) return result;
   let total = 0;
@@ -137,17 +174,12 @@ export function scan(groups: readonly RuleGroup[], segments: readonly string[], 
     else result.skipped = [...new Set(groups.map((g) => g.detector))];
     return result;
   }
-  const deadline = performance.now() + SCAN_DEADLINE_BASE_MS + (total * SCAN_DEADLINE_US_PER_CHAR) / 1000;
   const byDetector = new Map<string, { action: GuardrailAction; perSegment: Span[][] }>();
   for (const group of groups) {
-    const found: Span[][] = [];
-    let any = false;
+    let found: Span[][];
     try {
-      for (const segment of segments) {
-        const spans = segment.length === 0 ? [] : group.detect(segment, deadline);
-        if (spans.length > 0) any = true;
-        found.push(spans);
-      }
+      const detected = detectAll(group, segments, total, tenant);
+      found = Array.isArray(detected) ? detected : await detected;
     } catch {
       if (group.onEngineError === 'block') {
         result.unavailable = group.detector;
@@ -156,7 +188,7 @@ export function scan(groups: readonly RuleGroup[], segments: readonly string[], 
       result.skipped.push(group.detector);
       continue;
     }
-    if (!any) continue;
+    if (!found.some((spans) => spans.length > 0)) continue;
     const entry = byDetector.get(group.detector);
     if (entry) entry.action = stricter(entry.action, group.action);
     else byDetector.set(group.detector, { action: group.action, perSegment: segments.map(() => []) });

@@ -75,7 +75,11 @@ export class RequestGuard {
   /** The answer's texts as the request log may store them, when the output check found anything. */
   logAnswer: string[] | null = null;
 
-  constructor(private readonly rules: ActiveRules) {}
+  constructor(
+    private readonly rules: ActiveRules,
+    /** The organization: its turn on the regex offload thread (engine.ts). */
+    private readonly tenant = '',
+  ) {}
 
   /** True when the answer will be checked, so a stream must keep its text and hold its finish chunks. */
   get checksOutput(): boolean {
@@ -86,10 +90,10 @@ export class RequestGuard {
    * Spec 2.6 input stage: redacts in place what the rules redact and answers the messages to
    * send, or the 403 to answer (`guardrail_blocked`, `guardrail_unavailable`).
    */
-  checkInput(messages: ChatMessage[]): { messages: ChatMessage[]; refusal: GatewayError | null } {
+  async checkInput(messages: ChatMessage[]): Promise<{ messages: ChatMessage[]; refusal: GatewayError | null }> {
     if (this.rules.input.length === 0) return { messages, refusal: null };
     const { texts, slots } = inputSegments(messages);
-    const result = scan(this.rules.input, texts, 'input');
+    const result = await scan(this.rules.input, texts, 'input', this.tenant);
     this.skipped.push(...result.skipped);
     this.record(result, 'input', true);
     this.inputWord = this.word();
@@ -106,10 +110,10 @@ export class RequestGuard {
    * Output stage on a whole answer: redacts each choice's text in place, or answers the 403 to
    * give instead of the answer (the provider was called and billed all the same).
    */
-  checkAnswer(choices: Choice[]): GatewayError | null {
+  async checkAnswer(choices: Choice[]): Promise<GatewayError | null> {
     if (this.rules.output.length === 0) return null;
     const texts = choices.map((c) => (typeof c.message.content === 'string' ? c.message.content : ''));
-    const result = scan(this.rules.output, texts, 'output');
+    const result = await scan(this.rules.output, texts, 'output', this.tenant);
     this.skipped.push(...result.skipped);
     this.record(result, 'output', true);
     if (result.findings.length > 0) this.logAnswer = texts.map((t, i) => redactSegment(t, result.spans[i]!, EVERY_ACTION));
@@ -126,11 +130,11 @@ export class RequestGuard {
    * cannot be taken back: a `redact` rule's match is reported (the finding keeps `redact`) but
    * counts as flagged, and a block or an engine failure ends the stream with an error event.
    */
-  checkStreamEnd(assembled: readonly string[]): GatewayError | null {
+  async checkStreamEnd(assembled: readonly string[]): Promise<GatewayError | null> {
     if (this.rules.output.length === 0) return null;
     // Choices are assembled by index; one that sent no text is an empty string.
     const texts = Array.from(assembled, (t) => t ?? '');
-    const result = scan(this.rules.output, texts, 'output');
+    const result = await scan(this.rules.output, texts, 'output', this.tenant);
     this.skipped.push(...result.skipped);
     this.record(result, 'output', false);
     if (result.findings.length > 0) this.logAnswer = texts.map((t, i) => redactSegment(t, result.spans[i]!, EVERY_ACTION));

@@ -92,14 +92,55 @@ export function compileUserPattern(source: string, caseInsensitive = false): RE2
 export type PatternTest = { test(text: string): boolean; toString(): string };
 
 /**
+ * The most one search of a schema pattern may cost, as its program's size times the text's
+ * length: what RE2 reads at worst (each character may step every instruction, about 33 ns each
+ * here, bench/results/2026-11-29-issue-52-pattern-bounds.md), so about 100 ms. A pattern at
+ * the bound (1,000 instructions) checks strings up to 3,000 characters; a UUID's (40), 75,000.
+ */
+export const PATTERN_SEARCH_WORK_MAX = 3_000_000;
+/**
+ * The most time schema patterns may take in one turn of the event loop (one validation of an
+ * answer, of a tool's arguments or result; each is synchronous): many strings each within
+ * PATTERN_SEARCH_WORK_MAX must not add up to a stall either.
+ */
+export const PATTERN_TURN_BUDGET_MS = 100;
+
+/**
+ * What schema patterns have spent in this turn of the event loop. Validation is synchronous, so
+ * every search of one validation falls in one turn; a microtask queued by the turn's first
+ * search starts the next turn's count afresh.
+ */
+let turnStarted: number | null = null;
+function turnElapsedMs(): number {
+  const now = performance.now();
+  if (turnStarted === null) {
+    turnStarted = now;
+    queueMicrotask(() => (turnStarted = null));
+  }
+  return now - turnStarted;
+}
+
+/**
  * A pattern's `test`, searched without re2js's lazy DFA. `RE2JS.test` builds a DFA state by
  * state as it reads, kept with the pattern up to 8 MB each: an answer crafted to visit many
  * states (`(?:a|b)*a(?:a|b){14}$` on a long run of `a` and `b`) leaves megabytes behind in
  * every cached validator. A `find` runs the NFA (or one-pass or bit-state matcher), whose
  * memory is its program's size: slower by microseconds on a short string, never heavier.
+ *
+ * A search whose worst case is past PATTERN_SEARCH_WORK_MAX, or one asked once the turn has
+ * spent PATTERN_TURN_BUDGET_MS, is not made: the string does not match, so the value fails its
+ * schema (a decision answer takes its fallback, tool arguments are `invalid_tool_arguments`)
+ * rather than the event loop every tenant shares stalling on it.
  */
 function searchOnly(pattern: RE2JS): PatternTest {
-  return { test: (text) => pattern.matcher(text).find(), toString: () => pattern.pattern() };
+  const program = pattern.programSize();
+  return {
+    test: (text) => {
+      if (program * text.length > PATTERN_SEARCH_WORK_MAX || turnElapsedMs() > PATTERN_TURN_BUDGET_MS) return false;
+      return pattern.matcher(text).find();
+    },
+    toString: () => pattern.pattern(),
+  };
 }
 
 /**

@@ -160,7 +160,7 @@ describe('redaction and the engine', () => {
   const policy = (rules: GuardrailPolicy['rules'], extra: Partial<GuardrailPolicy> = {}): GuardrailPolicy => ({ enabled: true, on_engine_error: 'block', rules, ...extra });
   const compile = (p: GuardrailPolicy) => compilePolicy(p, BUILTIN_DETECTORS);
 
-  it('merges policies: the strictest action per detector wins, one finding per detector', () => {
+  it('merges policies: the strictest action per detector wins, one finding per detector', async () => {
     const rules = mergePolicies([
       compile(policy([{ detector: 'email', stage: 'input', action: 'flag' }])),
       compile(policy([{ detector: 'email', stage: 'both', action: 'redact' }])),
@@ -168,7 +168,7 @@ describe('redaction and the engine', () => {
     ])!;
     expect(rules.input.map((g) => [g.detector, g.action])).toEqual([['email', 'redact']]);
     expect(rules.output.map((g) => [g.detector, g.action])).toEqual([['email', 'redact'], ['phone', 'block']]);
-    const result = scan(rules.input, ['a@b.io and c@d.io', 'e@f.io'], 'input');
+    const result = await scan(rules.input, ['a@b.io and c@d.io', 'e@f.io'], 'input');
     expect(result.findings).toEqual([{ detector: 'email', stage: 'input', action: 'redact', count: 3 }]);
   });
 
@@ -177,12 +177,12 @@ describe('redaction and the engine', () => {
     expect(mergePolicies([compile(policy([])), null])).toBeNull();
   });
 
-  it('redacts only what redact rules matched, and keeps the matched text out of its findings', () => {
+  it('redacts only what redact rules matched, and keeps the matched text out of its findings', async () => {
     const guard = new RequestGuard(mergePolicies([compile(policy([
       { detector: 'email', stage: 'input', action: 'redact' },
       { detector: 'keywords', stage: 'input', action: 'flag', words: ['falcon'] },
     ]))])!);
-    const { messages, refusal } = guard.checkInput([{ role: 'user', content: [{ type: 'text', text: 'mail a@b.io about falcon' }] }]);
+    const { messages, refusal } = await guard.checkInput([{ role: 'user', content: [{ type: 'text', text: 'mail a@b.io about falcon' }] }]);
     expect(refusal).toBeNull();
     expect(messages[0]!.content).toEqual([{ type: 'text', text: 'mail [REDACTED:EMAIL] about falcon' }]);
     expect(guard.header(false)).toBe('redacted');
@@ -190,20 +190,20 @@ describe('redaction and the engine', () => {
     expect(JSON.stringify(guard.logMessages)).toBe(JSON.stringify([{ role: 'user', content: [{ type: 'text', text: 'mail [REDACTED:EMAIL] about [REDACTED:KEYWORDS]' }] }]));
   });
 
-  it('a failing detector follows on_engine_error; text over the cap counts as a failure', () => {
+  it('a failing detector follows on_engine_error; text over the cap counts as a failure', async () => {
     const throwing = { ...BUILTIN_DETECTORS, email: { build: () => () => { throw new Error('boom'); } } };
     const rule = { detector: 'email', stage: 'input', action: 'flag' } as const;
     const blocking = mergePolicies([compilePolicy(policy([rule]), throwing)])!;
-    expect(scan(blocking.input, ['x'], 'input').unavailable).toBe('email');
+    expect((await scan(blocking.input, ['x'], 'input')).unavailable).toBe('email');
     const allowing = mergePolicies([compilePolicy(policy([rule], { on_engine_error: 'allow' }), throwing)])!;
-    expect(scan(allowing.input, ['x'], 'input')).toMatchObject({ unavailable: null, skipped: ['email'], findings: [] });
+    expect(await scan(allowing.input, ['x'], 'input')).toMatchObject({ unavailable: null, skipped: ['email'], findings: [] });
     const real = mergePolicies([compile(policy([rule]))])!;
-    expect(scan(real.input, ['a'.repeat(MAX_SCAN_CHARS + 1)], 'input').unavailable).toBe('email');
+    expect((await scan(real.input, ['a'.repeat(MAX_SCAN_CHARS + 1)], 'input')).unavailable).toBe('email');
   });
 
-  it('on a stream, a redact match counts as flagged: sent text cannot be taken back', () => {
+  it('on a stream, a redact match counts as flagged: sent text cannot be taken back', async () => {
     const guard = new RequestGuard(mergePolicies([compile(policy([{ detector: 'email', stage: 'output', action: 'redact' }]))])!);
-    expect(guard.checkStreamEnd(['write to a@b.io'])).toBeNull();
+    expect(await guard.checkStreamEnd(['write to a@b.io'])).toBeNull();
     expect(guard.field()).toEqual({ action: 'flagged', findings: [{ detector: 'email', stage: 'output', action: 'redact', count: 1 }] });
     expect(guard.header(true)).toBeNull();
   });

@@ -43,7 +43,7 @@ describe('guardrail policy cache with the built-in detectors', () => {
 
     const rules = await createGuardrailPolicies(database.db).rulesFor({ orgId: t.orgId, projectId: t.projectId, keyId: t.key.id });
     const text = 'Call +1 (213) 373-4253, pay DE89 3704 0044 0532 0130 00 by 4111 1111 1111 1111 for Project Falcon, order ORD-123456.';
-    const result = scan(rules!.input, [text], 'input');
+    const result = await scan(rules!.input, [text], 'input');
     expect([result.unavailable, result.skipped]).toEqual([null, []]);
     expect(result.findings.map((f) => [f.detector, f.count]).sort()).toEqual([['credit_card', 1], ['iban', 1], ['keywords', 1], ['phone', 1], ['regex', 1]]);
   });

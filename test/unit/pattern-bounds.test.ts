@@ -182,18 +182,18 @@ describe('a guardrail policy\'s patterns', () => {
     expect(compile).not.toHaveBeenCalled();
   });
 
-  it('a policy stored before the bounds compiles none of its patterns: its regex rules fail as engine errors', () => {
+  it('a policy stored before the bounds compiles none of its patterns: its regex rules fail as engine errors', async () => {
     const policy = (rules: Array<Record<string, unknown>>): GuardrailPolicy => ({ enabled: true, on_engine_error: 'block', rules: rules as GuardrailPolicy['rules'] });
     const near = (c: string) => `${c}{${MAX_PATTERN_PROGRAM - 2}}`;
     const compile = re2Compile();
     for (const stored of [policy([regex([HUGE_RULE])]), policy([regex([near('a')]), regex([near('b')]), regex([near('c')])])]) {
       const rules = mergePolicies([compilePolicy(stored, BUILTIN_DETECTORS)])!;
-      expect(scan(rules.input, ['hello'], 'input').unavailable).toBe('regex');
+      expect((await scan(rules.input, ['hello'], 'input')).unavailable).toBe('regex');
     }
     expect(compile).not.toHaveBeenCalled();
   });
 
-  it('cuts off a scan past its deadline: within the bounds, finding every match can still be quadratic in the text', () => {
+  it('cuts off a scan past its deadline: within the bounds, finding every match can still be quadratic in the text', async () => {
     // 997 instructions; each of its matches (one letter) is found only after the first
     // alternative has read to the end of the text: 5 s for 1,000 letters, 36 s for 2,000.
     const farAhead = '\\pL+\\pL{990}\\d|\\pL';
@@ -202,11 +202,11 @@ describe('a guardrail policy\'s patterns', () => {
     const letters = Array.from({ length: 1_000 }, (_, i) => 'abcdefghijklmnopqrstuvwxyzéαβγδε'[i % 32]).join('');
     for (const onEngineError of ['block', 'allow'] as const) {
       const stored: GuardrailPolicy = { enabled: true, on_engine_error: onEngineError, rules: rules as GuardrailPolicy['rules'] };
-      const result = scan(mergePolicies([compilePolicy(stored, BUILTIN_DETECTORS)])!.input, [letters], 'input');
+      const result = await scan(mergePolicies([compilePolicy(stored, BUILTIN_DETECTORS)])!.input, [letters], 'input');
       expect(onEngineError === 'block' ? result.unavailable : result.skipped).toEqual(onEngineError === 'block' ? 'regex' : ['regex']);
     }
     // A text whose matches end their searches early is scanned whole.
-    const shortMatches = scan(mergePolicies([compilePolicy({ enabled: true, on_engine_error: 'block', rules: [regex(['\\d{3}'])] as GuardrailPolicy['rules'] }, BUILTIN_DETECTORS)])!.input, ['123 456 '.repeat(5_000)], 'input');
+    const shortMatches = await scan(mergePolicies([compilePolicy({ enabled: true, on_engine_error: 'block', rules: [regex(['\\d{3}'])] as GuardrailPolicy['rules'] }, BUILTIN_DETECTORS)])!.input, ['123 456 '.repeat(5_000)], 'input');
     expect(shortMatches.findings).toEqual([{ detector: 'regex', stage: 'input', action: 'block', count: 10_000 }]);
   });
 });

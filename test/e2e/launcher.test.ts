@@ -33,16 +33,21 @@ describe('development launcher', () => {
   }
 
   beforeAll(() => admin(`CREATE DATABASE ${database}`));
-  afterAll(async () => {
-    // The launcher's whole process group (the launcher, Temporal, the API and workers): a
-    // test that timed out must not leave a development stack running on the machine.
-    if (child?.pid && child.exitCode === null) {
-      try {
-        process.kill(-child.pid, 'SIGKILL');
-      } catch {
-        child.kill('SIGKILL');
-      }
+  /**
+   * A launcher's whole process group (the launcher, Temporal, the API and workers): a test that
+   * timed out must not leave a development stack running on the machine.
+   */
+  function killLauncher(launcher: ChildProcess | undefined): void {
+    if (!launcher?.pid || launcher.exitCode !== null) return;
+    try {
+      process.kill(-launcher.pid, 'SIGKILL');
+    } catch {
+      launcher.kill('SIGKILL');
     }
+  }
+
+  afterAll(async () => {
+    killLauncher(child);
     fs.rmSync(dataDir, { recursive: true, force: true });
     await admin(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
   });
@@ -195,13 +200,7 @@ describe('development launcher', () => {
       scaled.kill('SIGINT');
       expect(await exited).toBe(0);
     } finally {
-      if (scaled.pid && scaled.exitCode === null) {
-        try {
-          process.kill(-scaled.pid, 'SIGKILL');
-        } catch {
-          scaled.kill('SIGKILL');
-        }
-      }
+      killLauncher(scaled);
       fs.rmSync(dir, { recursive: true, force: true });
       await admin(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`);
     }

@@ -71,4 +71,27 @@ describe('tenant schemas cannot stall the event loop', () => {
     const hostile = `\`\`\`${' \n'.repeat(200_000)}x`;
     expect(withoutCodeFence(hostile)).toBe(hostile);
   });
+
+  describe('patterns within the bounds, on the event loop (issue 52)', () => {
+    /** 1,000 instructions, every one busy on a run of letters. */
+    const AT_BOUND = '\\pL+\\pL{995}\\d';
+    const letters = (n: number) => Array.from({ length: n }, (_, i) => 'abcdefghijklmnopqrstuvwxyzéαβγδε'[i % 32]).join('');
+
+    it('does not search a string whose worst case is past the budget: it fails its pattern', () => {
+      const validate = compile({ type: 'object', properties: { code: { type: 'string', pattern: AT_BOUND } } });
+      // It would match: 200,000 letters and a digit. 1,000 instructions over it is about 7 s at worst.
+      expect(schemaViolation(validate, { code: `${letters(200_000)}1` })).toMatch(/must match pattern/);
+      // Short enough, the same pattern is searched, and matches.
+      expect(schemaViolation(validate, { code: `${letters(1_000)}1` })).toBeNull();
+    });
+
+    it('stops searching once a validation has used the turn\'s budget: many strings cannot add up to a stall', () => {
+      const validate = compile({ type: 'object', properties: { codes: { type: 'array', items: { type: 'string', pattern: AT_BOUND } } } });
+      // Every string matches; each search is about 60 ms at worst, 1,000 of them a minute.
+      const answer = { codes: Array.from({ length: 1_000 }, () => `${letters(1_999)}1`) };
+      const violation = schemaViolation(validate, answer);
+      expect(violation).toMatch(/^\/codes\/\d+ must match pattern/);
+      expect(Number(/^\/codes\/(\d+)/.exec(violation!)![1])).toBeLessThan(999);
+    });
+  });
 });

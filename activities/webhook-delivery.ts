@@ -10,7 +10,8 @@ import type { Mailer, MailMessage } from '../core/notifications/mailer';
 import { sendWebhook, type SendOutcome } from '../core/webhooks/send';
 import { appendAudit } from '../core/audit';
 import { CHATAPP_REFUSALS_TO_DISABLE, chatappRecipient, emailRecipient, settleSendSlots, takeSendSlots } from '../core/notifications/limits';
-import { suppressedAmong, suppressionAddress } from '../core/notifications/suppressions';
+import { mailbox } from '../core/notifications/mailbox';
+import { suppressedAmong } from '../core/notifications/suppressions';
 import { unsubscribeHeaders } from '../core/notifications/unsubscribe';
 import { signatureHeader } from '../core/webhooks/signature';
 import { signingSecrets } from '../core/webhooks/signing-secrets';
@@ -86,11 +87,11 @@ export function createWebhookDeliveryActivities(deps: WebhookDeliveryDeps) {
     }
     if (channel.kind === 'email') {
       const message = JSON.parse(delivery.payload) as MailMessage;
-      // One email per address; two spellings of one address are one recipient.
+      // One email per mailbox; two spellings of one mailbox (case, a `+tag`) are one recipient.
       const byRecipient = new Map((channel.emails ?? message.to).map((e) => [emailRecipient(e), e] as const));
       // Unsubscribed from the organization (any channel's link): never mailed, whichever channel lists it.
       const suppressed = await suppressedAmong(deps.db, channel.orgId, [...byRecipient.values()]);
-      const addresses = [...byRecipient.values()].filter((e) => !suppressed.has(suppressionAddress(e)));
+      const addresses = [...byRecipient.values()].filter((e) => !suppressed.has(mailbox(e)));
       if (addresses.length === 0) return { ok: true, status: null, error: null };
       // The slots are taken before sending; an address this delivery already reached (an earlier attempt that failed for another) is not mailed again.
       const slots = await takeSendSlots(deps.db, { orgId: channel.orgId, channelId: channel.id, deliveryId: delivery.id, recipients: addresses.map(emailRecipient), now });

@@ -3,7 +3,8 @@ import type { Context } from 'koa';
 import type { Database } from '../core/db/client';
 import { GatewayError } from '../core/errors';
 import { escapeHtml } from '../core/findings/messages';
-import { addressOfLink, resubscribeAddress, suppressedAmong, suppressionAddress, unsubscribeAddress } from '../core/notifications/suppressions';
+import { mailbox } from '../core/notifications/mailbox';
+import { addressOfLink, resubscribeAddress, suppressedAmong, unsubscribeAddress } from '../core/notifications/suppressions';
 import { readResubscribeToken, readUnsubscribeToken, resubscribeToken, unsubscribeToken, type AlertAddress } from '../core/notifications/unsubscribe';
 import type { GatewayState } from './context';
 
@@ -31,7 +32,7 @@ export function unsubscribeRouter(deps: { db: Database; key: Buffer }): Router<G
     if (!address) throw new GatewayError('not_found', 'This re-subscribe link is not valid.');
     return address;
   };
-  const isSuppressed = async (a: AlertAddress) => (await suppressedAmong(deps.db, a.orgId, [a.email])).has(suppressionAddress(a.email));
+  const isSuppressed = async (a: AlertAddress) => (await suppressedAmong(deps.db, a.orgId, [a.email])).has(mailbox(a.email));
   // Relative, so the form works behind a proxy that serves the API under a path.
   const resubscribeForm = (a: AlertAddress, question: string) => form(`../resubscribe/${resubscribeToken(deps.key, a)}`, question, 'Re-subscribe');
 

@@ -3,6 +3,7 @@ import { and, count, eq, gt, inArray, sql } from 'drizzle-orm';
 import type { Database, Executor } from '../db/client';
 import { notificationSends } from '../db/schema';
 import { newId } from '../ids';
+import { mailbox } from './mailbox';
 
 /**
  * Bounds on what alert channels can send, so no tenant turns the gateway into a relay: channels
@@ -24,9 +25,12 @@ export const CHATAPP_REFUSALS_TO_DISABLE = 3;
 
 const HOUR_MS = 3_600_000;
 
-/** A recipient as counted: an email address (lower case), or a chat app address by its hash (it is a secret). */
+/**
+ * A recipient as counted: an email address's mailbox (mailbox.ts: every `+tag` spelling of one
+ * mailbox is one recipient), or a chat app address by its hash (it is a secret).
+ */
 export function emailRecipient(email: string): string {
-  return `email:${email.trim().toLowerCase()}`;
+  return `email:${mailbox(email)}`;
 }
 export function chatappRecipient(url: string): string {
   return `chatapp:${createHash('sha256').update(url).digest('hex')}`;

@@ -2,6 +2,7 @@ import { and, asc, eq, inArray, sql } from 'drizzle-orm';
 import { appendAudit } from '../audit';
 import type { Database, Executor, Transaction } from '../db/client';
 import { emailSuppressions, notificationChannels } from '../db/schema';
+import { mailbox } from './mailbox';
 import type { AlertAddress, UnsubscribeLink } from './unsubscribe';
 
 /**
@@ -11,20 +12,9 @@ import type { AlertAddress, UnsubscribeLink } from './unsubscribe';
  * unsubscribe page gave it. The tenant has no way to clear it.
  */
 
-/**
- * The mailbox an address names, as suppressions are kept: lower case, without a `+tag` on the
- * local part, so `CFO+alerts@example.com` cannot be listed to get round `cfo@example.com`
- * having unsubscribed. (Mail systems deliver a tag to the untagged mailbox; suppressing a
- * little more than asked is the safe side.) The migration that moved channel unsubscribes here
- * (0037) applies the same rule in SQL.
- */
-export function suppressionAddress(email: string): string {
-  return email.trim().toLowerCase().replace(/^([^@+]+)\+[^@]*@/, '$1@');
-}
-
-/** The mailboxes (suppressionAddress) among `emails` the organization must not mail. */
+/** The mailboxes (mailbox) among `emails` the organization must not mail. */
 export async function suppressedAmong(db: Executor, orgId: string, emails: readonly string[]): Promise<Set<string>> {
-  const addresses = [...new Set(emails.map(suppressionAddress))];
+  const addresses = [...new Set(emails.map(mailbox))];
   if (addresses.length === 0) return new Set();
   const rows = await db.select({ address: emailSuppressions.address }).from(emailSuppressions)
     .where(and(eq(emailSuppressions.orgId, orgId), inArray(emailSuppressions.address, addresses)));
@@ -41,7 +31,7 @@ export async function addressOfLink(db: Executor, link: UnsubscribeLink): Promis
 /** Stops every alert email of the organization to the address; doing it again changes nothing. */
 export async function unsubscribeAddress(db: Database, a: AlertAddress, now: Date): Promise<void> {
   await db.transaction(async (tx) => {
-    const [added] = await tx.insert(emailSuppressions).values({ orgId: a.orgId, address: suppressionAddress(a.email), channelId: a.channelId, createdAt: now })
+    const [added] = await tx.insert(emailSuppressions).values({ orgId: a.orgId, address: mailbox(a.email), channelId: a.channelId, createdAt: now })
       .onConflictDoNothing().returning({ orgId: emailSuppressions.orgId });
     if (added) await recordOnChannels(tx, a, 'notification_channels.unsubscribed', now);
   });
@@ -51,7 +41,7 @@ export async function unsubscribeAddress(db: Database, a: AlertAddress, now: Dat
 export async function resubscribeAddress(db: Database, a: AlertAddress, now: Date): Promise<void> {
   await db.transaction(async (tx) => {
     const [removed] = await tx.delete(emailSuppressions)
-      .where(and(eq(emailSuppressions.orgId, a.orgId), eq(emailSuppressions.address, suppressionAddress(a.email)))).returning({ orgId: emailSuppressions.orgId });
+      .where(and(eq(emailSuppressions.orgId, a.orgId), eq(emailSuppressions.address, mailbox(a.email)))).returning({ orgId: emailSuppressions.orgId });
     if (removed) await recordOnChannels(tx, a, 'notification_channels.resubscribed', now);
   });
 }
@@ -62,10 +52,10 @@ export async function resubscribeAddress(db: Database, a: AlertAddress, now: Dat
  * any more, the event names the channel whose email carried the link.
  */
 async function recordOnChannels(tx: Transaction, a: AlertAddress, action: string, now: Date): Promise<void> {
-  const address = suppressionAddress(a.email);
+  const address = mailbox(a.email);
   const channels = await tx.select({ id: notificationChannels.id, emails: notificationChannels.emails }).from(notificationChannels)
     .where(and(eq(notificationChannels.orgId, a.orgId), eq(notificationChannels.kind, 'email'))).orderBy(asc(notificationChannels.id));
-  const listing = channels.filter((c) => (c.emails ?? []).some((e) => suppressionAddress(e) === address));
+  const listing = channels.filter((c) => (c.emails ?? []).some((e) => mailbox(e) === address));
   const actor = { tokenId: null, memberId: null };
   if (listing.length === 0) {
     await appendAudit(tx, { orgId: a.orgId, actor, action, resourceType: 'notification_channels', resourceId: a.channelId, beforeVersion: null, afterVersion: null, detail: { email: a.email } });

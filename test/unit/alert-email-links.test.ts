@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { suppressionAddress } from '../../core/notifications/suppressions';
+import { mailbox } from '../../core/notifications/mailbox';
 import { readResubscribeToken, readUnsubscribeToken, resubscribeToken, unsubscribeToken } from '../../core/notifications/unsubscribe';
 
 /** Issue 52 item 6: the links of an alert email's recipient, and the mailbox an unsubscribe is kept under. */
@@ -24,9 +24,9 @@ describe('alert email links', () => {
   });
 
   it('keeps the mailbox of an address: case, spaces and a +tag do not make another', () => {
-    expect(suppressionAddress(' CFO+Alerts@Example.com ')).toBe('cfo@example.com');
-    expect(suppressionAddress('a+b+c@d.example')).toBe('a@d.example');
+    expect(mailbox(' CFO+Alerts@Example.com ')).toBe('cfo@example.com');
+    expect(mailbox('a+b+c@d.example')).toBe('a@d.example');
     // Nothing before the tag: the address is kept as it is.
-    expect(suppressionAddress('+x@y.example')).toBe('+x@y.example');
+    expect(mailbox('+x@y.example')).toBe('+x@y.example');
   });
 });

@@ -126,6 +126,22 @@ describe('alert channel limits', () => {
     expect(mails).toHaveLength(0);
   });
 
+  it('counts every spelling of one mailbox as one recipient: `+tag` and case cannot mail it past its limits', async () => {
+    const t = await createTenant(db());
+    const local = `victim-${newId('req')}`.toLowerCase();
+    // 20 spellings of one mailbox in one channel (its most addresses), and 5 more in a second.
+    await emailChannel(t, Array.from({ length: 20 }, (_, i) => `${local}+${i}@Example.com`));
+    await emailChannel(t, Array.from({ length: 5 }, (_, i) => `${i % 2 ? local.toUpperCase() : local}+x${i}@example.com`));
+    mails.length = 0;
+    // One alert: one mail a channel, not one a spelling.
+    await alert(t.orgId);
+    expect(mails).toHaveLength(2);
+    // Alerts past the mailbox's hour: at most 20 mails reach it, whichever spellings they name.
+    for (let i = 0; i < 14; i++) await alert(t.orgId);
+    expect(mails).toHaveLength(SENDS_PER_RECIPIENT_PER_HOUR);
+    expect(await db().select({ n: count() }).from(notificationSends).where(eq(notificationSends.recipient, emailRecipient(`${local}@example.com`)))).toEqual([{ n: SENDS_PER_RECIPIENT_PER_HOUR }]);
+  });
+
   it('retries only the addresses a failed attempt did not reach', async () => {
     const t = await createTenant(db());
     await emailChannel(t, ['ok@example.com', 'bounces@example.com']);

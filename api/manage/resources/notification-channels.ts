@@ -1,7 +1,8 @@
 import { and, count, eq, isNull, sql } from 'drizzle-orm';
 import type { Executor } from '../../../core/db/client';
 import { MAX_CHANNELS_PER_ORGANIZATION } from '../../../core/notifications/limits';
-import { suppressedAmong, suppressionAddress } from '../../../core/notifications/suppressions';
+import { mailbox } from '../../../core/notifications/mailbox';
+import { suppressedAmong } from '../../../core/notifications/suppressions';
 import { z } from 'zod';
 import { notificationChannels, webhookEndpoints } from '../../../core/db/schema';
 import { GatewayError } from '../../../core/errors';
@@ -50,7 +51,7 @@ async function withUnsubscribed<T extends StoredChannel>(db: Executor, rows: T[]
   const emails = rows.flatMap((r) => r.emails ?? []);
   // Every row of a read is one organization's.
   const suppressed = rows.length > 0 && emails.length > 0 ? await suppressedAmong(db, rows[0]!.orgId, emails) : new Set<string>();
-  return rows.map((r) => ({ ...r, unsubscribedEmails: (r.emails ?? []).filter((e) => suppressed.has(suppressionAddress(e))) }));
+  return rows.map((r) => ({ ...r, unsubscribedEmails: (r.emails ?? []).filter((e) => suppressed.has(mailbox(e))) }));
 }
 
 /** Where alerts go (spec 2.6 notification channels): a webhook endpoint, a chat app, or email. */

@@ -118,14 +118,14 @@ export const notificationSends = pgTable(
 /**
  * An address that used the one-click unsubscribe of an alert email: no channel of the
  * organization mails it again, old or new, whatever the channel lists, until the address itself
- * re-subscribes through the link it was given. Keyed by the mailbox (suppressionAddress), so
+ * re-subscribes through the link it was given. Keyed by the mailbox (core/notifications/mailbox.ts), so
  * another spelling of the address does not get round it. The management API cannot clear it.
  */
 export const emailSuppressions = pgTable(
   'email_suppressions',
   {
     orgId: text('org_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
-    /** core/notifications/suppressions.ts suppressionAddress: lower case, without a `+tag`. */
+    /** core/notifications/mailbox.ts: lower case, without a `+tag`. */
     address: text('address').notNull(),
     /** The channel whose email carried the link (it may since have been deleted). */
     channelId: text('channel_id'),

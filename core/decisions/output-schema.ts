@@ -1,5 +1,6 @@
 import type { ValidateFunction } from 'ajv';
 import { compiledWithinBounds, createSafeAjv, schemaTooLarge } from '../json-schema/safe-ajv';
+import { PatternBudgetExceeded, withinPatternBudget } from '../patterns/user-pattern';
 
 /**
  * A decision policy's `output_schema` (issue 24), compiled with ajv (JSON Schema draft-07, the
@@ -36,9 +37,18 @@ export function compileOutputSchema(schema: unknown): OutputSchemaCheck {
   }
 }
 
-/** What is wrong with a value against a compiled schema, in one line; null when it is valid. */
+/**
+ * What is wrong with a value against a compiled schema, in one line; null when it is valid. A
+ * value whose patterns would cost more than their budget to check (core/patterns/user-pattern.ts)
+ * is not valid.
+ */
 export function schemaViolation(validate: ValidateFunction, value: unknown): string | null {
-  if (validate(value)) return null;
+  try {
+    if (withinPatternBudget(() => validate(value))) return null;
+  } catch (err) {
+    if (err instanceof PatternBudgetExceeded) return err.message;
+    throw err;
+  }
   const [first] = validate.errors ?? [];
   return first ? `${first.instancePath || '(root)'} ${first.message ?? 'is invalid'}` : 'is invalid';
 }

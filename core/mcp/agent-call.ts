@@ -4,6 +4,7 @@ import { boundedCache } from '../bounded-cache';
 import type { McpToolDefinition } from '../db/schema';
 import { mcpAjvValidator, mcpTypes } from './sdk';
 import { createSafeAjv, schemaTooLarge } from '../json-schema/safe-ajv';
+import { PatternBudgetExceeded, withinPatternBudget } from '../patterns/user-pattern';
 
 /**
  * The pure parts of a tool call on the agent endpoint (`/v1/mcp/{server_slug}`, issue 15):
@@ -104,6 +105,19 @@ export function toolSchemaProblem(definition: McpToolDefinition): string | null 
   return null;
 }
 
+/**
+ * A value checked within its budget of pattern work (core/patterns/user-pattern.ts): a value
+ * too costly to check is not valid, whatever the schema's patterns would have said.
+ */
+function checked(validator: JsonSchemaValidator<unknown>, value: unknown): { valid: boolean; errorMessage?: string } {
+  try {
+    return withinPatternBudget(() => validator(value));
+  } catch (err) {
+    if (err instanceof PatternBudgetExceeded) return { valid: false, errorMessage: err.message };
+    throw err;
+  }
+}
+
 /** The arguments checked against the approved `inputSchema`, or `invalid_tool_arguments`. */
 export function checkArguments(definition: McpToolDefinition, approvedSha256: string, args: Record<string, unknown>): void {
   let validator: JsonSchemaValidator<unknown>;
@@ -112,7 +126,7 @@ export function checkArguments(definition: McpToolDefinition, approvedSha256: st
   } catch (err) {
     throw new ToolRefusal('invalid_tool_arguments', `The tool's approved input schema cannot be used to check arguments (${(err as Error).message}).`);
   }
-  const verdict = validator(args);
+  const verdict = checked(validator, args);
   if (!verdict.valid) throw new ToolRefusal('invalid_tool_arguments', `The arguments do not match the tool's input schema: ${verdict.errorMessage}.`);
 }
 
@@ -146,7 +160,7 @@ export function checkResult(raw: unknown, limits: { maxResultBytes: number }, de
     } catch (err) {
       throw new ToolRefusal('tool_result_invalid', `The tool's approved output schema cannot be used (${(err as Error).message}).`);
     }
-    const verdict = validator(result.structuredContent);
+    const verdict = checked(validator, result.structuredContent);
     if (!verdict.valid) throw new ToolRefusal('tool_result_invalid', `The structured content does not match the tool's output schema: ${verdict.errorMessage}.`);
   }
   return result;

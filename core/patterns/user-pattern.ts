@@ -92,32 +92,40 @@ export function compileUserPattern(source: string, caseInsensitive = false): RE2
 export type PatternTest = { test(text: string): boolean; toString(): string };
 
 /**
- * The most one search of a schema pattern may cost, as its program's size times the text's
+ * What a schema pattern's search may cost, counted as its program's size times the text's
  * length: what RE2 reads at worst (each character may step every instruction, about 33 ns each
- * here, bench/results/2026-11-29-issue-52-pattern-bounds.md), so about 100 ms. A pattern at
- * the bound (1,000 instructions) checks strings up to 3,000 characters; a UUID's (40), 75,000.
+ * here, bench/results/2026-11-29-issue-52-pattern-bounds.md). Counted rather than timed, so a
+ * value passes or fails the same on a busy machine as on an idle one. One search at most
+ * PATTERN_SEARCH_WORK_MAX (about 100 ms: a pattern at the bound reads strings up to 3,000
+ * characters, a UUID's 40 instructions 75,000); one validation at most PATTERN_CHECK_WORK_MAX
+ * (about 200 ms: 4,000 UUID-shaped strings), so that many strings cannot add up to a stall.
  */
 export const PATTERN_SEARCH_WORK_MAX = 3_000_000;
-/**
- * The most time schema patterns may take in one turn of the event loop (one validation of an
- * answer, of a tool's arguments or result; each is synchronous): many strings each within
- * PATTERN_SEARCH_WORK_MAX must not add up to a stall either.
- */
-export const PATTERN_TURN_BUDGET_MS = 100;
+export const PATTERN_CHECK_WORK_MAX = 6_000_000;
 
 /**
- * What schema patterns have spent in this turn of the event loop. Validation is synchronous, so
- * every search of one validation falls in one turn; a microtask queued by the turn's first
- * search starts the next turn's count afresh.
+ * A value whose patterns would cost more than the budget to check. It is thrown out of ajv's
+ * `validate` (which lets a pattern engine's exception through) and the caller treats the value
+ * as not valid: a search not made must not count as "no match", which under `not`,
+ * `patternProperties` or `if` would let the value through.
  */
-let turnStarted: number | null = null;
-function turnElapsedMs(): number {
-  const now = performance.now();
-  if (turnStarted === null) {
-    turnStarted = now;
-    queueMicrotask(() => (turnStarted = null));
+export class PatternBudgetExceeded extends Error {}
+
+/** The work the validation under way may still spend (withinPatternBudget), or null outside one. */
+let workLeft: number | null = null;
+
+/**
+ * Runs one synchronous validation with its budget of pattern work. Outside one, each search is
+ * still bounded by PATTERN_SEARCH_WORK_MAX.
+ */
+export function withinPatternBudget<T>(check: () => T): T {
+  const outer = workLeft;
+  workLeft = PATTERN_CHECK_WORK_MAX;
+  try {
+    return check();
+  } finally {
+    workLeft = outer;
   }
-  return now - turnStarted;
 }
 
 /**
@@ -125,18 +133,19 @@ function turnElapsedMs(): number {
  * state as it reads, kept with the pattern up to 8 MB each: an answer crafted to visit many
  * states (`(?:a|b)*a(?:a|b){14}$` on a long run of `a` and `b`) leaves megabytes behind in
  * every cached validator. A `find` runs the NFA (or one-pass or bit-state matcher), whose
- * memory is its program's size: slower by microseconds on a short string, never heavier.
- *
- * A search whose worst case is past PATTERN_SEARCH_WORK_MAX, or one asked once the turn has
- * spent PATTERN_TURN_BUDGET_MS, is not made: the string does not match, so the value fails its
- * schema (a decision answer takes its fallback, tool arguments are `invalid_tool_arguments`)
- * rather than the event loop every tenant shares stalling on it.
+ * memory is its program's size: slower by microseconds on a short string, never heavier. A
+ * search past the budget is not made: PatternBudgetExceeded.
  */
 function searchOnly(pattern: RE2JS): PatternTest {
   const program = pattern.programSize();
   return {
     test: (text) => {
-      if (program * text.length > PATTERN_SEARCH_WORK_MAX || turnElapsedMs() > PATTERN_TURN_BUDGET_MS) return false;
+      const work = program * text.length;
+      if (work > PATTERN_SEARCH_WORK_MAX) throw new PatternBudgetExceeded(`a string of ${text.length} characters is too long to check against the pattern \`${pattern.pattern()}\``);
+      if (workLeft !== null) {
+        workLeft -= work;
+        if (workLeft < 0) throw new PatternBudgetExceeded(`the value's strings are too many or too long to check against the schema's patterns`);
+      }
       return pattern.matcher(text).find();
     },
     toString: () => pattern.pattern(),

@@ -22,8 +22,12 @@ import { Worker } from 'node:worker_threads';
 /** One pattern as the regex detector compiled it. */
 export type OffloadPattern = { source: string; caseInsensitive: boolean };
 
-/** Scans of one tenant waiting or running at once; past it a scan fails at once (an engine error). */
-export const OFFLOAD_WAITING_PER_TENANT = 4;
+/**
+ * Scans of one tenant waiting or running at once; past it a scan fails at once, an engine error
+ * as for a text past MAX_SCAN_CHARS (`on_engine_error` decides). Only that tenant's own load
+ * reaches it: each of its requests holds its text in memory while it waits anyway.
+ */
+export const OFFLOAD_WAITING_PER_TENANT = 16;
 /** Patterns the thread keeps compiled, by source and flag (a policy's are compiled once, not per scan). */
 const WORKER_COMPILED_MAX = 1_000;
 
@@ -34,6 +38,7 @@ export class OffloadError extends Error {}
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
 const { RE2JS } = require(workerData.re2js);
+parentPort.postMessage({ ready: true });
 const compiled = new Map();
 function compile(p) {
   const key = (p.caseInsensitive ? 'i:' : 's:') + p.source;
@@ -74,9 +79,13 @@ type Job = {
   reject(err: Error): void;
 };
 
+/** The thread, and whether it has loaded re2js (a scan's deadline starts only then). */
+type Thread = { worker: Worker; ready: Promise<void> };
+
 export class RegexOffload {
-  private worker: Worker | null = null;
-  private running: { job: Job; timer: NodeJS.Timeout } | null = null;
+  private thread: Thread | null = null;
+  /** The scan the thread has (or is about to be given), and its deadline once it was handed over. */
+  private running: { job: Job; timer: NodeJS.Timeout | null } | null = null;
   /** Waiting scans per tenant, and the tenants in the order they take turns. */
   private readonly waiting = new Map<string, Job[]>();
   private readonly turns: string[] = [];
@@ -86,7 +95,7 @@ export class RegexOffload {
   /**
    * Every non-empty match of each pattern in each segment, as flat `[start, end, ...]` lists;
    * rejects with an OffloadError when the tenant already has its most waiting, or when the scan
-   * ran past `deadlineMs` once started.
+   * ran past `deadlineMs` once the thread had it.
    */
   scan(tenant: string, patterns: readonly OffloadPattern[], segments: readonly string[], deadlineMs: number): Promise<number[][]> {
     if (this.closed) return Promise.reject(new OffloadError('the regex scanner is closed'));
@@ -113,7 +122,7 @@ export class RegexOffload {
     this.waiting.clear();
     this.turns.length = 0;
     this.finish(failed);
-    await this.stopWorker();
+    await this.stopThread();
   }
 
   /**
@@ -129,49 +138,77 @@ export class RegexOffload {
     // A tenant with more waiting goes to the back of the rotation.
     if (queue.length > 0) this.turns.push(tenant);
     else this.waiting.delete(tenant);
-    const timer = setTimeout(() => {
-      // A search cannot be interrupted; ending the thread stops it, and the next scan gets a new one.
-      void this.stopWorker();
-      this.finish(new OffloadError(`a regex rule ran past its ${job.deadlineMs} ms deadline`));
-    }, job.deadlineMs);
-    this.running = { job, timer };
-    this.ensureWorker().postMessage({ id: job.id, patterns: job.patterns, segments: job.segments });
+    const running: NonNullable<RegexOffload['running']> = { job, timer: null };
+    this.running = running;
+    let thread: Thread;
+    try {
+      thread = this.ensureThread();
+    } catch (err) {
+      this.finish(new OffloadError(`the regex thread could not start: ${(err as Error).message}`));
+      return;
+    }
+    // The deadline counts from when the thread can search, not from its start: a scan after one
+    // that was ended pays no other tenant's start-up.
+    thread.ready.then(() => {
+      if (this.running !== running || this.thread !== thread) return;
+      running.timer = setTimeout(() => {
+        // A search cannot be interrupted; ending the thread stops it, and the next scan gets a new one.
+        void this.stopThread();
+        this.finish(new OffloadError(`a regex rule ran past its ${job.deadlineMs} ms deadline`));
+      }, job.deadlineMs);
+      running.timer.unref();
+      try {
+        thread.worker.postMessage({ id: job.id, patterns: job.patterns, segments: job.segments });
+      } catch (err) {
+        this.finish(new OffloadError(`the regex thread could not take the scan: ${(err as Error).message}`));
+      }
+    }, () => undefined);
   }
 
   private finish(outcome: number[][] | Error): void {
     const running = this.running;
     if (!running) return;
     this.running = null;
-    clearTimeout(running.timer);
+    if (running.timer) clearTimeout(running.timer);
     if (outcome instanceof Error) running.job.reject(outcome);
     else running.job.resolve(outcome);
     this.dispatch(running.job.tenant);
   }
 
-  private ensureWorker(): Worker {
-    if (this.worker) return this.worker;
+  private ensureThread(): Thread {
+    if (this.thread) return this.thread;
     const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { re2js: require.resolve('re2js') } });
     // The thread never keeps a stopping process alive.
     worker.unref();
-    worker.on('message', (message: { id: number; spans?: number[][]; error?: string }) => {
+    let started!: () => void;
+    let failed!: (err: Error) => void;
+    const ready = new Promise<void>((resolve, reject) => {
+      started = resolve;
+      failed = reject;
+    });
+    ready.catch(() => undefined);
+    const thread: Thread = { worker, ready };
+    worker.on('message', (message: { ready?: true; id?: number; spans?: number[][]; error?: string }) => {
+      if (message.ready) return started();
       if (this.running?.job.id !== message.id) return;
       this.finish(message.error === undefined ? message.spans! : new OffloadError(`a regex rule failed: ${message.error}`));
     });
     const lost = (why: string) => {
-      if (this.worker !== worker) return;
-      this.worker = null;
+      failed(new OffloadError(why));
+      if (this.thread !== thread) return;
+      this.thread = null;
       this.finish(new OffloadError(why));
     };
     worker.on('error', (err) => lost(`the regex thread failed: ${err.message}`));
     worker.on('exit', (code) => lost(`the regex thread ended (exit ${code})`));
-    this.worker = worker;
-    return worker;
+    this.thread = thread;
+    return thread;
   }
 
-  private async stopWorker(): Promise<void> {
-    const worker = this.worker;
-    this.worker = null;
-    if (worker) await worker.terminate();
+  private async stopThread(): Promise<void> {
+    const thread = this.thread;
+    this.thread = null;
+    if (thread) await thread.worker.terminate();
   }
 }
 

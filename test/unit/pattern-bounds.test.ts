@@ -3,6 +3,7 @@ import type { GuardrailPolicy } from '../../core/db/schema';
 import { compileOutputSchema, schemaViolation } from '../../core/decisions/output-schema';
 import { BUILTIN_DETECTORS } from '../../core/guardrails/detectors';
 import { compilePolicy, mergePolicies, scan } from '../../core/guardrails/engine';
+import { regexOffload } from '../../core/guardrails/regex-offload';
 import { guardrailRuleSchema, guardrailRulesSchema } from '../../core/guardrails/rules';
 import { checkArguments, toolSchemaProblem } from '../../core/mcp/agent-call';
 import { programSizeBound } from '../../core/patterns/program-size';
@@ -26,6 +27,8 @@ const HUGE_RULE = `${'\\w{0,1000}'.repeat(49)}\\s\\d\\s`;
 
 const re2Compile = () => jest.spyOn(RE2JS, 'compile');
 afterEach(() => jest.restoreAllMocks());
+// Scans too large for the event loop went to the process's regex thread.
+afterAll(() => regexOffload().close());
 
 describe('the program a pattern compiles to, counted from its source', () => {
   /** A deterministic generator (no flaky seeds): a small LCG. */

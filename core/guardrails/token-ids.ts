@@ -21,7 +21,7 @@ export function isTokenEncodingName(name: string): name is TokenEncodingName {
   return (TOKEN_ENCODINGS as readonly string[]).includes(name);
 }
 
-type Codec = { decode(ids: Iterable<number>): string; encode(text: string, options?: { allowedSpecial?: 'all' }): number[] };
+type Codec = { decode(ids: Iterable<number>): string; encode(text: string, options?: { disallowedSpecial?: Set<string> }): number[] };
 
 const loaded = new Map<TokenEncodingName, Codec>();
 
@@ -59,9 +59,10 @@ export function decodeTokenInputs(name: TokenEncodingName, inputs: readonly (rea
 }
 
 /**
- * Text as token ids of the encoding: a redacted input, sent in the form the client chose.
- * Special tokens' text is read as those tokens, since decoding wrote them so.
+ * Text as token ids of the encoding: a redacted input, sent in the form the client chose. Every
+ * character is read as text: special tokens' text (`<|endoftext|>`) becomes ordinary tokens, so
+ * that a redaction never turns text the client sent as ordinary ids into a control token.
  */
 export function encodeTokenInput(name: TokenEncodingName, text: string): number[] {
-  return codec(name).encode(text, { allowedSpecial: 'all' });
+  return codec(name).encode(text, { disallowedSpecial: new Set() });
 }

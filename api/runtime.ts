@@ -26,7 +26,7 @@ import { loadModelCatalog } from '../core/catalog/model-catalog';
 import { createLearnedParams } from '../core/chat/prepare';
 import { createUpstreamAgent } from '../core/providers/upstream';
 import { createGatewayMetrics, observedRequestLog, redisClients, watchConnections, type GatewayMetrics } from '../core/observability/metrics';
-import { catalogKnows } from '../core/observability/model-labels';
+import { catalogNames } from '../core/observability/model-labels';
 import { createRequestLogWriter, type RequestLogEntry } from '../core/request-log/writer';
 import { createRequestAttribution } from '../core/attribution/request-attribution';
 import { createBatchWriter, createFlushLane } from '../core/db/batch-writer';
@@ -78,7 +78,7 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
   const attribution = createRequestAttribution(database.db);
   // Without an ops port nothing is counted: the request path pays nothing for metrics.
   const catalog = await loadModelCatalog();
-  const metrics = config.GW_OPS_PORT === undefined ? null : createGatewayMetrics('gw-api', catalogKnows(catalog));
+  const metrics = config.GW_OPS_PORT === undefined ? null : createGatewayMetrics('gw-api', catalogNames(catalog));
   const requestLog = createRequestLogWriter(database.db, logger, { attribution, lane });
   if (metrics) {
     metrics.watchWriter('request_log', requestLog);
@@ -91,7 +91,7 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
   const rateLeases = createRateLeases({ redis: spendRedis });
   const gateway: GatewayServices = {
     // The metrics label a served model by name when a model map names it (model-labels.ts).
-    orgConfig: createOrgConfigCache(database.db, manage.sealer, metrics ? { onLoad: (org) => metrics.learnModelMaps(org.connections) } : {}),
+    orgConfig: createOrgConfigCache(database.db, manage.sealer, metrics ? { onLoad: (org) => metrics.learnModelMaps(org.orgId, org.connections) } : {}),
     catalog,
     agent: upstreamAgent,
     learned: createLearnedParams(),

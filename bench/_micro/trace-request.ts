@@ -24,7 +24,7 @@ const recorder = new SpanRecorder(new Resource({ 'service.name': 'bench' }), 'ga
   shutdown: async () => {},
 });
 // Every model known: a request pays the label's memo lookup either way (model-labels.ts).
-const metrics = process.env.NO_METRICS ? null : createGatewayMetrics('api', () => true);
+const metrics = process.env.NO_METRICS ? null : createGatewayMetrics('api', (_kind, model) => model);
 const candidate = { connection: { id: 'conn_0123456789', kind: 'openai', baseUrl: 'http://127.0.0.1:4010/v1' }, upstreamModel: 'gpt-4o-mini', modelId: 'gpt-4o-mini' } as unknown as Candidate;
 const answer = { choices: [{ finish_reason: 'stop' }] };
 

@@ -47,6 +47,13 @@ export type ModelCatalog = {
   lookup(kind: ProviderKind, model: string): CatalogModel | null;
   /** Whether either catalog knows this model for the kind (models.dev lists it or genai-prices prices it). */
   knows(kind: ProviderKind, model: string): boolean;
+  /**
+   * The catalog's own id for a name it knows: the name itself when models.dev lists it, else the
+   * id of the model genai-prices priced it as (its matching is loose: a dated snapshot, or any
+   * name a pattern takes, is named by the model it matched); null when neither knows it. A
+   * finite set, whatever names providers and clients send.
+   */
+  catalogId(kind: ProviderKind, model: string): string | null;
   /** Kinds whose catalog lists this model name. */
   kindsListing(model: string): readonly ProviderKind[];
   /** Every model a kind lists, for /v1/models, sorted. */
@@ -128,19 +135,20 @@ export function buildModelCatalog(modelsDev: ModelsDevCatalog, options: CatalogO
   const NO_MODELS: readonly string[] = Object.freeze([]);
 
   // One search of the price data per (kind, model), the first time it is priced or asked about.
-  const listPrices = perKindMemo<{ price: ListPrice | null }>();
-  const listPriceOf: ModelCatalog['listPriceOf'] = (kind, model) => {
+  const listPrices = perKindMemo<{ price: ListPrice | null; id: string | null }>();
+  const priced = (kind: ProviderKind, model: string): { price: ListPrice | null; id: string | null } | null => {
     const providerId = PRICE_PROVIDER_IDS[kind];
     if (!providerId) return null;
     const memo = listPrices(kind);
     const known = memo.get(model);
-    if (known && !known.price?.expired()) return known.price;
+    if (known && !known.price?.expired()) return known;
     const at = clock();
     const found = calc(PROBE, model, { providerId, timestamp: new Date(at) });
-    const price = found ? resolveListPrice(found, model, at, clock, calc) : null;
-    memo.set(model, { price });
-    return price;
+    const entry = { price: found ? resolveListPrice(found, model, at, clock, calc) : null, id: found?.model?.id ?? null };
+    memo.set(model, entry);
+    return entry;
   };
+  const listPriceOf: ModelCatalog['listPriceOf'] = (kind, model) => priced(kind, model)?.price ?? null;
 
   const rules = perKindMemo<ParamRules>();
   const paramRulesOf = (kind: ProviderKind, model: string): ParamRules => {
@@ -161,6 +169,7 @@ export function buildModelCatalog(modelsDev: ModelsDevCatalog, options: CatalogO
   return {
     lookup,
     knows: (kind, model) => lookup(kind, model) !== null || listPriceOf(kind, model) !== null,
+    catalogId: (kind, model) => (lookup(kind, model) !== null ? model : (priced(kind, model)?.id ?? null)),
     listPrice: (kind, model, usage) => listPriceOf(kind, model)?.cost(usage.inputTokens, usage.cachedInputTokens, usage.outputTokens) ?? null,
     listPriceOf,
     kindsListing: (model) => kindsByModel.get(model) ?? NO_KINDS,

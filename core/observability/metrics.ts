@@ -5,7 +5,7 @@ import ipaddr from 'ipaddr.js';
 import { pendingCommands, type RedisClient } from '../redis';
 import type { Pool } from 'pg';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { ModelLabels } from './model-labels';
+import { ModelLabels, type CatalogNames } from './model-labels';
 import { SeriesCounter, SeriesHistogram } from './series';
 import type { RequestAttempt } from '../db/schema';
 import type { BatchWriter } from '../db/batch-writer';
@@ -106,10 +106,10 @@ export function createProcessMetrics(service: string): Registry {
   return registry;
 }
 
-/** `knows`: whether a catalog knows a model of a provider kind (model-labels.ts `catalogKnows`); others are labelled `other`. */
-export function createGatewayMetrics(service: string, knows: (kind: string, model: string) => boolean): GatewayMetrics {
+/** `names`: the catalog's name for a model of a provider kind (model-labels.ts `catalogNames`); others are labelled `other` unless the organization maps them. */
+export function createGatewayMetrics(service: string, names: CatalogNames): GatewayMetrics {
   const registry = createProcessMetrics(service);
-  const models = new ModelLabels(knows);
+  const models = new ModelLabels(names);
   // Rows are observed a batch at a time (ROWS_OBSERVED_TOGETHER), and every row held back is
   // observed before a scrape reads a series: a scrape sees every row recorded before it.
   const held: RequestLogEntry[] = [];
@@ -130,7 +130,7 @@ export function createGatewayMetrics(service: string, knows: (kind: string, mode
   const guardrails = new SeriesCounter(registry, 'gw_guardrail_actions_total', 'Requests a guardrail policy acted on, by the strongest action taken.', ['action'], drain);
   const refusals = new SeriesCounter(registry, 'gw_refusals_total', 'Requests answered with an error carrying a code (budget, rate, unpriced, guardrail...), by HTTP status and code.', ['status', 'code'], drain);
   const spend = new SeriesCounter(registry, 'gw_spend_settled_usd_total', 'US dollars settled against budgets, by provider kind (estimated as answers report them).', ['provider'], drain);
-  const tokens = new SeriesHistogram(registry, 'gen_ai_client_token_usage', 'Tokens per model call (GenAI semantic conventions), by operation, provider, model served ("other" when no catalog or model map knows it) and token type.', TOKEN_BUCKETS, ['gen_ai_operation_name', 'gen_ai_provider_name', 'gen_ai_response_model', 'gen_ai_token_type'], drain);
+  const tokens = new SeriesHistogram(registry, 'gen_ai_client_token_usage', 'Tokens per model call (GenAI semantic conventions), by operation, provider, model served ("other" when no catalog or model map knows it) and token type.', TOKEN_BUCKETS, ['gen_ai_operation_name', 'gen_ai_provider_name', 'gen_ai_response_model', 'gen_ai_token_type'], drain, { open: ['gen_ai_response_model'] });
   const writers = new Map<string, Pick<BatchWriter<unknown>, 'dropped' | 'queued' | 'onFlush'>>();
   const reported = new Map<string, number>();
   new Counter({
@@ -152,11 +152,11 @@ export function createGatewayMetrics(service: string, knows: (kind: string, mode
     },
   });
   const flushes = new Histogram({ name: 'gw_batch_flush_duration_seconds', help: 'Time a batch writer\'s batch took to write (its insert and what rides with it), by writer.', labelNames: ['writer'], buckets: SECONDS_BUCKETS, registers: [registry] });
-  const operation = new SeriesHistogram(registry, 'gen_ai_client_operation_duration_seconds', 'Duration of served model calls (GenAI semantic conventions), by operation, provider and model served ("other" when no catalog or model map knows it).', SECONDS_BUCKETS, ['gen_ai_operation_name', 'gen_ai_provider_name', 'gen_ai_response_model'], drain);
+  const operation = new SeriesHistogram(registry, 'gen_ai_client_operation_duration_seconds', 'Duration of served model calls (GenAI semantic conventions), by operation, provider and model served ("other" when no catalog or model map knows it).', SECONDS_BUCKETS, ['gen_ai_operation_name', 'gen_ai_provider_name', 'gen_ai_response_model'], drain, { open: ['gen_ai_response_model'] });
 
   return {
     registry,
-    learnModelMaps: (connections) => models.learnModelMaps(connections),
+    learnModelMaps: (orgId, connections) => models.learnModelMaps(orgId, connections),
     watchWriter(name, writer) {
       writers.set(name, writer);
       writer.onFlush((seconds) => flushes.observe({ writer: name }, seconds));
@@ -188,7 +188,7 @@ export function createGatewayMetrics(service: string, knows: (kind: string, mode
     // Model calls: what a provider served (a cache hit called none).
     if (row.provider && row.servedModel && row.priceSource !== 'gateway_cache') {
       const op = OPERATIONS[endpoint] ?? endpoint;
-      const servedModel = models.label(provider, row.servedModel);
+      const servedModel = models.label(row.orgId, provider, row.servedModel);
       const usage = row.usage as { prompt_tokens?: number; completion_tokens?: number } | null | undefined;
       if (typeof usage?.prompt_tokens === 'number') tokens.observe(usage.prompt_tokens, op, provider, servedModel, 'input');
       if (typeof usage?.completion_tokens === 'number') tokens.observe(usage.completion_tokens, op, provider, servedModel, 'output');

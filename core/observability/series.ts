@@ -35,6 +35,16 @@ type Level<S> = Map<string, Level<S> | Entry<S>>;
 export const SERIES_PER_METRIC_MAX = 1_000;
 /** The value of every label of the series that observations past the cap go to. */
 export const FOLDED_LABEL = 'other';
+/**
+ * Series a metric may make past the cap for observations whose open labels (the ones tenants'
+ * input reaches, `open` below) are folded to `other` while the rest, small fixed sets, are kept:
+ * operation, provider and token type stay readable when models fold. Past this many more, the
+ * all-`other` series takes what is left.
+ */
+export const FOLDED_SERIES_MAX = 200;
+
+/** A series metric's settings: its cap, and which labels fold to `other` past it (the rest keep their values). */
+export type SeriesOptions = { maxSeries?: number; open?: readonly string[] };
 
 abstract class Series<S> {
   private readonly tree: Level<S> = new Map();
@@ -50,11 +60,18 @@ abstract class Series<S> {
     private readonly labelNames: readonly string[],
     /** Runs before the registry reads the series: observations the caller holds back are made then. */
     private readonly beforeRead?: () => void,
-    private readonly maxSeries: number = SERIES_PER_METRIC_MAX,
+    options: SeriesOptions = {},
   ) {
     if (labelNames.length === 0) throw new Error(`${name}: a series metric needs at least one label`);
+    this.maxSeries = options.maxSeries ?? SERIES_PER_METRIC_MAX;
+    this.open = (options.open ?? []).map((label) => labelNames.indexOf(label));
+    if (this.open.includes(-1)) throw new Error(`${name}: an open label is not one of its labels`);
     registry.registerMetric(this as never);
   }
+
+  private readonly maxSeries: number;
+  /** The positions of the labels that fold to `other` past the cap. */
+  private readonly open: readonly number[];
 
   protected abstract init(): S;
 
@@ -68,9 +85,29 @@ abstract class Series<S> {
     return entry !== undefined ? entry.state : this.newSeries([a, b, c, d]);
   }
 
-  /** A series for label values not seen before, or the folded one once the metric holds its most. */
+  /**
+   * A series for label values not seen before. Once the metric holds its most: the series with
+   * its open labels folded to `other` (within FOLDED_SERIES_MAX more), else the all-`other` one.
+   */
   private newSeries(values: ReadonlyArray<string | undefined>): S {
-    if (this.entries.length >= this.maxSeries) return (this.folded ??= this.keep(this.labelNames.map(() => FOLDED_LABEL))).state;
+    if (this.entries.length < this.maxSeries) return this.make(values).state;
+    if (this.open.length > 0) {
+      const folded = values.map((v, i) => (this.open.includes(i) ? FOLDED_LABEL : v));
+      const found = this.find(folded);
+      if (found) return found.state;
+      if (this.entries.length < this.maxSeries + FOLDED_SERIES_MAX) return this.make(folded).state;
+    }
+    return (this.folded ??= this.keep(this.labelNames.map(() => FOLDED_LABEL))).state;
+  }
+
+  private find(values: ReadonlyArray<string | undefined>): Entry<S> | undefined {
+    let level: Level<S> | undefined = this.tree;
+    for (let i = 0; i < this.labelNames.length - 1 && level !== undefined; i++) level = level.get(values[i]!) as Level<S> | undefined;
+    return level?.get(values[this.labelNames.length - 1]!) as Entry<S> | undefined;
+  }
+
+  /** A series made and placed in the tree. */
+  private make(values: ReadonlyArray<string | undefined>): Entry<S> {
     let level = this.tree;
     for (let i = 0; i < this.labelNames.length - 1; i++) {
       let next = level.get(values[i]!) as Level<S> | undefined;
@@ -79,7 +116,7 @@ abstract class Series<S> {
     }
     const entry = this.keep(values);
     level.set(values[this.labelNames.length - 1]!, entry);
-    return entry.state;
+    return entry;
   }
 
   private keep(values: ReadonlyArray<string | undefined>): Entry<S> {
@@ -107,8 +144,8 @@ abstract class Series<S> {
 }
 
 export class SeriesCounter extends Series<{ value: number }> {
-  constructor(registry: Registry, name: string, help: string, labelNames: readonly string[], beforeRead?: () => void, maxSeries?: number) {
-    super(registry, name, help, 'counter', labelNames, beforeRead, maxSeries);
+  constructor(registry: Registry, name: string, help: string, labelNames: readonly string[], beforeRead?: () => void, options?: SeriesOptions) {
+    super(registry, name, help, 'counter', labelNames, beforeRead, options);
   }
 
   protected init() {
@@ -126,8 +163,8 @@ export class SeriesCounter extends Series<{ value: number }> {
 }
 
 export class SeriesHistogram extends Series<{ counts: Float64Array; sum: number; count: number }> {
-  constructor(registry: Registry, name: string, help: string, private readonly buckets: readonly number[], labelNames: readonly string[], beforeRead?: () => void, maxSeries?: number) {
-    super(registry, name, help, 'histogram', labelNames, beforeRead, maxSeries);
+  constructor(registry: Registry, name: string, help: string, private readonly buckets: readonly number[], labelNames: readonly string[], beforeRead?: () => void, options?: SeriesOptions) {
+    super(registry, name, help, 'histogram', labelNames, beforeRead, options);
   }
 
   protected init() {

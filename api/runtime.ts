@@ -111,7 +111,10 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
     spend: leasedSpendLedger(createSpendLedger(spendDeps, spendUpkeep), spendLeases, { ...spendDeps, rate: rateLeases }),
     endUserCap: (orgConfig, request) => resolveEndUserCapIn(database.db, orgConfig, request),
     spendRows,
-    guardrails: createGuardrailPolicies(database.db),
+    guardrails: createGuardrailPolicies(database.db, {
+      // Names and bounds only: the patterns are the tenant's.
+      pastBounds: (past) => logger.warn({ org_id: past.orgId, policy: past.policy, reason: past.reason }, 'guardrail policy past the pattern bounds (written before them): its regex rules fail as engine errors until it is patched'),
+    }),
     responseCache: createResponseCacheStore(redis.redis),
     spoolDir: spoolRoot(config.dataDir),
     sealer: manage.sealer,

@@ -3,6 +3,7 @@ import { boundedCache } from '../bounded-cache';
 import type { Database } from '../db/client';
 import { gatewayKeys, orgSettings, projects, type GuardrailPolicy } from '../db/schema';
 import type { DetectorRegistry } from './detectors';
+import { policyPatternsTooLarge } from './rules';
 import { compilePolicy, mergePolicies, type ActiveRules, type CompiledPolicy } from './engine';
 
 /** An organization's guardrail policies, compiled; `applies` memoizes the merge per key. */
@@ -36,7 +37,10 @@ function builtinDetectors(): DetectorRegistry {
   return (require('./detectors') as typeof import('./detectors')).BUILTIN_DETECTORS;
 }
 
-async function loadOrgPolicies(db: Database, orgId: string, registry: () => DetectorRegistry): Promise<OrgPolicies> {
+/** Told of a stored policy whose patterns are past the bounds (written before them): its regex rules fail as engine errors. */
+export type PastBounds = (past: { orgId: string; policy: string; reason: string }) => void;
+
+async function loadOrgPolicies(db: Database, orgId: string, registry: () => DetectorRegistry, pastBounds?: PastBounds): Promise<OrgPolicies> {
   const [settingsRows, projectRows, keyRows] = await Promise.all([
     db.select({ policy: orgSettings.guardrailPolicy }).from(orgSettings).where(and(eq(orgSettings.id, orgId), isNotNull(orgSettings.guardrailPolicy))),
     db.select({ id: projects.id, policy: projects.guardrailPolicy }).from(projects).where(and(eq(projects.orgId, orgId), isNotNull(projects.guardrailPolicy))),
@@ -45,17 +49,22 @@ async function loadOrgPolicies(db: Database, orgId: string, registry: () => Dete
   // No policy anywhere (most organizations): nothing to compile, and no detector to load.
   if (!settingsRows[0]?.policy && !projectRows.some((r) => r.policy) && !keyRows.some((r) => r.policy)) return NONE;
   const detectors = registry();
-  const compileAll = (rows: Array<{ id: string; policy: GuardrailPolicy | null }>) => {
+  const compile = (policy: GuardrailPolicy, target: string) => {
+    const past = pastBounds && policyPatternsTooLarge(policy.rules);
+    if (past) pastBounds({ orgId, policy: target, reason: past });
+    return compilePolicy(policy, detectors);
+  };
+  const compileAll = (rows: Array<{ id: string; policy: GuardrailPolicy | null }>, target: (id: string) => string) => {
     const compiled = new Map<string, CompiledPolicy>();
     for (const row of rows) {
-      const policy = row.policy && compilePolicy(row.policy, detectors);
+      const policy = row.policy && compile(row.policy, target(row.id));
       if (policy) compiled.set(row.id, policy);
     }
     return compiled;
   };
-  const organization = settingsRows[0]?.policy ? compilePolicy(settingsRows[0].policy, detectors) : null;
-  const byProject = compileAll(projectRows);
-  const byKey = compileAll(keyRows);
+  const organization = settingsRows[0]?.policy ? compile(settingsRows[0].policy, 'organization') : null;
+  const byProject = compileAll(projectRows, (id) => `project:${id}`);
+  const byKey = compileAll(keyRows, (id) => `key:${id}`);
   if (!organization && byProject.size === 0 && byKey.size === 0) return NONE;
   return { organization, projects: byProject, keys: byKey, applies: new Map() };
 }
@@ -76,7 +85,7 @@ function rulesIn(policies: OrgPolicies, key: GuardrailKey): ActiveRules | null {
  * a missed message could keep a stale policy. A warm request reads no Postgres and, with no
  * policy, allocates nothing.
  */
-export function createGuardrailPolicies(db: Database, options: { detectors?: DetectorRegistry; ttlMs?: number; max?: number } = {}): GuardrailPolicies {
+export function createGuardrailPolicies(db: Database, options: { detectors?: DetectorRegistry; ttlMs?: number; max?: number; pastBounds?: PastBounds } = {}): GuardrailPolicies {
   const given = options.detectors;
   const detectors = given ? () => given : builtinDetectors;
   const cache = boundedCache<string, { loading: Promise<OrgPolicies>; value?: OrgPolicies }>(options.max ?? 10_000, { ttl: options.ttlMs ?? 60_000 });
@@ -84,7 +93,7 @@ export function createGuardrailPolicies(db: Database, options: { detectors?: Det
 
   function load(orgId: string): Promise<OrgPolicies> {
     const started = generation;
-    const entry: { loading: Promise<OrgPolicies>; value?: OrgPolicies } = { loading: loadOrgPolicies(db, orgId, detectors) };
+    const entry: { loading: Promise<OrgPolicies>; value?: OrgPolicies } = { loading: loadOrgPolicies(db, orgId, detectors, options.pastBounds) };
     cache.set(orgId, entry);
     // A failed load is not remembered, nor one a change overtook while it loaded.
     const forget = () => {

@@ -47,4 +47,17 @@ describe('guardrail policy cache with the built-in detectors', () => {
     expect([result.unavailable, result.skipped]).toEqual([null, []]);
     expect(result.findings.map((f) => [f.detector, f.count]).sort()).toEqual([['credit_card', 1], ['iban', 1], ['keywords', 1], ['phone', 1], ['regex', 1]]);
   });
+
+  it('says which stored policy is past the pattern bounds (written before them), naming no pattern, and fails its regex rules', async () => {
+    const t = await createTenant(database.db);
+    // Stored directly, as a policy written before the bounds was: about 98,000 RE2 instructions.
+    const huge = `${'\\w{0,1000}'.repeat(49)}\\s\\d\\s`;
+    const policy: GuardrailPolicy = { enabled: true, on_engine_error: 'block', rules: [{ detector: 'regex', stage: 'input', action: 'block', patterns: [huge] }] };
+    await database.db.update(projects).set({ guardrailPolicy: policy }).where(eq(projects.id, t.projectId));
+    const told: Array<{ orgId: string; policy: string; reason: string }> = [];
+    const rules = await createGuardrailPolicies(database.db, { pastBounds: (past) => told.push(past) }).rulesFor({ orgId: t.orgId, projectId: t.projectId, keyId: t.key.id });
+    expect(told).toEqual([{ orgId: t.orgId, policy: `project:${t.projectId}`, reason: expect.stringContaining('`rules.0.patterns.0`') }]);
+    expect(told[0]!.reason).not.toContain('\\w{0,1000}');
+    expect((await scan(rules!.input, ['hello'], 'input')).unavailable).toBe('regex');
+  });
 });

@@ -137,6 +137,12 @@ async function bootstrapDemoOrganization(databaseUrl: string, dataDir: string): 
  * The API's metrics on its ops port, and a Prometheus scraping it and the Temporal SDK's metrics
  * when this machine has one (Debian's `prometheus`, which `npm test` installs; PROMETHEUS_PATH).
  */
+/** Where a local Prometheus reaches a port listening on `host`: loopback for every-interface listeners, an IPv6 host in brackets. */
+function scrapeHost(host: string): string {
+  if (host === '0.0.0.0' || host === '::' || host === '') return '127.0.0.1';
+  return host.includes(':') ? `[${host}]` : host;
+}
+
 async function startMetrics(runtime: Awaited<ReturnType<typeof startApiRuntime>>, config: ReturnType<typeof loadConfig>): Promise<void> {
   const ops = runtime.metrics ? await startConfiguredOpsServer(runtime.metrics.registry, config) : null;
   if (!ops) return;
@@ -150,8 +156,8 @@ async function startMetrics(runtime: Awaited<ReturnType<typeof startApiRuntime>>
     binary, dir: path.join(config.dataDir, 'prometheus'), port: await preferredPort(9090),
     jobs: [
       // With GW_METRICS_TOKEN set, Prometheus sends it as the ops port asks.
-      { name: 'gateway-api', target: `127.0.0.1:${ops.port}`, bearerToken: config.GW_METRICS_TOKEN },
-      { name: 'gateway-worker-temporal', target: `127.0.0.1:${config.GW_TEMPORAL_METRICS_PORT}` },
+      { name: 'gateway-api', target: `${scrapeHost(config.GW_OPS_HOST)}:${ops.port}`, bearerToken: config.GW_METRICS_TOKEN },
+      { name: 'gateway-worker-temporal', target: `${scrapeHost(config.GW_TEMPORAL_METRICS_HOST)}:${config.GW_TEMPORAL_METRICS_PORT}` },
     ],
   });
   stops.push(['Prometheus', prometheus.stop]);

@@ -56,10 +56,13 @@ export function storedResponseReader(key: Pick<KeyContext, 'orgId' | 'keyId' | '
   return { orgId: key.orgId, keyId: key.keyId, lineageId: key.lineageId, organizationReach: key.observabilityAccess === 'organization', othersSince: historyStart(plan, now), now };
 }
 
-const retentionDays = sql<number>`coalesce(${orgSettings.promptLoggingRetentionDays}, ${DEFAULT_PROMPT_RETENTION_DAYS})`;
-
-/** The oldest `created_at` still inside the organization's retention at `now` (with org_settings joined). */
-const retentionCutoff = (now: Date) => sql`${now.toISOString()}::timestamptz - make_interval(days => ${retentionDays})`;
+/**
+ * The oldest `created_at` still inside an organization's prompt retention at `now`, given how its
+ * `prompt_logging_retention_days` is read (the row's own, with org_settings joined; or one
+ * organization's, by a subquery).
+ */
+const retentionCutoff = (now: Date, days: SQL = sql`${orgSettings.promptLoggingRetentionDays}`) =>
+  sql`${now.toISOString()}::timestamptz - make_interval(days => coalesce(${days}, ${DEFAULT_PROMPT_RETENTION_DAYS}))`;
 
 /**
  * The condition a turn must meet for the reader: its organization, inside the retention (unless
@@ -68,7 +71,7 @@ const retentionCutoff = (now: Date) => sql`${now.toISOString()}::timestamptz - m
  */
 function readable(reader: StoredResponseReader, turn: SQL, expiredToo = false): SQL {
   const column = (name: string) => sql`${turn}.${sql.identifier(name)}`;
-  const cutoff = sql`${reader.now.toISOString()}::timestamptz - make_interval(days => coalesce((select ${orgSettings.promptLoggingRetentionDays} from ${orgSettings} where ${orgSettings.id} = ${reader.orgId}), ${DEFAULT_PROMPT_RETENTION_DAYS}))`;
+  const cutoff = retentionCutoff(reader.now, sql`(select ${orgSettings.promptLoggingRetentionDays} from ${orgSettings} where ${orgSettings.id} = ${reader.orgId})`);
   const own = sql`${column('lineage_id')} = ${reader.lineageId}`;
   const whose = reader.organizationReach
     ? sql`(${own} or (${column('created_at')} >= ${reader.othersSince.toISOString()}::timestamptz and exists (select 1 from ${gatewayKeys} where ${gatewayKeys.id} = ${reader.keyId} and ${gatewayKeys.payloadAccess})))`

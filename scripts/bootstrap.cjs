@@ -110,11 +110,41 @@ function startJaegerSetup() {
   };
 }
 
+/** The Node.js major the product runs on (scripts/setup-node). */
+const NODE_MAJOR = 24;
+
+/**
+ * On a Node older than NODE_MAJOR (a machine whose system Node is 20, past its end of life):
+ * installs Node 24 once per machine (scripts/setup-node, with progress) and runs this same
+ * command on it, with its folder first on PATH so that npm, npx and every process started
+ * below use it too. Answers the exit code, or null when this Node will do.
+ */
+async function onSupportedNode() {
+  if (Number(process.versions.node.split('.')[0]) >= NODE_MAJOR) return null;
+  const setup = spawnSync('bash', [path.join('scripts', 'setup-node')], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
+  const bin = setup.status === 0 ? setup.stdout.trim().split('\n').pop() : null;
+  if (!bin) {
+    console.error(`[setup] Node ${NODE_MAJOR} or later is needed (this is ${process.version}) and could not be installed; see above`);
+    return 1;
+  }
+  console.error(`[setup] Node ${process.version} is past its end of life: running on Node ${NODE_MAJOR} from ${bin}`);
+  const child = require('node:child_process').spawn(path.join(bin, 'node'), [__filename, ...process.argv.slice(2)], {
+    cwd: root, stdio: 'inherit', env: { ...process.env, PATH: `${bin}${path.delimiter}${process.env.PATH ?? ''}` },
+  });
+  // Ctrl-C reaches the child from the terminal as it reaches this process: this one waits for it
+  // to stop. A SIGTERM or SIGHUP sent to this process alone is passed on.
+  process.on('SIGINT', () => undefined);
+  for (const signal of ['SIGTERM', 'SIGHUP']) process.on(signal, () => child.kill(signal));
+  return new Promise((resolve) => child.on('exit', (code, signal) => resolve(code ?? (signal ? 1 : 0))));
+}
+
 async function main() {
   if (mode !== 'start' && mode !== 'test') {
     console.error('usage: node scripts/bootstrap.cjs start|test');
     return 2;
   }
+  const relaunched = await onSupportedNode();
+  if (relaunched !== null) return relaunched;
   const jaegerSetup = mode === 'test' ? startJaegerSetup() : null;
   if (dependenciesStale() && run('bash', [path.join('scripts', 'install-deps')]) !== 0) {
     console.error('[setup] npm dependencies could not be installed (see above)');

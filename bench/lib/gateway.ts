@@ -62,7 +62,7 @@ export type StartedApi = { child: ChildProcess; pid: number; apiUrl: string; log
  */
 function compiledPreload(work: string, file: string): string {
   const outfile = path.join(work, `${path.basename(file, '.ts')}.cjs`);
-  esbuild.buildSync({ absWorkingDir: ROOT, entryPoints: [file], outfile, bundle: true, platform: 'node', format: 'cjs', target: 'node20', logLevel: 'error' });
+  esbuild.buildSync({ absWorkingDir: ROOT, entryPoints: [file], outfile, bundle: true, platform: 'node', format: 'cjs', target: 'node24', logLevel: 'error' });
   return outfile;
 }
 

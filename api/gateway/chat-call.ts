@@ -16,7 +16,7 @@ import { ADAPTERS } from '../../core/providers/adapters';
 import type { GatewayContext } from '../context';
 import { parseCacheControl, routingMetadata, type Attribution } from './chat-request';
 import type { GatewayServices } from './services';
-import { relayStream, type NativeEvent, type StreamTally } from './stream-answer';
+import { relayStream, STREAM_HIGH_WATER_MARK, type NativeEvent, type StreamTally } from './stream-answer';
 import { ChoiceAssembler, replayChunks, type CachedAnswer } from '../../core/response-cache/answer';
 import { resolveCachePolicy, type CachePolicy, type CacheControl } from '../../core/response-cache/policy';
 import { ageSeconds, cacheField, consultCache, couldHaveServed, storeAnswer, type CacheOutcome } from './cache-step';
@@ -279,7 +279,7 @@ function streamHeaders(ctx: GatewayContext): void {
  */
 function answerStream(call: Call, served: Served<LiveStream>, wire: ChatWire, includeUsage: boolean, clientGone: AbortSignal): void {
   const { ctx } = call;
-  const out = new PassThrough();
+  const out = new PassThrough({ highWaterMark: STREAM_HIGH_WATER_MARK });
   streamHeaders(ctx);
   ctx.set('X-Accel-Buffering', 'no');
   ctx.body = out;

@@ -59,6 +59,13 @@ export function foldOutputs(tally: StreamTally, outputs: readonly StreamOutput[]
   return { chunks, end: null };
 }
 
+/**
+ * What a streamed answer may hold for a slow client, each side of its PassThrough, before the
+ * upstream read waits (`sendEvent`): 16 KB, Node 20's default. Node 22 raised the default to
+ * 64 KB, four times the memory each open stream may hold for a client that does not read.
+ */
+export const STREAM_HIGH_WATER_MARK = 16 * 1024;
+
 /** One SSE `data:` event. */
 export function sseEvent(payload: unknown): string {
   return `data: ${typeof payload === 'string' ? payload : JSON.stringify(payload)}\n\n`;

@@ -1,7 +1,7 @@
 import { PassThrough } from 'node:stream';
 import type { LiveStream } from '../../core/chat/execute';
 import type { ChunkChoice, StreamOutput } from '../../core/providers/types';
-import { foldOutputs, relayStream, sseEvent, type StreamTally } from '../../api/gateway/stream-answer';
+import { foldOutputs, relayStream, sseEvent, STREAM_HIGH_WATER_MARK, type StreamTally } from '../../api/gateway/stream-answer';
 
 const delta = (content: string, finish: string | null = null): StreamOutput => ({ type: 'delta', choices: [{ index: 0, delta: { content }, finish_reason: finish } as ChunkChoice] });
 const tally = (keepText: boolean): StreamTally => ({ model: 'm', usage: null, finished: false, outputBytes: 0, text: keepText ? [] : null });
@@ -51,8 +51,8 @@ describe('relaying a stream (api/gateway/stream-answer)', () => {
   it('pulls the next batch only once the client has taken the previous one', async () => {
     const batches = Array.from({ length: 50 }, (_, i) => [delta('x'.repeat(8_000) + i)]);
     const stream = live([...batches, [delta('', 'stop')]]);
-    // Nobody reads `out` yet: its buffers (16 KB each side) fill after a few batches.
-    const out = new PassThrough();
+    // Nobody reads `out` yet: its buffers (16 KB each side, as the chat path makes it) fill after a few batches.
+    const out = new PassThrough({ highWaterMark: STREAM_HIGH_WATER_MARK });
     const ended = relayStream(stream, tally(false), out, new AbortController().signal, toChunk);
     await new Promise((r) => setTimeout(r, 100));
     expect(stream.pulled()).toBeLessThan(10);

@@ -128,7 +128,7 @@ async function onSupportedNode() {
     return 1;
   }
   console.error(`[setup] Node ${process.version} is past its end of life: running on Node ${NODE_MAJOR} from ${bin}`);
-  const child = require('node:child_process').spawn(path.join(bin, 'node'), [__filename, ...process.argv.slice(2)], {
+  const child = require('node:child_process').spawn(path.join(bin, 'node'), [path.join(__dirname, 'bootstrap.cjs'), ...process.argv.slice(2)], {
     cwd: root, stdio: 'inherit', env: { ...process.env, PATH: `${bin}${path.delimiter}${process.env.PATH ?? ''}` },
   });
   // Ctrl-C reaches the child from the terminal as it reaches this process: this one waits for it

@@ -2,7 +2,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/', '.data/', 'coverage/', 'migrations/meta/', 'dist/', 'dist.*/', 'console/dist/'] },
+  { ignores: ['node_modules/', '.data/', 'coverage/', 'migrations/meta/', 'dist/', 'dist.*/', 'console/dist/', 'scripts/.build.cjs'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -169,15 +169,20 @@ async function main() {
   const jaeger = await jaegerSetup.wait();
   if (jaeger) env.JAEGER_PATH = jaeger;
   else console.error('[setup] no Jaeger: the tracing test will say so');
-  if (passThrough.length > 0) return run(bin('jest'), passThrough, { env });
+  // Jest loads the packages that ship only as ES modules (the Vercel AI SDK 7, eventsource-parser
+  // 4) with Node's own require(esm), which it does under --experimental-vm-modules (Jest's
+  // docs: ECMAScript modules). The flags are the Jest processes' own (its workers inherit them);
+  // the processes tests start do not get them.
+  const jest = (args) => run(process.execPath, ['--experimental-vm-modules', '--disable-warning=ExperimentalWarning', bin('jest'), ...args], { env });
+  if (passThrough.length > 0) return jest(passThrough);
   // Suites that measure the machine run after the rest, each in a Jest process of its own: the
   // console's browser tests drive a Chromium that takes a core of its own, and the multipart
   // intake test measures its own process's memory peak, which another suite's load on the two
   // cores, or what an earlier suite left in the same process, pushes past its bar. Every run
   // always runs; any failing fails.
   const ALONE = ['/test/browser/', '/test/api/multipart-intake.test.ts'];
-  const rest = run(bin('jest'), ['--testPathIgnorePatterns', ...ALONE], { env });
-  const alone = ALONE.map((p) => run(bin('jest'), ['--runInBand', p.replace(/^\//, '')], { env }));
+  const rest = jest(['--testPathIgnorePatterns', ...ALONE]);
+  const alone = ALONE.map((p) => jest(['--runInBand', p.replace(/^\//, '')]));
   return [rest, ...alone].find((code) => code !== 0) ?? 0;
 }
 

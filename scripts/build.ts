@@ -22,16 +22,17 @@ import { bundleGatewayWorkflows, WORKFLOWS_PATH } from '../workers/temporal';
 const ROOT = path.resolve(__dirname, '..');
 
 /**
- * The production processes, as paths without extension: dist/<entry>.js. Every entry sits one
- * folder deep, so from any of them the workflow bundle is `../workflow-bundle.js`.
+ * The production processes and the operator CLI, as paths without extension: dist/<entry>.js.
+ * Every entry sits one folder deep, so from any of them the workflow bundle is
+ * `../workflow-bundle.js`.
  */
-export const BUILD_ENTRIES = ['api/server', 'workers/jobs', 'workers/webhooks', 'workers/maintenance'] as const;
+export const BUILD_ENTRIES = ['api/server', 'workers/jobs', 'workers/webhooks', 'workers/maintenance', 'scripts/gw'] as const;
 
 /** The file scripts/run-built.cjs reads: written last, so its presence means the build finished. */
 export type BuildInfo = { startedAt: number; entries: readonly string[]; inputs: string[] };
 
 /** Files besides the compiled sources whose change makes dist/ out of date. */
-const BUILD_INPUTS = ['scripts/build.ts', 'package-lock.json'];
+const BUILD_INPUTS = ['scripts/build.ts', 'scripts/build-dist.cjs', 'package-lock.json'];
 
 const say = (what: string) => console.log(`[build] ${what}`);
 const seconds = (since: number) => `${((Date.now() - since) / 1000).toFixed(1)} s`;

@@ -5,7 +5,8 @@
 //   node scripts/run-built.cjs            only makes sure dist/ is current (the bench)
 //
 // When dist/ is missing, or a file it was built from changed since (dist/build.json lists them),
-// it builds first (`npm run build`, progress on stderr: stdout is the process's log). Then the
+// it builds first (`npm run build`, scripts/build.cjs: plain node, no tsx; progress on stderr:
+// stdout is the process's log). Then the
 // compiled entry runs in this same process, so its pid, signals and exit code are the entry's.
 // package.json starts it with `exec`: npm passes a SIGTERM on to its shell, and without `exec` the
 // shell (dash) would stop there and leave this process running without a graceful shutdown.
@@ -42,7 +43,7 @@ function ensureBuilt() {
   const reason = staleReason();
   if (!reason) return true;
   console.error(`[build] ${reason}: building dist/ first`);
-  const result = spawnSync(process.execPath, ['--import', 'tsx', path.join('scripts', 'build.ts')], { cwd: root, stdio: ['ignore', 2, 2] });
+  const result = spawnSync(process.execPath, [path.join(__dirname, 'build-dist.cjs')], { cwd: root, stdio: ['ignore', 2, 2] });
   return result.status === 0;
 }
 

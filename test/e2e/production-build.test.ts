@@ -38,7 +38,8 @@ describe('production build', () => {
 
   beforeAll(async () => {
     fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(scratch, 'node_modules'));
-    const { stdout } = await run(process.execPath, ['--import', 'tsx', 'scripts/build.ts', '--out-dir', dist], { cwd: ROOT });
+    // As production builds: plain node, no TypeScript loader (tsx is a development dependency).
+    const { stdout } = await run(process.execPath, ['scripts/build-dist.cjs', '--out-dir', dist], { cwd: ROOT });
     buildOutput = stdout;
   }, 90_000);
 
@@ -49,7 +50,7 @@ describe('production build', () => {
   });
 
   it('prints its progress and writes each entry, the workflow bundle and the files it was built from', () => {
-    expect(buildOutput).toContain('[build] compiling api/server, workers/jobs, workers/webhooks, workers/maintenance');
+    expect(buildOutput).toContain('[build] compiling api/server, workers/jobs, workers/webhooks, workers/maintenance, scripts/gw');
     expect(buildOutput).toContain('[build] bundling workflows');
     for (const entry of BUILD_ENTRIES) {
       expect(fs.statSync(path.join(dist, `${entry}.js`)).size).toBeGreaterThan(0);
@@ -62,6 +63,29 @@ describe('production build', () => {
     expect(info.inputs).toEqual(expect.arrayContaining(['api/server.ts', 'workers/main.ts', 'workflows/index.ts', 'core/catalog/param-rules.json', 'package-lock.json']));
     // No build in progress or replaced build left beside it.
     expect(fs.readdirSync(scratch).sort()).toEqual(['dist', 'node_modules']);
+  });
+
+  it('needs no TypeScript loader in production, and a compiled process on a Node older than 24 says so in one line', () => {
+    const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string>; engines: { node: string } };
+    expect(pkg.dependencies).not.toHaveProperty('tsx');
+    expect(pkg.engines.node).toBe('>=24');
+    for (const entry of BUILD_ENTRIES) {
+      const check = fs.readFileSync(path.join(dist, `${entry}.js`), 'utf8').split('\n')[0]!;
+      const said: string[] = [];
+      const exits: number[] = [];
+      const older = { versions: { node: '20.20.2' }, version: 'v20.20.2', stderr: { write: (m: string) => said.push(m) }, exit: (code: number) => exits.push(code) };
+      new Function('process', check)(older);
+      expect([said, exits]).toEqual([['gw: this process needs Node.js 24 or later; this is v20.20.2\n'], [1]]);
+      const current = { ...older, versions: { node: '24.22.3' }, version: 'v24.22.3' };
+      said.length = 0;
+      new Function('process', check)(current);
+      expect(said).toEqual([]);
+    }
+  });
+
+  it('the compiled operator CLI runs with plain node', async () => {
+    const { stdout } = await run(process.execPath, [path.join(dist, 'scripts/gw.js'), '--help'], { cwd: scratch });
+    expect(stdout).toContain('gw bootstrap --org NAME');
   });
 
   it('the compiled entries load every module with plain node: a missing setting is one line and exit code 1', async () => {

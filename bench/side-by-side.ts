@@ -24,7 +24,7 @@ import { BENCH_CHAT_WIRE_MODEL, chatBody, messagesBody, responsesBody, startGate
 import { findLoadTool, type LoadResult, type LoadTool } from './lib/load';
 import { cpuSeconds, rssMb, threadCpuSeconds } from './lib/proc';
 import { jaegerBinary, startJaeger } from '../scripts/lib/jaeger';
-import { cleanups, log, node, ROOT, runBench, waitForPort, workDir } from './lib/processes';
+import { cleanups, log, node, ROOT, runBench, THIS_TREE, waitForPort, workDir, type Tree } from './lib/processes';
 import { f0, f1, f2, machineLines, median, pct, signed } from './lib/report';
 import { serviceCounters, services, servicesCpu, type Services } from './lib/services';
 import { streams, type StreamResult } from './lib/sse-client';
@@ -43,7 +43,7 @@ const PORTKEY_START = path.join(PORTKEY_DIR, 'node_modules', '@portkey-ai', 'gat
 const profiles: Array<{ label: string; pid: number; file: string }> = [];
 
 type Subject = {
-  id: 'bare' | 'koa_floor' | GatewaySubjectId | 'portkey';
+  id: 'bare' | 'koa_floor' | 'bare_baseline' | 'gateway_baseline' | GatewaySubjectId | 'portkey';
   label: string;
   pid: number;
   url: string;
@@ -154,10 +154,10 @@ async function startSubjects(work: string, svc: Services): Promise<{ subjects: S
   const subjects: Subject[] = [];
 
   /** A subject that is one script in front of the mock (`<script> <port> <upstream>`), with the mock's own key. */
-  const startScript = async (id: 'bare' | 'koa_floor', label: string, script: string): Promise<Subject> => {
+  const startScript = async (id: 'bare' | 'koa_floor' | 'bare_baseline', label: string, script: string, tree: Tree = THIS_TREE): Promise<Subject> => {
     const port = await freePort();
     const file = path.join(work, `${id}.log`);
-    const child = node(['--import', 'tsx', script, String(port), mockUrl], { NODE_ENV: 'production' }, file);
+    const child = node(['--import', 'tsx', script, String(port), mockUrl], { NODE_ENV: 'production' }, file, tree);
     await waitForPort(`the ${label}`, port, child, file);
     const headers = { authorization: 'Bearer sk-mock-bench' };
     return {
@@ -168,6 +168,21 @@ async function startSubjects(work: string, svc: Services): Promise<{ subjects: S
   if (wanted.has('bare')) subjects.push(await startScript('bare', 'bare proxy', 'bench/bare-proxy.ts'));
   // Opt-in: the least a chat gateway on this stack does (bench/koa-floor.ts).
   if (wanted.has('koa_floor')) subjects.push(await startScript('koa_floor', 'stack floor (Koa, JSON)', 'bench/koa-floor.ts'));
+
+  // Another checkout on another Node in the same run (before and after a change, Node 20 and 24):
+  // BENCH_BASELINE=<its folder>, BENCH_BASELINE_NODE=<its node>; subjects bare_baseline and
+  // gateway_baseline (the plain gateway, as `gateway` is here). It builds its own dist/.
+  const baseline: Tree | null = process.env.BENCH_BASELINE ? { root: path.resolve(process.env.BENCH_BASELINE), node: process.env.BENCH_BASELINE_NODE ?? process.execPath } : null;
+  const baselineLabel = () => {
+    const version = spawnSync(baseline!.node, ['--version'], { encoding: 'utf8' }).stdout.trim();
+    const commit = spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: baseline!.root, encoding: 'utf8' }).stdout.trim();
+    return `baseline ${commit || path.basename(baseline!.root)}, node ${version}`;
+  };
+  if (wanted.has('bare_baseline') || wanted.has('gateway_baseline')) {
+    if (!baseline) throw new Error('the baseline subjects need BENCH_BASELINE (a checkout to compare with) and BENCH_BASELINE_NODE');
+    notes.push(`baseline: ${baseline.root} on ${baseline.node} (${baselineLabel()})`);
+  }
+  if (wanted.has('bare_baseline')) subjects.push(await startScript('bare_baseline', `bare proxy (${baselineLabel()})`, 'bench/bare-proxy.ts', baseline!));
 
   const sealingKeys = newKeyring();
   const otlpEndpoint = jaegerForRun(work);
@@ -184,6 +199,12 @@ async function startSubjects(work: string, svc: Services): Promise<{ subjects: S
   };
   const gateways = GATEWAY_SUBJECTS.filter(([id]) => wanted.has(id));
   for (const entry of gateways) subjects.push(await startGateway(entry, false));
+  if (wanted.has('gateway_baseline')) {
+    const label = `gateway (${baselineLabel()})`;
+    const api = await startGatewaySubject(work, 'gateway_baseline', label, svc, sealingKeys, mockUrl, { promptLogging: false }, { tree: baseline! });
+    const url = `${api.apiUrl}/v1/chat/completions`;
+    subjects.push({ id: 'gateway_baseline', label, pid: api.pid, url, headers: {}, bearers: api.keys, model: 'openai/gpt-4o-mini', usesServices: true, delayed: { url, headers: {}, model: 'bench-delay20' } });
+  }
   // Twins start in the reverse order (A B B' A'), so no kind of subject is always the older process.
   if (TWINS) {
     for (const entry of [...gateways].reverse()) {

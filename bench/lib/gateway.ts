@@ -9,7 +9,7 @@ import * as esbuild from 'esbuild';
 import { connectDatabase } from '../../core/db/client';
 import { bootstrapOrganization } from '../../core/tenancy/organizations';
 import { freePort } from '../../scripts/lib/ports';
-import { builtEntry, node, ROOT, waitForPort } from './processes';
+import { builtEntry, node, ROOT, waitForPort, type Tree } from './processes';
 import type { Services } from './services';
 
 /** Keys per gateway subject, used in turn, so the 50 000 rpm tier of one key is not what is measured. */
@@ -72,19 +72,20 @@ function compiledPreload(work: string, file: string): string {
  * same process; the pid measured here is the API's own either way). `preload` adds TypeScript
  * modules required first (the CPU profiler).
  */
-export async function startApi(work: string, id: string, label: string, svc: Services, sealingKeys: string, options: { preload?: string[]; env?: Record<string, string | undefined> } = {}): Promise<StartedApi> {
+export async function startApi(work: string, id: string, label: string, svc: Services, sealingKeys: string, options: { preload?: string[]; env?: Record<string, string | undefined>; tree?: Tree } = {}): Promise<StartedApi> {
   const port = await freePort();
   const logFile = path.join(work, `${id}.log`);
   const preloads = (options.preload ?? []).flatMap((p) => ['--require', compiledPreload(work, p)]);
   // `env` adds to production's settings, or overrides them (bench:jobs compresses the schedule).
   // BENCH_API_NODE_ARGS: extra node flags for the API subjects only (e.g. --trace-gc), for experiments.
-  const nodeArgs = (process.env.BENCH_API_NODE_ARGS ?? '').split(' ').filter(Boolean);
-  const child = node([...nodeArgs, ...preloads, builtEntry('api/server')], {
+  // Not a baseline's (BENCH_BASELINE): it runs as its own checkout starts it.
+  const nodeArgs = options.tree ? [] : (process.env.BENCH_API_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const child = node([...nodeArgs, ...preloads, builtEntry('api/server', options.tree)], {
     ...gatewayEnv(work, id, svc, sealingKeys),
     ...options.env,
     PORT: String(port),
     HOST: '127.0.0.1',
-  }, logFile);
+  }, logFile, options.tree);
   await waitForPort(`the API (${label})`, port, child, logFile);
   return { child, pid: child.pid!, apiUrl: `http://127.0.0.1:${port}`, logFile };
 }

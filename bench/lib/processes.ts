@@ -16,16 +16,23 @@ export const log = (what: string) => console.log(`[bench] ${what}`);
 /** Run in reverse order at the end, whether the bench succeeded or not. */
 export const cleanups: Array<() => Promise<void> | void> = [];
 
-/** A Node process of this checkout (cwd the repository root), its output appended to `logFile`. */
-export function node(args: string[], env: Record<string, string | undefined>, logFile: string): ChildProcess {
+/**
+ * A checkout and the Node that runs it: this one with this process's Node, or another (a
+ * baseline to compare with in the same run: BENCH_BASELINE, BENCH_BASELINE_NODE).
+ */
+export type Tree = { root: string; node: string };
+export const THIS_TREE: Tree = { root: ROOT, node: process.execPath };
+
+/** A Node process of a checkout (cwd its root; this one unless told), its output appended to `logFile`. */
+export function node(args: string[], env: Record<string, string | undefined>, logFile: string, tree: Tree = THIS_TREE): ChildProcess {
   const out = fs.openSync(logFile, 'a');
-  const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', out, out] });
+  const child = spawn(tree.node, args, { cwd: tree.root, env: { ...process.env, ...env }, stdio: ['ignore', out, out] });
   fs.closeSync(out);
   cleanups.push(() => stopChild(child));
   return child;
 }
 
-let distChecked = false;
+const distChecked = new Set<string>();
 
 /**
  * `dist/<entry>.js` (e.g. `api/server`), the compiled process production runs with plain node
@@ -33,15 +40,15 @@ let distChecked = false;
  * (scripts/run-built.cjs decides and prints the progress); later ones do not check again, so a
  * source edited during a run does not rebuild dist/ between its subjects.
  */
-export function builtEntry(entry: string): string {
-  if (!distChecked) {
-    const result = spawnSync(process.execPath, [path.join('scripts', 'run-built.cjs')], { cwd: ROOT, stdio: 'inherit' });
-    if (result.status !== 0) throw new Error('the build failed (see above)');
-    const { startedAt } = JSON.parse(fs.readFileSync(path.join(ROOT, 'dist', 'build.json'), 'utf8')) as { startedAt: number };
-    log(`the API and workers run compiled: dist/, built ${new Date(startedAt).toISOString()} (npm run build)`);
-    distChecked = true;
+export function builtEntry(entry: string, tree: Tree = THIS_TREE): string {
+  if (!distChecked.has(tree.root)) {
+    const result = spawnSync(tree.node, [path.join('scripts', 'run-built.cjs')], { cwd: tree.root, stdio: 'inherit' });
+    if (result.status !== 0) throw new Error(`the build of ${tree.root} failed (see above)`);
+    const { startedAt } = JSON.parse(fs.readFileSync(path.join(tree.root, 'dist', 'build.json'), 'utf8')) as { startedAt: number };
+    log(`${tree.root === ROOT ? 'the API and workers run' : `the baseline in ${tree.root} runs`} compiled: dist/, built ${new Date(startedAt).toISOString()} (npm run build)`);
+    distChecked.add(tree.root);
   }
-  return path.join('dist', `${entry}.js`);
+  return path.join(tree.root, 'dist', `${entry}.js`);
 }
 
 export function stopChild(child: ChildProcess): Promise<void> {

@@ -18,7 +18,7 @@ import { managementRouter } from './manage/router';
 import type { ManagementServices } from './manage/services';
 import { bodyLimit } from './middleware/body';
 import { errorHandler } from './middleware/error-handler';
-import { requestContext } from './middleware/request-context';
+import { requestContext, type HttpRequestObserver } from './middleware/request-context';
 import { requestTracing } from './middleware/tracing';
 import { temporalCodecRouter, type TemporalCodecDeps } from './temporal-codec';
 
@@ -41,6 +41,8 @@ export type AppDeps = {
   gateway: GatewayServices;
   /** The Temporal codec endpoint's codec, cookie sealer and who may call it (api/temporal-codec.ts). */
   temporalCodec: Omit<TemporalCodecDeps, 'db' | 'clock' | 'authFailures'>;
+  /** With metrics on: each request's duration, for `http_server_request_duration_seconds`. */
+  httpMetrics?: HttpRequestObserver;
 };
 
 /** Builds the HTTP application from its dependencies; listening is the caller's business. */
@@ -63,7 +65,7 @@ export function createApp(deps: AppDeps): Koa<GatewayState> {
 
   // Traces exported: a server span per request, begun and ended by the request context, outside
   // the error handler. Otherwise the request context adopts a caller's trace id.
-  app.use(requestContext(deps.logger, { tracer: requestTracing() }));
+  app.use(requestContext(deps.logger, { tracer: requestTracing(), http: deps.httpMetrics }));
   app.use(errorHandler());
   const meterDeps = { keys: deps.keys, clock: deps.clock, redis: deps.spendRedis };
   app.use(bodyLimit({ beforeRefusal: gatewayPreAuthMeter(meterDeps) }));

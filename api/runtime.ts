@@ -177,6 +177,7 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
       manage,
       gateway,
       temporalCodec: { codec: payloadCodec, sealer: manage.sealer, operatorOrgId: config.GW_OPERATOR_ORG_ID, temporalUiUrl: config.GW_TEMPORAL_UI_URL },
+      httpMetrics: metrics?.observeHttpRequest,
     },
     async close() {
       await unsubscribe();

@@ -147,9 +147,12 @@ async function startMetrics(runtime: Awaited<ReturnType<typeof startApiRuntime>>
   const ops = runtime.metrics ? await startConfiguredOpsServer(runtime.metrics.registry, config) : null;
   if (!ops) return;
   stops.push(['Metrics', ops.close]);
+  // Both addresses, the API's and the Temporal SDK's (its workers run in this process), where a browser or curl on this machine reaches them.
+  const temporal = config.GW_TEMPORAL_METRICS_PORT === undefined ? '' : `, http://${scrapeHost(config.GW_TEMPORAL_METRICS_HOST).replace('127.0.0.1', 'localhost')}:${config.GW_TEMPORAL_METRICS_PORT}/metrics (Temporal SDK)`;
+  const addresses = `http://localhost:${ops.port}/metrics (API)${temporal}`;
   const binary = prometheusBinary();
   if (!binary) {
-    say('Metrics', `http://localhost:${ops.port}/metrics (no Prometheus on this machine: apt-get install prometheus, or PROMETHEUS_PATH)`);
+    say('Metrics', `${addresses}; no Prometheus on this machine (apt-get install prometheus, or PROMETHEUS_PATH)`);
     return;
   }
   const prometheus = await startPrometheus({
@@ -161,7 +164,7 @@ async function startMetrics(runtime: Awaited<ReturnType<typeof startApiRuntime>>
     ],
   });
   stops.push(['Prometheus', prometheus.stop]);
-  say('Metrics', `http://localhost:${ops.port}/metrics; Prometheus at ${prometheus.url.replace('127.0.0.1', 'localhost')} (dashboard: docs/grafana/gateway.json)`);
+  say('Metrics', `${addresses}; Prometheus at ${prometheus.url.replace('127.0.0.1', 'localhost')} (dashboard: docs/grafana/gateway.json)`);
 }
 
 /**

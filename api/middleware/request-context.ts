@@ -6,9 +6,13 @@ import { newId } from '../../core/ids';
 import type { Logger } from '../../core/logger';
 import type { RequestTrace } from '../../core/observability/tracing';
 import type { GatewayState } from '../context';
+import { routeTemplateOf } from './route-template';
 import { adoptCallerTrace, type RequestTracer } from './tracing';
 
 export const REQUEST_ID_HEADER = 'X-GW-Request-Id';
+
+/** What the HTTP server metric takes of a request as it ends (core/observability/metrics.ts `observeHttpRequest`). */
+export type HttpRequestObserver = (method: string, route: string, status: number, seconds: number) => void;
 
 /**
  * `ctx.state` of every request: one class, every field declared, so every request's state has
@@ -47,12 +51,15 @@ class RequestState implements GatewayState {
  * Gives every request an id (header on every response, body id of a chat answer) and a logger
  * carrying it. With traces on (`tracer`), a gateway request's server span starts and ends here,
  * around everything else, so it ends with the status an error was rendered as; with them off, a
- * caller's `traceparent` is adopted here. Either way without a middleware of its own that every
+ * caller's `traceparent` is adopted here. With metrics on (`http`), every request's duration is
+ * observed when its response ends. Either way without a middleware of its own that every
  * request would pass through.
  */
-export function requestContext(logger: Logger, options: { tracer?: RequestTracer } = {}): Middleware<GatewayState> {
+export function requestContext(logger: Logger, options: { tracer?: RequestTracer; http?: HttpRequestObserver } = {}): Middleware<GatewayState> {
   const tracer = options.tracer;
+  const http = options.http;
   return async (ctx, next) => {
+    if (http) observeWhenClosed(ctx, http);
     const requestId = newId('req');
     const fields: Record<string, string> = { request_id: requestId };
     ctx.state = new RequestState(logger, requestId, fields);
@@ -73,4 +80,19 @@ export function requestContext(logger: Logger, options: { tracer?: RequestTracer
       );
     }
   };
+}
+
+/**
+ * The request's duration, from here (the first thing a request passes) to the end of its response:
+ * Koa writes a body after the middleware returns, and a stream's last byte goes long after, so it
+ * is read when the response closes (finished, or its connection gone). The route is the template
+ * the router matched (`routeTemplateOf`, as the server span's `http.route`), never the path: a
+ * request no route took has none. Per request: a clock reading, and a listener on the response.
+ */
+function observeWhenClosed(ctx: Parameters<Middleware<GatewayState>>[0], observe: HttpRequestObserver): void {
+  const started = performance.now();
+  const res = ctx.res;
+  res.once('close', () => {
+    observe(ctx.method, routeTemplateOf(ctx) ?? '', res.headersSent ? res.statusCode : 0, (performance.now() - started) / 1000);
+  });
 }

@@ -3,6 +3,7 @@ import { genAiOperationOf } from '../../core/observability/attempt-spans';
 import { newTraceId, RecordedSpan, SPAN_KIND } from '../../core/observability/span-recorder';
 import { parseTraceparent, processTracingSetup, RequestTrace, traceIdOfTraceparent } from '../../core/observability/tracing';
 import type { GatewayContext } from '../context';
+import { routeTemplateOf } from './route-template';
 
 export const TRACE_ID_HEADER = 'X-GW-Trace-Id';
 
@@ -73,9 +74,9 @@ export function requestTracing(): RequestTracer | undefined {
     end(ctx, requestTrace) {
       if (!requestTrace.recording) return;
       const span = requestTrace.server;
-      // @koa/router leaves the matched route's template: `POST /v1/videos/:id`, not every id.
-      const route = (ctx as { _matchedRoute?: unknown })._matchedRoute;
-      if (typeof route === 'string') {
+      // The matched route's template: `POST /v1/videos/:id`, not every id.
+      const route = routeTemplateOf(ctx);
+      if (route !== undefined) {
         span.setAttribute('http.route', route);
         span.updateName(`${ctx.method} ${route}`);
       }

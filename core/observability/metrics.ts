@@ -33,6 +33,15 @@ const SECONDS_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
 const ROWS_OBSERVED_TOGETHER = 32;
 /** Token buckets as the GenAI conventions advise (powers of four). */
 const TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304];
+/**
+ * `http.server.request.duration`'s buckets as the OpenTelemetry HTTP conventions advise them (5 ms
+ * to 10 s), then the gateway's long tail: a model's answer, streamed or whole, runs to minutes,
+ * and every request past 10 s would otherwise fall in `+Inf` alike. The advised bounds are all
+ * there, so a query or alert on any of their `le` values reads what it reads elsewhere.
+ */
+export const HTTP_SERVER_DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60, 120, 300, 600];
+/** The methods the HTTP conventions name; any other is `_OTHER`, so a client cannot make series by inventing methods. */
+const HTTP_METHODS = new Set(['CONNECT', 'DELETE', 'GET', 'HEAD', 'OPTIONS', 'PATCH', 'POST', 'PUT', 'TRACE']);
 
 /** The GenAI operation of a request-log endpoint. */
 const OPERATIONS: Record<string, string> = {
@@ -48,6 +57,12 @@ export type GatewayMetrics = {
   watchWriter(name: string, writer: Pick<BatchWriter<unknown>, 'dropped' | 'queued' | 'onFlush'>): void;
   /** Names that connections' model maps hold, labelled by name (as each organization's configuration loads). */
   learnModelMaps: ModelLabels['learnModelMaps'];
+  /**
+   * One HTTP request of the API as it ended (`http_server_request_duration_seconds`): its method,
+   * the matched route's template ('' when no route matched; never the path), the status sent (0
+   * when the connection closed before one was) and its duration.
+   */
+  observeHttpRequest(method: string, route: string, status: number, seconds: number): void;
 };
 
 /**
@@ -152,6 +167,11 @@ export function createGatewayMetrics(service: string, names: CatalogNames): Gate
     },
   });
   const flushes = new Histogram({ name: 'gw_batch_flush_duration_seconds', help: 'Time a batch writer\'s batch took to write (its insert and what rides with it), by writer.', labelNames: ['writer'], buckets: SECONDS_BUCKETS, registers: [registry] });
+  // The OpenTelemetry HTTP server conventions' duration, as Prometheus names it and its labels
+  // (dashboards and alerts made for any service so instrumented read it); every request, the
+  // management API's and the probes' too. Route templates are the app's own, a bounded set; past
+  // the series cap a route folds to `other`, its method and status kept.
+  const httpServer = new SeriesHistogram(registry, 'http_server_request_duration_seconds', 'Duration of HTTP server requests (OpenTelemetry HTTP semantic conventions), by method, route template and status code.', HTTP_SERVER_DURATION_BUCKETS, ['http_request_method', 'http_route', 'http_response_status_code'], undefined, { open: ['http_route'] });
   const operation = new SeriesHistogram(registry, 'gen_ai_client_operation_duration_seconds', 'Duration of served model calls (GenAI semantic conventions), by operation, provider and model served ("other" when no catalog or model map knows it).', SECONDS_BUCKETS, ['gen_ai_operation_name', 'gen_ai_provider_name', 'gen_ai_response_model'], drain, { open: ['gen_ai_response_model'] });
 
   return {
@@ -164,6 +184,9 @@ export function createGatewayMetrics(service: string, names: CatalogNames): Gate
     observeRequest(row) {
       held.push(row);
       if (held.length >= ROWS_OBSERVED_TOGETHER) drain();
+    },
+    observeHttpRequest(method, route, status, seconds) {
+      httpServer.observe(seconds, HTTP_METHODS.has(method) ? method : '_OTHER', route, status === 0 ? '' : String(status));
     },
   };
 

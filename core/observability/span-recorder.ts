@@ -1,5 +1,6 @@
 import { randomFillSync } from 'node:crypto';
 import type { Attributes, AttributeValue, SpanContext } from '@opentelemetry/api';
+import { DEFAULT_ENVIRONMENT, parseEnvironment } from '@opentelemetry/core';
 import { createOtlpHttpExportDelegate, convertLegacyHttpOptions } from '@opentelemetry/otlp-exporter-base/node-http';
 import type { Resource } from '@opentelemetry/resources';
 
@@ -11,20 +12,42 @@ import type { Resource } from '@opentelemetry/resources';
  * gateway gives traces (bench/results/2026-11-27-issue-36-traces.md): a span object with checked
  * attributes, then a second copy as OTLP objects, then protobuf. Here a span keeps what was set
  * on it and is written into its batch's buffer once it ends. What is not ours is kept: the export goes
- * through the maintained OTLP HTTP delegate (`@opentelemetry/otlp-exporter-base`), which reads
- * the endpoint, headers, timeout and compression from `OTEL_EXPORTER_OTLP_*` and retries as the
- * protocol says. Spans made by libraries (Temporal's interceptors) still go through the SDK,
- * parented on these by their span context.
+ * through the maintained OTLP HTTP delegate (`@opentelemetry/otlp-exporter-base`, declared at the
+ * exact version the SDK's exporters use: its API is internal to OpenTelemetry and changes between
+ * releases), which reads the endpoint, headers, timeout and compression from `OTEL_EXPORTER_OTLP_*`
+ * and retries as the protocol says; batches are as `OTEL_BSP_*` says, read as the SDK's batch
+ * span processor reads them (`batchSettings`). Spans made by libraries (Temporal's interceptors)
+ * still go through the SDK, parented on these by their span context.
  */
 
 /** OTLP span kinds. */
 export const SPAN_KIND = { server: 2, client: 3 } as const;
 
-/** Batches of at most this many spans, sent at least every `FLUSH_MS`. */
-const MAX_BATCH = 512;
-const FLUSH_MS = 200;
-/** Spans held while exports are slow or failing; beyond it new spans are dropped, as the SDK's queue does. */
-const MAX_QUEUED = 4096;
+/**
+ * How ended spans are batched: `OTEL_BSP_MAX_QUEUE_SIZE` (spans waiting for export; past it new
+ * spans are dropped), `OTEL_BSP_SCHEDULE_DELAY` (ms from a batch's first span to its export),
+ * `OTEL_BSP_MAX_EXPORT_BATCH_SIZE` (spans in one export, sent at once when reached) and
+ * `OTEL_BSP_EXPORT_TIMEOUT` (ms an export may take before the next one starts), with the SDK's
+ * defaults: 2048, 5000, 512 and 30000.
+ */
+export type BatchSettings = { maxQueueSize: number; scheduledDelayMillis: number; maxExportBatchSize: number; exportTimeoutMillis: number };
+
+/**
+ * `OTEL_BSP_*` read by the SDK's own parser (@opentelemetry/core), so the gateway's request spans
+ * and the spans the SDK exports (Temporal's) are batched alike; a batch is at most the queue, as
+ * the SDK's processor holds it.
+ */
+export function batchSettings(env: NodeJS.ProcessEnv = process.env): BatchSettings {
+  const read = Object.assign({}, DEFAULT_ENVIRONMENT, parseEnvironment(env as Record<string, string>));
+  const maxQueueSize = read.OTEL_BSP_MAX_QUEUE_SIZE;
+  return {
+    maxQueueSize,
+    scheduledDelayMillis: read.OTEL_BSP_SCHEDULE_DELAY,
+    maxExportBatchSize: Math.min(read.OTEL_BSP_MAX_EXPORT_BATCH_SIZE, maxQueueSize),
+    exportTimeoutMillis: read.OTEL_BSP_EXPORT_TIMEOUT,
+  };
+}
+
 /** Ended spans are encoded this many at a time (or at the batch's flush). */
 const ENCODE_EVERY = 32;
 
@@ -198,10 +221,10 @@ const CHUNK_BYTES = 1 << 20;
 const SPARE_CHUNKS = 3;
 
 /**
- * Ended spans, batched and exported over OTLP/HTTP (protobuf, or JSON when
+ * Ended spans, batched as `OTEL_BSP_*` says and exported over OTLP/HTTP (protobuf, or JSON when
  * `OTEL_EXPORTER_OTLP_PROTOCOL` says so) by the maintained delegate. Each span is
  * written into its batch's buffer as it is encoded (`ended`), outside the JavaScript heap: spans waiting up to
- * `FLUSH_MS` for their export would otherwise be strings that outlive young-generation
+ * the schedule delay for their export would otherwise be strings that outlive young-generation
  * collections, which the collector copies and promotes. The buffer holds the whole request body
  * (the resource's head, then the spans), so the delegate sends it as it is, and it is reused
  * once its export is done: a busy process allocating a fresh megabyte for every batch reports
@@ -214,6 +237,7 @@ export class SpanRecorder implements SpanSink {
   private count = 0;
   /** Batches written and not yet sent. */
   private readonly batches: Array<{ body: Buffer; chunk: Buffer; count: number }> = [];
+  /** Spans encoded and waiting for their export to start (the SDK's queue holds the same). */
   private queued = 0;
   /** Ended spans not yet encoded. */
   private readonly pending: RecordedSpan[] = [];
@@ -226,9 +250,16 @@ export class SpanRecorder implements SpanSink {
 
   /**
    * `encode` makes the body's encoding from the resource's attributes and the scope's name;
-   * bodies go to the OTLP/HTTP endpoint `OTEL_EXPORTER_OTLP_*` names, or to `out`.
+   * bodies go to the OTLP/HTTP endpoint `OTEL_EXPORTER_OTLP_*` names, or to `out`, in batches as
+   * `batch` says (`OTEL_BSP_*` unless told).
    */
-  constructor(resource: Resource, scopeName: string, encode: (resource: Attributes, scopeName: string) => SpanEncoding, out?: BatchExport) {
+  constructor(
+    resource: Resource,
+    scopeName: string,
+    encode: (resource: Attributes, scopeName: string) => SpanEncoding,
+    out?: BatchExport,
+    readonly batch: BatchSettings = batchSettings(),
+  ) {
     this.encoding = encode(resource.attributes, scopeName);
     this.delegate = out ?? createOtlpHttpExportDelegate(convertLegacyHttpOptions({}, 'TRACES', 'v1/traces', { 'Content-Type': this.encoding.contentType }), {
       serializeRequest: (body: Buffer) => body,
@@ -240,14 +271,15 @@ export class SpanRecorder implements SpanSink {
    * Takes an ended span. Spans are encoded a few dozen at a time (`ENCODE_EVERY`, or when the
    * batch is flushed): one span's encoding, run once between two requests' other work, finds
    * its code and data out of the processor's caches and costs about twice what it costs in a
-   * loop (bench/results/2026-11-27-issue-36-traces.md). The spans wait a few milliseconds, less
-   * than the time between two young-generation collections.
+   * loop (bench/results/2026-11-27-issue-36-traces.md). Under load the spans wait a few
+   * milliseconds, less than the time between two young-generation collections; a quiet process's
+   * wait until the batch's schedule delay, when collections are few.
    */
   ended(span: RecordedSpan): void {
-    if (this.queued + this.pending.length >= MAX_QUEUED) return;
+    if (this.queued + this.pending.length >= this.batch.maxQueueSize) return;
     this.pending.push(span);
     if (this.pending.length >= ENCODE_EVERY) this.writePending();
-    else this.flushSoon(FLUSH_MS);
+    else this.flushSoon(this.batch.scheduledDelayMillis);
   }
 
   private writePending(): void {
@@ -257,7 +289,7 @@ export class SpanRecorder implements SpanSink {
   }
 
   private write(span: RecordedSpan): void {
-    if (this.queued >= MAX_QUEUED) return;
+    if (this.queued >= this.batch.maxQueueSize) return;
     span.readSources();
     const room = this.encoding.bound(span);
     if (this.chunk && this.used + room > this.chunk.length) this.seal();
@@ -265,11 +297,11 @@ export class SpanRecorder implements SpanSink {
     this.used = this.encoding.write(span, this.chunk!, this.used, this.count === 0);
     this.count += 1;
     this.queued += 1;
-    if (this.count >= MAX_BATCH) {
+    if (this.count >= this.batch.maxExportBatchSize) {
       this.seal();
       this.flushSoon(0);
     } else {
-      this.flushSoon(FLUSH_MS);
+      this.flushSoon(this.batch.scheduledDelayMillis);
     }
   }
 
@@ -311,13 +343,24 @@ export class SpanRecorder implements SpanSink {
     return this.sending;
   }
 
+  /**
+   * One batch at a time, as the SDK's processor exports: the next starts when this one is over, or
+   * once `OTEL_BSP_EXPORT_TIMEOUT` has passed (the late one goes on in the delegate).
+   */
   private async sendQueued(): Promise<void> {
     for (let batch = this.batches.shift(); batch; batch = this.batches.shift()) {
       const { body, chunk, count } = batch;
-      // The delegate calls back once the export is over, retries included: the body is no longer read.
-      await new Promise<void>((resolve) => this.delegate.export(body, () => resolve()));
       this.queued -= count;
-      this.recycle(chunk);
+      await new Promise<void>((resolve) => {
+        const late = setTimeout(resolve, this.batch.exportTimeoutMillis);
+        late.unref();
+        // The delegate calls back once the export is over, retries included: the body is no longer read.
+        this.delegate.export(body, () => {
+          clearTimeout(late);
+          this.recycle(chunk);
+          resolve();
+        });
+      });
     }
   }
 

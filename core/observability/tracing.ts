@@ -1,13 +1,17 @@
-import { context, ROOT_CONTEXT, trace, type Attributes, type Context, type ContextManager, type Tracer } from '@opentelemetry/api';
+import { context, ROOT_CONTEXT, SpanKind, trace, TraceFlags, type Attributes, type Context, type ContextManager, type Link, type Tracer } from '@opentelemetry/api';
+import { DEFAULT_ENVIRONMENT, parseEnvironment, TracesSamplerValues } from '@opentelemetry/core';
 import { OTLPTraceExporter as OTLPJsonTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { detectResourcesSync, envDetectorSync, Resource } from '@opentelemetry/resources';
-import { BatchSpanProcessor, ConsoleSpanExporter, type SpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
+import {
+  AlwaysOffSampler, AlwaysOnSampler, BatchSpanProcessor, ConsoleSpanExporter, ParentBasedSampler, SamplingDecision, TraceIdRatioBasedSampler,
+  type Sampler, type SpanExporter, type SpanProcessor,
+} from '@opentelemetry/sdk-trace-base';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { ConfigError } from '../config';
 import { otlpJsonSpans } from './otlp-json-spans';
 import { otlpProtoSpans } from './otlp-proto-spans';
-import { consoleBatchExport, fanOutSpans, RecordedSpan, SpanRecorder, type SpanSink } from './span-recorder';
+import { batchSettings, consoleBatchExport, fanOutSpans, RecordedSpan, SpanRecorder, type SpanSink } from './span-recorder';
 
 /**
  * OpenTelemetry traces of a gateway process (issue 36), configured by the standard `OTEL_*`
@@ -16,7 +20,8 @@ import { consoleBatchExport, fanOutSpans, RecordedSpan, SpanRecorder, type SpanS
  * JSON, for the gateway's own request spans (span-recorder.ts) as for the SDK's; `OTEL_TRACES_EXPORTER` may say `otlp`, `console` or `none`; `OTEL_SDK_DISABLED=true`
  * turns everything off; `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`,
  * `OTEL_TRACES_SAMPLER(_ARG)`, `OTEL_BSP_*` and the exporter's headers and timeouts are read by
- * the SDK itself.
+ * the SDK itself, and for the request spans by the same SDK code or its parser (the sampler is
+ * the SDK's, `requestSampler`; the batches `batchSettings`).
  *
  * With none of them set, no provider is registered and `processTracingSetup()` is undefined: no
  * tracing middleware is installed, the plan walker finds no `ctx.state.trace`, so the hot path
@@ -74,9 +79,10 @@ export function startTracing(serviceName: string, options: { context?: 'async' |
   provider.register(options.context === 'sync' ? { contextManager: new SyncContextManager() } : {});
   const spanProcessor = processors.length === 1 ? processors[0]! : fanOut(processors);
   // The request spans go where the SDK's do: OTLP in the configured protocol, the console as OTLP JSON lines.
+  const batch = batchSettings(env);
   const recorders = exporters.map((name) => name === 'console'
-    ? new SpanRecorder(resource, 'gateway', otlpJsonSpans, consoleBatchExport())
-    : new SpanRecorder(resource, 'gateway', otlpProtocol(env) === 'http/json' ? otlpJsonSpans : otlpProtoSpans));
+    ? new SpanRecorder(resource, 'gateway', otlpJsonSpans, consoleBatchExport(), batch)
+    : new SpanRecorder(resource, 'gateway', otlpProtocol(env) === 'http/json' ? otlpJsonSpans : otlpProtoSpans, undefined, batch));
   const recorder = recorders.length === 1 ? recorders[0]! : fanOutSpans(recorders);
   processTracing = {
     tracer: provider.getTracer('gateway'),
@@ -139,23 +145,57 @@ export function traceIdOfTraceparent(header: string | undefined): string | undef
 }
 
 /**
- * `OTEL_TRACES_SAMPLER` as the SDK reads it, for the request spans the gateway records itself:
- * `always_on`, `always_off`, `traceidratio` (`OTEL_TRACES_SAMPLER_ARG`, the SDK's trace-id
- * arithmetic), and their `parentbased_` forms (the default, `parentbased_always_on`), which
- * follow a caller's sampled flag.
+ * Whether a request's spans are recorded, decided by the SDK's own sampler for
+ * `OTEL_TRACES_SAMPLER(_ARG)` (`configuredSampler`) on the request's trace id and the caller's
+ * span context (remote, with its sampled flag), as the SDK decides for a span it starts: the
+ * request spans and Temporal's are sampled alike. Per request: the sampler's call, and a context
+ * holding the caller's span when there is one.
  */
 export function requestSampler(env: NodeJS.ProcessEnv): (parent: CallerTrace | undefined, traceId: string) => boolean {
-  const name = (env.OTEL_TRACES_SAMPLER ?? 'parentbased_always_on').trim().toLowerCase();
-  const ratio = Math.min(1, Math.max(0, Number(env.OTEL_TRACES_SAMPLER_ARG ?? 1) || 0));
-  const root = name.endsWith('always_off') ? () => false : name.endsWith('traceidratio') ? (traceId: string) => ratioSampled(traceId, ratio) : () => true;
-  if (!name.startsWith('parentbased_')) return (_, traceId) => root(traceId);
-  return (parent, traceId) => (parent ? parent.sampled : root(traceId));
+  const sampler = configuredSampler(env);
+  return (parent, traceId) => sampler.shouldSample(parent ? callerContext(parent) : ROOT_CONTEXT, traceId, '', SpanKind.SERVER, NO_ATTRIBUTES, NO_LINKS).decision === SamplingDecision.RECORD_AND_SAMPLED;
 }
 
-function ratioSampled(traceId: string, ratio: number): boolean {
-  let accumulation = 0;
-  for (let i = 0; i < traceId.length / 8; i++) accumulation = (accumulation ^ parseInt(traceId.slice(i * 8, i * 8 + 8), 16)) >>> 0;
-  return accumulation < Math.floor(ratio * 0xffffffff);
+const NO_ATTRIBUTES: Attributes = Object.freeze({});
+const NO_LINKS: Link[] = [];
+
+function callerContext(parent: CallerTrace): Context {
+  return trace.setSpanContext(ROOT_CONTEXT, { traceId: parent.traceId, spanId: parent.spanId, traceFlags: parent.sampled ? TraceFlags.SAMPLED : TraceFlags.NONE, isRemote: true });
+}
+
+/**
+ * The SDK's sampler for `OTEL_TRACES_SAMPLER(_ARG)`, chosen as sdk-trace-base 1.x chooses the
+ * provider's (its `buildSamplerFromEnv`, which it does not export), from the variables as its
+ * parser reads them: the names exactly (`always_on`, `always_off`, `traceidratio` and their
+ * `parentbased_` forms; `parentbased_always_on` by default), an unknown name `always_on`, and a
+ * ratio that is missing, not a number or outside [0, 1] taken as 1. test/unit/span-recorder.test.ts
+ * holds it to the provider's decisions.
+ */
+export function configuredSampler(env: NodeJS.ProcessEnv): Sampler {
+  const read = Object.assign({}, DEFAULT_ENVIRONMENT, parseEnvironment(env as Record<string, string>));
+  switch (read.OTEL_TRACES_SAMPLER) {
+    case TracesSamplerValues.AlwaysOn:
+      return new AlwaysOnSampler();
+    case TracesSamplerValues.AlwaysOff:
+      return new AlwaysOffSampler();
+    case TracesSamplerValues.ParentBasedAlwaysOn:
+      return new ParentBasedSampler({ root: new AlwaysOnSampler() });
+    case TracesSamplerValues.ParentBasedAlwaysOff:
+      return new ParentBasedSampler({ root: new AlwaysOffSampler() });
+    case TracesSamplerValues.TraceIdRatio:
+      return new TraceIdRatioBasedSampler(samplerRatio(read.OTEL_TRACES_SAMPLER_ARG));
+    case TracesSamplerValues.ParentBasedTraceIdRatio:
+      return new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(samplerRatio(read.OTEL_TRACES_SAMPLER_ARG)) });
+    default:
+      return new AlwaysOnSampler();
+  }
+}
+
+/** `OTEL_TRACES_SAMPLER_ARG` as the SDK takes it: 1 unless a number in [0, 1]. */
+function samplerRatio(arg: string | undefined): number {
+  if (arg === undefined || arg === '') return 1;
+  const ratio = Number(arg);
+  return Number.isNaN(ratio) || ratio < 0 || ratio > 1 ? 1 : ratio;
 }
 
 /**

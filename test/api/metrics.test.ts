@@ -1,6 +1,7 @@
 import { startOpsServer } from '../../core/observability/metrics';
 import { startChatFixture, type ChatFixture } from '../helpers/chat-fixture';
 import { startTestApi } from '../helpers/harness';
+import { until } from '../helpers/until';
 
 /**
  * Prometheus metrics of the API (issue 36 item 2), scraped from its ops port after known
@@ -95,6 +96,34 @@ describe('Prometheus metrics on the ops port', () => {
     // No label names an organization, a key or a user.
     const labelNames = new Set(after.flatMap((s) => Object.keys(s.labels)));
     for (const forbidden of ['org', 'org_id', 'organization', 'key', 'key_id', 'user', 'user_id']) expect(labelNames.has(forbidden)).toBe(false);
+  });
+
+  it('times every API request as the OpenTelemetry HTTP conventions name it: method, route template, status', async () => {
+    const before = await scrape();
+    const hello = [{ role: 'user', content: 'Say hello' }];
+    for (let i = 0; i < 2; i++) expect((await f.chat(secret, { model: 'openai/gpt-4o-mini', messages: hello })).status).toBe(200);
+    const streamed = await f.chat(secret, { model: 'openai/gpt-4o-mini', stream: true, messages: hello });
+    expect([streamed.status, streamed.text]).toEqual([200, expect.stringContaining('[DONE]')]);
+    expect((await f.chat('gw_not_a_key', { model: 'openai/gpt-4o-mini', messages: hello })).status).toBe(401);
+    const connection = await f.connect('openai');
+    expect((await f.client.get(`/provider_connections/${connection}`)).status).toBe(200);
+    expect((await fetch(`${f.api.url}/no/such/${connection}`)).status).toBe(404);
+    expect((await fetch(`${f.api.url}/healthz`)).status).toBe(200);
+    // Each response's close is what is observed: the scrape below comes after all of them.
+    const seen = await until(async () => {
+      const after = await scrape();
+      const delta = (labels: Record<string, string>) => valueOf(after, 'http_server_request_duration_seconds_count', labels) - valueOf(before, 'http_server_request_duration_seconds_count', labels);
+      const chat = { http_request_method: 'POST', http_route: '/v1/chat/completions' };
+      const counts = [delta({ ...chat, http_response_status_code: '200' }), delta({ ...chat, http_response_status_code: '401' }), delta({ http_request_method: 'GET', http_route: '', http_response_status_code: '404' }), delta({ http_request_method: 'GET', http_route: '/healthz', http_response_status_code: '200' })];
+      return counts.join() === '3,1,1,1' ? after : null;
+    }, 'the requests observed', 10_000, 50);
+    // The management read is labelled by its route's template; no label holds an id or a path of a request.
+    expect(valueOf(seen, 'http_server_request_duration_seconds_count', { http_request_method: 'GET', http_route: '/manage/v1/:type/:id', http_response_status_code: '200' })).toBeGreaterThanOrEqual(1);
+    const text = seen.filter((s) => s.name.startsWith('http_server_')).map((s) => JSON.stringify(s.labels)).join('\n');
+    expect(text).not.toContain(connection);
+    expect(text).not.toContain('/no/such');
+    // The row-based request metrics go on alongside (the dashboard reads them).
+    expect(valueOf(seen, 'gw_request_duration_seconds_count', { endpoint: 'chat.completions' })).toBeGreaterThan(0);
   });
 
   it('serves nothing but /metrics there, and no metrics on the public port', async () => {

@@ -120,10 +120,13 @@ describe('development launcher', () => {
     } else {
       expect(output).toContain('[gw] Traces       off');
     }
-    // The API's metrics on the ops port, and a Prometheus scraping them where the machine has one.
-    const metricsUrl = /\[gw\] Metrics +(http:\/\/localhost:\d+\/metrics)/.exec(output)![1]!.replace('localhost', '127.0.0.1');
-    const metrics = await (await fetch(metricsUrl)).text();
+    // The API's metrics on the ops port and the Temporal SDK's beside them, on one line, and a
+    // Prometheus scraping both where the machine has one.
+    const [, metricsUrl, temporalMetricsUrl] = /\[gw\] Metrics +(http:\/\/localhost:\d+\/metrics) \(API\), (http:\/\/localhost:\d+\/metrics) \(Temporal SDK\)/.exec(output)!.map((url) => url.replace('localhost', '127.0.0.1'));
+    const metrics = await (await fetch(metricsUrl!)).text();
     expect(metrics).toMatch(/^gw_provider_attempts_total\{[^}]*provider="openai"[^}]*outcome="server_error"[^}]*\} \d+/m);
+    expect(metrics).toMatch(/^http_server_request_duration_seconds_count\{[^}]*http_route="\/v1\/chat\/completions"[^}]*\} \d+/m);
+    expect(await (await fetch(temporalMetricsUrl!)).text()).toMatch(/^temporal_worker_task_slots_available\{/m);
     if (prometheusBinary()) {
       const prometheusUrl = /Prometheus at (http:\/\/localhost:\d+)/.exec(output)![1]!.replace('localhost', '127.0.0.1');
       expect((await fetch(`${prometheusUrl}/-/ready`)).status).toBe(200);

@@ -70,21 +70,25 @@ describe('Prometheus scraping the API', () => {
   it('sees exactly the requests sent, by endpoint, status and provider', async () => {
     const served = 'sum(gw_requests_total{job="gateway-api",endpoint="chat.completions",status="200",provider="openai"})';
     const refusals = 'sum(gw_refusals_total{job="gateway-api",code="key_budget"})';
+    // The same requests as the OpenTelemetry HTTP conventions name them.
+    const http = 'sum(http_server_request_duration_seconds_count{job="gateway-api",http_request_method="POST",http_route="/v1/chat/completions",http_response_status_code="200"})';
     const secret = await f.key();
     // A first request makes the series exist, so the baseline below is a scraped value, not an absence.
     expect((await f.chat(secret, { model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'Say hello' }] })).status).toBe(200);
-    await until(async () => (await query(served)) >= 1, 'the first request scraped', 30_000, 200);
+    await until(async () => (await query(served)) >= 1 && (await query(http)) >= 1, 'the first request scraped', 30_000, 200);
     // Two more scrapes after it, so nothing from before is still on its way.
     const seen = await scrapes();
     await until(async () => (await scrapes()) >= seen + 2, 'two more scrapes', 30_000, 200);
     const before = await query(served);
+    const httpBefore = await query(http);
 
     for (let i = 0; i < 5; i++) expect((await f.chat(secret, { model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'Say hello' }] })).status).toBe(200);
     const broke = await f.key({ credit_limit: { amount: 0.01, period: 'monthly' } });
     expect((await f.chat(broke, { model: 'openai/gpt-4o', max_tokens: 16_000, messages: [{ role: 'user', content: 'Say hello' }] })).status).toBe(402);
 
-    await until(async () => (await query(served)) === before + 5 && (await query(refusals)) === 1, 'Prometheus to have scraped the traffic', 30_000, 200);
+    await until(async () => (await query(served)) === before + 5 && (await query(refusals)) === 1 && (await query(http)) === httpBefore + 5, 'Prometheus to have scraped the traffic', 30_000, 200);
     expect(await query(served)).toBe(before + 5);
+    expect(await query(http)).toBe(httpBefore + 5);
     expect(await query('sum(gen_ai_client_token_usage_count{job="gateway-api",gen_ai_token_type="input"})')).toBeGreaterThanOrEqual(6);
     expect(await query('count(nodejs_eventloop_lag_seconds{job="gateway-api"})')).toBe(1);
   });
@@ -123,7 +127,7 @@ describe('Prometheus scraping the API', () => {
       }
     }
     // The dashboard covers the gateway's own metrics, the process's and the Temporal SDK's.
-    for (const metric of ['gw_requests_total', 'gw_refusals_total', 'gen_ai_client_token_usage_sum', 'nodejs_eventloop_lag_p99_seconds', 'temporal_worker_task_slots_used']) expect(named).toContain(metric);
+    for (const metric of ['gw_requests_total', 'gw_refusals_total', 'gen_ai_client_token_usage_sum', 'http_server_request_duration_seconds_bucket', 'nodejs_eventloop_lag_p99_seconds', 'temporal_worker_task_slots_used']) expect(named).toContain(metric);
   });
 });
 

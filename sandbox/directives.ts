@@ -21,6 +21,9 @@
  *   reply=<text>        answer with this text (URL-encoded)
  *   raw_reply=<text>    answer with exactly this text even when structured output was asked
  *                       (a model ignoring the schema); with times=<n>, only the first n requests
+ *   tool=<name>         with tools offered, call this one (when offered) rather than the
+ *                       first; `tool=none` answers in text though tools are offered, as a
+ *                       model that chose not to use one (an agent that always offers its tools)
  *   parallel_tools      with several tools offered, call them all in one turn (unless the
  *                       request turned parallel calls off: OpenAI `parallel_tool_calls`,
  *                       Anthropic `tool_choice.disable_parallel_tool_use`)
@@ -58,6 +61,7 @@ export type Directives = {
   reply?: string;
   rawReply?: string;
   parallelTools?: boolean;
+  tool?: string;
   words?: number;
   wordBytes?: number;
   multilineData?: boolean;
@@ -93,6 +97,7 @@ export function parseDirectives(text: string): Directives {
       case 'moderation': d.moderation = true; break;
       case 'reply': d.reply = value; break;
       case 'parallel_tools': d.parallelTools = true; break;
+      case 'tool': d.tool = value; break;
       case 'words': d.words = Number(value); break;
       case 'word_bytes': d.wordBytes = Number(value); break;
       case 'multiline_data': d.multilineData = true; break;

@@ -170,8 +170,9 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
     }
     if (!body) return send(400, endpoint.wire.error(400, 'We could not parse the JSON body of your request.'));
 
-    const parsed = endpoint.wire.parseChat(body, { model: endpoint.model, stream: endpoint.stream });
-    if ('invalid' in parsed) return send(400, endpoint.wire.error(400, parsed.invalid));
+    const betas = String(req.headers['anthropic-beta'] ?? '').split(',').map((b) => b.trim()).filter(Boolean);
+    const parsed = endpoint.wire.parseChat(body, { model: endpoint.model, stream: endpoint.stream, betas });
+    if ('invalid' in parsed) return send(400, endpoint.wire.error(400, parsed.invalid, parsed.param ? { param: parsed.param } : undefined));
     const directiveText = [prefixed?.[1] ?? '', directivesInText(parsed.promptText)].join(',');
     const directives = parseDirectives(directiveText);
 
@@ -218,7 +219,7 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
 
   async function answer(res: http.ServerResponse, endpoint: Endpoint, parsed: ParsedChat, directives: Directives) {
     const reply = directives.reply ?? (directives.words ? numberedWords(directives.words, directives.wordBytes) : undefined);
-    const turn = planTurn({ ...parsed, reply, parallelTools: directives.parallelTools === true && parsed.parallelToolCalls !== false });
+    const turn = planTurn({ ...parsed, reply, parallelTools: directives.parallelTools === true && parsed.parallelToolCalls !== false, ...(directives.tool && { toolChoice: directives.tool }) });
     const ctx = { id: randomBytes(12).toString('hex'), created: Math.floor(Date.now() / 1000), directives, turn, model: parsed.model, includeUsage: parsed.includeUsage, choices: parsed.choices ?? 1, logprobs: parsed.logprobs, thinking: parsed.thinking, extra: parsed.extra };
     if (!parsed.stream) {
       res.writeHead(200, { 'content-type': 'application/json' });

@@ -5,7 +5,7 @@ import { parseInput } from '../validation';
 import { serveProtocol } from './chat-call';
 import { parseAttribution } from './chat-request';
 import { NATIVE_REQUEST } from '../../core/providers/types';
-import { anthropicMessagesWire, chatBodyOf, chatMessagesOf, messagesRequestSchema, nativeBodyOf, refuseUntranslatable } from './protocols/anthropic-messages';
+import { anthropicMessagesWire, chatBodyOf, chatMessagesOf, messagesRequestSchema, nativeBodyOf, nativeOnlyFields, refuseUntranslatable } from './protocols/anthropic-messages';
 import type { GatewayServices } from './services';
 
 /**
@@ -24,14 +24,15 @@ export function messagesRoutes(router: Router<GatewayState>, services: GatewaySe
     // their signatures); every other is sent the chat body's translation.
     const betas = ctx.get('anthropic-beta').split(',').map((b) => b.trim()).filter(Boolean);
     body[NATIVE_REQUEST] = { wire: 'anthropic-messages', body: nativeBodyOf(request), ...(betas.length > 0 && { betas }) };
+    const nativeOnly = nativeOnlyFields(request);
     await serveProtocol(ctx, services, request, {
       body, wire: anthropicMessagesWire, started,
       attribution: parseAttribution(request.metadata?.user_id ? { user_id: request.metadata.user_id } : undefined),
       answer: {
         // Messages streams always end with their usage (`message_delta`).
         includeUsage: true,
-        // Only Anthropic's wire thinks in blocks: named as dropped when another serves.
-        ...(request.thinking?.type === 'enabled' && { nativeOnly: ['thinking'] }),
+        // Only Anthropic's wire thinks in blocks and edits its context: named as dropped when another serves.
+        ...(nativeOnly.length > 0 && { nativeOnly }),
       },
     });
   });

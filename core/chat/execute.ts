@@ -117,7 +117,7 @@ async function runPlan<T>(
   attempt: (candidate: Candidate, adapter: ProviderAdapter, prepared: ReturnType<typeof prepareBody>) => Promise<TryResult<T>>,
   stop?: AbortSignal,
 ): Promise<Served<T> | NotServed> {
-  const prepare = (c: Candidate) => prepareBody(body, c.connection.kind, c.upstreamModel, ADAPTERS[c.connection.kind], deps.catalog, deps.learned.get(c.connection, c.upstreamModel), deps.forceOutputCeiling);
+  const prepare = (c: Candidate) => prepareBody(body, c.connection.kind, c.upstreamModel, ADAPTERS[c.connection.kind], deps.catalog, deps.learned.get(c.connection, c.upstreamModel), deps.forceOutputCeiling, c.connection.config);
   // Each candidate's body is prepared once, here, and sent as prepared unless its connection
   // learned a refusal since (then it is prepared again, without the refused parameter).
   const preparedBodies = plan.candidates.map(prepare);

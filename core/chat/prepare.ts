@@ -1,7 +1,7 @@
 import { boundedCache } from '../bounded-cache';
 import { DEFAULT_OUTPUT_CEILING, type ModelCatalog } from '../catalog/model-catalog';
 import type { ProviderKind } from '../providers/kinds';
-import type { ChatBody, ProviderAdapter } from '../providers/types';
+import { NATIVE_REQUEST, TRANSLATED_EFFORT, type ChatBody, type ProviderAdapter } from '../providers/types';
 
 /** The only parameters the gateway may drop (spec 4.1, X-GW-Params-Dropped). */
 export const DROPPABLE_PARAMS = ['temperature', 'top_p', 'top_k', 'frequency_penalty', 'presence_penalty', 'seed', 'logprobs', 'top_logprobs', 'logit_bias'] as const;
@@ -48,8 +48,13 @@ export type PreparedBody = { body: ChatBody; dropped: string[]; defaultMaxTokens
  * and the output cap a kind requiring one gets when the client gave none. Under a blocking budget
  * (`forceOutputCeiling`) every kind is sent that cap (spec 4.1): it bounds the worst case
  * the reservation holds. `learned` is what this candidate's connection refused before.
+ *
+ * What a client protocol's translation could not carry to this candidate is named beside them
+ * (under the client's names): a translated reasoning effort its wire or model does not take
+ * (TRANSLATED_EFFORT), and the fields of a native request its connection is not sent
+ * (`adapter.nativeLeftOut`, given the connection's `config`).
  */
-export function prepareBody(body: ChatBody, kind: ProviderKind, model: string, adapter: ProviderAdapter, catalog: ModelCatalog, learned: ReadonlySet<string>, forceOutputCeiling = false): PreparedBody {
+export function prepareBody(body: ChatBody, kind: ProviderKind, model: string, adapter: ProviderAdapter, catalog: ModelCatalog, learned: ReadonlySet<string>, forceOutputCeiling = false, config: Record<string, unknown> = {}): PreparedBody {
   const rules = catalog.paramRules(kind, model);
   const refused = new Set([...rules.drop, ...adapter.unsupportedSampling, ...learned]);
   if (rules.exclusive && body[rules.exclusive[0]] !== undefined && body[rules.exclusive[1]] !== undefined) refused.add(rules.exclusive[1]);
@@ -68,7 +73,25 @@ export function prepareBody(body: ChatBody, kind: ProviderKind, model: string, a
   }
   const defaultMaxTokens = outputCeiling(catalog, kind, model);
   if (forceOutputCeiling && out.max_tokens === undefined && out.max_completion_tokens === undefined) out[rules.maxTokensField] = defaultMaxTokens;
+  const native = body[NATIVE_REQUEST];
+  const sentNatively = native !== undefined && native.wire === adapter.nativeWire;
+  if (sentNatively && adapter.nativeLeftOut) dropped.push(...adapter.nativeLeftOut(native, config));
+  const effortFrom = body[TRANSLATED_EFFORT];
+  if (effortFrom !== undefined && !takesReasoningEffort(adapter, catalog, kind, model)) {
+    delete out.reasoning_effort;
+    // A native request carries the effort in its own words.
+    if (!sentNatively) dropped.push(effortFrom);
+  }
   return { body: out, dropped, defaultMaxTokens };
+}
+
+/**
+ * Whether a candidate takes a reasoning effort: its wire has the field and the catalog says its
+ * model reasons (a model that does not refuses the field with a 400; one the catalog does not
+ * know is not guessed at).
+ */
+function takesReasoningEffort(adapter: ProviderAdapter, catalog: ModelCatalog, kind: ProviderKind, model: string): boolean {
+  return adapter.reasoningEffort === true && catalog.lookup(kind, model)?.reasoning === true;
 }
 
 /**

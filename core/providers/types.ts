@@ -34,9 +34,19 @@ export type NativeRequest = {
   betas?: string[];
 };
 
+/**
+ * Marks the chat body's `reasoning_effort` as a client protocol's translation (Messages'
+ * `output_config.effort`), under the name the client used: sent only to a candidate whose wire
+ * takes a reasoning effort and whose model reasons (core/chat/prepare.ts), otherwise left out
+ * and named among the dropped. A chat client's own `reasoning_effort` carries no mark and is
+ * forwarded as any other field. A symbol, so JSON never includes it.
+ */
+export const TRANSLATED_EFFORT: unique symbol = Symbol('translated reasoning effort');
+
 /** What reaches an adapter: the client's body without the gateway's own extension fields. */
 export type ChatBody = {
   [NATIVE_REQUEST]?: NativeRequest;
+  [TRANSLATED_EFFORT]?: string;
   model: string;
   messages: ChatMessage[];
   stream?: boolean;
@@ -151,6 +161,14 @@ export interface ProviderAdapter {
   nativeWire?: NativeRequest['wire'];
   /** Sampling parameters this wire has no place for: dropped and named in X-GW-Params-Dropped. */
   unsupportedSampling: readonly string[];
+  /** Whether this wire takes Chat Completions' `reasoning_effort` (for the models that reason). */
+  reasoningEffort?: boolean;
+  /**
+   * Fields of a native request (NATIVE_REQUEST, this wire's own) this connection is not sent:
+   * those that only a beta the connection does not allow turns on. Left out by `buildRequest`
+   * and named among the dropped.
+   */
+  nativeLeftOut?(native: NativeRequest, config: Record<string, unknown>): readonly string[];
   /**
    * The first parameter of the (prepared) body this wire cannot carry, or null. Such a
    * candidate is skipped before any call; when every candidate refuses, the request is a 400

@@ -22,12 +22,84 @@ function usage(ctx: AnswerContext) {
 
 /** Top-level fields the Messages API takes; any other is refused ("Extra inputs are not permitted"). */
 const FIELDS = new Set(['model', 'messages', 'max_tokens', 'system', 'stop_sequences', 'stream', 'temperature', 'top_p', 'top_k', 'tools', 'tool_choice', 'metadata',
-  'output_config', 'thinking', 'service_tier', 'container', 'mcp_servers', 'context_management']);
+  'output_config', 'thinking', 'service_tier', 'container', 'mcp_servers', 'cache_control', 'inference_geo', 'speed', 'diagnostics']);
 
-/** What the real API refuses among the fields the gateway translates to. */
-function invalidFields(body: Record<string, unknown>): string | null {
-  const extra = Object.keys(body).find((k) => !FIELDS.has(k));
+/** Fields only a beta turns on: without it in `anthropic-beta`, refused like an unknown field. */
+const BETA_FIELDS: Record<string, string> = { context_management: 'context-management-2025-06-27' };
+
+const EFFORTS = ['low', 'medium', 'high', 'xhigh', 'max'];
+const THINKING_TYPES = ['enabled', 'disabled', 'adaptive', 'between_tools'];
+const CONTEXT_EDITS = ['clear_tool_uses_20250919', 'clear_thinking_20251015', 'compact_20260112'];
+
+/** `thinking`, as the API checks it: a known type, a budget of at least 1,024 below `max_tokens`, a known display. */
+function invalidThinking(thinking: unknown, maxTokens: number): string | null {
+  if (!isObject(thinking) || !THINKING_TYPES.includes(String(thinking.type))) {
+    return `thinking: Input tag '${isObject(thinking) ? String(thinking.type) : ''}' found using 'type' does not match any of the expected tags: ${THINKING_TYPES.map((t) => `'${t}'`).join(', ')}`;
+  }
+  if (thinking.type === 'enabled') {
+    const budget = thinking.budget_tokens;
+    if (typeof budget !== 'number' || !Number.isInteger(budget)) return 'thinking.enabled.budget_tokens: Field required';
+    if (budget < 1024) return 'thinking.enabled.budget_tokens: Input should be greater than or equal to 1024';
+    if (budget >= maxTokens) return '`max_tokens` must be greater than `thinking.budget_tokens`';
+  }
+  if (thinking.display != null && !['summarized', 'omitted'].includes(String(thinking.display))) return `thinking.${String(thinking.type)}.display: Input should be 'summarized' or 'omitted'`;
+  return null;
+}
+
+/** `output_config`: an effort level and a JSON-schema format, nothing else. */
+function invalidOutputConfig(config: unknown): string | null {
+  if (!isObject(config)) return 'output_config: Input should be a valid dictionary';
+  const extra = Object.keys(config).find((k) => k !== 'effort' && k !== 'format');
+  if (extra) return `output_config.${extra}: Extra inputs are not permitted`;
+  if (config.effort != null && !EFFORTS.includes(String(config.effort))) return `output_config.effort: Input should be ${EFFORTS.map((e) => `'${e}'`).join(', ')}`;
+  const format = config.format;
+  if (format != null && !(isObject(format) && format.type === 'json_schema' && isObject(format.schema))) return "output_config.format: Input tag does not match the expected tag: 'json_schema' with a 'schema' object";
+  return null;
+}
+
+/** `context_management`: a list of known edits. */
+function invalidContextManagement(config: unknown): string | null {
+  if (!isObject(config)) return 'context_management: Input should be a valid dictionary';
+  if (config.edits === undefined) return null;
+  if (!Array.isArray(config.edits)) return 'context_management.edits: Input should be a valid list';
+  const i = config.edits.findIndex((e) => !isObject(e) || !CONTEXT_EDITS.includes(String(e.type)));
+  return i < 0 ? null : `context_management.edits.${i}: Input tag does not match any of the expected tags: ${CONTEXT_EDITS.map((t) => `'${t}'`).join(', ')}`;
+}
+
+/**
+ * The turns: `user` and `assistant`, and `system` messages (instructions between turns) that
+ * hold only text.
+ */
+function invalidMessages(messages: unknown): string | null {
+  if (!Array.isArray(messages) || messages.length === 0) return 'messages: at least one message is required';
+  for (const [i, m] of (messages as unknown[]).entries()) {
+    if (!isObject(m) || !['user', 'assistant', 'system'].includes(String(m.role))) return `messages.${i}.role: Input should be 'user', 'assistant' or 'system'`;
+    if (m.role !== 'system' || typeof m.content === 'string') continue;
+    if (!Array.isArray(m.content)) return `messages.${i}.content: Input should be a valid string or list`;
+    const j = m.content.findIndex((b) => !isObject(b) || b.type !== 'text');
+    if (j >= 0) return `messages.${i}.content.${j}: Input tag does not match the expected tag: 'text'`;
+  }
+  return null;
+}
+
+/** What the real API refuses among the fields the gateway translates to and passes along. */
+function invalidFields(body: Record<string, unknown>, betas: readonly string[]): string | null {
+  const extra = Object.keys(body).find((k) => !FIELDS.has(k) && !(BETA_FIELDS[k] && betas.includes(BETA_FIELDS[k])));
   if (extra) return `${extra}: Extra inputs are not permitted`;
+  const messages = invalidMessages(body.messages);
+  if (messages) return messages;
+  if (body.thinking !== undefined) {
+    const thinking = invalidThinking(body.thinking, body.max_tokens as number);
+    if (thinking) return thinking;
+  }
+  if (body.output_config !== undefined) {
+    const config = invalidOutputConfig(body.output_config);
+    if (config) return config;
+  }
+  if (body.context_management != null) {
+    const context = invalidContextManagement(body.context_management);
+    if (context) return context;
+  }
   const t = body.temperature;
   if (t !== undefined && (typeof t !== 'number' || t < 0 || t > 1)) return 'temperature: Input should be less than or equal to 1';
   if (body.stop_sequences !== undefined && !(Array.isArray(body.stop_sequences) && body.stop_sequences.every((x) => typeof x === 'string'))) return 'stop_sequences: Input should be a valid list of strings';
@@ -44,16 +116,14 @@ function invalidFields(body: Record<string, unknown>): string | null {
     if (extraKey) return `tool_choice.${choice.type}.${extraKey}: Extra inputs are not permitted`;
     if (choice.disable_parallel_tool_use !== undefined && typeof choice.disable_parallel_tool_use !== 'boolean') return `tool_choice.${choice.type}.disable_parallel_tool_use: Input should be a valid boolean`;
   }
-  if (body.output_config !== undefined) {
-    const format = isObject(body.output_config) ? body.output_config.format : undefined;
-    if (format !== undefined && !(isObject(format) && format.type === 'json_schema' && isObject(format.schema))) return "output_config.format: Input tag does not match the expected tag: 'json_schema' with a 'schema' object";
-  }
   return null;
 }
 
 /** What the sandbox model "thinks", and the signature Anthropic puts on a thinking block (checked when it comes back). */
 const THINKING = 'The user wants an answer; the sandbox gives its usual one.';
 const signatureOf = (ctx: AnswerContext) => `sandbox-signature-${ctx.id.slice(-12)}`;
+/** The thinking text shown: none when the request asked for it omitted. */
+const thinkingText = (ctx: AnswerContext) => (ctx.extra as { thinkingText?: string } | undefined)?.thinkingText ?? THINKING;
 
 const stopReason = (ctx: AnswerContext) => (ctx.turn.kind === 'tool' ? 'tool_use' : ctx.turn.truncated ? 'max_tokens' : 'end_turn');
 const toolUseId = (ctx: AnswerContext, i: number) => `toolu_${ctx.id.slice(-16)}${i > 0 ? `_${i}` : ''}`;
@@ -65,14 +135,13 @@ export const anthropicWire: Wire = {
   error: (status, message) => ({ type: 'error', error: { type: ERROR_TYPES[status] ?? (status >= 500 ? 'api_error' : 'invalid_request_error'), message } }),
   models: (ids) => ({ data: ids.map((id) => ({ type: 'model', id, display_name: id, created_at: '2025-01-01T00:00:00Z' })), has_more: false, first_id: ids[0], last_id: ids.at(-1) }),
 
-  parseChat(body): ParsedChat | { invalid: string } {
+  parseChat(body, route): ParsedChat | { invalid: string } {
     if (typeof body.max_tokens !== 'number') return { invalid: 'max_tokens: Field required' };
-    const invalid = invalidFields(body);
+    const invalid = invalidFields(body, route.betas ?? []);
     if (invalid) return { invalid };
-    const messages = (body.messages as Message[] | undefined) ?? [];
-    if (messages.length === 0) return { invalid: 'messages: at least one message is required' };
-    if (messages.some((m) => m.role !== 'user' && m.role !== 'assistant')) return { invalid: 'messages: roles must be user or assistant' };
-    const last = messages.at(-1)!;
+    const messages = body.messages as Message[];
+    // The turn answered is the last user or assistant one: a system message may follow it.
+    const last = messages.findLast((m) => m.role !== 'system') ?? messages.at(-1)!;
     const blocks = typeof last.content === 'string' ? [{ type: 'text', text: last.content }] : last.content;
     const toolResult = blocks.find((b) => b.type === 'tool_result');
     const tools = ((body.tools as Array<{ name: string; input_schema?: ToolSpec['parameters'] }> | undefined) ?? []).map((t) => ({ name: t.name, parameters: t.input_schema }));
@@ -92,7 +161,8 @@ export const anthropicWire: Wire = {
       params: Object.keys(body),
       parallelToolCalls: choice?.disable_parallel_tool_use === true ? false : undefined,
       ...(format && { json: { schema: format.schema } }),
-      ...(isObject(body.thinking) && body.thinking.type === 'enabled' && { thinking: true }),
+      // Adaptive thinking thinks here every time; `display: omitted` keeps the signature, not the text.
+      ...(isObject(body.thinking) && (body.thinking.type === 'enabled' || body.thinking.type === 'adaptive') && { thinking: true, extra: { thinkingText: body.thinking.display === 'omitted' ? '' : THINKING } }),
     };
   },
 
@@ -100,7 +170,7 @@ export const anthropicWire: Wire = {
     const content: object[] = ctx.turn.kind === 'tool'
       ? ctx.turn.calls.map((c, i) => ({ type: 'tool_use', id: toolUseId(ctx, i), name: c.name, input: c.arguments }))
       : [{ type: 'text', text: ctx.turn.text }];
-    if (ctx.thinking) content.unshift({ type: 'thinking', thinking: THINKING, signature: signatureOf(ctx) });
+    if (ctx.thinking) content.unshift({ type: 'thinking', thinking: thinkingText(ctx), signature: signatureOf(ctx) });
     return { id: `msg_${ctx.id}`, type: 'message', role: 'assistant', model: ctx.model, content, stop_reason: stopReason(ctx), stop_sequence: null, usage: usage(ctx) };
   },
 
@@ -114,7 +184,7 @@ export const anthropicWire: Wire = {
     const first = ctx.thinking ? 1 : 0;
     if (ctx.thinking) {
       frames.push(ev('content_block_start', { index: 0, content_block: { type: 'thinking', thinking: '', signature: '' } }));
-      frames.push(ev('content_block_delta', { index: 0, delta: { type: 'thinking_delta', thinking: THINKING } }));
+      if (thinkingText(ctx)) frames.push(ev('content_block_delta', { index: 0, delta: { type: 'thinking_delta', thinking: thinkingText(ctx) } }));
       frames.push(ev('content_block_delta', { index: 0, delta: { type: 'signature_delta', signature: signatureOf(ctx) } }));
       frames.push(ev('content_block_stop', { index: 0 }));
     }

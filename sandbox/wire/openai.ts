@@ -29,6 +29,23 @@ function tokenLogprob(token: string, top: number) {
   return { ...entry(token, -0.01), top_logprobs: Array.from({ length: top }, (_, i) => entry(i === 0 ? token : `${token.trim()}${i}`, i === 0 ? -0.01 : -1 - i)) };
 }
 
+const REASONING_EFFORTS = ['none', 'minimal', 'low', 'medium', 'high', 'xhigh', 'max'];
+
+/** The sandbox's models that reason (OpenAI's o-series and GPT-5, not its chat variants): the ones that take `reasoning_effort`. */
+const reasons = (model: string) => /^(o\d|gpt-5)(?!.*-chat)/.test(model);
+
+/**
+ * `reasoning_effort`, as OpenAI checks it: a known level, and only for a model that reasons
+ * (another refuses it as an unsupported parameter).
+ */
+function invalidReasoningEffort(body: Record<string, unknown>, model: string): { invalid: string; param?: string } | null {
+  const effort = body.reasoning_effort;
+  if (effort == null) return null;
+  if (!REASONING_EFFORTS.includes(String(effort))) return { invalid: `Invalid value: '${String(effort)}'. Supported values are: ${REASONING_EFFORTS.map((e) => `'${e}'`).join(', ')}.`, param: 'reasoning_effort' };
+  if (!reasons(model)) return { invalid: "Unsupported parameter: 'reasoning_effort' is not supported with this model.", param: 'reasoning_effort' };
+  return null;
+}
+
 /**
  * What the real API refuses among the parameters the gateway translates: `n` out of 1..128,
  * `top_logprobs` without `logprobs`, `parallel_tool_calls` without tools, a `response_format`
@@ -61,17 +78,21 @@ export const openaiWire: Wire = {
   },
   models: (ids) => ({ object: 'list', data: ids.map((id) => ({ id, object: 'model', created: 1_700_000_000, owned_by: 'sandbox' })) }),
 
-  parseChat(body, route): ParsedChat | { invalid: string } {
+  parseChat(body, route): ParsedChat | { invalid: string; param?: string } {
     const messages = (body.messages as Message[] | undefined) ?? [];
     if (!Array.isArray(messages) || messages.length === 0) return { invalid: "'messages' is a required property" };
     const invalid = invalidParams(body);
     if (invalid) return { invalid };
-    const last = messages.at(-1)!;
+    const model = route.model ?? String(body.model ?? '');
+    const effort = invalidReasoningEffort(body, model);
+    if (effort) return effort;
+    // The turn answered is the last one not a system message: instructions may follow it.
+    const last = messages.findLast((m) => m.role !== 'system' && m.role !== 'developer') ?? messages.at(-1)!;
     const format = body.response_format as { type?: string; json_schema?: { schema?: Record<string, unknown> } } | undefined;
     const tools = ((body.tools as Array<{ function: ToolSpec }> | undefined) ?? []).map((t) => t.function);
     const choice = body.tool_choice as string | { function?: { name?: string } } | undefined;
     return {
-      model: route.model ?? String(body.model ?? ''),
+      model,
       stream: body.stream === true,
       includeUsage: (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true,
       promptText: messages.map((m) => textOf(m.content)).join(' '),

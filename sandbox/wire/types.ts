@@ -46,8 +46,11 @@ export type Wire = {
   /** The provider's error body for a status; `param` for an unsupported-parameter 400. */
   error(status: number, message: string, extra?: { param?: string; moderation?: boolean }): unknown;
   models(ids: string[]): unknown;
-  /** A refusal of the request itself (e.g. a required field missing), or the parsed request. */
-  parseChat(body: Record<string, unknown>, route: { model?: string; stream?: boolean }): ParsedChat | { invalid: string };
+  /**
+   * A refusal of the request itself (e.g. a required field missing; `param` for a parameter the
+   * model does not take), or the parsed request. `betas`: Anthropic's `anthropic-beta` features.
+   */
+  parseChat(body: Record<string, unknown>, route: { model?: string; stream?: boolean; betas?: readonly string[] }): ParsedChat | { invalid: string; param?: string };
   answer(ctx: AnswerContext): unknown;
   stream(ctx: AnswerContext): Frame[];
 };

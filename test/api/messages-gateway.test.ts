@@ -168,6 +168,107 @@ describe('Anthropic Messages through the one chat call', () => {
     expect(await logRow(res.id)).toMatchObject({ paramsDropped: ['thinking'] });
   });
 
+  // Today's Messages request, as Claude Code sends it (issue 53).
+  describe('system messages between turns, adaptive thinking, output_config and context_management', () => {
+    const schema = { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], additionalProperties: false };
+    const thinkingToday = { thinking: { type: 'adaptive', display: 'omitted' }, context_management: { edits: [{ type: 'clear_thinking_20251015', keep: 'all' }] } };
+
+    it('keeps a system message a system message where it stands on the chat wire', async () => {
+      const res = await messages(secret, { system: 'Be brief.', messages: [{ role: 'user', content: fresh() }, { role: 'system', content: [{ type: 'text', text: 'Answer in English.' }] }] });
+      expect(res.status).toBe(200);
+      const sent = f.sandbox.received.at(-1)!.body as Loose;
+      expect(sent.messages).toEqual([{ role: 'system', content: 'Be brief.' }, { role: 'user', content: expect.any(String) }, { role: 'system', content: 'Answer in English.' }]);
+      expect(res.json.content[0].text).toMatch(/^Hello from the sandbox model gpt-4o-mini/);
+    });
+
+    it('refuses a system message holding anything but text, in Anthropic\'s shape', async () => {
+      const image = { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' } };
+      const res = await messages(secret, { messages: [{ role: 'user', content: fresh() }, { role: 'system', content: [image] }] });
+      expect(res.status).toBe(400);
+      expect(res.json).toMatchObject({ type: 'error', error: { type: 'invalid_request_error', message: '`system` messages hold only `text` blocks.' } });
+      const bad = await messages(secret, { messages: [{ role: 'user', content: fresh() }], output_config: { effort: 'extreme' } });
+      expect(bad.status).toBe(400);
+      expect(bad.json.error.message).toContain('output_config.effort');
+    });
+
+    it('answers output_config.format with JSON fitting its schema, sent as a JSON-schema response format', async () => {
+      const res = await messages(secret, { output_config: { format: { type: 'json_schema', schema } }, messages: [{ role: 'user', content: fresh('Which city?') }] });
+      expect(res.status).toBe(200);
+      expect((f.sandbox.received.at(-1)!.body as Loose).response_format).toEqual({ type: 'json_schema', json_schema: { name: 'output', schema } });
+      expect(JSON.parse(res.json.content[0].text)).toEqual({ city: 'sandbox' });
+    });
+
+    it('sends output_config.effort as the reasoning effort of a model that reasons, and names it dropped for one that does not', async () => {
+      const reasoning = await messages(secret, { model: 'openai/o3-mini', output_config: { effort: 'low' }, messages: [{ role: 'user', content: fresh() }] });
+      expect(reasoning.status).toBe(200);
+      expect(f.sandbox.received.at(-1)!.body).toMatchObject({ model: 'o3-mini', reasoning_effort: 'low' });
+      expect(reasoning.headers.get('x-gw-params-dropped')).toBeNull();
+
+      // gpt-4o-mini does not reason: OpenAI would refuse `reasoning_effort` (the sandbox does).
+      const plain = await messages(secret, { output_config: { effort: 'high' }, ...thinkingToday, messages: [{ role: 'user', content: fresh() }] });
+      expect(plain.status).toBe(200);
+      const sent = f.sandbox.received.at(-1)!.body as Loose;
+      expect(sent).not.toHaveProperty('reasoning_effort');
+      expect(JSON.stringify(sent)).not.toMatch(/thinking|context_management|output_config/);
+      expect(plain.headers.get('x-gw-params-dropped')).toBe('output_config.effort,thinking,context_management');
+      expect(await logRow(plain.id)).toMatchObject({ paramsDropped: ['output_config.effort', 'thinking', 'context_management'] });
+    });
+
+    it('passes them to Anthropic as they came, thinking omitted as asked; context_management only with its beta', async () => {
+      const today = { model: 'anthropic/claude-3-5-haiku-latest', max_tokens: 2000, output_config: { effort: 'high' }, ...thinkingToday };
+      const beta = { 'anthropic-beta': 'context-management-2025-06-27,effort-2025-11-24' };
+      const res = await messages(secret, { ...today, messages: [{ role: 'user', content: fresh() }, { role: 'system', content: 'Answer in English.' }] }, beta);
+      expect(res.status).toBe(200);
+      const sent = f.sandbox.received.at(-1)!.body as Loose;
+      expect(sent).toMatchObject({ thinking: today.thinking, output_config: today.output_config, messages: [{ role: 'user' }, { role: 'system', content: 'Answer in English.' }] });
+      // This connection allows no beta: the field only a beta turns on is left out, and named.
+      expect(sent).not.toHaveProperty('context_management');
+      expect(res.headers.get('x-gw-params-dropped')).toBe('context_management');
+      expect(res.json.content[0]).toMatchObject({ type: 'thinking', thinking: '', signature: expect.stringMatching(/^sandbox-signature-/) });
+      expect(res.json.content[1].text).toMatch(/^Hello from the sandbox model /);
+
+      const g = await startChatFixture();
+      try {
+        const conn = await g.client.post('/provider_connections', {
+          kind: 'anthropic', name: 'context editing', secret: 'sk-sandbox-test',
+          config: { base_url: `${g.sandbox.url}/anthropic/v1`, anthropic_betas: ['context-management-2025-06-27'] },
+        });
+        expect(conn.status).toBe(201);
+        await g.settle();
+        const key = await g.key();
+        const allowed = await g.post('/v1/messages', { ...today, messages: [{ role: 'user', content: fresh() }] }, { 'x-api-key': key, ...beta });
+        expect(allowed.status).toBe(200);
+        expect(allowed.headers.get('x-gw-params-dropped')).toBeNull();
+        expect(g.sandbox.received.at(-1)!.body).toMatchObject({ context_management: today.context_management });
+        expect(g.sandbox.received.at(-1)!.headers['anthropic-beta']).toBe('context-management-2025-06-27');
+      } finally {
+        await g.close();
+      }
+    });
+
+    it('sends a guarded request to Anthropic without the translated effort, named dropped', async () => {
+      const key = await f.client.post<{ id: string; secret: string }>('/gateway_keys', { label: 'guarded effort', project_id: f.tenant.projectId });
+      expect((await f.client.post('/guardrail_policies', { target: `key:${key.body.id}`, rules: [{ detector: 'email', stage: 'input', action: 'redact' }] })).status).toBe(201);
+      await f.settle();
+      // Translated (guardrails check the chat body): Anthropic would refuse a `reasoning_effort` it does not know.
+      const res = await messages(key.body.secret, { model: 'anthropic/claude-3-5-haiku-latest', output_config: { effort: 'low' }, messages: [{ role: 'user', content: fresh() }, { role: 'system', content: 'Be brief.' }] });
+      expect(res.status).toBe(200);
+      const sent = f.sandbox.received.at(-1)!.body as Loose;
+      expect(sent).not.toHaveProperty('reasoning_effort');
+      expect(sent.system).toBe('Be brief.');
+      expect(res.headers.get('x-gw-params-dropped')).toBe('output_config.effort');
+    });
+
+    it('counts the tokens of such a request', async () => {
+      const res = await f.post('/v1/messages/count_tokens?beta=true', {
+        model: 'openai/gpt-4o-mini', output_config: { effort: 'high' }, ...thinkingToday,
+        messages: [{ role: 'user', content: 'Say hello to the whole wide world' }, { role: 'system', content: 'Be brief.' }],
+      }, { 'x-api-key': secret, 'anthropic-beta': 'token-counting-2024-11-01' });
+      expect(res.status).toBe(200);
+      expect(res.json.input_tokens).toBeGreaterThan(0);
+    });
+  });
+
   it('translates tool results, images and stop sequences to the chat wire', async () => {
     const res = await messages(secret, {
       system: [{ type: 'text', text: 'Be brief.' }],

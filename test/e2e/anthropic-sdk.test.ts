@@ -117,6 +117,50 @@ describe.each(WIRES)('Anthropic SDK through the gateway to $kind', ({ kind, mode
     else expect(sent).not.toContain('cache_control');
   });
 
+  // Today's request shapes (the SDK's own types), as Claude Code sends them (issue 53).
+  it(kind === 'anthropic'
+    ? 'takes a system message between turns, adaptive thinking and output_config, passed along as they came, whole and streamed'
+    : 'takes a system message between turns, adaptive thinking and output_config: JSON as asked, the effort and thinking named as dropped', async () => {
+    const params: Anthropic.MessageCreateParamsNonStreaming = {
+      model, max_tokens: 2000,
+      thinking: { type: 'adaptive', display: 'summarized' },
+      output_config: { effort: 'medium', format: { type: 'json_schema', schema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], additionalProperties: false } } },
+      messages: [{ role: 'user', content: 'Which city?' }, { role: 'system', content: [{ type: 'text', text: 'Answer as JSON.' }] }],
+    };
+    const { data, response } = await sdk.messages.create(params).withResponse();
+    const streamed = await sdk.messages.stream(params).finalMessage();
+    for (const message of [data, streamed]) {
+      const text = message.content.find((b): b is Anthropic.TextBlock => b.type === 'text');
+      expect(JSON.parse(text!.text)).toEqual({ city: 'sandbox' });
+      const thinking = message.content.find((b): b is Anthropic.ThinkingBlock => b.type === 'thinking');
+      if (kind === 'anthropic') expect(thinking).toMatchObject({ thinking: expect.stringMatching(/\S/), signature: expect.stringMatching(/^sandbox-signature-/) });
+      else expect(thinking).toBeUndefined();
+    }
+    expect(response.headers.get('x-gw-params-dropped')).toBe(kind === 'anthropic' ? null : 'output_config.effort,thinking');
+  });
+
+  it(kind === 'anthropic' ? 'sends output_config.effort to Anthropic as it came' : 'sends output_config.effort to an OpenAI model that reasons as its reasoning effort', async () => {
+    const before = fixture.sandbox.received.length;
+    const reasoner = kind === 'anthropic' ? model : 'openai/o3-mini';
+    const { data, response } = await sdk.messages.create({ model: reasoner, max_tokens: 200, output_config: { effort: 'low' }, messages: [{ role: 'user', content: 'Say hello' }] }).withResponse();
+    expect(data.content[0]).toMatchObject({ type: 'text', text: expect.stringMatching(/^Hello from the sandbox model /) });
+    expect(response.headers.get('x-gw-params-dropped')).toBeNull();
+    const sent = fixture.sandbox.received.slice(before).at(-1)!.body as Loose;
+    if (kind === 'anthropic') expect(sent.output_config).toEqual({ effort: 'low' });
+    else expect(sent).toMatchObject({ model: 'o3-mini', reasoning_effort: 'low' });
+  });
+
+  it('takes context_management through the beta messages, named as dropped where it cannot go', async () => {
+    const { data, response } = await sdk.beta.messages.create({
+      model, max_tokens: 200, betas: ['context-management-2025-06-27'],
+      context_management: { edits: [{ type: 'clear_tool_uses_20250919', keep: { type: 'tool_uses', value: 3 } }] },
+      messages: [{ role: 'user', content: 'Say hello' }],
+    }).withResponse();
+    expect(data.content[0]).toMatchObject({ type: 'text', text: expect.stringMatching(/^Hello from the sandbox model /) });
+    // On OpenAI it has no equivalent; this Anthropic connection does not allow its beta.
+    expect(response.headers.get('x-gw-params-dropped')).toBe('context_management');
+  });
+
   it('counts tokens without calling a provider', async () => {
     const counted = await sdk.messages.countTokens({ model, messages: [{ role: 'user', content: 'Say hello to the whole wide world' }] });
     expect(counted.input_tokens).toBeGreaterThan(0);

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { GatewayError } from '../../../core/errors';
-import type { ChatBody, ChatMessage, Choice, ChunkChoice, ContentPart, FinishReason, ToolDefinition, Usage } from '../../../core/providers/types';
+import { TRANSLATED_EFFORT, type ChatBody, type ChatMessage, type Choice, type ChunkChoice, type ContentPart, type FinishReason, type ToolDefinition, type Usage } from '../../../core/providers/types';
 import { modelName } from '../../validation';
 import { PROTOCOL_EXTENSION_FIELDS, PROTOCOL_EXTENSION_NAMES, withoutFields } from '../chat-request';
 import type { AnswerExtras, AnswerIdentity, ChatWire, StreamEncoder } from '../chat-wire';
@@ -33,13 +33,19 @@ const thinkingBlock = z.looseObject({ type: z.enum(['thinking', 'redacted_thinki
 const block = z.union([textBlock, imageBlock, toolUseBlock, toolResultBlock, thinkingBlock]);
 type Block = z.infer<typeof block>;
 
-const messageSchema = z.looseObject({ role: z.enum(['user', 'assistant']), content: z.union([z.string(), z.array(block)]) });
+/**
+ * A turn; `system` messages (instructions given between turns, as Claude Code sends them) hold
+ * only text (`refuseUntranslatable`).
+ */
+const messageSchema = z.looseObject({ role: z.enum(['user', 'assistant', 'system']), content: z.union([z.string(), z.array(block)]) });
 
 const toolSchema = z.looseObject({ name: z.string().min(1), description: z.string().optional(), input_schema: z.record(z.string(), z.unknown()) });
 const toolChoiceSchema = z.union([
   z.looseObject({ type: z.enum(['auto', 'any', 'none']), disable_parallel_tool_use: z.boolean().optional() }),
   z.looseObject({ type: z.literal('tool'), name: z.string(), disable_parallel_tool_use: z.boolean().optional() }),
 ]);
+
+const thinkingDisplay = z.enum(['summarized', 'omitted']).nullish();
 
 /** The Messages request (Anthropic's API reference), with the gateway's extension fields beside it. */
 export const messagesRequestSchema = z.looseObject({
@@ -55,9 +61,17 @@ export const messagesRequestSchema = z.looseObject({
   tools: z.array(toolSchema).optional(),
   tool_choice: toolChoiceSchema.optional(),
   thinking: z.union([
-    z.looseObject({ type: z.literal('enabled'), budget_tokens: z.number().int().min(1) }),
-    z.looseObject({ type: z.literal('disabled') }),
+    z.looseObject({ type: z.literal('enabled'), budget_tokens: z.number().int().min(1), display: thinkingDisplay }),
+    // The model decides whether and how much to think.
+    z.looseObject({ type: z.literal('adaptive'), display: thinkingDisplay }),
+    z.looseObject({ type: z.enum(['disabled', 'between_tools']) }),
   ]).optional(),
+  output_config: z.looseObject({
+    effort: z.enum(['low', 'medium', 'high', 'xhigh', 'max']).nullish(),
+    format: z.looseObject({ type: z.literal('json_schema'), schema: z.record(z.string(), z.unknown()) }).nullish(),
+  }).optional(),
+  /** Anthropic's own editing of the context it keeps (a beta): nothing another wire could do with it. */
+  context_management: z.looseObject({ edits: z.array(z.looseObject({ type: z.string() })).optional() }).nullish(),
   stream: z.boolean().optional(),
   // The gateway's own (spec 4.1 extension fields, as on chat completions).
   ...PROTOCOL_EXTENSION_FIELDS,
@@ -75,12 +89,20 @@ function imagePart(b: Extract<Block, { type: 'image' }>): ContentPart {
   return { type: 'image_url', image_url: { url } };
 }
 
-/** Messages' turns as the chat call's: system first, tool results as `tool` messages, tool uses as tool calls. */
+/**
+ * Messages' turns as the chat call's: system first, a `system` message where it stands, tool
+ * results as `tool` messages, tool uses as tool calls.
+ */
 export function chatMessagesOf(request: Pick<MessagesRequest, 'system' | 'messages'>): ChatMessage[] {
   const out: ChatMessage[] = [];
   const system = typeof request.system === 'string' ? request.system : textOfBlocks(request.system);
   if (system) out.push({ role: 'system', content: system });
   for (const m of request.messages) {
+    if (m.role === 'system') {
+      const text = typeof m.content === 'string' ? m.content : textOfBlocks(m.content as Array<{ type: string; text?: string }>);
+      if (text) out.push({ role: 'system', content: text });
+      continue;
+    }
     if (typeof m.content === 'string') {
       out.push({ role: m.role, content: m.content });
       continue;
@@ -121,10 +143,15 @@ function chatToolChoice(choice: MessagesRequest['tool_choice']): ChatBody['tool_
   }
 }
 
+/** What structured output is called on the chat wire (which names its schema; Messages does not). */
+const OUTPUT_SCHEMA_NAME = 'output';
+
 /**
  * The chat call's body for a Messages request: the same parameters under chat's names, for
  * every wire but Anthropic's (which takes the request as it came, `nativeBodyOf`). Thinking
- * blocks of earlier turns do not cross: no other wire has them.
+ * blocks of earlier turns do not cross: no other wire has them. `output_config.format` is the
+ * JSON-schema response format; `output_config.effort` the reasoning effort, sent only where the
+ * serving model takes one (TRANSLATED_EFFORT: same words, the two vocabularies share them).
  */
 export function chatBodyOf(request: MessagesRequest): ChatBody {
   const body: ChatBody = { model: request.model, messages: chatMessagesOf(request), max_tokens: request.max_tokens };
@@ -140,7 +167,26 @@ export function chatBodyOf(request: MessagesRequest): ChatBody {
   const choice = chatToolChoice(request.tool_choice);
   if (choice) body.tool_choice = choice;
   if (request.tool_choice?.disable_parallel_tool_use) body.parallel_tool_calls = false;
+  const format = request.output_config?.format;
+  if (format) body.response_format = { type: 'json_schema', json_schema: { name: OUTPUT_SCHEMA_NAME, schema: format.schema } };
+  const effort = request.output_config?.effort;
+  if (effort) {
+    body.reasoning_effort = effort;
+    body[TRANSLATED_EFFORT] = 'output_config.effort';
+  }
   return body;
+}
+
+/**
+ * What only Anthropic's wire carries of a request: sent when an Anthropic connection serves it
+ * as it came, named as dropped otherwise. Thinking of any kind (another wire's reasoning is its
+ * model's own, not asked for this way) and Anthropic's editing of its context.
+ */
+export function nativeOnlyFields(request: MessagesRequest): string[] {
+  const fields: string[] = [];
+  if (request.thinking && request.thinking.type !== 'disabled') fields.push('thinking');
+  if (request.context_management) fields.push('context_management');
+  return fields;
 }
 
 /** The request as Anthropic takes it: the client's body without the gateway's own fields. */
@@ -372,6 +418,7 @@ export function refuseUntranslatable(request: MessagesRequest): void {
   for (const m of request.messages) {
     if (typeof m.content === 'string') continue;
     for (const b of m.content as Block[]) {
+      if (m.role === 'system' && b.type !== 'text') throw new GatewayError('invalid_request', '`system` messages hold only `text` blocks.');
       if (b.type === 'tool_result' && m.role !== 'user') throw new GatewayError('invalid_request', '`tool_result` blocks belong in a `user` message.');
       if (b.type === 'tool_use' && m.role !== 'assistant') throw new GatewayError('invalid_request', '`tool_use` blocks belong in an `assistant` message.');
     }

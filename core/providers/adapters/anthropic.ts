@@ -1,6 +1,6 @@
 import { safeJson, textOf } from './message-text';
 import { classifyByStatus } from '../errors';
-import { NATIVE_REQUEST, type ChatBody, type ChatMessage, type ChatResult, type ContentPart, type FinishReason, type ParamRefusal, type ProviderAdapter, type StreamOutput, type ToolCall, type Usage } from '../types';
+import { NATIVE_REQUEST, type ChatBody, type ChatMessage, type ChatResult, type ContentPart, type FinishReason, type NativeRequest, type ParamRefusal, type ProviderAdapter, type StreamOutput, type ToolCall, type Usage } from '../types';
 import { DROPPABLE_PARAMS } from '../../chat/prepare';
 
 type Block =
@@ -109,11 +109,15 @@ export const anthropicAdapter: ProviderAdapter = {
 
   refusal: anthropicRefusal,
 
+  nativeLeftOut: fieldsWithoutTheirBeta,
+
   buildRequest(body, { model, stream, defaultMaxTokens, config }) {
     const native = body[NATIVE_REQUEST];
     if (native?.wire === 'anthropic-messages') {
       const betas = allowedBetas(native.betas, config);
-      return { path: '/messages', body: nativeMessages(native.body, body, model, stream, defaultMaxTokens), ...(betas && { headers: { 'anthropic-beta': betas } }) };
+      const sent = nativeMessages(native.body, body, model, stream, defaultMaxTokens);
+      for (const field of fieldsWithoutTheirBeta(native, config)) delete sent[field];
+      return { path: '/messages', body: sent, ...(betas.length > 0 && { headers: { 'anthropic-beta': betas.join(',') } }) };
     }
     const forwarded = Object.fromEntries(Object.entries(body).filter(([k]) => !NOT_FORWARDED.includes(k)));
     const { system, messages } = toAnthropicMessages(body.messages);
@@ -168,14 +172,33 @@ export const anthropicAdapter: ProviderAdapter = {
 };
 
 /**
- * The client's beta features this connection allows (its `config.anthropic_betas`), as the
- * `anthropic-beta` header's value; none unless the connection's owner listed them, since a beta
- * can change what a request costs or where its data goes.
+ * The client's beta features this connection allows (its `config.anthropic_betas`), sent as the
+ * `anthropic-beta` header; none unless the connection's owner listed them, since a beta can
+ * change what a request costs or where its data goes.
  */
-function allowedBetas(betas: string[] | undefined, config: Record<string, unknown>): string | undefined {
+function allowedBetas(betas: string[] | undefined, config: Record<string, unknown>): string[] {
+  if (!betas?.length) return [];
   const allowed = Array.isArray(config.anthropic_betas) ? (config.anthropic_betas as unknown[]) : [];
-  const sent = (betas ?? []).filter((b) => allowed.includes(b));
-  return sent.length > 0 ? sent.join(',') : undefined;
+  return betas.filter((b) => allowed.includes(b));
+}
+
+/**
+ * Request fields only a beta turns on: without it in `anthropic-beta` Anthropic refuses the whole
+ * request (`context_management: Extra inputs are not permitted`). Coding agents send them with
+ * their betas on every request, so where the beta is not sent the field is left out (and named)
+ * rather than the request failing.
+ */
+const BETA_FIELDS: ReadonlyArray<readonly [field: string, beta: string]> = [['context_management', 'context-management-2025-06-27']];
+
+const NONE: readonly string[] = Object.freeze([]);
+
+/** The fields of a native request whose beta this connection is not sent (`nativeLeftOut`); nothing is made for a request without them. */
+function fieldsWithoutTheirBeta(native: NativeRequest, config: Record<string, unknown>): readonly string[] {
+  let left: string[] | undefined;
+  for (const [field, beta] of BETA_FIELDS) {
+    if (native.body[field] !== undefined && !allowedBetas(native.betas, config).includes(beta)) (left ??= []).push(field);
+  }
+  return left ?? NONE;
 }
 
 /**

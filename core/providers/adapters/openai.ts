@@ -38,9 +38,12 @@ export function openAiWireAdapter(options: {
   unsupportedSampling?: readonly string[];
   /** OpenAI itself also takes Responses requests as they came (`/responses`, openai-responses.ts). */
   nativeWire?: NativeRequest['wire'];
+  /** The server documents `reasoning_effort` for its reasoning models (OpenAI's own, Azure's). */
+  reasoningEffort?: boolean;
 } = {}): ProviderAdapter {
   return {
     nativeWire: options.nativeWire,
+    reasoningEffort: options.reasoningEffort,
 
     unsupportedSampling: options.unsupportedSampling ?? [],
 
@@ -102,16 +105,22 @@ export function openAiWireAdapter(options: {
 
 /**
  * OpenAI itself: `top_k` is no parameter of its Chat Completions, so it is dropped and named; a
- * Responses request goes to its own `/responses` as it came.
+ * Responses request goes to its own `/responses` as it came. Its reasoning models take
+ * `reasoning_effort`.
  */
-export const openAiAdapter = openAiWireAdapter({ unsupportedSampling: ['top_k'], nativeWire: 'openai-responses' });
+export const openAiAdapter = openAiWireAdapter({ unsupportedSampling: ['top_k'], nativeWire: 'openai-responses', reasoningEffort: true });
 
-/** OpenAI-compatible kinds and `custom`: many of these servers take `top_k`, so it is sent. */
+/**
+ * OpenAI-compatible kinds and `custom`: many of these servers take `top_k`, so it is sent. Which
+ * of them take `reasoning_effort`, and for which models, differs from server to server, so a
+ * translated effort is not sent to them.
+ */
 export const openAiCompatibleAdapter = openAiWireAdapter();
 
 /** Azure OpenAI: the same wire, addressed by deployment, with an `api-version` query. */
 export const azureOpenAiAdapter = openAiWireAdapter({
   unsupportedSampling: ['top_k'],
+  reasoningEffort: true,
   path: (deployment) => `/deployments/${encodeURIComponent(deployment)}/chat/completions`,
   query: (config) => ({ 'api-version': typeof config.api_version === 'string' ? config.api_version : '2024-10-21' }),
 });

@@ -13,7 +13,7 @@ import { serveProtocol } from './chat-call';
 import { parseAttribution } from './chat-request';
 import { NATIVE_REQUEST } from '../../core/providers/types';
 import {
-  asLogged, chatBodyOf, nativeBodyOf, nativeOnlyFields, openAIResponsesWire, responsesRequestSchema, type KeepResponse, type ResponsesRequest, type Translation,
+  asLogged, chatBodyOf, nativeBodyOf, nativeOnlyFields, openAIResponsesWire, responsesRequestSchema, type KeepResponse, type ResponsesRequest, type Translation, type Untranslated,
 } from './protocols/openai-responses';
 import type { GatewayServices } from './services';
 
@@ -80,7 +80,8 @@ export function responsesRoutes(router: Router<GatewayState>, deps: ResponsesDep
     const input = [...earlier, ...own];
     const translated: ResponsesRequest = { ...request, input: input as ResponsesRequest['input'] };
     const origins: number[] = [];
-    const body = chatBodyOf(translated, origins);
+    const untranslated: Untranslated = new Set();
+    const body = chatBodyOf(translated, origins, untranslated);
     const translation: Translation = { messages: body.messages, origins, from: earlier.length };
 
     const keep: KeepResponse | undefined = storing ? async (response, guard) => {
@@ -96,7 +97,8 @@ export function responsesRoutes(router: Router<GatewayState>, deps: ResponsesDep
     // An OpenAI connection takes the request as it came (reasoning items, `include`, and the
     // rest only its wire has); every other is sent the chat body's translation.
     body[NATIVE_REQUEST] = { wire: 'openai-responses', body: nativeBodyOf(request, input) };
-    const nativeOnly = nativeOnlyFields(request);
+    // Named when another wire serves: the fields only OpenAI's reads, then the tools and items the translation left out.
+    const nativeOnly = [...nativeOnlyFields(request), ...untranslated];
     const call = await serveProtocol(ctx, services, request, {
       body, wire: openAIResponsesWire({ ...request, store: storing }, keep), started,
       attribution: parseAttribution(request.user ? { user_id: request.user } : undefined),

@@ -6,19 +6,62 @@ import { completionTokens, isObject, textOf, type AnswerContext, type Frame, typ
  * OpenAI's Responses API (`POST /openai/v1/responses`), as OpenAI's own connections serve it to
  * the gateway when a Responses client's request goes through as it came: a response object, or
  * the semantic stream events with sequence numbers. A request with `reasoning` gets a reasoning
- * item first (with a summary when `reasoning.summary` is asked, and encrypted content when
- * `include` names `reasoning.encrypted_content`), which only this wire carries. Nothing is kept:
- * `previous_response_id` is 404, as for a response OpenAI never stored.
+ * item first (with a summary when `reasoning.summary` is asked, streamed part by part, and
+ * encrypted content when `include` names `reasoning.encrypted_content`), which only this wire
+ * carries. Tools and input items of every type the real API takes are accepted (the model calls
+ * only top-level functions); an unknown one is refused as the real API refuses it. Nothing is
+ * kept: `previous_response_id` is 404, as for a response OpenAI never stored.
  */
 
-/** The parameters the real API takes; any other is `400 unknown_parameter`. */
+/**
+ * The parameters the real API takes (the `openai` SDK's `ResponseCreateParams`, and
+ * `client_metadata`, which the Codex CLI sends OpenAI on every request); any other is
+ * `400 unknown_parameter`.
+ */
 const KNOWN = new Set([
   'model', 'input', 'instructions', 'tools', 'tool_choice', 'parallel_tool_calls', 'temperature', 'top_p', 'max_output_tokens',
   'text', 'reasoning', 'user', 'metadata', 'stream', 'store', 'previous_response_id', 'include', 'truncation', 'service_tier',
   'prompt_cache_key', 'safety_identifier', 'background', 'top_logprobs', 'stream_options', 'max_tool_calls', 'conversation', 'prompt',
+  'prompt_cache_retention', 'prompt_cache_options', 'context_management', 'moderation', 'client_metadata',
 ]);
 
+/** The tool types the real API takes (the SDK's `Tool`); any other is refused naming the tool. */
+const TOOL_TYPES = new Set([
+  'function', 'custom', 'namespace', 'file_search', 'computer', 'computer_use_preview', 'web_search', 'web_search_2025_08_26',
+  'web_search_preview', 'web_search_preview_2025_03_11', 'mcp', 'code_interpreter', 'programmatic_tool_calling', 'image_generation',
+  'local_shell', 'shell', 'tool_search', 'apply_patch',
+]);
+
+/** The input item types the real API takes (the SDK's `ResponseInputItem`; a message may leave its type out). */
+const ITEM_TYPES = new Set([
+  'message', 'function_call', 'function_call_output', 'reasoning', 'item_reference', 'file_search_call', 'computer_call',
+  'computer_call_output', 'web_search_call', 'tool_search_call', 'tool_search_output', 'additional_tools', 'compaction',
+  'compaction_trigger', 'image_generation_call', 'code_interpreter_call', 'local_shell_call', 'local_shell_call_output', 'shell_call',
+  'shell_call_output', 'apply_patch_call', 'apply_patch_call_output', 'mcp_list_tools', 'mcp_approval_request', 'mcp_approval_response',
+  'mcp_call', 'custom_tool_call', 'custom_tool_call_output', 'program', 'program_output',
+]);
+
+const MESSAGE_ROLES = new Set(['user', 'assistant', 'system', 'developer']);
+
 type Item = Record<string, unknown>;
+
+/**
+ * The first thing in the tools or input the real API would refuse, in its words (`tools[1].type`
+ * and the like are in the message: the sandbox's error `param` means an unsupported one), or null.
+ */
+function refusalOf(tools: Item[], items: Item[]): string | null {
+  const supported = (values: Set<string>) => [...values].map((x) => `'${x}'`).join(', ');
+  for (const [i, t] of tools.entries()) {
+    if (!TOOL_TYPES.has(String(t.type))) return `Invalid value for 'tools[${i}].type': '${String(t.type)}'. Supported values are: ${supported(TOOL_TYPES)}.`;
+    if ((t.type === 'function' || t.type === 'custom' || t.type === 'namespace') && typeof t.name !== 'string') return `Missing required parameter: 'tools[${i}].name'.`;
+  }
+  for (const [i, item] of items.entries()) {
+    const type = String(item.type ?? 'message');
+    if (!ITEM_TYPES.has(type)) return `Invalid value for 'input[${i}].type': '${type}'. Supported values are: ${supported(ITEM_TYPES)}.`;
+    if (type === 'message' && !MESSAGE_ROLES.has(String(item.role))) return `Invalid value for 'input[${i}].role': '${String(item.role)}'. Supported values are: ${supported(MESSAGE_ROLES)}.`;
+  }
+  return null;
+}
 type Extra = { reasoning: { summary: boolean; encrypted: boolean } | null; instructions: string | null; body: Record<string, unknown> };
 
 const extraOf = (ctx: AnswerContext) => ctx.extra as Extra;
@@ -94,7 +137,11 @@ export const openaiResponsesWire: Wire = {
     const input = body.input;
     const items: Item[] = typeof input === 'string' ? [{ role: 'user', content: input }] : Array.isArray(input) ? (input as Item[]) : [];
     if (items.length === 0) return { invalid: "Missing required parameter: 'input'." };
-    const tools = ((body.tools as Item[] | undefined) ?? []).filter((t) => t.type === 'function').map((t) => ({ name: String(t.name), parameters: t.parameters }) as ToolSpec);
+    const offered = Array.isArray(body.tools) ? (body.tools as Item[]) : [];
+    const refusal = refusalOf(offered, items);
+    if (refusal) return { invalid: refusal };
+    // The model calls top-level functions only (a namespace's and the built-in tools are offered, never used).
+    const tools = offered.filter((t) => t.type === 'function').map((t) => ({ name: String(t.name), parameters: t.parameters }) as ToolSpec);
     const last = items.at(-1)!;
     const format = (body.text as { format?: { type?: string; schema?: Record<string, unknown> } } | undefined)?.format;
     const choice = body.tool_choice as string | { name?: string } | undefined;
@@ -134,7 +181,15 @@ export const openaiResponsesWire: Wire = {
     frames.push(frame('response.in_progress', { response: responseOf(ctx, 'in_progress', []) }));
     output.forEach((item, index) => {
       if (item.type === 'reasoning') {
+        // The summary streams part by part, as the real API's does.
         frames.push(frame('response.output_item.added', { output_index: index, item: { ...item, summary: [] } }));
+        (item.summary as Array<{ type: string; text: string }>).forEach((part, summaryIndex) => {
+          const at = { item_id: item.id, output_index: index, summary_index: summaryIndex };
+          frames.push(frame('response.reasoning_summary_part.added', { ...at, part: { type: 'summary_text', text: '' } }));
+          for (const piece of pieces(part.text)) frames.push(frame('response.reasoning_summary_text.delta', { ...at, delta: piece }));
+          frames.push(frame('response.reasoning_summary_text.done', { ...at, text: part.text }));
+          frames.push(frame('response.reasoning_summary_part.done', { ...at, part }));
+        });
         frames.push(frame('response.output_item.done', { output_index: index, item }));
       } else if (item.type === 'function_call') {
         const args = String(item.arguments);

@@ -129,6 +129,100 @@ describe('OpenAI Responses through the one chat call', () => {
     expect(res.json).toMatchObject({ status: 'incomplete', incomplete_details: { reason: 'max_output_tokens' } });
   });
 
+  /** A request as the Codex CLI and the current `openai` SDK send it: every kind of tool and input item the Responses API takes. */
+  const currentShapes = (input: string) => ({
+    instructions: null,
+    input: [
+      { type: 'message', id: 'msg_dev', role: 'developer', content: [{ type: 'input_text', text: 'You are a coding agent.' }] },
+      { type: 'message', id: 'msg_user', role: 'user', content: [{ type: 'input_text', text: input }, { type: 'input_file', file_id: 'file_1' }] },
+      { type: 'web_search_call', id: 'ws_1', status: 'completed', action: { type: 'search', query: 'x' } },
+      { type: 'custom_tool_call', id: 'ctc_1', call_id: 'call_c', name: 'apply_patch', input: '*** Begin Patch' },
+      { type: 'custom_tool_call_output', call_id: 'call_c', output: 'done' },
+      { type: 'reasoning', id: 'rs_1', summary: [], encrypted_content: 'opaque' },
+      { type: 'function_call', id: 'fc_1', call_id: 'call_f', name: 'lookup', arguments: '{"q":"x"}', status: 'completed' },
+      { type: 'function_call_output', call_id: 'call_f', output: 'found' },
+    ],
+    tools: [
+      { type: 'function', name: 'lookup', strict: false, parameters: { type: 'object', properties: { q: { type: 'string' } } } },
+      { type: 'namespace', name: 'agents', description: 'Sub-agents.', tools: [{ type: 'function', name: 'spawn', parameters: { type: 'object', properties: {} } }] },
+      { type: 'web_search', external_web_access: false },
+      { type: 'custom', name: 'apply_patch', description: 'Applies a patch.', format: { type: 'text' } },
+    ],
+    tool_choice: 'auto', parallel_tool_calls: true,
+    reasoning: { summary: 'auto' }, include: ['reasoning.encrypted_content'], text: { verbosity: 'low' },
+    prompt_cache_key: 'session-1', client_metadata: { session_id: 'session-1' },
+    store: false, stream: false,
+  });
+
+  it('sends OpenAI every tool and input item of the current API as they came', async () => {
+    const request = currentShapes(fresh('Look'));
+    const res = await responses(secret, { ...request, routing: { providers: { allow: ['openai'] } } });
+    expect(res.status).toBe(200);
+    const sent = f.sandbox.received.at(-1)!;
+    expect(sent.path).toBe('/openai/v1/responses');
+    // As it came, but for the connection's model name and the whole answer asked for without `stream`.
+    const { stream: _whole, ...asSent } = request;
+    expect(sent.body).toEqual({ ...asSent, model: 'gpt-4o-mini' });
+    expect(res.headers.get('x-gw-params-dropped')).toBeNull();
+    expect(res.json.output.at(-1).content[0].text).toBe('The tool said: found');
+  });
+
+  it('leaves a tool type OpenAI does not take for OpenAI to refuse', async () => {
+    const res = await responses(secret, { routing: { providers: { allow: ['openai'] } }, input: fresh(), tools: [{ type: 'web_search' }, { type: 'telepathy' }] });
+    expect(res.status).toBe(400);
+    expect(res.json.error).toMatchObject({ type: 'invalid_request_error', message: expect.stringContaining("Invalid value for 'tools[1].type': 'telepathy'") });
+    expect(f.sandbox.received.at(-1)!.body).toMatchObject({ tools: [{ type: 'web_search' }, { type: 'telepathy' }] });
+  });
+
+  it('translates what a chat wire carries (developer as system, function tools) and names the rest', async () => {
+    const res = await responses(secret, { ...currentShapes(fresh('Look')), routing: { providers: { allow: ['azure_openai'] } } });
+    expect(res.status).toBe(200);
+    const sent = f.sandbox.received.at(-1)!.body as Loose;
+    expect(sent.messages.map((m: Loose) => m.role)).toEqual(['system', 'user', 'assistant', 'tool']);
+    expect(sent.messages[0]).toEqual({ role: 'system', content: 'You are a coding agent.' });
+    expect(sent.messages[1].content).toMatch(/^Look/);
+    expect(sent.tools).toEqual([{ type: 'function', function: { name: 'lookup', strict: false, parameters: { type: 'object', properties: { q: { type: 'string' } } } } }]);
+    expect(sent).toMatchObject({ tool_choice: 'auto', parallel_tool_calls: true });
+    expect(res.headers.get('x-gw-params-dropped')!.split(',').sort()).toEqual([
+      'client_metadata', 'include', 'input:custom_tool_call', 'input:custom_tool_call_output', 'input:input_file', 'input:web_search_call',
+      'prompt_cache_key', 'reasoning', 'text.verbosity', 'tools:custom', 'tools:namespace', 'tools:web_search',
+    ]);
+    expect(res.json.output[0].content[0].text).toBe('The tool said: found');
+  });
+
+  it('sends a chat wire no tool settings when none of the tools offered crosses', async () => {
+    const res = await responses(secret, {
+      routing: { providers: { allow: ['azure_openai'] } }, input: fresh(),
+      tools: [{ type: 'web_search' }], tool_choice: 'required', parallel_tool_calls: false,
+    });
+    expect(res.status).toBe(200);
+    const sent = f.sandbox.received.at(-1)!.body as Loose;
+    expect(sent.tools).toBeUndefined();
+    expect(sent.tool_choice).toBeUndefined();
+    expect(sent.parallel_tool_calls).toBeUndefined();
+    expect(res.headers.get('x-gw-params-dropped')).toBe('tools:web_search,tool_choice');
+    // A choice of a built-in tool does not cross either.
+    const choice = await responses(secret, { routing: { providers: { allow: ['azure_openai'] } }, input: fresh(), tools: [{ type: 'function', name: 'lookup' }], tool_choice: { type: 'web_search_preview' } });
+    expect(choice.status).toBe(200);
+    expect((f.sandbox.received.at(-1)!.body as Loose).tool_choice).toBeUndefined();
+    expect(choice.headers.get('x-gw-params-dropped')).toBe('tool_choice');
+  });
+
+  it('refuses a function tool, message or tool without what the translation reads, naming the field', async () => {
+    const cases: Array<[Record<string, unknown>, string]> = [
+      [{ input: 'Hi', tools: [{ type: 'web_search' }, { type: 'function', description: 'no name' }] }, 'Invalid `tools.1.name`'],
+      [{ input: 'Hi', tools: [{ name: 'untyped' }] }, 'Invalid `tools.0.type`'],
+      [{ input: [{ type: 'message', role: 'robot', content: 'Hi' }] }, 'Invalid `input.0.role`'],
+      [{ input: [{ role: 'user', content: [{ type: 'input_text' }] }] }, 'Invalid `input.0.content.0.text`'],
+      [{ input: [{ type: 'function_call', call_id: 'c', name: 'f' }] }, 'Invalid `input.0.arguments`'],
+      [{ input: 'Hi', tool_choice: { name: 'lookup' } }, 'Invalid `tool_choice`'],
+    ];
+    for (const [body, message] of cases) {
+      const res = await responses(secret, body);
+      expect({ status: res.status, type: res.json.error?.type, message: res.json.error?.message }).toEqual({ status: 400, type: 'invalid_request_error', message: expect.stringContaining(message) });
+    }
+  });
+
   describe('kept responses (store)', () => {
     let g: ChatFixture;
     const settings = async (patch: Record<string, unknown>) => {
@@ -163,7 +257,7 @@ describe('OpenAI Responses through the one chat call', () => {
 
     it('lets only keys whose reach covers the maker read or continue it; a rotated key keeps it', async () => {
       const maker = await keyOf();
-      const first = await responses(maker.secret, { input: fresh('My secret is 42.') }, g);
+      const first = await responses(maker.secret, { input: fresh('My secret is zebra-quartz.') }, g);
       expect(first.json.store).toBe(true);
       const id = first.json.id;
 
@@ -172,7 +266,7 @@ describe('OpenAI Responses through the one chat call', () => {
       const continued = await responses(other.secret, { input: 'What is my secret?', previous_response_id: id }, g);
       expect(continued.status).toBe(404);
       expect(continued.json.error).toMatchObject({ type: 'not_found', param: 'previous_response_id' });
-      expect(JSON.stringify(continued.json)).not.toContain('42');
+      expect(JSON.stringify(continued.json)).not.toContain('zebra-quartz');
 
       // The request log's body rule: the organization's reach reads others' prompts only with payload_access.
       const organization = await keyOf({ observability_access: 'organization' });

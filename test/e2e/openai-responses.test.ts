@@ -116,6 +116,31 @@ describe.each(WIRES)('openai SDK responses through the gateway to $kind', ({ kin
     expect((missing as InstanceType<typeof OpenAI.APIError>).error).toMatchObject({ type: 'not_found', param: 'previous_response_id' });
   });
 
+  it('takes the tools and input items the current SDK sends: every kind to OpenAI, the function tools across', async () => {
+    const tools: OpenAI.Responses.Tool[] = [
+      weather,
+      { type: 'namespace', name: 'crm', description: 'Customer records.', tools: [{ type: 'function', name: 'find_customer', parameters: { type: 'object', properties: { name: { type: 'string' } } } }] },
+      { type: 'web_search' },
+      { type: 'custom', name: 'apply_patch', description: 'Applies a patch.' },
+    ];
+    const input: OpenAI.Responses.ResponseInput = [
+      { type: 'message', role: 'developer', content: [{ type: 'input_text', text: 'Answer briefly.' }] },
+      { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Weather in Paris?' }] },
+    ];
+    const { data, response } = await sdk.responses.create({ model, input, tools, include: ['reasoning.encrypted_content'], prompt_cache_key: 'session-7', store: false }).withResponse();
+    const call = data.output.find((o): o is OpenAI.Responses.ResponseFunctionToolCall => o.type === 'function_call');
+    expect(call).toMatchObject({ name: 'get_weather' });
+    const sent = fixture.sandbox.received.at(-1)!;
+    if (kind === 'openai') {
+      expect(sent.body).toMatchObject({ input, tools, include: ['reasoning.encrypted_content'], prompt_cache_key: 'session-7' });
+      expect(response.headers.get('x-gw-params-dropped')).toBeNull();
+    } else {
+      expect(sent.body).toMatchObject({ system: 'Answer briefly.', tools: [{ name: 'get_weather' }] });
+      expect((sent.body as Loose).tools).toHaveLength(1);
+      expect(response.headers.get('x-gw-params-dropped')).toBe('include,prompt_cache_key,tools:namespace,tools:web_search,tools:custom');
+    }
+  });
+
   it('keeps nothing with store: false', async () => {
     const res = await sdk.responses.create({ model, input: 'Say hello', store: false });
     expect((res as unknown as Loose).store).toBe(false);
@@ -172,6 +197,8 @@ describe('openai SDK responses passed through to OpenAI\'s own Responses wire', 
     expect(events.map((e) => e.sequence_number)).toEqual(events.map((_, i) => i));
     expect(events.at(-1)!.type).toBe('response.completed');
     expect(events.find((e) => e.type === 'response.output_item.added')?.item).toMatchObject({ type: 'reasoning' });
+    // The reasoning summary streams part by part, as OpenAI's does.
+    expect(events.filter((e) => e.type.startsWith('response.reasoning_summary_')).map((e) => e.type)).toEqual(expect.arrayContaining(['response.reasoning_summary_part.added', 'response.reasoning_summary_text.delta', 'response.reasoning_summary_text.done', 'response.reasoning_summary_part.done']));
     expect(events[0]!.response).toMatchObject({ id: final.id, store: true, provider: 'openai' });
     expect(final.output[0]).toMatchObject({ type: 'reasoning', summary: [{ type: 'summary_text' }] });
     expect(final as unknown as Loose).toMatchObject({ usage: { cost: expect.any(Number) }, provider: 'openai' });

@@ -14,30 +14,52 @@ import type { RequestGuard } from '../../../core/guardrails/request-guard';
  * Pure transforms; the route is api/gateway/responses.ts.
  */
 
-const inputContent = z.union([
-  z.string(),
-  z.array(z.union([
-    z.looseObject({ type: z.enum(['input_text', 'output_text']), text: z.string() }),
-    z.looseObject({ type: z.literal('input_image'), image_url: z.string().optional(), detail: z.string().optional() }),
-    z.looseObject({ type: z.string() }),
-  ])),
-]);
+/**
+ * An object tagged by `type` (a tool, an input item, a content part): checked by its type's
+ * schema where the translation reads that type (`untyped`: the schema of one without a type),
+ * otherwise taken as it came as long as it names its type. The Responses API keeps adding tools
+ * and items: OpenAI checks them when it serves the request as it came, and the translation names
+ * those it cannot carry (`Untranslated`). A union would answer a malformed function tool with a
+ * complaint about its `type`; this names the field at fault.
+ */
+function byType<B extends z.ZodObject>(base: B, schemas: Readonly<Record<string, z.ZodType>>, untyped?: string) {
+  return base.superRefine((value, ctx) => {
+    const schema = schemas[(value as { type?: string }).type ?? untyped ?? ''];
+    if (!schema) return;
+    const checked = schema.safeParse(value);
+    if (!checked.success) for (const issue of checked.error.issues) ctx.addIssue({ code: 'custom', message: issue.message, path: issue.path });
+  });
+}
+const tagged = z.looseObject({ type: z.string().min(1) });
+
+const textPart = z.looseObject({ type: z.string(), text: z.string() });
+const contentPart = byType(tagged, { input_text: textPart, output_text: textPart, input_image: z.looseObject({ type: z.string(), image_url: z.string().nullish(), detail: z.string().nullish() }) })
+  .meta({ description: 'A content part: `input_text`, `output_text`, `input_image` and whatever else the Responses API takes.' });
+const inputContent = z.union([z.string(), z.array(contentPart)]);
 const messageItem = z.looseObject({ type: z.literal('message').optional(), role: z.enum(['user', 'system', 'developer', 'assistant']), content: inputContent });
 const functionCallItem = z.looseObject({ type: z.literal('function_call'), call_id: z.string(), name: z.string(), arguments: z.string() });
 const functionOutputItem = z.looseObject({ type: z.literal('function_call_output'), call_id: z.string(), output: z.union([z.string(), z.array(z.looseObject({ type: z.string() }))]) });
-/** Reasoning items an earlier response returned: only OpenAI keeps them, so they do not cross. */
-const otherItem = z.looseObject({ type: z.enum(['reasoning', 'item_reference']) });
-const inputItem = z.union([functionCallItem, functionOutputItem, otherItem, messageItem]);
+/** An input item; one without a type is a message. */
+const inputItem = byType(z.looseObject({ type: z.string().min(1).optional() }), { message: messageItem, function_call: functionCallItem, function_call_output: functionOutputItem }, 'message')
+  .meta({ description: 'An input item: a message (with or without `type`), `function_call`, `function_call_output`, `reasoning`, and every other item the Responses API takes.' });
 
 const functionTool = z.looseObject({ type: z.literal('function'), name: z.string().min(1), description: z.string().nullish(), parameters: z.record(z.string(), z.unknown()).nullish(), strict: z.boolean().nullish() });
+type FunctionTool = z.infer<typeof functionTool>;
+const tool = byType(tagged, { function: functionTool })
+  .meta({ description: 'A tool: `function`, and the Responses API\'s others (`web_search`, `namespace`, `custom`, `mcp`, ...), which only OpenAI\'s own wire carries.' });
+const toolChoice = z.union([z.enum(['auto', 'none', 'required']), byType(tagged, { function: z.looseObject({ type: z.literal('function'), name: z.string() }) })]);
 
-/** The Responses request (OpenAI's API reference), with the gateway's extension fields beside it. */
+/**
+ * The Responses request (OpenAI's API reference), with the gateway's extension fields beside it.
+ * Only what the translation reads is checked here; the rest is OpenAI's to check when it serves
+ * the request as it came, and is named as not carried when another wire does.
+ */
 export const responsesRequestSchema = z.looseObject({
   model: modelName,
   input: z.union([z.string(), z.array(inputItem)]),
   instructions: z.string().nullish(),
-  tools: z.array(functionTool).optional(),
-  tool_choice: z.union([z.enum(['auto', 'none', 'required']), z.looseObject({ type: z.literal('function'), name: z.string() })]).optional(),
+  tools: z.array(tool).optional(),
+  tool_choice: toolChoice.optional(),
   parallel_tool_calls: z.boolean().nullish(),
   temperature: z.number().min(0).max(2).nullish(),
   top_p: z.number().min(0).max(1).nullish(),
@@ -49,7 +71,8 @@ export const responsesRequestSchema = z.looseObject({
       z.looseObject({ type: z.literal('json_schema'), name: z.string(), schema: z.record(z.string(), z.unknown()), strict: z.boolean().nullish(), description: z.string().optional() }),
     ]).optional(),
   }).optional(),
-  reasoning: z.looseObject({ effort: z.enum(['minimal', 'low', 'medium', 'high']).nullish() }).nullish(),
+  // Only OpenAI's own wire reads it (`nativeOnlyFields`); the efforts it takes keep growing.
+  reasoning: z.looseObject({ effort: z.string().nullish() }).nullish(),
   user: z.string().optional(),
   metadata: z.record(z.string(), z.string()).optional(),
   stream: z.boolean().optional(),
@@ -60,25 +83,38 @@ export const responsesRequestSchema = z.looseObject({
 });
 export type ResponsesRequest = z.infer<typeof responsesRequestSchema>;
 
-type Part = { type: string; text?: string; image_url?: string; detail?: string };
+/**
+ * What of a request the translation could not carry to a chat wire, named as X-GW-Params-Dropped
+ * names it when another wire than OpenAI's own serves: `tools:<type>` for a tool it cannot offer
+ * (a built-in tool, a `namespace`, a `custom` one), `input:<type>` for an input item or content
+ * part it cannot send (a built-in tool's call, a file), `tool_choice` for a choice of one of those,
+ * `text.<setting>` for a text setting besides the format (`verbosity`).
+ */
+export type Untranslated = Set<string>;
 
-function contentOf(content: string | Part[]): ChatMessage['content'] {
+type Part = { type: string; text?: string; image_url?: string | null; detail?: string | null };
+
+function contentOf(content: string | Part[], untranslated?: Untranslated): ChatMessage['content'] {
   if (typeof content === 'string') return content;
   const parts: ContentPart[] = [];
   for (const p of content) {
-    if ((p.type === 'input_text' || p.type === 'output_text') && typeof p.text === 'string') parts.push({ type: 'text', text: p.text });
+    if (p.type === 'input_text' || p.type === 'output_text') parts.push({ type: 'text', text: p.text! });
     else if (p.type === 'input_image' && p.image_url) parts.push({ type: 'image_url', image_url: { url: p.image_url, ...(p.detail && { detail: p.detail }) } });
-    else throw new GatewayError('invalid_request', `Input content of type \`${p.type}\` is not supported by the gateway's Responses API yet.`);
+    else untranslated?.add(`input:${p.type}`);
   }
   return parts.every((p) => p.type === 'text') ? parts.map((p) => p.text).join('') : parts;
 }
 
+/** Input items that do not cross and are not named: reasoning is the model's own (only OpenAI reads it back), a reference only OpenAI resolves. */
+const UNSENT_ITEMS: ReadonlySet<string> = new Set(['reasoning', 'item_reference']);
+
 /**
- * The input items as the chat call's messages: instructions first, function calls and their
- * outputs as tool calls and tool messages. `origins`, when given, is filled with the index of the
- * message each input item became (-1 for an item that does not cross), for `asLogged`.
+ * The input items as the chat call's messages: instructions first, `developer` messages as system
+ * ones (every chat wire takes those), function calls and their outputs as tool calls and tool
+ * messages. `origins`, when given, is filled with the index of the message each input item became
+ * (-1 for an item that does not cross), for `asLogged`; `untranslated` gathers what did not cross.
  */
-export function chatMessagesOf(request: Pick<ResponsesRequest, 'instructions' | 'input'>, origins?: number[]): ChatMessage[] {
+export function chatMessagesOf(request: Pick<ResponsesRequest, 'instructions' | 'input'>, origins?: number[], untranslated?: Untranslated): ChatMessage[] {
   const out: ChatMessage[] = [];
   if (request.instructions) out.push({ role: 'system', content: request.instructions });
   if (typeof request.input === 'string') {
@@ -87,42 +123,57 @@ export function chatMessagesOf(request: Pick<ResponsesRequest, 'instructions' | 
     return out;
   }
   for (const item of request.input as Array<Record<string, unknown>>) {
-    if (item.type === 'function_call') {
+    const type = (item.type as string | undefined) ?? 'message';
+    if (type === 'function_call') {
       const call = { id: String(item.call_id), type: 'function' as const, function: { name: String(item.name), arguments: String(item.arguments) } };
       const last = out.at(-1);
       // Calls of one turn belong to one assistant message.
       if (last?.role === 'assistant' && last.tool_calls && !last.content) last.tool_calls.push(call);
       else out.push({ role: 'assistant', content: null, tool_calls: [call] });
-    } else if (item.type === 'function_call_output') {
+    } else if (type === 'function_call_output') {
       const output = typeof item.output === 'string' ? item.output : JSON.stringify(item.output);
       out.push({ role: 'tool', tool_call_id: String(item.call_id), content: output });
-    } else if (item.type === 'reasoning' || item.type === 'item_reference') {
+    } else if (type === 'message') {
+      const role = item.role === 'developer' ? 'system' : item.role as ChatMessage['role'];
+      out.push({ role, content: contentOf(item.content as string | Part[], untranslated) });
+    } else {
+      if (!UNSENT_ITEMS.has(type)) untranslated?.add(`input:${type}`);
       origins?.push(-1);
       continue;
-    } else {
-      out.push({ role: item.role as ChatMessage['role'], content: contentOf(item.content as string | Part[]) });
     }
     origins?.push(out.length - 1);
   }
   return out;
 }
 
-/** The chat call's body for a Responses request: the same parameters under chat's names (`origins`: chatMessagesOf's). */
-export function chatBodyOf(request: ResponsesRequest, origins?: number[]): ChatBody {
-  const body: ChatBody = { model: request.model, messages: chatMessagesOf(request, origins) };
+/** The chat call's body for a Responses request: the same parameters under chat's names (`origins`, `untranslated`: chatMessagesOf's). */
+export function chatBodyOf(request: ResponsesRequest, origins?: number[], untranslated?: Untranslated): ChatBody {
+  const body: ChatBody = { model: request.model, messages: chatMessagesOf(request, origins, untranslated) };
   if (request.stream) body.stream = true;
   if (typeof request.temperature === 'number') body.temperature = request.temperature;
   if (typeof request.top_p === 'number') body.top_p = request.top_p;
   if (typeof request.max_output_tokens === 'number') body.max_tokens = request.max_output_tokens;
   if (request.user) body.user = request.user;
-  if (request.tools?.length) {
-    body.tools = request.tools.map((t): ToolDefinition => ({
-      type: 'function',
-      function: { name: t.name, ...(t.description && { description: t.description }), ...(t.parameters && { parameters: t.parameters }), ...(typeof t.strict === 'boolean' && { strict: t.strict }) },
-    }));
+  const tools: ToolDefinition[] = [];
+  for (const t of request.tools ?? []) {
+    if (t.type !== 'function') {
+      untranslated?.add(`tools:${t.type}`);
+      continue;
+    }
+    const f = t as FunctionTool;
+    tools.push({ type: 'function', function: { name: f.name, ...(f.description && { description: f.description }), ...(f.parameters && { parameters: f.parameters }), ...(typeof f.strict === 'boolean' && { strict: f.strict }) } });
   }
-  if (request.tool_choice) body.tool_choice = typeof request.tool_choice === 'string' ? request.tool_choice : { type: 'function', function: { name: request.tool_choice.name } };
-  if (typeof request.parallel_tool_calls === 'boolean') body.parallel_tool_calls = request.parallel_tool_calls;
+  if (tools.length > 0) body.tools = tools;
+  // Where tools were offered and none crossed, the tool settings mean nothing to the chat wire
+  // (and OpenAI's Chat Completions refuses them without tools).
+  const noneCrossed = tools.length === 0 && (request.tools?.length ?? 0) > 0;
+  const choice = request.tool_choice;
+  if (choice !== undefined) {
+    const carried = typeof choice === 'string' ? choice : choice.type === 'function' ? { type: 'function' as const, function: { name: String(choice.name) } } : null;
+    if (carried && !noneCrossed) body.tool_choice = carried;
+    else if (choice !== 'auto' && choice !== 'none') untranslated?.add('tool_choice');
+  }
+  if (typeof request.parallel_tool_calls === 'boolean' && !noneCrossed) body.parallel_tool_calls = request.parallel_tool_calls;
   const format = request.text?.format;
   if (format?.type === 'json_schema') {
     const f = format as { name: string; schema: Record<string, unknown>; strict?: boolean | null };
@@ -130,6 +181,8 @@ export function chatBodyOf(request: ResponsesRequest, origins?: number[]): ChatB
   } else if (format?.type === 'json_object') {
     body.response_format = { type: 'json_object' };
   }
+  // `text`'s other settings (`verbosity`) have no chat equivalent.
+  for (const k in request.text) if (k !== 'format' && request.text[k] != null) untranslated?.add(`text.${k}`);
   return body;
 }
 

@@ -23,8 +23,8 @@ export function messagesRoutes(router: Router<GatewayState>, services: GatewaySe
     // An Anthropic connection takes the request as it came (cache_control, thinking blocks and
     // their signatures); every other is sent the chat body's translation.
     const betas = ctx.get('anthropic-beta').split(',').map((b) => b.trim()).filter(Boolean);
-    body[NATIVE_REQUEST] = { wire: 'anthropic-messages', body: nativeBodyOf(request), ...(betas.length > 0 && { betas }) };
     const nativeOnly = nativeOnlyFields(request);
+    body[NATIVE_REQUEST] = { wire: 'anthropic-messages', body: nativeBodyOf(request), ...(betas.length > 0 && { betas }), ...(nativeOnly.length > 0 && { leftOut: nativeOnly }) };
     await serveProtocol(ctx, services, request, {
       body, wire: anthropicMessagesWire, started,
       attribution: parseAttribution(request.metadata?.user_id ? { user_id: request.metadata.user_id } : undefined),

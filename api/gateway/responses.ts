@@ -96,9 +96,9 @@ export function responsesRoutes(router: Router<GatewayState>, deps: ResponsesDep
     } : undefined;
     // An OpenAI connection takes the request as it came (reasoning items, `include`, and the
     // rest only its wire has); every other is sent the chat body's translation.
-    body[NATIVE_REQUEST] = { wire: 'openai-responses', body: nativeBodyOf(request, input) };
     // Named when another wire serves: the fields only OpenAI's reads, then the tools and items the translation left out.
     const nativeOnly = [...nativeOnlyFields(request), ...untranslated];
+    body[NATIVE_REQUEST] = { wire: 'openai-responses', body: nativeBodyOf(request, input), ...(nativeOnly.length > 0 && { leftOut: nativeOnly }) };
     const call = await serveProtocol(ctx, services, request, {
       body, wire: openAIResponsesWire({ ...request, store: storing }, keep), started,
       attribution: parseAttribution(request.user ? { user_id: request.user } : undefined),

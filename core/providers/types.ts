@@ -32,6 +32,12 @@ export type NativeRequest = {
   body: Record<string, unknown>;
   /** The client's `anthropic-beta` features; sent only those the connection allows (`config.anthropic_betas`). */
   betas?: string[];
+  /**
+   * What of the request the chat body's translation does not carry (thinking, built-in tools,
+   * reasoning items...): such a request is not answered from the response cache, whose key is
+   * the translation and whose answers are kept translated (core/response-cache/policy.ts).
+   */
+  leftOut?: readonly string[];
 };
 
 /**

@@ -1,3 +1,4 @@
+import { NATIVE_REQUEST, type ChatBody } from '../providers/types';
 import type { ResponseCacheSettings } from '../db/schema/guardrail-policy';
 import { GatewayError } from '../errors';
 
@@ -44,9 +45,13 @@ export function resolveCachePolicy(settings: ResponseCacheSettings, plan: Plan, 
 
 /**
  * Requests whose answer is not one reusable answer (issue 12, docs/decisions.md): several
- * choices, token log-probabilities (they describe one sampling run), and audio output.
+ * choices, token log-probabilities (they describe one sampling run), and audio output. Also a
+ * client protocol's request carrying what its translation leaves out (issue 53): the key would
+ * not tell it from one without, and a native answer (thinking blocks, a built-in tool's items)
+ * cannot be kept as the chat choices the cache holds.
  */
 export function uncacheableReason(body: Record<string, unknown>): string | null {
+  if ((body as ChatBody)[NATIVE_REQUEST]?.leftOut?.length) return 'fields only the client\'s wire carries';
   if (typeof body.n === 'number' && body.n > 1) return 'n > 1';
   if (body.logprobs === true || body.top_logprobs !== undefined) return 'logprobs';
   if (Array.isArray(body.modalities) && body.modalities.includes('audio')) return 'audio output';

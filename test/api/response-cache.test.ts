@@ -184,6 +184,18 @@ describe('response cache', () => {
     expect((await f.chat(secret, { model: 'openai/gpt-4o-mini', messages, n: 2 })).headers.get('x-gw-cache')).toBe('UNCACHEABLE');
   });
 
+  it('a Messages or Responses request with what its translation leaves out is UNCACHEABLE: the key would not tell it apart', async () => {
+    const text = `Say hello ${Date.now()}-${n++}`;
+    const messages = (body: Record<string, unknown>) => f.post('/v1/messages', { model: 'openai/gpt-4o-mini', max_tokens: 200, messages: [{ role: 'user', content: text }], ...body }, { 'x-api-key': secret, 'anthropic-version': '2023-06-01' });
+    // Plain, it is cached like a chat request; with thinking (which only Anthropic's wire carries), it is not.
+    expect((await messages({})).headers.get('x-gw-cache')).toBe('MISS');
+    await f.settle();
+    expect((await messages({})).headers.get('x-gw-cache')).toBe('HIT');
+    expect((await messages({ thinking: { type: 'enabled', budget_tokens: 1024 } })).headers.get('x-gw-cache')).toBe('UNCACHEABLE');
+    const responses = (body: Record<string, unknown>) => f.post('/v1/responses', { model: 'openai/gpt-4o-mini', input: `${text} again`, ...body }, { authorization: `Bearer ${secret}` });
+    expect((await responses({ tools: [{ type: 'web_search' }] })).headers.get('x-gw-cache')).toBe('UNCACHEABLE');
+  });
+
   it('logging: false never writes the cache', async () => {
     const messages = fresh();
     const quiet = await f.chat(secret, { model: 'openai/gpt-4o-mini', messages, logging: false });

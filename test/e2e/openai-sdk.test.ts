@@ -1,4 +1,5 @@
 import OpenAI from 'openai';
+import OpenAIv6 from 'openai-v6';
 import { startChatFixture, type ChatFixture } from '../helpers/chat-fixture';
 
 /**
@@ -89,5 +90,37 @@ describe.each(WIRES)('openai SDK through the gateway to $kind', ({ kind, model }
     const bad = await sdk.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }], temperature: 3 }).catch((e: unknown) => e);
     expect(bad).toBeInstanceOf(OpenAI.BadRequestError);
     expect((bad as InstanceType<typeof OpenAI.APIError>).type).toBe('invalid_request_error');
+  });
+});
+
+/**
+ * The previous major of the SDK (6.x, installed as `openai-v6`), which many applications still
+ * run: a chat, a stream with usage and a typed error, as the current one does above.
+ */
+describe('openai SDK 6 (the previous major) through the gateway', () => {
+  let fixture: ChatFixture;
+  let sdk: OpenAIv6;
+
+  beforeAll(async () => {
+    fixture = await startChatFixture();
+    await fixture.connect('openai');
+    sdk = new OpenAIv6({ apiKey: await fixture.key(), baseURL: `${fixture.api.url}/v1`, maxRetries: 0 });
+  });
+  afterAll(() => fixture.close());
+
+  it('completes a chat, streams with usage, and surfaces a refusal as its typed error', async () => {
+    const { data, response } = await sdk.chat.completions.create({ model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'Say hello' }] }).withResponse();
+    expect(data.choices[0]!.message.content).toMatch(/^Hello from the sandbox model /);
+    expect(data.id).toBe(response.headers.get('x-gw-request-id'));
+    const stream = await sdk.chat.completions.create({ model: 'openai/gpt-4o-mini', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'Say hello' }] });
+    let text = '';
+    let usage: OpenAIv6.CompletionUsage | undefined;
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta.content ?? '';
+      if (chunk.usage) usage = chunk.usage;
+    }
+    expect(text).toMatch(/^Hello from the sandbox model /);
+    expect(usage).toMatchObject({ completion_tokens: 6 });
+    await expect(sdk.chat.completions.create({ model: 'openai/no-such-model-anywhere', messages: [{ role: 'user', content: 'hi' }] })).rejects.toBeInstanceOf(OpenAIv6.NotFoundError);
   });
 });

@@ -36,8 +36,8 @@ class ResilientPool extends Pool {
   }
 }
 
-export function connectDatabase(url: string, options: { max?: number } = {}): DatabaseHandle {
-  const pool = new ResilientPool({ connectionString: url, max: options.max ?? 10, connectionTimeoutMillis: DB_CONNECT_TIMEOUT_MS });
+export function connectDatabase(url: string, options: { max?: number; connectTimeoutMs?: number } = {}): DatabaseHandle {
+  const pool = new ResilientPool({ connectionString: url, max: options.max ?? 10, connectionTimeoutMillis: options.connectTimeoutMs ?? DB_CONNECT_TIMEOUT_MS });
   // An idle client losing its connection must not crash the process; the pool replaces it.
   pool.on('error', () => undefined);
   const db = drizzle(pool, { schema });

@@ -162,8 +162,10 @@ describe('alert channel limits', () => {
   });
 
   it('takes the limits before sending, so 200 deliveries at once never send more than a limit allows', async () => {
-    // A pool of its own, wide enough that the deliveries really count and send side by side.
-    const wide = connectDatabase(process.env.DATABASE_URL!, { max: 16 });
+    // A pool of its own, wide enough that the deliveries really count and send side by side. The
+    // 200 wait their turn for its 16 connections: on a busy machine longer than the 5 s a
+    // process waits for Postgres itself (where a worker's activity would be retried instead).
+    const wide = connectDatabase(process.env.DATABASE_URL!, { max: 16, connectTimeoutMs: 120_000 });
     const sent: string[] = [];
     const racing = createWebhookDeliveryActivities({
       db: wide.db, clock: systemClock, sealer: createSealer(keyring()), dispatcher: createGuardedDispatcher({ allowPrivateNetwork: true }),

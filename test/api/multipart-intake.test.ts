@@ -65,6 +65,11 @@ async function eventually(check: () => boolean | Promise<boolean>, ms = 3000): P
 }
 
 v8.setFlagsFromString('--expose-gc');
+// A collection finds dead ArrayBuffers at once, but frees their memory on a background thread
+// afterwards, and process.memoryUsage().arrayBuffers counts them until then: sampled right after
+// gc(), a fast upload's garbage (socket reads, the client's copies of each chunk) read as held,
+// tens of MB on Node 24. Freed in the collection itself, a sample counts only what is retained.
+v8.setFlagsFromString('--no-concurrent-array-buffer-sweeping');
 const gc = vm.runInNewContext('gc') as () => void;
 
 /**

@@ -12,7 +12,9 @@ import { startApiRuntime } from './runtime';
  * V8 lets a small heap grow to several times its live size first: with about 45 MB live, the API
  * stood at 250-290 MB RSS after load. Half again keeps it near 170 MB, for no CPU difference
  * the bench could tell apart from noise (bench/results/2026-11-26-issue-21-*.md). A V8 flag that
- * `NODE_OPTIONS` refuses, so it is set here, before the heap grows.
+ * `NODE_OPTIONS` refuses, so it is set here, before the heap grows. The young generation's cap
+ * (`--max-semi-space-size=16`) cannot be: V8 sizes it when the heap is made, so it is on the node
+ * command line of `npm run api` (package.json; Node 24 otherwise grows it to 134 MB, issue 53).
  */
 const HEAP_GROWING_PERCENT = 50;
 

@@ -24,7 +24,7 @@ import { BENCH_CHAT_WIRE_MODEL, chatBody, messagesBody, responsesBody, startGate
 import { findLoadTool, type LoadResult, type LoadTool } from './lib/load';
 import { cpuSeconds, rssMb, threadCpuSeconds } from './lib/proc';
 import { jaegerBinary, startJaeger } from '../scripts/lib/jaeger';
-import { cleanups, log, node, ROOT, runBench, THIS_TREE, waitForPort, workDir, type Tree } from './lib/processes';
+import { cleanups, log, node, productionNodeFlags, ROOT, runBench, THIS_TREE, waitForPort, workDir, type Tree } from './lib/processes';
 import { f0, f1, f2, machineLines, median, pct, signed } from './lib/report';
 import { serviceCounters, services, servicesCpu, type Services } from './lib/services';
 import { streams, type StreamResult } from './lib/sse-client';
@@ -184,6 +184,8 @@ async function startSubjects(work: string, svc: Services): Promise<{ subjects: S
   }
   if (wanted.has('bare_baseline')) subjects.push(await startScript('bare_baseline', `bare proxy (${baselineLabel()})`, 'bench/bare-proxy.ts', baseline!));
 
+  const flagsNote = (tree: Tree) => productionNodeFlags(tree).join(' ') || 'no flags';
+  notes.push(`node flags of the gateway's API, as its package.json \`api\` script starts it: ${flagsNote(THIS_TREE)}${process.env.BENCH_API_NODE_ARGS ? `, then BENCH_API_NODE_ARGS ${process.env.BENCH_API_NODE_ARGS}` : ''}${baseline ? `; the baseline's: ${flagsNote(baseline)}${process.env.BENCH_BASELINE_NODE_ARGS ? `, then BENCH_BASELINE_NODE_ARGS ${process.env.BENCH_BASELINE_NODE_ARGS}` : ''}` : ''}`);
   const sealingKeys = newKeyring();
   const otlpEndpoint = jaegerForRun(work);
   const startGateway = async ([id, label, features]: (typeof GATEWAY_SUBJECTS)[number], twin: boolean): Promise<Subject> => {

@@ -9,7 +9,7 @@ import * as esbuild from 'esbuild';
 import { connectDatabase } from '../../core/db/client';
 import { bootstrapOrganization } from '../../core/tenancy/organizations';
 import { freePort } from '../../scripts/lib/ports';
-import { builtEntry, node, ROOT, waitForPort, type Tree } from './processes';
+import { builtEntry, node, productionNodeFlags, ROOT, waitForPort, type Tree } from './processes';
 import type { Services } from './services';
 
 /** Keys per gateway subject, used in turn, so the 50 000 rpm tier of one key is not what is measured. */
@@ -77,9 +77,11 @@ export async function startApi(work: string, id: string, label: string, svc: Ser
   const logFile = path.join(work, `${id}.log`);
   const preloads = (options.preload ?? []).flatMap((p) => ['--require', compiledPreload(work, p)]);
   // `env` adds to production's settings, or overrides them (bench:jobs compresses the schedule).
-  // BENCH_API_NODE_ARGS: extra node flags for the API subjects only (e.g. --trace-gc), for experiments.
-  // Not a baseline's (BENCH_BASELINE): it runs as its own checkout starts it.
-  const nodeArgs = options.tree ? [] : (process.env.BENCH_API_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  // The flags `npm run api` starts it with (the young generation's size), then
+  // BENCH_API_NODE_ARGS: extra node flags for this tree's API subjects (e.g. --trace-gc), for
+  // experiments; a later flag wins. A baseline's (BENCH_BASELINE) get BENCH_BASELINE_NODE_ARGS instead.
+  const extra = (options.tree ? process.env.BENCH_BASELINE_NODE_ARGS : process.env.BENCH_API_NODE_ARGS)?.split(' ').filter(Boolean) ?? [];
+  const nodeArgs = [...productionNodeFlags(options.tree), ...extra];
   const child = node([...nodeArgs, ...preloads, builtEntry('api/server', options.tree)], {
     ...gatewayEnv(work, id, svc, sealingKeys),
     ...options.env,

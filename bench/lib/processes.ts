@@ -51,6 +51,17 @@ export function builtEntry(entry: string, tree: Tree = THIS_TREE): string {
   return path.join(tree.root, 'dist', `${entry}.js`);
 }
 
+/**
+ * The Node flags a checkout's production processes start with: those between `node` and
+ * `scripts/run-built.cjs` in its package.json `api` script (`npm run api`), so a subject runs as
+ * production starts it and a baseline as its own checkout does. None when the script has none.
+ */
+export function productionNodeFlags(tree: Tree = THIS_TREE): string[] {
+  const scripts = (JSON.parse(fs.readFileSync(path.join(tree.root, 'package.json'), 'utf8')) as { scripts?: Record<string, string> }).scripts ?? {};
+  const flags = /\bnode\s+((?:--\S+\s+)*)scripts\/run-built\.cjs\b/.exec(scripts.api ?? '')?.[1] ?? '';
+  return flags.split(/\s+/).filter(Boolean);
+}
+
 export function stopChild(child: ChildProcess): Promise<void> {
   return new Promise((resolve) => {
     if (child.exitCode !== null || child.signalCode !== null) return resolve();

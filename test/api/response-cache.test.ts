@@ -192,6 +192,10 @@ describe('response cache', () => {
     await f.settle();
     expect((await messages({})).headers.get('x-gw-cache')).toBe('HIT');
     expect((await messages({ thinking: { type: 'enabled', budget_tokens: 1024 } })).headers.get('x-gw-cache')).toBe('UNCACHEABLE');
+    // So is a field the translation does not read (an MCP server only Anthropic would call): named, never answered from the plain request's entry.
+    const withMcp = await messages({ mcp_servers: [{ type: 'url', url: 'https://mcp.example.com/sse', name: 'docs' }] });
+    expect(withMcp.headers.get('x-gw-cache')).toBe('UNCACHEABLE');
+    expect(withMcp.headers.get('x-gw-params-dropped')).toBe('mcp_servers');
     const responses = (body: Record<string, unknown>) => f.post('/v1/responses', { model: 'openai/gpt-4o-mini', input: `${text} again`, ...body }, { authorization: `Bearer ${secret}` });
     expect((await responses({ tools: [{ type: 'web_search' }] })).headers.get('x-gw-cache')).toBe('UNCACHEABLE');
   });

@@ -208,6 +208,17 @@ describe('OpenAI Responses through the one chat call', () => {
     expect(choice.headers.get('x-gw-params-dropped')).toBe('tool_choice');
   });
 
+  it('takes a type named like a member every object has (constructor, toString, __proto__) as any other type it does not translate', async () => {
+    const azure = { routing: { providers: { allow: ['azure_openai'] } } };
+    const tool = await responses(secret, { ...azure, input: fresh(), tools: [{ type: 'constructor' }, { type: 'function', name: 'lookup' }] });
+    expect(tool.status).toBe(200);
+    expect(tool.headers.get('x-gw-params-dropped')).toBe('tools:constructor');
+    const part = await responses(secret, { ...azure, input: [{ role: 'user', content: [{ type: 'toString' }, { type: 'input_text', text: fresh() }] }] });
+    expect(part.status).toBe(200);
+    const item = await responses(secret, { ...azure, input: [{ type: '__proto__' }, { role: 'user', content: fresh() }] });
+    expect(item.status).toBe(200);
+  });
+
   it('refuses a function tool, message or tool without what the translation reads, naming the field', async () => {
     const cases: Array<[Record<string, unknown>, string]> = [
       [{ input: 'Hi', tools: [{ type: 'web_search' }, { type: 'function', description: 'no name' }] }, 'Invalid `tools.1.name`'],

@@ -85,4 +85,14 @@ describe('a Messages request on each wire', () => {
     expect(nativeOnlyFields(request({ thinking: { type: 'adaptive' }, context_management: { edits: [] } }))).toEqual(['thinking', 'context_management']);
     expect(nativeOnlyFields(request({ thinking: { type: 'disabled' } }))).toEqual([]);
   });
+
+  it('names every other field the translation does not read, and output_config parts other than effort and format', () => {
+    const mcp = [{ type: 'url', url: 'https://mcp.example.com/sse', name: 'docs' }];
+    expect(nativeOnlyFields(request({ mcp_servers: mcp, container: 'container_1', service_tier: 'auto', some_new_field: 1 })))
+      .toEqual(['mcp_servers', 'container', 'service_tier', 'some_new_field']);
+    expect(nativeOnlyFields(request({ output_config: { effort: 'high', format: { type: 'json_schema', schema: { type: 'object' } }, task_budget: 100 } })))
+      .toEqual(['output_config.task_budget']);
+    // What the translation reads, and a field left null, are not named.
+    expect(nativeOnlyFields(request({ temperature: 0.5, top_k: 3, stop_sequences: ['x'], metadata: { user_id: 'u' }, stream: true, container: null }))).toEqual([]);
+  });
 });

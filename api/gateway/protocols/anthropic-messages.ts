@@ -177,15 +177,28 @@ export function chatBodyOf(request: MessagesRequest): ChatBody {
   return body;
 }
 
+/** The fields the translation reads (`thinking` apart); any other a client sends reaches only Anthropic's own wire. */
+const TRANSLATED_FIELDS: ReadonlySet<string> = new Set([
+  'model', 'max_tokens', 'messages', 'system', 'stop_sequences', 'temperature', 'top_p', 'top_k', 'metadata', 'tools', 'tool_choice',
+  'output_config', 'stream', 'thinking', ...PROTOCOL_EXTENSION_NAMES,
+]);
+/** The parts of `output_config` the translation carries. */
+const TRANSLATED_OUTPUT_CONFIG: ReadonlySet<string> = new Set(['effort', 'format']);
+
 /**
  * What only Anthropic's wire carries of a request: sent when an Anthropic connection serves it
  * as it came, named as dropped otherwise. Thinking of any kind (another wire's reasoning is its
- * model's own, not asked for this way) and Anthropic's editing of its context.
+ * model's own, not asked for this way), Anthropic's editing of its context, and every other field
+ * the translation does not read (`mcp_servers`, `container`, `service_tier`, one added to the API
+ * after this was written), so none is lost unnamed and none shares a cache key with a request
+ * without it (the key is the translation).
  */
 export function nativeOnlyFields(request: MessagesRequest): string[] {
   const fields: string[] = [];
   if (request.thinking && request.thinking.type !== 'disabled') fields.push('thinking');
-  if (request.context_management) fields.push('context_management');
+  for (const k of Object.keys(request)) if (!TRANSLATED_FIELDS.has(k) && request[k] != null) fields.push(k);
+  const outputConfig: Record<string, unknown> = request.output_config ?? {};
+  for (const k of Object.keys(outputConfig)) if (!TRANSLATED_OUTPUT_CONFIG.has(k) && outputConfig[k] != null) fields.push(`output_config.${k}`);
   return fields;
 }
 

@@ -24,7 +24,9 @@ import type { RequestGuard } from '../../../core/guardrails/request-guard';
  */
 function byType<B extends z.ZodObject>(base: B, schemas: Readonly<Record<string, z.ZodType>>, untyped?: string) {
   return base.superRefine((value, ctx) => {
-    const schema = schemas[(value as { type?: string }).type ?? untyped ?? ''];
+    const type = (value as { type?: string }).type ?? untyped ?? '';
+    // Own keys only: a `type` of `constructor` or `__proto__` must not find Object.prototype's.
+    const schema = Object.hasOwn(schemas, type) ? schemas[type] : undefined;
     if (!schema) return;
     const checked = schema.safeParse(value);
     if (!checked.success) for (const issue of checked.error.issues) ctx.addIssue({ code: 'custom', message: issue.message, path: issue.path });

@@ -131,11 +131,20 @@ async function onSupportedNode() {
   const child = require('node:child_process').spawn(path.join(bin, 'node'), [path.join(__dirname, 'bootstrap.cjs'), ...process.argv.slice(2)], {
     cwd: root, stdio: 'inherit', env: { ...process.env, PATH: `${bin}${path.delimiter}${process.env.PATH ?? ''}` },
   });
-  // Ctrl-C reaches the child from the terminal as it reaches this process: this one waits for it
-  // to stop. A SIGTERM or SIGHUP sent to this process alone is passed on.
+  // Ctrl-C reaches the child, and what it runs, from the terminal as it reaches this process:
+  // this one waits for it to stop. A SIGTERM or SIGHUP sent to this process alone is passed on to
+  // the child, which then stops as this script does on Node 24 when signalled alone: at once,
+  // leaving what it was running (the launcher, Jest) to finish or be stopped on its own.
   process.on('SIGINT', () => undefined);
   for (const signal of ['SIGTERM', 'SIGHUP']) process.on(signal, () => child.kill(signal));
-  return new Promise((resolve) => child.on('exit', (code, signal) => resolve(code ?? (signal ? 1 : 0))));
+  return new Promise((resolve) => {
+    child.on('error', (err) => {
+      console.error(`[setup] could not run Node ${NODE_MAJOR} from ${bin}: ${err.message}`);
+      resolve(1);
+    });
+    // A child stopped by a signal answers as a shell would: 128 + the signal's number.
+    child.on('exit', (code, signal) => resolve(code ?? 128 + (require('node:os').constants.signals[signal] ?? 0)));
+  });
 }
 
 async function main() {

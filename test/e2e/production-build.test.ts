@@ -18,6 +18,9 @@ const run = promisify(execFile);
  * the compiled API serving, the compiled jobs worker running workflows from the workflow bundle
  * built ahead, which it finds beside its own folder.
  */
+/** The compiled build scripts beside scripts/build.ts (scripts/build-dist.cjs writes one a process). */
+const compiledBuildScripts = () => fs.readdirSync(path.join(ROOT, 'scripts')).filter((f) => f.startsWith('.build'));
+
 describe('production build', () => {
   // The compiled files `require` their packages: node_modules beside dist/, as in the repository.
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-build-'));
@@ -39,9 +42,13 @@ describe('production build', () => {
   beforeAll(async () => {
     fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(scratch, 'node_modules'));
     // As production builds: plain node, no TypeScript loader (tsx is a development dependency).
-    const { stdout } = await run(process.execPath, ['scripts/build-dist.cjs', '--out-dir', dist], { cwd: ROOT });
-    buildOutput = stdout;
-  }, 90_000);
+    // Two at once, as the API and a worker starting together on a fresh deploy: each must finish.
+    const before = compiledBuildScripts();
+    const [first] = await Promise.all([1, 2].map(() => run(process.execPath, ['scripts/build-dist.cjs', '--out-dir', dist], { cwd: ROOT })));
+    buildOutput = first!.stdout;
+    // Each build's compiled script is its own and removed after.
+    expect(compiledBuildScripts()).toEqual(before);
+  }, 180_000);
 
   afterAll(async () => {
     for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');

@@ -21,6 +21,8 @@ export type KeyContext = {
   allowedRoutes: string[];
   allowedProviders: string[];
   creditLimit: CreditLimit | null;
+  /** When the credit limit's period last changed: part of the key scope's window id. */
+  creditPeriodSince: Date | null;
   /** The member who created the key: their budget counts its spend. */
   createdByMemberId: string | null;
   /** The owning project's spend limit. */
@@ -61,6 +63,7 @@ export async function loadKeyContext(db: Database, secretHash: string): Promise<
     allowedProviders: key.allowedProviders,
     observabilityAccess: key.observabilityAccess,
     creditLimit: key.creditLimit,
+    creditPeriodSince: key.creditPeriodSince,
     createdByMemberId: key.createdByMemberId,
     projectSpendLimit: row.projectSpendLimit,
     disabled: key.disabled,

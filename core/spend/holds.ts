@@ -47,7 +47,7 @@ export type ScopeWindow = {
   /** `<org id>` hash tag and the scope, e.g. `key:<lineage id>`. */
   orgId: string;
   scope: string;
-  /** The window's start as `YYYY-MM-DD`, or `lifetime`. */
+  /** The window's id: its period and start day, `lifetime`, and when the period changed (scopes.ts windowId). */
   window: string;
   /** Null: counted, never refused (no limit, or `behavior: alert`). */
   limitNanos: number | null;

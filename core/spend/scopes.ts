@@ -34,7 +34,27 @@ const KEEP_AFTER_WINDOW_SECONDS = 40 * 86_400;
 export type ScopeInput = {
   kind: ScopeKind; id: string; code: ErrorKind; limit: number | null; blocking: boolean; period: BudgetPeriod;
   ledger: SpendScope['ledger']; alertAt?: number[];
+  /** When the limit's period last changed (a key's `credit_period_since`): a new window id from then. */
+  periodSince?: Date | null;
 };
+
+/**
+ * A window's id (its Redis counters' name, its ledger rows' `hold_windows`, its crossings'):
+ * the period and the day it began (`daily:2026-11-23`, `lifetime`), and when the period was last
+ * changed (`~` and base-36 milliseconds) if it was. A scope whose period changes so never reads a
+ * counter another period left: Monday's daily window and the week's window begin on the same day,
+ * and a period changed and changed back within one window would find its old counter. A new id
+ * is rebuilt from the Postgres ledger, which has every settled amount.
+ */
+export function windowId(period: BudgetPeriod, windowStart: Date, periodSince?: Date | null): string {
+  const base = period === 'never' ? 'lifetime' : `${period}:${windowStart.toISOString().slice(0, 10)}`;
+  return periodSince ? `${base}~${periodSince.getTime().toString(36)}` : base;
+}
+
+/** The day a window began, as its id says it (`YYYY-MM-DD`), or null for a lifetime window. */
+export function windowStartDay(window: string): string | null {
+  return /\d{4}-\d{2}-\d{2}/.exec(window)?.[0] ?? null;
+}
 
 /** One scope's current window for a limit (also read by `GET /manage/v1/budget_status`). */
 export function scopeAt(orgId: string, input: ScopeInput, now: Date, billingDay: number): SpendScope {
@@ -44,7 +64,7 @@ export function scopeAt(orgId: string, input: ScopeInput, now: Date, billingDay:
   return {
     orgId,
     scope: `${input.kind}:${input.id}`,
-    window: lifetime ? 'lifetime' : windowStart.toISOString().slice(0, 10),
+    window: windowId(input.period, windowStart, input.periodSince),
     limitNanos: input.blocking && input.limit !== null ? toNanos(input.limit) : null,
     ttlSeconds: resetsAt ? Math.ceil((resetsAt.getTime() - now.getTime()) / 1000) + KEEP_AFTER_WINDOW_SECONDS : 0,
     kind: input.kind,
@@ -103,6 +123,7 @@ export function spendScopes(key: KeyContext, config: Pick<OrgConfig, 'hardCap' |
   scopes.push(scopeAt(key.orgId, {
     kind: 'key', id: key.lineageId, code: credit?.period === 'never' ? 'key_lifetime_limit' : 'key_budget',
     limit: credit?.amount ?? null, blocking: credit !== null, period: credit?.period ?? 'never', ledger: { column: 'lineage_id', value: key.lineageId },
+    periodSince: key.creditPeriodSince,
   }, now, day));
   const project = key.projectSpendLimit;
   if (project) {

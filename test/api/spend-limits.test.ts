@@ -184,7 +184,7 @@ describe('spend limits', () => {
     const rows = await crossings();
     expect(rows.map((c) => c.fraction).sort()).toEqual([0.5, 0.9]);
     // The third $0.30 reached $0.90: at the threshold counts as crossed.
-    expect(rows.find((c) => c.fraction === 0.9)).toMatchObject({ limit: 1, spent: 0.9, behavior: 'alert', window: expect.stringMatching(/^\d{4}-\d{2}-\d{2}$/) });
+    expect(rows.find((c) => c.fraction === 0.9)).toMatchObject({ limit: 1, spent: 0.9, behavior: 'alert', window: expect.stringMatching(/^monthly:\d{4}-\d{2}-\d{2}$/) });
     expect((await ask(secret, 3)).status).toBe(200);
     expect(await crossings()).toHaveLength(2);
   });
@@ -263,6 +263,29 @@ describe('spend limits', () => {
     expect([v.status, c.status]).toContain(402);
     if (v.status === 402) expect(v.json.error.code).toBe('key_lifetime_limit');
     if (c.status === 402) expect(JSON.parse(c.text).error.code).toBe('key_lifetime_limit');
+  });
+
+  it('a key whose limit period changes, and changes back, counts each window from the ledger, never from a counter the other period left', async () => {
+    const secret = await f.key({ credit_limit: { amount: 10, period: 'daily' }, rate_limit_rpm: 50000 });
+    const id = await keyIdOf(secret);
+    const limit = async (credit_limit: Record<string, unknown>) => {
+      const current = await f.client.get(`/gateway_keys/${id}`);
+      expect((await f.client.patch(`/gateway_keys/${id}`, { credit_limit }, current.etag!)).status).toBe(200);
+      await f.settle();
+    };
+    expect((await ask(secret, 2)).status).toBe(200);
+    await limit({ amount: 10, period: 'weekly' });
+    expect((await ask(secret, 3)).status).toBe(200);
+    // Back to daily, at $0.50: today's window holds all of today's $0.50, spent under either period.
+    await limit({ amount: 0.5, period: 'daily' });
+    expect(await ledgerTotal(secret)).toBeCloseTo(0.5, 9);
+    expect((await keyInfo(secret)).usage).toBeCloseTo(0.5, 9);
+    expectRefusal(await ask(secret, 1), 'key_budget');
+    // Never, then: everything the lineage spent.
+    await limit({ amount: 0.6, period: 'never' });
+    expect((await keyInfo(secret)).usage).toBeCloseTo(0.5, 9);
+    expect((await ask(secret, 1)).status).toBe(200);
+    expectRefusal(await ask(secret, 1), 'key_lifetime_limit');
   });
 
   it('keeps GET /v1/key equal to the Postgres ledger through failures, a cancelled stream and a rotation', async () => {

@@ -84,7 +84,7 @@ describe('allowed_ips', () => {
 describe('refuseKey', () => {
   const base: KeyContext = {
     keyId: 'key_1', orgId: 'org_1', projectId: 'proj_1', lineageId: 'key_1', label: 'k', rateLimitRpm: 200,
-    environment: null, modelAllowlist: [], projectModelAllowlist: [], allowedRoutes: [], allowedProviders: [], observabilityAccess: 'none', creditLimit: null, createdByMemberId: null, projectSpendLimit: null, disabled: false, revoked: false,
+    environment: null, modelAllowlist: [], projectModelAllowlist: [], allowedRoutes: [], allowedProviders: [], observabilityAccess: 'none', creditLimit: null, creditPeriodSince: null, createdByMemberId: null, projectSpendLimit: null, disabled: false, revoked: false,
     expiresAt: null, projectArchived: false, entitlementState: 'active', supportEmail: null, allowedRanges: [],
   };
   const now = new Date('2026-01-01T00:00:00Z');

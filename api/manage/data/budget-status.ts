@@ -105,7 +105,7 @@ async function enforcedLimits(db: Database, orgId: string, now: Date, projectIds
     db.select({ billingDay: orgSettings.billingDayOfMonth, hardCap: orgSettings.hardCap }).from(orgSettings).where(eq(orgSettings.id, orgId)),
     db.select({ id: projects.id, spendLimit: projects.spendLimit }).from(projects)
       .where(and(eq(projects.orgId, orgId), isNull(projects.archivedAt), isNotNull(projects.spendLimit))),
-    db.select({ id: gatewayKeys.id, lineageId: gatewayKeys.lineageId, projectId: gatewayKeys.projectId, creditLimit: gatewayKeys.creditLimit, expiresAt: gatewayKeys.expiresAt, createdAt: gatewayKeys.createdAt })
+    db.select({ id: gatewayKeys.id, lineageId: gatewayKeys.lineageId, projectId: gatewayKeys.projectId, creditLimit: gatewayKeys.creditLimit, creditPeriodSince: gatewayKeys.creditPeriodSince, expiresAt: gatewayKeys.expiresAt, createdAt: gatewayKeys.createdAt })
       .from(gatewayKeys).innerJoin(projects, eq(projects.id, gatewayKeys.projectId))
       .where(and(eq(gatewayKeys.orgId, orgId), isNull(gatewayKeys.revokedAt), isNull(projects.archivedAt), isNotNull(gatewayKeys.creditLimit))),
     db.select({ memberId: memberBudgets.id, spendLimit: memberBudgets.spendLimit }).from(memberBudgets)
@@ -139,7 +139,7 @@ async function enforcedLimits(db: Database, orgId: string, now: Date, projectIds
     const credit = k.creditLimit!;
     entries.push({
       id: k.id, fields: { key_id: k.id, lineage_id: k.lineageId, project_id: k.projectId },
-      scope: at({ kind: 'key', id: k.lineageId, code: credit.period === 'never' ? 'key_lifetime_limit' : 'key_budget', limit: credit.amount, blocking: true, period: credit.period, ledger: { column: 'lineage_id', value: k.lineageId } }),
+      scope: at({ kind: 'key', id: k.lineageId, code: credit.period === 'never' ? 'key_lifetime_limit' : 'key_budget', limit: credit.amount, blocking: true, period: credit.period, ledger: { column: 'lineage_id', value: k.lineageId }, periodSince: k.creditPeriodSince }),
     });
   }
 

@@ -4,7 +4,7 @@ import { canonicalCidr } from '../../../core/auth/ip-allowlist';
 import type { ManagementPrincipal } from '../../../core/auth/management-token-auth';
 import { roleAtLeast } from '../../../core/auth/scopes';
 import type { Executor } from '../../../core/db/client';
-import { CREDIT_PERIODS, environments, gatewayKeys, OBSERVABILITY_ACCESS, projects, RATE_LIMIT_TIERS } from '../../../core/db/schema';
+import { CREDIT_PERIODS, type CreditLimit, environments, gatewayKeys, OBSERVABILITY_ACCESS, projects, RATE_LIMIT_TIERS } from '../../../core/db/schema';
 import { GatewayError } from '../../../core/errors';
 import { isProviderKind } from '../../../core/providers/kinds';
 import { issueGatewayKey } from '../../../core/tenancy/gateway-keys';
@@ -247,7 +247,10 @@ export const gatewayKeysResource: ResourceType<KeyRow> = {
   async patch(call, row, input: z.infer<typeof patchSchema>) {
     refuseWiderReach(call.principal, { observabilityAccess: input.observability_access, payloadAccess: input.payload_access }, row);
     await checkReferences(call.db, call.principal.orgId, input);
-    return { ...columns(input), ...(input.disabled !== undefined && { disabled: input.disabled }) };
+    // A new period starts a new window id (core/spend/scopes.ts windowId): counted from the ledger.
+    const periodOf = (limit: CreditLimit | null | undefined) => limit?.period ?? 'never';
+    const periodChanged = input.credit_limit !== undefined && periodOf(input.credit_limit) !== periodOf(row.creditLimit);
+    return { ...columns(input), ...(input.disabled !== undefined && { disabled: input.disabled }), ...(periodChanged && { creditPeriodSince: call.now }) };
   },
 
   /** DELETE revokes: the key stops working at once and vanishes from lists and reads. */

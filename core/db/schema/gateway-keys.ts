@@ -24,6 +24,12 @@ export const gatewayKeys = pgTable(
     /** Shared by a key and every key rotated from it: spend limits and grants follow the lineage. */
     lineageId: text('lineage_id').notNull(),
     creditLimit: jsonb('credit_limit').$type<CreditLimit | null>(),
+    /**
+     * When `credit_limit`'s period last changed (null: never since the key was made). Part of the
+     * key scope's window id, so the counters of the new period start from the ledger, never from
+     * a window an earlier period left in Redis (issue 54).
+     */
+    creditPeriodSince: timestamp('credit_period_since', { withTimezone: true }),
     rateLimitRpm: integer('rate_limit_rpm').notNull().default(DEFAULT_RATE_LIMIT_RPM),
     modelAllowlist: text('model_allowlist').array().notNull().default([]),
     allowedRoutes: text('allowed_routes').array().notNull().default([]),

@@ -2,6 +2,7 @@ import type { AlertSeverity } from '../../db/schema';
 import type { Detection } from '../detection';
 import { capitalize, describeScope, endUserOf, formatDollars, formatPercent, formatUtc } from './robust';
 import type { SpendScope } from './spend-anomaly';
+import { windowStartDay } from '../../spend/scopes';
 
 /** A budget's spend crossing one of its alert fractions (0.5, 0.8, 1 ...) in one budget window. */
 export type Crossing = {
@@ -33,7 +34,9 @@ function crossingSeverity(fraction: number): AlertSeverity {
 export function detectThresholdCrossed(c: Crossing): Detection {
   const budget = c.budget.replace(/_/g, ' ');
   const scope = describeScope(c.scope);
-  const period = c.window === 'lifetime' ? 'over its lifetime' : `in the period starting ${c.window}`;
+  // The window's id names its period and its start day (core/spend/scopes.ts windowId); people read the day.
+  const day = windowStartDay(c.window);
+  const period = day === null ? 'over its lifetime' : `in the period starting ${day}`;
   return {
     orgId: c.orgId,
     type: 'budget.threshold_crossed',
@@ -47,6 +50,6 @@ export function detectThresholdCrossed(c: Crossing): Detection {
     observed: c.spent,
     expected: null,
     threshold: c.fraction * c.limit,
-    evidence: Object.assign({ budget: c.budget, window: c.window, fraction: c.fraction, limit: c.limit, spent: c.spent }, c.scope.kind === 'end_user' ? { end_user_id: endUserOf(c.scope.id) } : {}),
+    evidence: Object.assign({ budget: c.budget, window: day ?? 'lifetime', fraction: c.fraction, limit: c.limit, spent: c.spent }, c.scope.kind === 'end_user' ? { end_user_id: endUserOf(c.scope.id) } : {}),
   };
 }

@@ -1,0 +1,1 @@
+ALTER TABLE "gateway_keys" ADD COLUMN "credit_period_since" timestamp with time zone;

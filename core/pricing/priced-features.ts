@@ -1,5 +1,6 @@
 import { priceDataMatch } from '../catalog/price-data';
 import type { ProviderKind } from '../providers/kinds';
+import { NATIVE_REQUEST, type ChatBody } from '../providers/types';
 
 /**
  * Request fields that change what the provider bills beyond the text token rates. Priced as
@@ -19,8 +20,12 @@ const STANDARD_TIERS: ReadonlySet<unknown> = new Set([undefined, null, 'auto', '
 
 export function priceChangingFeatures(body: Record<string, unknown>): PriceChangingFeatures {
   const unpriced: string[] = [];
-  // The price data has one rate per model: another tier (priority, flex, scale) is not it.
-  if (!STANDARD_TIERS.has(body.service_tier)) unpriced.push(`service_tier: ${JSON.stringify(body.service_tier)}`);
+  // The price data has one rate per model: another tier (priority, flex, scale) is not it. A
+  // Responses request's tier is not in its chat translation: it goes, as it came, to OpenAI's own
+  // `/responses` (NATIVE_REQUEST), where it is billed; read there too (issue 54).
+  const native = (body as ChatBody)[NATIVE_REQUEST];
+  const tier = body.service_tier ?? (native?.wire === 'openai-responses' ? native.body.service_tier : undefined);
+  if (!STANDARD_TIERS.has(tier)) unpriced.push(`service_tier: ${JSON.stringify(tier)}`);
   const modalities = body.modalities;
   if ((Array.isArray(modalities) && modalities.includes('audio')) || (body.audio !== undefined && body.audio !== null)) unpriced.push('audio output');
   return { unpriced, webSearch: body.web_search_options !== undefined && body.web_search_options !== null };

@@ -208,6 +208,19 @@ describe('OpenAI Responses through the one chat call', () => {
     expect(choice.headers.get('x-gw-params-dropped')).toBe('tool_choice');
   });
 
+  it('prices a priority or flex tier sent to OpenAI\'s own /responses as unknown, as chat does: refused under a blocking limit, unpriced without one', async () => {
+    const limited = await f.key({ credit_limit: { amount: 5, period: 'monthly' } });
+    for (const tier of ['priority', 'flex']) {
+      const refused = await responses(limited, { input: fresh(), service_tier: tier });
+      expect([tier, refused.status, refused.json.error?.code]).toEqual([tier, 402, 'unpriced_model_under_budget']);
+      expect(refused.json.error?.message).toContain('service_tier');
+      const served = await responses(secret, { input: fresh(), service_tier: tier });
+      expect([tier, served.status, served.json.usage?.cost]).toEqual([tier, 200, null]);
+    }
+    const standard = await responses(limited, { input: fresh(), service_tier: 'default' });
+    expect([standard.status, standard.json.usage?.cost > 0]).toEqual([200, true]);
+  });
+
   it('takes a type named like a member every object has (constructor, toString, __proto__) as any other type it does not translate', async () => {
     const azure = { routing: { providers: { allow: ['azure_openai'] } } };
     const tool = await responses(secret, { ...azure, input: fresh(), tools: [{ type: 'constructor' }, { type: 'function', name: 'lookup' }] });

@@ -11,7 +11,7 @@ import { meterKey, refuseOverRate } from '../middleware/key-rate-limit';
 import { worstCaseCost } from '../../core/spend/worst-case';
 import { billedUsage, wholeAnswerUsage } from './billed-usage';
 import { NATIVE_REQUEST, type ChatBody, type ChatResult, type Choice, type ChunkChoice, type Usage } from '../../core/providers/types';
-import { planCandidates, type Plan } from '../../core/routing/candidates';
+import { billedModel, planCandidates, type Plan } from '../../core/routing/candidates';
 import { ADAPTERS } from '../../core/providers/adapters';
 import type { GatewayContext } from '../context';
 import { parseCacheControl, routingMetadata, type Attribution } from './chat-request';
@@ -96,7 +96,7 @@ export function chatCallDeps(call: Call) {
 
 export function costOf(call: Call, served: Served<unknown>, usage: Usage | null): CostEstimate {
   // What is priced here is what the spend settles for: the ledger row names it.
-  call.servedBy = { provider: served.candidate.connection.kind, model: served.candidate.upstreamModel };
+  call.servedBy = { provider: served.candidate.connection.kind, model: billedModel(served.candidate) };
   const estimate = estimateCost({
     usage,
     kind: served.candidate.connection.kind,

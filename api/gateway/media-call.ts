@@ -12,7 +12,7 @@ import type { MediaAdapter, MediaEndpoint } from '../../core/providers/media/typ
 import { sendUpstream, type UpstreamSuccess } from '../../core/providers/upstream';
 import type { ProviderFailure, UpstreamRequest } from '../../core/providers/types';
 import type { ProviderKind } from '../../core/providers/kinds';
-import { planCandidates, type Candidate, type Plan } from '../../core/routing/candidates';
+import { billedModel, planCandidates, type Candidate, type Plan } from '../../core/routing/candidates';
 import type { OrgConfig } from '../../core/routing/org-config';
 import type { GatewayContext } from '../context';
 import { parseAttribution, routingMetadata, type Attribution } from './chat-request';
@@ -283,7 +283,7 @@ function settleAbandoned<T>(call: MediaCall, handler: MediaEndpointHandler<T>, w
     return;
   }
   const served: MediaServed<T> = { ...walked, adapter: mediaAdapterFor(walked.candidate.connection.kind, call.endpoint)! };
-  call.servedBy = { provider: walked.candidate.connection.kind, model: walked.candidate.upstreamModel };
+  call.servedBy = { provider: walked.candidate.connection.kind, model: billedModel(walked.candidate) };
   handler.discard?.(served);
   let priced: ReturnType<MediaEndpointHandler<T>['cost']> = { estimate: null, usage: null };
   try {
@@ -397,7 +397,7 @@ export async function serveMedia<T, E extends CachedServing = CachedServing>(ctx
   }
 
   const served: MediaServed<T> = { ...walked, adapter: mediaAdapterFor(walked.candidate.connection.kind, endpoint)! };
-  call.servedBy = { provider: walked.candidate.connection.kind, model: walked.candidate.upstreamModel };
+  call.servedBy = { provider: walked.candidate.connection.kind, model: billedModel(walked.candidate) };
   // The provider was called and bills for it: the spend settles whatever happens to the answer.
   let priced: ReturnType<MediaEndpointHandler<T>['cost']>;
   try {

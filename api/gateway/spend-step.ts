@@ -11,6 +11,7 @@ import { KEY_RATE_WINDOW_MS, keyRateWindowKey, rateLimitHeaders } from '../../co
 import { endUserBudgetFields } from '../../core/spend/end-user-caps';
 import { CHAT_HOLD_LEASE_MS, CHAT_HOLD_RENEW_MS, type Hold } from '../../core/spend/ledger';
 import { anyBlocking, spendScopes, type EndUserCap } from '../../core/spend/scopes';
+import { billedModel } from '../../core/routing/candidates';
 import type { OrgConfig } from '../../core/routing/org-config';
 import type { GatewayContext } from '../context';
 import { refuseOverRate } from '../middleware/key-rate-limit';
@@ -39,7 +40,7 @@ export type SpendCall = {
    * one model call (a decision's retry); the request id otherwise.
    */
   callId?: string;
-  /** The provider kind and model that served the call, once known: the ledger row records them (commitments match on them). */
+  /** The provider kind and model that served the call (billedModel: before a deployment map), once known: the ledger row records them (commitments match on them). */
   servedBy?: { provider: string; model: string };
   /**
    * What calls sent and then cut before they answered cost (their prompt, estimated): the
@@ -49,8 +50,8 @@ export type SpendCall = {
 };
 
 /** A cut call's estimate joins the request's cut cost (ExecuteDeps.onCut). */
-export function addCutCost(call: SpendCall, candidate: { connection: { kind: string }; upstreamModel: string }, estimate: CostEstimate): void {
-  call.servedBy ??= { provider: candidate.connection.kind, model: candidate.upstreamModel };
+export function addCutCost(call: SpendCall, candidate: { connection: { kind: string }; modelId: string }, estimate: CostEstimate): void {
+  call.servedBy ??= { provider: candidate.connection.kind, model: billedModel(candidate) };
   if (!estimate) return;
   call.cut = { cost: roundDollars((call.cut?.cost ?? 0) + estimate.cost), source: estimate.source };
 }
@@ -95,10 +96,10 @@ export function requestLogRow<Fields extends object>(call: SpendCall & { attribu
  * a limit as for one with. When the rate middleware has not counted the key's request yet
  * (chat), the count rides in the same Redis step (spec 8 headers on every answer).
  */
-export async function reserveSpend(call: SpendCall, worstCase: () => number, first?: { connection: { kind: string }; upstreamModel: string }): Promise<void> {
+export async function reserveSpend(call: SpendCall, worstCase: () => number, first?: { connection: { kind: string }; modelId: string }): Promise<void> {
   const { key, config, services, ctx } = call;
   // Until one serves, the ledger row (a lapse's) names the first candidate: commitments match on it.
-  if (first) call.servedBy ??= { provider: first.connection.kind, model: first.upstreamModel };
+  if (first) call.servedBy ??= { provider: first.connection.kind, model: billedModel(first) };
   let window: WindowCount | null = null;
   const counted = (w: WindowCount) => {
     window = w;

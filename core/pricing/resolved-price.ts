@@ -52,7 +52,10 @@ function resolve(q: PriceQuery): ResolvedPrice {
     const forModel = matching.find((p) => p.provider === null);
     if (forModel && rated(forModel)) return { source: 'custom', rates: forModel };
   }
-  const list = q.catalog.listPriceOf(q.kind, q.upstreamModel);
+  // A deployment (a connection's model map: Azure's `prod-mini` for gpt-4o-mini) is listed under
+  // the model it was mapped from, which is also what the ledger bills it as (billedModel).
+  const mappedFrom = q.modelId.slice(q.modelId.indexOf('/') + 1);
+  const list = q.catalog.listPriceOf(q.kind, q.upstreamModel) ?? (mappedFrom !== q.upstreamModel ? q.catalog.listPriceOf(q.kind, mappedFrom) : null);
   return list ? { source: 'list', list } : UNPRICED;
 }
 

@@ -104,6 +104,16 @@ function parseModel(model: string): ParsedModel {
   return { kind: null, name: model, id: model };
 }
 
+/**
+ * The model a candidate is billed for, as the ledger records it and commitments match it: the
+ * name before the connection's model map, without a provider-kind prefix. An Azure deployment
+ * `prod-4o` mapped from `gpt-4o` bills `gpt-4o`; the provider's own snapshot name needs nothing
+ * more (commitments compare canonical models).
+ */
+export function billedModel(c: Pick<Candidate, 'modelId'>): string {
+  return parseModel(c.modelId).name;
+}
+
 /** What a connection calls this model upstream, or null if it does not serve it. */
 function upstreamNameFor(c: ConnectionConfig, parsed: ParsedModel): string | null {
   const mapped = c.modelMap[parsed.id] ?? c.modelMap[parsed.name];

@@ -14,6 +14,8 @@
  *   refuse_param=<name> answer 400 when the request carries this parameter
  *   report_cost=<usd>   put a provider-reported cost in the usage (OpenRouter style)
  *   cached=<n>          report n of the prompt tokens as cached
+ *   cache_write=<n>     report n of the prompt tokens as written to the prompt cache for 5 minutes (Anthropic)
+ *   cache_write_1h=<n>  report n of the prompt tokens as written to the prompt cache for an hour (Anthropic)
  *   reasoning=<n>       report n reasoning tokens within the completion
  *   no_usage            report no usage at all (OpenAI wire: no `usage` field, no usage chunk),
  *                       as some compatible servers do
@@ -55,6 +57,8 @@ export type Directives = {
   refuseParam?: string;
   reportCost?: number;
   cached?: number;
+  cacheWrite?: number;
+  cacheWrite1h?: number;
   reasoning?: number;
   noUsage?: boolean;
   moderation?: boolean;
@@ -92,6 +96,8 @@ export function parseDirectives(text: string): Directives {
       case 'refuse_param': d.refuseParam = value; break;
       case 'report_cost': d.reportCost = Number(value); break;
       case 'cached': d.cached = Number(value); break;
+      case 'cache_write': d.cacheWrite = Number(value); break;
+      case 'cache_write_1h': d.cacheWrite1h = Number(value); break;
       case 'reasoning': d.reasoning = Number(value); break;
       case 'no_usage': d.noUsage = true; break;
       case 'moderation': d.moderation = true; break;

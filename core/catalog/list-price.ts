@@ -1,4 +1,5 @@
 import { calcPrice, type ModelPrice, type PriceCalculation, type Provider, type TieredPrices } from '@pydantic/genai-prices';
+import type { CacheWrites } from '../providers/types';
 
 /**
  * A vendor list price resolved once for one (provider, model): the library's model found and its
@@ -11,8 +12,11 @@ export type ListPrice = {
   readonly validUntil: number;
   /** Whether a dated price has started since this was resolved (resolve again then). */
   expired(): boolean;
-  /** US dollars for this usage, exactly as `calcPrice` gives it. Input includes cached reads. */
-  cost(inputTokens: number, cachedInputTokens: number, outputTokens: number): number;
+  /**
+   * US dollars for this usage, exactly as `calcPrice` gives it. Input includes cached reads and
+   * cache writes (`writes`: all of them, and the part kept for an hour), each at its own rate.
+   */
+  cost(inputTokens: number, cachedInputTokens: number, outputTokens: number, writes?: CacheWrites): number;
 };
 
 /** The library's price lookup (injectable so tests can count the searches). */
@@ -103,8 +107,11 @@ export function resolveListPrice(found: PriceCalculation, model: string, at: num
     api_pattern: found.provider.api_pattern,
     models: [{ ...found.model, match: { equals: model.toLowerCase().trim() }, prices: timeOfDay ? found.model.prices : found.model_price }],
   };
-  const byLibrary = (inputTokens: number, cachedInputTokens: number, outputTokens: number) =>
-    calc({ input_tokens: inputTokens, cache_read_tokens: cachedInputTokens || undefined, output_tokens: outputTokens }, model, { provider: alone, timestamp: new Date(clock()) })?.total_price ?? 0;
+  const byLibrary = (inputTokens: number, cachedInputTokens: number, outputTokens: number, writes?: CacheWrites) =>
+    calc({
+      input_tokens: inputTokens, cache_read_tokens: cachedInputTokens || undefined, output_tokens: outputTokens,
+      ...(writes && writes.total > 0 && { cache_write_tokens: writes.total, cache_write_1h_tokens: writes.ttl_1h || undefined }),
+    }, model, { provider: alone, timestamp: new Date(clock()) })?.total_price ?? 0;
   const expired = validUntil === Infinity ? () => false : () => clock() >= validUntil;
 
   const legs = timeOfDay ? null : closedFormLegs(found.model_price);
@@ -115,7 +122,9 @@ export function resolveListPrice(found: PriceCalculation, model: string, at: num
     method: 'closed_form',
     validUntil,
     expired,
-    cost(inputTokens, cachedInputTokens, outputTokens) {
+    cost(inputTokens, cachedInputTokens, outputTokens, writes) {
+      // Cache writes have their own rates (5-minute and 1-hour, often tiered): the library prices them.
+      if (writes && writes.total > 0) return byLibrary(inputTokens, cachedInputTokens, outputTokens, writes);
       const cached = cachedInputTokens || 0;
       // Counts the library would refuse (or clamp): let it answer, as it did before.
       if (!isCount(inputTokens) || !isCount(cached) || !isCount(outputTokens) || (cachedPriced && cached > inputTokens)) {

@@ -88,7 +88,16 @@ export type Usage = {
   completion_tokens_details?: { reasoning_tokens?: number };
   /** A charge the provider itself reported (OpenRouter and others), in US dollars. */
   provider_cost?: number;
+  /**
+   * Prompt tokens written to the provider's prompt cache (Anthropic), inside `prompt_tokens`:
+   * billed above the input rate, 1.25x for a 5-minute entry and 2x for a 1-hour one. `ttl_1h`
+   * is the part written for an hour. The gateway's own, for pricing: never on a client's wire.
+   */
+  cache_write_tokens?: CacheWrites;
 };
+
+/** Prompt tokens written to a prompt cache: all of them, and the part kept for an hour. */
+export type CacheWrites = { total: number; ttl_1h: number };
 
 export type Choice = {
   index: number;

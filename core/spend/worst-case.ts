@@ -4,7 +4,7 @@ import { changesPrice, priceChangingFeatures, withPriceChangingFeatures } from '
 import { GatewayError } from '../errors';
 import { costAt } from '../pricing/cost';
 import { resolvedPrice } from '../pricing/resolved-price';
-import type { ChatBody } from '../providers/types';
+import { NATIVE_REQUEST, type CacheWrites, type ChatBody } from '../providers/types';
 import type { Candidate } from '../routing/candidates';
 import type { OrgConfig } from '../routing/org-config';
 
@@ -40,6 +40,20 @@ export function estimatePromptTokens(body: Pick<ChatBody, 'messages' | 'tools'>)
 }
 
 /**
+ * Prompt-cache writes a request may be billed for, held at their rate: a Messages request that
+ * marks a cache breakpoint (`cache_control`, on a block or the request) sent as it came to
+ * Anthropic may write its whole prompt to the cache, at 1.25x the input rate for 5 minutes or 2x
+ * for an hour (when any breakpoint asks for `"ttl": "1h"`). Undefined when it marks none.
+ */
+export function heldCacheWrites(body: ChatBody, promptTokens: number): CacheWrites | undefined {
+  const native = body[NATIVE_REQUEST];
+  if (native?.wire !== 'anthropic-messages') return undefined;
+  const text = JSON.stringify(native.body);
+  if (!text.includes('"cache_control"')) return undefined;
+  return { total: promptTokens, ttl_1h: /"ttl"\s*:\s*"1h"/.test(text) ? promptTokens : 0 };
+}
+
+/**
  * The most a request can cost, over every candidate it may reach (failover and fallbacks):
  * the prompt estimate plus the output ceiling (the request's `max_tokens` or its alias, the
  * larger when both are given, as `prepareBody` sends it; else the model's maximum output),
@@ -53,11 +67,12 @@ export function worstCaseCost(candidates: readonly Candidate[], body: ChatBody, 
   const requested = requestedMaxTokens(body);
   let worst = 0;
   const features = priceChangingFeatures(body as Record<string, unknown>);
+  const writes = heldCacheWrites(body, promptTokens);
   for (const c of candidates) {
     const output = choices * (requested ?? outputCeiling(catalog, c.connection.kind, c.upstreamModel));
     // The entry the settled cost will read too (core/pricing/resolved-price.ts).
     const price = resolvedPrice({ kind: c.connection.kind, upstreamModel: c.upstreamModel, modelId: c.modelId, prices: config.prices, catalog });
-    const text = costAt(price, promptTokens, 0, output);
+    const text = costAt(price, promptTokens, 0, output, writes);
     // A priority tier, audio output or web search is priced from the price data, or unpriced.
     const estimate = changesPrice(features) ? withPriceChangingFeatures(text, features, c.connection.kind, c.upstreamModel) : text;
     if (!estimate) {

@@ -11,12 +11,15 @@ const ERROR_TYPES: Record<number, string> = {
 
 function usage(ctx: AnswerContext) {
   const cached = ctx.directives.cached ?? 0;
+  const minutes = ctx.directives.cacheWrite ?? 0;
+  const hour = ctx.directives.cacheWrite1h ?? 0;
   return {
-    // Anthropic counts cached prompt tokens apart from input_tokens.
-    input_tokens: ctx.turn.promptTokens - cached,
+    // Anthropic counts cached prompt tokens, and those written to the cache, apart from input_tokens.
+    input_tokens: ctx.turn.promptTokens - cached - minutes - hour,
     output_tokens: ctx.turn.completionTokens,
-    cache_creation_input_tokens: 0,
+    cache_creation_input_tokens: minutes + hour,
     cache_read_input_tokens: cached,
+    cache_creation: { ephemeral_5m_input_tokens: minutes, ephemeral_1h_input_tokens: hour },
   };
 }
 

@@ -45,6 +45,27 @@ describe('chat cost, parameters, request log and models', () => {
       expect(res.json.usage.cost).toBeCloseTo((3 * 0.8 + 1 * 0.08 + 6 * 4) / 1e6, 12);
     });
 
+    it('list for Anthropic, cache writes at their own rates: claude-3-5-haiku writes $1.00 for 5 minutes, $1.60 for an hour (issue 54)', async () => {
+      const content = 'Say hello to everyone in the room today please [sandbox cache_write=3 cache_write_1h=2]';
+      const res = await f.chat(secret, { model: 'anthropic/claude-3-5-haiku-latest', messages: [{ role: 'user', content }] });
+      // 12 words: 7 plain input, 3 written for 5 minutes, 2 for an hour; the writes never reach the client's usage.
+      expect(res.json.usage).toMatchObject({ prompt_tokens: 12, price_source: 'list' });
+      expect(res.json.usage).not.toHaveProperty('cache_write_tokens');
+      expect(res.json.usage.cost).toBeCloseTo((7 * 0.8 + 3 * 1 + 2 * 1.6 + res.json.usage.completion_tokens * 4) / 1e6, 12);
+      // A customer's own input rate: writes at 1.25x and 2x of it.
+      const f2 = await startChatFixture();
+      try {
+        await f2.connect('anthropic');
+        expect((await f2.client.post('/model_prices', { model: 'claude-3-5-haiku-latest', input_per_million: 10, output_per_million: 20 })).status).toBe(201);
+        await f2.settle();
+        const custom = await f2.chat(await f2.key(), { model: 'anthropic/claude-3-5-haiku-latest', messages: [{ role: 'user', content }] });
+        expect(custom.json.usage.price_source).toBe('custom');
+        expect(custom.json.usage.cost).toBeCloseTo((7 * 10 + 3 * 12.5 + 2 * 20 + custom.json.usage.completion_tokens * 20) / 1e6, 12);
+      } finally {
+        await f2.close();
+      }
+    });
+
     it('provider: a cost the provider reports wins, also in cost_usd', async () => {
       const res = await f.chat(secret, { model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'hi [sandbox report_cost=0.0042]' }] });
       expect(res.json.usage).toMatchObject({ cost: 0.0042, price_source: 'provider', cost_usd: 0.0042 });

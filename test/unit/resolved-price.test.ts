@@ -3,7 +3,7 @@ import { loadModelCatalog, PRICE_PROVIDER_IDS, type CatalogOptions, type ModelCa
 import { estimateCost, hasPrice } from '../../core/pricing/cost';
 import { resolvedPrice } from '../../core/pricing/resolved-price';
 import type { ProviderKind } from '../../core/providers/kinds';
-import type { ChatBody } from '../../core/providers/types';
+import { NATIVE_REQUEST, type ChatBody } from '../../core/providers/types';
 import type { Candidate } from '../../core/routing/candidates';
 import type { PriceEntry } from '../../core/routing/org-config';
 import { estimatePromptTokens, worstCaseCost } from '../../core/spend/worst-case';
@@ -133,6 +133,22 @@ describe('list prices resolved once (issue 21)', () => {
     expect(counts.searches).toBe(1);
     expect(worst).toBe(estimateCost({ kind: 'openrouter', upstreamModel: c.upstreamModel, modelId: c.modelId, prices: config.prices, catalog, usage: usage(estimatePromptTokens(body), 1000) })!.cost);
     expect(settled).toEqual({ cost: Math.round(entry.source === 'list' ? entry.list.cost(10, 0, 1000) * 1e9 : NaN) / 1e9, source: 'list' });
+  });
+
+  it('holds a Messages request that marks cache breakpoints at the cache-write rate: 1.25x the input for 5 minutes, 2x for an hour (issue 54)', async () => {
+    const { catalog } = await countingCatalog();
+    const config = { prices: [] as PriceEntry[], unpricedBudgetPolicy: 'block' as const };
+    const c = candidate('anthropic', 'claude-3-5-haiku-latest');
+    const messages = (cacheControl?: Record<string, unknown>) => [{ role: 'user', content: [{ type: 'text', text: 'A long system of record.', ...(cacheControl && { cache_control: cacheControl }) }] }];
+    const messagesBody = (cacheControl?: Record<string, unknown>) => ({
+      model: 'anthropic/claude-3-5-haiku-latest', messages: messages(), max_tokens: 1000,
+      [NATIVE_REQUEST]: { wire: 'anthropic-messages', body: { model: 'claude-3-5-haiku-latest', max_tokens: 1000, messages: messages(cacheControl) } },
+    }) as unknown as ChatBody;
+    const prompt = estimatePromptTokens(messagesBody());
+    const plain = worstCaseCost([c], messagesBody(), config, catalog);
+    // claude-3-5-haiku: $0.80 a million in, $1.00 written for 5 minutes, $1.60 for an hour.
+    expect(worstCaseCost([c], messagesBody({ type: 'ephemeral' }), config, catalog) - plain).toBeCloseTo((prompt * (1 - 0.8)) / 1e6, 12);
+    expect(worstCaseCost([c], messagesBody({ type: 'ephemeral', ttl: '1h' }), config, catalog) - plain).toBeCloseTo((prompt * (1.6 - 0.8)) / 1e6, 12);
   });
 
   it('resolves a dated price again once its start date passes', async () => {

@@ -6,7 +6,7 @@ import { sseEvent } from '../stream-answer';
 
 /** The usage object of spec 2.2: counts as reported, the cost estimate and where it came from. */
 export function wireUsage(usage: Usage | null, estimate: CostEstimate): Record<string, unknown> {
-  const { provider_cost: providerCost, ...wire }: Record<string, unknown> = usage ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+  const { provider_cost: providerCost, cache_write_tokens: _writes, ...wire }: Record<string, unknown> = usage ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
   wire.cost = estimate?.cost ?? null;
   if (estimate) wire.price_source = estimate.source;
   if (estimate?.source === 'provider' && providerCost !== undefined) wire.cost_usd = providerCost;

@@ -9,7 +9,11 @@ type Block =
   | { type: 'tool_use'; id: string; name: string; input: unknown }
   | { type: 'tool_result'; tool_use_id: string; content: string };
 type AnthropicMessage = { role: 'user' | 'assistant'; content: Block[] };
-type AnthropicUsage = { input_tokens?: number; output_tokens?: number; cache_read_input_tokens?: number; cache_creation_input_tokens?: number };
+type AnthropicUsage = {
+  input_tokens?: number; output_tokens?: number; cache_read_input_tokens?: number; cache_creation_input_tokens?: number;
+  /** The writes by how long they are kept (the total is `cache_creation_input_tokens`). */
+  cache_creation?: { ephemeral_5m_input_tokens?: number; ephemeral_1h_input_tokens?: number } | null;
+};
 
 /**
  * OpenAI fields the Messages API does not take under their own name: translated below
@@ -94,9 +98,16 @@ function anthropicRefusal(body: ChatBody): ParamRefusal | null {
 export function mapAnthropicUsage(u: AnthropicUsage | undefined): Usage | null {
   if (!u) return null;
   const cached = u.cache_read_input_tokens ?? 0;
-  const prompt = (u.input_tokens ?? 0) + cached + (u.cache_creation_input_tokens ?? 0);
+  // Cache writes are billed above the input rate (1.25x for 5 minutes, 2x for an hour): kept apart for pricing.
+  const hour = u.cache_creation?.ephemeral_1h_input_tokens ?? 0;
+  const writes = Math.max(u.cache_creation_input_tokens ?? 0, (u.cache_creation?.ephemeral_5m_input_tokens ?? 0) + hour);
+  const prompt = (u.input_tokens ?? 0) + cached + writes;
   const completion = u.output_tokens ?? 0;
-  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, ...(cached > 0 && { prompt_tokens_details: { cached_tokens: cached } }) };
+  return {
+    prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion,
+    ...(cached > 0 && { prompt_tokens_details: { cached_tokens: cached } }),
+    ...(writes > 0 && { cache_write_tokens: { total: writes, ttl_1h: Math.min(hour, writes) } }),
+  };
 }
 
 const STOP_REASONS: Record<string, FinishReason> = { end_turn: 'stop', stop_sequence: 'stop', max_tokens: 'length', tool_use: 'tool_calls', refusal: 'content_filter', pause_turn: 'stop' };

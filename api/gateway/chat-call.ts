@@ -1,5 +1,5 @@
 import { PassThrough } from 'node:stream';
-import { completeChat, startChatStream, type LiveStream, type NotServed, type Served } from '../../core/chat/execute';
+import { completeChat, startChatStream, type CutBy, type LiveStream, type NotServed, type Served } from '../../core/chat/execute';
 import type { RequestAttempt } from '../../core/db/schema';
 import { GatewayError } from '../../core/errors';
 import { RequestGuard } from '../../core/guardrails/request-guard';
@@ -78,8 +78,11 @@ function nameDropped(call: Call, request: ChatRequest, served: Served<unknown>):
 }
 
 /**
- * The execute deps of a chat call: a call sent and then cut before it answered is charged its
- * prompt (the provider worked on it), estimated as an abandoned stream's is (billedUsage).
+ * The execute deps of a chat call: a call sent and then cut before it answered is charged (the
+ * provider worked on it, and may have reasoned to its output cap). Cut by the gateway (a
+ * timeout, a deadline, a stall), its usage is never learned: charged its worst case, the prompt
+ * and the output cap it was sent with, as the hold priced it (issue 54). Cut by its client
+ * leaving: its prompt, estimated as an abandoned stream's is (billedUsage).
  */
 export function chatCallDeps(call: Call) {
   const services = call.services;
@@ -87,11 +90,21 @@ export function chatCallDeps(call: Call) {
     agent: services.agent, catalog: services.catalog, learned: services.learned, defaultTimeoutMs: services.defaultTimeoutMs,
     forceOutputCeiling: call.hold?.scopes.some((s) => s.blocking) ?? false,
     trace: call.ctx.state.trace,
-    onCut(candidate: Served<unknown>['candidate']) {
+    onCut(candidate: Served<unknown>['candidate'], by: CutBy) {
       const usage = billedUsage(call.body, null, 0, false);
-      addCutCost(call, candidate, estimateCost({ usage, kind: candidate.connection.kind, upstreamModel: candidate.upstreamModel, modelId: candidate.modelId, prices: call.config.prices, catalog: services.catalog }));
+      const prompt = estimateCost({ usage, kind: candidate.connection.kind, upstreamModel: candidate.upstreamModel, modelId: candidate.modelId, prices: call.config.prices, catalog: services.catalog });
+      addCutCost(call, candidate, by === 'gateway' && prompt ? { cost: Math.max(prompt.cost, cutWorstCase(call, candidate)), source: prompt.source } : prompt);
     },
   };
+}
+
+/** A candidate's worst case as the hold prices it (0 when it has no price: then the prompt's estimate stands). */
+function cutWorstCase(call: Call, candidate: Served<unknown>['candidate']): number {
+  try {
+    return worstCaseCost([candidate], call.body, { prices: call.config.prices, unpricedBudgetPolicy: 'allow' }, call.services.catalog);
+  } catch {
+    return 0;
+  }
 }
 
 export function costOf(call: Call, served: Served<unknown>, usage: Usage | null): CostEstimate {
@@ -509,7 +522,7 @@ export async function serveChat(call: Call, request: ChatRequest, wire: ChatWire
     try {
       return await work;
     } catch (err) {
-      // A call the client's leaving cut is charged its prompt (deps.onCut); nothing else is.
+      // A call the client's leaving cut is charged its prompt, one the gateway cut its worst case (deps.onCut).
       endSpend(call, null);
       if (!clientGone.signal.aborted) throw err;
       logRequest(call, { status: 499, attempts: [] });

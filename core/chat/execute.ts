@@ -17,14 +17,18 @@ export type ExecuteDeps = {
   /** A blocking budget applies: cap every candidate's output. */
   forceOutputCeiling?: boolean;
   /**
-   * Told of each call that was sent and then cut before it answered (our timeout before a
-   * retry or failover, a deadline's abort, a client gone before the first token): the
-   * provider works on, and bills, what it was sent, so the caller settles an estimate of it.
+   * Told of each call that was sent and then cut before it answered: by the gateway (our
+   * timeout before a retry or failover, a deadline's abort, a stream stalled before its first
+   * token) or by its client (gone before the first token). The provider works on, and bills,
+   * what it was sent, so the caller settles an estimate of it.
    */
-  onCut?(candidate: Candidate): void;
+  onCut?(candidate: Candidate, by: CutBy): void;
   /** The request's trace, when traced: each attempt is a client span of it. */
   trace?: RequestTrace;
 };
+
+/** Who cut a call: the gateway (its usage is never learned) or the client, by leaving. */
+export type CutBy = 'gateway' | 'client';
 
 export type Served<T> = { ok: true; candidate: Candidate; position: string; dropped: string[]; attempts: RequestAttempt[]; value: T };
 export type NotServed = { ok: false; error: GatewayError; attempts: RequestAttempt[] };
@@ -169,7 +173,7 @@ export function completeChat(plan: Plan, body: ChatBody, deps: ExecuteDeps, stop
     try {
       const sent = await sendUpstream(deps.agent, adapter, upstreamTarget(plan, candidate, deps), upstream, abort);
       if (!sent.ok) {
-        if (sent.failure.kind === 'timeout') deps.onCut?.(candidate);
+        if (sent.failure.kind === 'timeout') deps.onCut?.(candidate, 'gateway');
         return sent;
       }
       try {
@@ -180,7 +184,7 @@ export function completeChat(plan: Plan, body: ChatBody, deps: ExecuteDeps, stop
       }
     } catch (err) {
       // Aborted (a deadline) after it was sent: the provider was already working on it.
-      if (sending && abort?.aborted) deps.onCut?.(candidate);
+      if (sending && abort?.aborted) deps.onCut?.(candidate, 'gateway');
       throw err;
     }
   }, stop);
@@ -221,11 +225,11 @@ export function startChatStream(plan: Plan, body: ChatBody, deps: ExecuteDeps, s
       sent = await sendUpstream(deps.agent, adapter, upstreamTarget(plan, candidate, deps), upstream, own.signal);
     } catch (err) {
       // The client left while the provider was thinking: it bills what it was sent.
-      if (sending && signal.aborted) deps.onCut?.(candidate);
+      if (sending && signal.aborted) deps.onCut?.(candidate, 'client');
       throw err;
     }
     if (!sent.ok) {
-      if (sent.failure.kind === 'timeout') deps.onCut?.(candidate);
+      if (sent.failure.kind === 'timeout') deps.onCut?.(candidate, 'gateway');
       return sent;
     }
     const rest = decodeStream(sent, adapter, sentNatively(prepared.body, adapter));
@@ -248,12 +252,12 @@ export function startChatStream(plan: Plan, body: ChatBody, deps: ExecuteDeps, s
     } catch (err) {
       own.abort();
       if (signal.aborted) {
-        deps.onCut?.(candidate);
+        deps.onCut?.(candidate, 'client');
         throw err;
       }
       const code = (err as { code?: string }).code;
       if (code === 'UND_ERR_BODY_TIMEOUT') {
-        deps.onCut?.(candidate);
+        deps.onCut?.(candidate, 'gateway');
         return { ok: false, failure: { kind: 'timeout', message: 'the stream stalled before the first token' } };
       }
       return { ok: false, failure: { kind: 'connection', message: `the stream broke before the first token (${code ?? (err as Error).message})` } };

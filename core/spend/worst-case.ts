@@ -40,6 +40,24 @@ export function estimatePromptTokens(body: Pick<ChatBody, 'messages' | 'tools'>)
 }
 
 /**
+ * Parts the native request sends that its chat translation leaves out: an image or document
+ * inside an Anthropic `tool_result` (the translation keeps a tool result's text). Each is held
+ * as any part that is not text.
+ */
+function nativeOnlyNonTextParts(body: ChatBody): number {
+  const native = body[NATIVE_REQUEST];
+  if (native?.wire !== 'anthropic-messages' || !Array.isArray(native.body.messages)) return 0;
+  let parts = 0;
+  for (const message of native.body.messages as Array<{ content?: unknown }>) {
+    if (!Array.isArray(message?.content)) continue;
+    for (const block of message.content as Array<{ type?: unknown; content?: unknown }>) {
+      if (block?.type === 'tool_result' && Array.isArray(block.content)) parts += (block.content as Array<{ type?: unknown }>).filter((p) => p?.type !== 'text').length;
+    }
+  }
+  return parts;
+}
+
+/**
  * Prompt-cache writes a request may be billed for, held at their rate: a Messages request that
  * marks a cache breakpoint (`cache_control`, on a block or the request) sent as it came to
  * Anthropic may write its whole prompt to the cache, at 1.25x the input rate for 5 minutes or 2x
@@ -62,7 +80,7 @@ export function heldCacheWrites(body: ChatBody, promptTokens: number): CacheWrit
  * counts as 0.
  */
 export function worstCaseCost(candidates: readonly Candidate[], body: ChatBody, config: Pick<OrgConfig, 'prices' | 'unpricedBudgetPolicy'>, catalog: ModelCatalog): number {
-  const promptTokens = estimatePromptTokens(body);
+  const promptTokens = estimatePromptTokens(body) + nativeOnlyNonTextParts(body) * NON_TEXT_PART_TOKENS;
   const choices = choiceCount(body);
   const requested = requestedMaxTokens(body);
   let worst = 0;

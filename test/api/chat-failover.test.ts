@@ -101,6 +101,21 @@ describe('chat failover, fallbacks and provider selection', () => {
     expect([ledger.state, ledger.amount]).toEqual(['settled', row.cost]);
   });
 
+  it('charges a call our timeout cut its worst case, the prompt and the output cap it was sent with: its usage is never learned (issue 54)', async () => {
+    const slow = tag();
+    const a = await f.connect('openai', { directives: `delay_ms=3000,${slow}`, extra: { timeout_ms: 1000 } });
+    const b = await f.connect('openai');
+    const slug = await route({ targets: [{ connection_id: a, model: 'gpt-4o-mini' }, { connection_id: b, model: 'gpt-4o-mini' }], max_retries: 0 });
+    const body = { model: slug, messages: [{ role: 'user', content: `Cut at its cap ${slow}` }], max_tokens: 1000 };
+    const res = await f.chat(secret, body);
+    expect([res.status, res.json.connection]).toEqual([200, b]);
+    const alone = await f.chat(secret, { ...body, model: await route({ targets: [{ connection_id: b, model: 'gpt-4o-mini' }] }) });
+    // gpt-4o-mini writes at $0.60 a million: the cut call may have written all 1,000 tokens (and read its prompt at $0.15).
+    const cut = res.json.usage.cost - alone.json.usage.cost;
+    expect(cut).toBeGreaterThanOrEqual((1000 * 0.6) / 1e6);
+    expect(cut).toBeLessThan((1000 * 0.6 + 100 * 0.15) / 1e6);
+  });
+
   it('charges an image call our timeout cut before failing over at that candidate\'s price, with the image that served (issue 33)', async () => {
     const slow = tag();
     const a = await f.connect('openai', { directives: `delay_ms=3000,${slow}`, extra: { timeout_ms: 1000 } });

@@ -151,6 +151,19 @@ describe('list prices resolved once (issue 21)', () => {
     expect(worstCaseCost([c], messagesBody({ type: 'ephemeral', ttl: '1h' }), config, catalog) - plain).toBeCloseTo((prompt * (1.6 - 0.8)) / 1e6, 12);
   });
 
+  it('holds an image inside a native tool_result, which the translation leaves out, as any image (issue 54)', async () => {
+    const { catalog } = await countingCatalog();
+    const config = { prices: [] as PriceEntry[], unpricedBudgetPolicy: 'block' as const };
+    const c = candidate('anthropic', 'claude-3-5-haiku-latest');
+    const result = (withImage: boolean) => [{ type: 'text', text: 'the screenshot' }, ...(withImage ? [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0K' } }] : [])];
+    const messagesBody = (withImage: boolean) => ({
+      model: 'anthropic/claude-3-5-haiku-latest', messages: [{ role: 'tool', tool_call_id: 't1', content: 'the screenshot' }], max_tokens: 1000,
+      [NATIVE_REQUEST]: { wire: 'anthropic-messages', body: { model: 'claude-3-5-haiku-latest', max_tokens: 1000, messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content: result(withImage) }] }] } },
+    }) as unknown as ChatBody;
+    // The translation is the same either way; the image is held at 8,000 tokens of $0.80 a million.
+    expect(worstCaseCost([c], messagesBody(true), config, catalog) - worstCaseCost([c], messagesBody(false), config, catalog)).toBeCloseTo((8000 * 0.8) / 1e6, 12);
+  });
+
   it('resolves a dated price again once its start date passes', async () => {
     const starts = Date.parse('2031-01-01T00:00:00Z');
     const data: Provider = {

@@ -313,9 +313,13 @@ function answerStream(call: Call, served: Served<LiveStream>, wire: ChatWire, in
   const finish = async () => {
     const end = await relayStream(served.value, tally, out, clientGone, chunk);
     // The provider started answering, so it bills a broken or abandoned answer too. Its usage
-    // is final once the answer completed, or finished before the stream broke off.
+    // is final once the answer completed, or finished before the stream broke off (an abandoned
+    // one is read to its end: relayStream). One the gateway cut (a stall, or its client gone past
+    // the bound) without learning its usage is charged its worst case.
     const usage = billedUsage(call.body, tally.usage, tally.outputBytes, end.phase === 'complete' || tally.finished);
-    const estimate = costOf(call, served, usage);
+    const cut = !tally.finished && (served.value.cutByGateway() || (end.phase === 'broken' && end.error.kind === 'stream_stalled'));
+    const answered = costOf(call, served, usage);
+    const estimate = cut && answered ? { cost: Math.max(answered.cost, cutWorstCase(call, served.candidate)), source: answered.source } : answered;
     spendEnded = true;
     endSpend(call, estimate);
     const refusal = end.phase === 'complete' ? await guardStreamEnd(call, tally, out, chunk) : null;
@@ -534,6 +538,8 @@ export async function serveChat(call: Call, request: ChatRequest, wire: ChatWire
   if (request.stream) {
     const served = await unlessGone(startChatStream(plan, body, deps, clientGone.signal));
     if (!served) return;
+    // Its client left before an answer began and no attempt answered (none starts after it left).
+    if (!served.ok && clientGone.signal.aborted) return settleAbandoned(call, served);
     if (!served.ok) refused(call, served);
     nameDropped(call, request, served);
     answerStream(call, served, wire, request.includeUsage, clientGone.signal);

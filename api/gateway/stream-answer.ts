@@ -101,7 +101,7 @@ function readFailure(err: unknown): GatewayError {
  * Relays a live stream to `out` as a small state machine over its iterator: the events held
  * back before the first token, then one batch at a time, each read only once the previous one
  * has been taken by the client. It stays `streaming` until the provider says done or fails, the
- * input ends, or the client goes away (which aborts the upstream request). It never rejects.
+ * input ends, or the client goes away (the rest is then read unsent, for its usage). It never rejects.
  */
 export async function relayStream(
   live: LiveStream,
@@ -136,9 +136,25 @@ export async function relayStream(
   } catch (err) {
     end = gone.aborted ? { phase: 'gone' } : { phase: 'broken', error: readFailure(err) };
   }
-  // A client gone at any point before the end makes the answer abandoned, not complete.
-  if (gone.aborted) end = { phase: 'gone' };
-  if (end.phase === 'gone') live.abort();
+  // A client gone at any point before the end makes the answer abandoned, not complete. The
+  // provider finishes it, and bills it, all the same: it is read on to its end, unsent, for the
+  // usage it reports (CLIENT_GONE_READ_MS bounds how long; past it the read breaks off).
+  if (gone.aborted) {
+    if (end.phase !== 'complete') await readToEnd(live, tally);
+    end = { phase: 'gone' };
+  }
   void live.rest.return(undefined).catch(() => undefined);
   return end;
+}
+
+/** The rest of a stream whose client left, folded into the tally (usage, bytes) and sent nowhere. */
+async function readToEnd(live: LiveStream, tally: StreamTally): Promise<void> {
+  try {
+    for (;;) {
+      const next = await live.rest.next();
+      if (next.done || foldOutputs(tally, next.value).end) return;
+    }
+  } catch {
+    // Cut at the bound, or broken off: what was read is what is known.
+  }
 }

@@ -36,7 +36,19 @@ export type NotServed = { ok: false; error: GatewayError; attempts: RequestAttem
 export type TryResult<T> = { ok: true; value: T } | { ok: false; failure: ProviderFailure };
 
 /** A started stream: what arrived up to the first token, and an iterator over the rest. */
-export type LiveStream = { buffered: StreamOutput[]; rest: AsyncGenerator<StreamOutput[]>; abort(): void };
+export type LiveStream = {
+  buffered: StreamOutput[]; rest: AsyncGenerator<StreamOutput[]>; abort(): void;
+  /** Whether the gateway cut it while its client was gone (CLIENT_GONE_READ_MS passed): its usage is not known. */
+  cutByGateway(): boolean;
+};
+
+/**
+ * How long a stream is read on after its client left (issue 54): the provider finishes the
+ * answer, reasoning included, and bills it whether or not anyone reads it, so the gateway reads
+ * it to its end to learn the usage it reports, within this bound. Past it the gateway cuts the
+ * call, and charges its worst case. No new attempt starts once the client has left.
+ */
+export const CLIENT_GONE_READ_MS = 10 * 60_000;
 
 /** What walking a plan ends with when a candidate served: the walker's part, without chat's `dropped`. */
 export type Walked<T> = { ok: true; candidate: Candidate; position: string; attempts: RequestAttempt[]; value: T };
@@ -215,24 +227,38 @@ async function* decodeStream(sent: UpstreamSuccess, adapter: ProviderAdapter, na
 export function startChatStream(plan: Plan, body: ChatBody, deps: ExecuteDeps, signal: AbortSignal): Promise<Served<LiveStream> | NotServed> {
   return runPlan(plan, body, deps, async (candidate, adapter, prepared): Promise<TryResult<LiveStream>> => {
     const upstream = adapter.buildRequest(prepared.body, { model: candidate.upstreamModel, stream: true, defaultMaxTokens: prepared.defaultMaxTokens, config: candidate.connection.config });
-    // The candidate's own signal: aborted when it is given up on, or when the client leaves.
+    // The candidate's own signal: aborted when it is given up on, or when its client has been
+    // gone for CLIENT_GONE_READ_MS (read on until then: the provider bills the whole answer).
     const own = new AbortController();
+    let bound: NodeJS.Timeout | undefined;
+    let boundPassed = false;
     if (signal.aborted) own.abort(signal.reason);
-    else signal.addEventListener('abort', () => own.abort(signal.reason), { once: true });
+    else {
+      signal.addEventListener('abort', () => {
+        bound = setTimeout(() => {
+          boundPassed = true;
+          own.abort(signal.reason);
+        }, CLIENT_GONE_READ_MS);
+        bound.unref();
+      }, { once: true });
+    }
+    const release = () => clearTimeout(bound);
     const sending = !signal.aborted;
     let sent: Awaited<ReturnType<typeof sendUpstream>>;
     try {
       sent = await sendUpstream(deps.agent, adapter, upstreamTarget(plan, candidate, deps), upstream, own.signal);
     } catch (err) {
-      // The client left while the provider was thinking: it bills what it was sent.
-      if (sending && signal.aborted) deps.onCut?.(candidate, 'client');
+      release();
+      // Cut while the provider was thinking, its client gone: the bound passed (the gateway cut it) or the call broke.
+      if (sending && signal.aborted) deps.onCut?.(candidate, boundPassed ? 'gateway' : 'client');
       throw err;
     }
     if (!sent.ok) {
+      release();
       if (sent.failure.kind === 'timeout') deps.onCut?.(candidate, 'gateway');
       return sent;
     }
-    const rest = decodeStream(sent, adapter, sentNatively(prepared.body, adapter));
+    const rest = released(decodeStream(sent, adapter, sentNatively(prepared.body, adapter)), release);
     const buffered: StreamOutput[] = [];
     // A candidate given up on before its first token must not keep its pooled socket.
     const giveUp = (failure: ProviderFailure): TryResult<LiveStream> => {
@@ -247,12 +273,13 @@ export function startChatStream(plan: Plan, body: ChatBody, deps: ExecuteDeps, s
         const error = next.value.find((o) => o.type === 'error');
         if (error && error.type === 'error') return giveUp(error.failure);
         buffered.push(...next.value);
-        if (next.value.some(startsAnswer)) return { ok: true, value: { buffered, rest, abort: () => own.abort() } };
+        if (next.value.some(startsAnswer)) return { ok: true, value: { buffered, rest, abort: () => own.abort(), cutByGateway: () => boundPassed } };
       }
     } catch (err) {
       own.abort();
+      release();
       if (signal.aborted) {
-        deps.onCut?.(candidate, 'client');
+        deps.onCut?.(candidate, boundPassed ? 'gateway' : 'client');
         throw err;
       }
       const code = (err as { code?: string }).code;
@@ -262,5 +289,14 @@ export function startChatStream(plan: Plan, body: ChatBody, deps: ExecuteDeps, s
       }
       return { ok: false, failure: { kind: 'connection', message: `the stream broke before the first token (${code ?? (err as Error).message})` } };
     }
-  });
+  }, signal);
+}
+
+/** `rest`, calling `release` once it ends, whichever way (the bound's timer is not kept past the stream). */
+async function* released<T>(rest: AsyncGenerator<T>, release: () => void): AsyncGenerator<T> {
+  try {
+    yield* rest;
+  } finally {
+    release();
+  }
 }

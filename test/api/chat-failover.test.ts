@@ -252,7 +252,7 @@ describe('chat failover, fallbacks and provider selection', () => {
     expect([viaAlternate.status, viaAlternate.json.connection, viaAlternate.json.provider]).toEqual([200, res.body.id, 'custom']);
   });
 
-  it('aborts the upstream stream when the client goes away', async () => {
+  it('reads the upstream stream to its end when the client goes away, never abandoning it: the provider bills the whole answer (issue 54)', async () => {
     const long = Array.from({ length: 200 }, (_, i) => `w${i}`).join('%20');
     const a = await f.connect('openai', { directives: `reply=${long},${tag()}` });
     const slug = await route({ targets: [{ connection_id: a, model: 'gpt-4o-mini' }] });
@@ -264,9 +264,12 @@ describe('chat failover, fallbacks and provider selection', () => {
       body: JSON.stringify({ model: slug, messages: hello, stream: true }),
     });
     const reader = res.body!.getReader();
-    await reader.read();
+    const first = new TextDecoder().decode((await reader.read()).value);
+    const id = /"id":"([^"]+)"/.exec(first)![1]!;
     controller.abort();
-    await new Promise((r) => setTimeout(r, 300));
-    expect(f.sandbox.abandonedStreams()).toBe(before + 1);
+    const row = await until(async () => (await f.database.db.select().from(requestLogs).where(eq(requestLogs.id, id)))[0], 'the request-log row');
+    expect(f.sandbox.abandonedStreams()).toBe(before);
+    // All 200 words the provider wrote were read and are what is charged, not only those relayed.
+    expect([row.status, (row.usage as { completion_tokens: number }).completion_tokens]).toEqual([499, 200]);
   });
 });

@@ -1,5 +1,6 @@
 import { and, eq, sql } from 'drizzle-orm';
 import { budgetCrossings, gatewayKeys, requestLogs, spendLedger } from '../../core/db/schema';
+import { until } from '../helpers/until';
 import { startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
 import { randomClientAddress, startTestApi, testRedis, type TestApi } from '../helpers/harness';
 
@@ -297,29 +298,33 @@ describe('spend limits', () => {
     expect((await f.client.post('/routes', { slug, targets: [{ connection_id: broken, model: 'gpt-4o' }], max_retries: 0 })).status).toBe(201);
     await f.settle();
     expect((await chat(secret, { model: slug, messages: hello, max_tokens: 2 })).status).toBe(502);
-    // A stream the client abandons before its answer spends nothing either.
+    // A stream the client abandons once sent is answered all the same, and billed (issue 54): its 2 tokens, $0.20.
     const abandon = new AbortController();
+    const sentBefore = f.sandbox.received.length;
     const gone = fetch(`${f.api.url}/v1/chat/completions`, {
       method: 'POST', signal: abandon.signal,
       headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress() },
       body: JSON.stringify({ model: 'openai/gpt-4o', messages: [{ role: 'user', content: 'Say hello [sandbox delay_ms=1500]' }], max_tokens: 2, stream: true }),
     }).catch(() => null);
-    await sleep(300);
+    // Gone once the provider has it.
+    while (!f.sandbox.received.slice(sentBefore).some((r) => !r.path.includes('/x/') && JSON.stringify(r.body ?? '').includes('delay_ms=1500'))) await sleep(10);
     abandon.abort();
     await gone;
-    await sleep(1600);
-    expect(await ledgerTotal(secret)).toBeCloseTo(0.2, 9);
-    expect((await keyInfo(secret)).usage).toBeCloseTo(0.2, 9);
+    // Its answer comes 1.5 s after it was sent, and is then settled and logged (499).
+    const keyId = await keyIdOf(secret);
+    await until(async () => (await f.database.db.select().from(requestLogs).where(and(eq(requestLogs.keyId, keyId), eq(requestLogs.status, 499))))[0], 'the abandoned stream\'s row');
+    expect(await ledgerTotal(secret)).toBeCloseTo(0.4, 9);
+    expect((await keyInfo(secret)).usage).toBeCloseTo(0.4, 9);
     // Rotation: the new key shares the lineage's spend and adds to it.
     const rotated = await f.client.post<{ secret: string }>(`/gateway_keys/${await keyIdOf(secret)}/rotate`, { overlap_seconds: 3600 });
     expect(rotated.status).toBe(200);
     await f.settle();
-    expect((await keyInfo(rotated.body.secret)).usage).toBeCloseTo(0.2, 9);
+    expect((await keyInfo(rotated.body.secret)).usage).toBeCloseTo(0.4, 9);
     expect((await ask(rotated.body.secret, 3)).status).toBe(200);
     expect((await ask(secret, 1)).status).toBe(200);
-    expect(await ledgerTotal(rotated.body.secret)).toBeCloseTo(0.6, 9);
-    expect((await keyInfo(rotated.body.secret)).usage).toBeCloseTo(0.6, 9);
-    expect((await keyInfo(secret)).usage).toBeCloseTo(0.6, 9);
+    expect(await ledgerTotal(rotated.body.secret)).toBeCloseTo(0.8, 9);
+    expect((await keyInfo(rotated.body.secret)).usage).toBeCloseTo(0.8, 9);
+    expect((await keyInfo(secret)).usage).toBeCloseTo(0.8, 9);
   });
 
   it('max_tokens and max_completion_tokens together: the larger is held and is the one cap sent', async () => {
@@ -404,7 +409,25 @@ describe('spend limits', () => {
       expect((await keyInfo(secret)).usage).toBeCloseTo((tokens + streamed) * 0.1, 6);
     });
 
-    it('a stream whose client hangs up after the first token is settled at what was relayed, and logged 499', async () => {
+    it('a stream whose client left while the model was still thinking is read to its end and settled at the provider\'s usage (issue 54)', async () => {
+      const secret = await f.key({ credit_limit: { amount: 10_000, period: 'daily' } });
+      const gone = new AbortController();
+      const before = f.sandbox.received.length;
+      const sent = stream(secret, 'Think then answer [sandbox delay_ms=800,words=200]', gone.signal);
+      // Gone once the provider has the request, long before its first token.
+      // (A failing connection another test added may be tried first: a working one's receipt is waited for.)
+      while (!f.sandbox.received.slice(before).some((r) => !r.path.includes('/x/') && JSON.stringify(r.body ?? '').includes('delay_ms=800'))) await sleep(10);
+      gone.abort();
+      await expect(sent).rejects.toThrow();
+      const [row] = await rowsOf(secret, 1);
+      // The 200 tokens the provider wrote and billed ($0.10 each), not the prompt alone ($0 here).
+      expect(row).toMatchObject({ status: 499, priceSource: 'custom_provider', usage: expect.objectContaining({ completion_tokens: 200 }) });
+      expect(row!.cost).toBeCloseTo(20, 6);
+      expect((await keyInfo(secret)).usage).toBeCloseTo(20, 6);
+      expect(await ledgerTotal(secret)).toBeCloseTo(20, 6);
+    });
+
+    it('a stream whose client hangs up after the first token is read to its end and settled at the provider\'s usage, and logged 499', async () => {
       const secret = await f.key({ credit_limit: { amount: 10_000, period: 'daily' } });
       const gone = new AbortController();
       const res = await stream(secret, 'Say hello [sandbox words=3000]', gone.signal);
@@ -416,7 +439,8 @@ describe('spend limits', () => {
       const [row] = await rowsOf(secret, 1);
       expect(row).toMatchObject({ status: 499, priceSource: 'custom_provider' });
       const completion = (row!.usage as Loose).completion_tokens as number;
-      expect(completion).toBeGreaterThan(0);
+      // All 3,000 words the provider wrote, most of them after the client left.
+      expect(completion).toBe(3000);
       expect(row!.cost).toBeCloseTo(completion * 0.1, 6);
       expect((await keyInfo(secret)).usage).toBeCloseTo(completion * 0.1, 6);
     });

@@ -18,7 +18,7 @@ function live(batches: StreamOutput[][], options: { failAfter?: number } = {}): 
       yield batch;
     }
   }
-  return { buffered: [], rest: rest(), abort: () => void (aborted = true), pulled: () => pulled, aborted: () => aborted };
+  return { buffered: [], rest: rest(), abort: () => void (aborted = true), cutByGateway: () => false, pulled: () => pulled, aborted: () => aborted };
 }
 
 describe('relaying a stream (api/gateway/stream-answer)', () => {
@@ -65,17 +65,23 @@ describe('relaying a stream (api/gateway/stream-answer)', () => {
     expect(contents.slice(0, 50)).toEqual(batches.map((_, i) => 'x'.repeat(8_000) + i));
   });
 
-  it('ends as gone when the client leaves while the stream waits for it, and aborts the upstream', async () => {
-    const stream = live(Array.from({ length: 20 }, () => [delta('y'.repeat(10_000))]));
+  it('ends as gone when the client leaves while the stream waits for it, and reads the rest unsent for the usage the provider bills (issue 54)', async () => {
+    const usage = { prompt_tokens: 5, completion_tokens: 2_000, total_tokens: 2_005, completion_tokens_details: { reasoning_tokens: 1_900 } };
+    const stream = live([...Array.from({ length: 20 }, () => [delta('y'.repeat(10_000))]), [delta('', 'stop')], [{ type: 'usage', usage }, { type: 'done' }]]);
     const out = new PassThrough();
     const gone = new AbortController();
-    const ended = relayStream(stream, tally(false), out, gone.signal, toChunk);
+    const t = tally(false);
+    const ended = relayStream(stream, t, out, gone.signal, toChunk);
     await new Promise((r) => setTimeout(r, 50));
+    const sent = out.readableLength;
     gone.abort();
     out.destroy();
     await expect(ended).resolves.toEqual({ phase: 'gone' });
-    expect(stream.aborted()).toBe(true);
-    expect(stream.pulled()).toBeLessThan(20);
+    // Read to its end, never aborted, and nothing more sent to the gone client.
+    expect(stream.pulled()).toBe(22);
+    expect(stream.aborted()).toBe(false);
+    expect([t.finished, t.usage]).toEqual([true, usage]);
+    expect(out.readableLength).toBeLessThanOrEqual(sent);
   });
 
   it('never rejects: a read failure ends it as stalled or broken', async () => {

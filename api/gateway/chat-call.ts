@@ -317,7 +317,7 @@ function answerStream(call: Call, served: Served<LiveStream>, wire: ChatWire, in
     // one is read to its end: relayStream). One the gateway cut (a stall, or its client gone past
     // the bound) without learning its usage is charged its worst case.
     const usage = billedUsage(call.body, tally.usage, tally.outputBytes, end.phase === 'complete' || tally.finished);
-    const cut = !tally.finished && (served.value.cutByGateway() || (end.phase === 'broken' && end.error.kind === 'stream_stalled'));
+    const cut = !tally.finished && (served.value.cutByGateway() || (end.phase === 'gone' && end.cut === true) || (end.phase === 'broken' && end.error.kind === 'stream_stalled'));
     const answered = costOf(call, served, usage);
     const estimate = cut && answered ? { cost: Math.max(answered.cost, cutWorstCase(call, served.candidate)), source: answered.source } : answered;
     spendEnded = true;

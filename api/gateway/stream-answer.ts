@@ -5,7 +5,8 @@ import type { ChunkChoice, StreamOutput, Usage } from '../../core/providers/type
 import { outputBytes } from './billed-usage';
 
 /** How a relayed stream ended: every chunk sent and the answer complete, broken off, or the client gone. */
-export type StreamEnd = { phase: 'complete' } | { phase: 'broken'; error: GatewayError } | { phase: 'gone' };
+/** `gone` with `cut`: read on after its client left, then cut by the gateway (a stall, or the bound) before its usage was known. */
+export type StreamEnd = { phase: 'complete' } | { phase: 'broken'; error: GatewayError } | { phase: 'gone'; cut?: true };
 
 /** What a stream has told so far; `text` is kept only when the request log will store it. */
 export type StreamTally = {
@@ -140,21 +141,25 @@ export async function relayStream(
   // provider finishes it, and bills it, all the same: it is read on to its end, unsent, for the
   // usage it reports (CLIENT_GONE_READ_MS bounds how long; past it the read breaks off).
   if (gone.aborted) {
-    if (end.phase !== 'complete') await readToEnd(live, tally);
-    end = { phase: 'gone' };
+    const cut = end.phase !== 'complete' && (await readToEnd(live, tally)) === 'cut';
+    end = cut ? { phase: 'gone', cut } : { phase: 'gone' };
   }
   void live.rest.return(undefined).catch(() => undefined);
   return end;
 }
 
-/** The rest of a stream whose client left, folded into the tally (usage, bytes) and sent nowhere. */
-async function readToEnd(live: LiveStream, tally: StreamTally): Promise<void> {
+/**
+ * The rest of a stream whose client left, folded into the tally (usage, bytes) and sent nowhere.
+ * `cut` when the gateway ended it first (a stall, or the bound): its usage is not known.
+ */
+async function readToEnd(live: LiveStream, tally: StreamTally): Promise<'ended' | 'cut'> {
   try {
     for (;;) {
       const next = await live.rest.next();
-      if (next.done || foldOutputs(tally, next.value).end) return;
+      if (next.done || foldOutputs(tally, next.value).end) return 'ended';
     }
-  } catch {
-    // Cut at the bound, or broken off: what was read is what is known.
+  } catch (err) {
+    // Broken off by the provider: what was read is what is known.
+    return live.cutByGateway() || (err as { code?: string }).code === 'UND_ERR_BODY_TIMEOUT' ? 'cut' : 'ended';
   }
 }

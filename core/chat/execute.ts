@@ -232,17 +232,20 @@ export function startChatStream(plan: Plan, body: ChatBody, deps: ExecuteDeps, s
     const own = new AbortController();
     let bound: NodeJS.Timeout | undefined;
     let boundPassed = false;
+    const onGone = () => {
+      bound = setTimeout(() => {
+        boundPassed = true;
+        own.abort(signal.reason);
+      }, CLIENT_GONE_READ_MS);
+      bound.unref();
+    };
     if (signal.aborted) own.abort(signal.reason);
-    else {
-      signal.addEventListener('abort', () => {
-        bound = setTimeout(() => {
-          boundPassed = true;
-          own.abort(signal.reason);
-        }, CLIENT_GONE_READ_MS);
-        bound.unref();
-      }, { once: true });
-    }
-    const release = () => clearTimeout(bound);
+    else signal.addEventListener('abort', onGone, { once: true });
+    // Once the attempt is over, whichever way: no bound is armed for it any more.
+    const release = () => {
+      signal.removeEventListener('abort', onGone);
+      clearTimeout(bound);
+    };
     const sending = !signal.aborted;
     let sent: Awaited<ReturnType<typeof sendUpstream>>;
     try {
@@ -278,11 +281,12 @@ export function startChatStream(plan: Plan, body: ChatBody, deps: ExecuteDeps, s
     } catch (err) {
       own.abort();
       release();
+      const code = (err as { code?: string }).code;
       if (signal.aborted) {
-        deps.onCut?.(candidate, boundPassed ? 'gateway' : 'client');
+        // Its client gone, the call stalled or passed the bound: the gateway cut it, its usage unknown.
+        deps.onCut?.(candidate, boundPassed || code === 'UND_ERR_BODY_TIMEOUT' ? 'gateway' : 'client');
         throw err;
       }
-      const code = (err as { code?: string }).code;
       if (code === 'UND_ERR_BODY_TIMEOUT') {
         deps.onCut?.(candidate, 'gateway');
         return { ok: false, failure: { kind: 'timeout', message: 'the stream stalled before the first token' } };

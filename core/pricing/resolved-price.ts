@@ -1,5 +1,6 @@
 import type { ListPrice, ModelCatalog } from '../catalog/model-catalog';
 import type { ProviderKind } from '../providers/kinds';
+import { billedModel } from '../routing/candidates';
 import type { PriceEntry } from '../routing/org-config';
 
 /**
@@ -54,7 +55,7 @@ function resolve(q: PriceQuery): ResolvedPrice {
   }
   // A deployment (a connection's model map: Azure's `prod-mini` for gpt-4o-mini) is listed under
   // the model it was mapped from, which is also what the ledger bills it as (billedModel).
-  const mappedFrom = q.modelId.slice(q.modelId.indexOf('/') + 1);
+  const mappedFrom = billedModel(q);
   const list = q.catalog.listPriceOf(q.kind, q.upstreamModel) ?? (mappedFrom !== q.upstreamModel ? q.catalog.listPriceOf(q.kind, mappedFrom) : null);
   return list ? { source: 'list', list } : UNPRICED;
 }

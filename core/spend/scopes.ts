@@ -39,16 +39,19 @@ export type ScopeInput = {
 };
 
 /**
- * A window's id (its Redis counters' name, its ledger rows' `hold_windows`, its crossings'):
- * the period and the day it began (`daily:2026-11-23`, `lifetime`), and when the period was last
- * changed (`~` and base-36 milliseconds) if it was. A scope whose period changes so never reads a
- * counter another period left: Monday's daily window and the week's window begin on the same day,
- * and a period changed and changed back within one window would find its old counter. A new id
- * is rebuilt from the Postgres ledger, which has every settled amount.
+ * A window's id (its Redis counters' name, its ledger rows' `hold_windows`, its crossings'): the
+ * day it began (`2026-11-23`, `lifetime`). Once the scope's period has changed, also the period
+ * and when it changed (`weekly:2026-11-23~<base-36 ms>`), so the scope never reads a counter
+ * another period left: Monday's daily window and the week's begin on the same day, and a period
+ * changed and changed back within one window would find its old counter. A new id is rebuilt
+ * from the Postgres ledger, which has every settled amount. A scope whose period never changed
+ * keeps the id it always had: renaming every window at a deploy would rebuild each counter while
+ * the old processes still settle into the old ones, and running jobs' holds stay under the ids
+ * they were held in.
  */
 export function windowId(period: BudgetPeriod, windowStart: Date, periodSince?: Date | null): string {
-  const base = period === 'never' ? 'lifetime' : `${period}:${windowStart.toISOString().slice(0, 10)}`;
-  return periodSince ? `${base}~${periodSince.getTime().toString(36)}` : base;
+  const day = period === 'never' ? 'lifetime' : windowStart.toISOString().slice(0, 10);
+  return periodSince ? `${period}:${day}~${periodSince.getTime().toString(36)}` : day;
 }
 
 /** The day a window began, as its id says it (`YYYY-MM-DD`), or null for a lifetime window. */

@@ -84,6 +84,19 @@ describe('relaying a stream (api/gateway/stream-answer)', () => {
     expect(out.readableLength).toBeLessThanOrEqual(sent);
   });
 
+  it('ends as gone and cut when a stream read on after its client left stalls: its usage is not known (issue 54)', async () => {
+    const stream = live(Array.from({ length: 20 }, () => [delta('z'.repeat(10_000))]), { failAfter: 10 });
+    // Nobody reads `out`: the relay waits after a few batches, and the client leaves before the stall.
+    const out = new PassThrough({ highWaterMark: STREAM_HIGH_WATER_MARK });
+    const gone = new AbortController();
+    const ended = relayStream(stream, tally(false), out, gone.signal, toChunk);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(stream.pulled()).toBeLessThan(10);
+    gone.abort();
+    out.destroy();
+    await expect(ended).resolves.toEqual({ phase: 'gone', cut: true });
+  });
+
   it('never rejects: a read failure ends it as stalled or broken', async () => {
     const out = new PassThrough().resume();
     const stalled = await relayStream(live([[delta('a')], [delta('b')]], { failAfter: 1 }), tally(false), out, new AbortController().signal, toChunk);

@@ -1,5 +1,6 @@
 import { PassThrough } from 'node:stream';
 import { completeChat, startChatStream, type CutBy, type LiveStream, type NotServed, type Served } from '../../core/chat/execute';
+import { readOnSlot } from '../../core/chat/read-on';
 import type { RequestAttempt } from '../../core/db/schema';
 import { GatewayError } from '../../core/errors';
 import { RequestGuard } from '../../core/guardrails/request-guard';
@@ -90,6 +91,7 @@ export function chatCallDeps(call: Call) {
     agent: services.agent, catalog: services.catalog, learned: services.learned, defaultTimeoutMs: services.defaultTimeoutMs,
     forceOutputCeiling: call.hold?.scopes.some((s) => s.blocking) ?? false,
     trace: call.ctx.state.trace,
+    readOnSlot: () => readOnSlot(call.key.orgId),
     onCut(candidate: Served<unknown>['candidate'], by: CutBy) {
       const usage = billedUsage(call.body, null, 0, false);
       const prompt = estimateCost({ usage, kind: candidate.connection.kind, upstreamModel: candidate.upstreamModel, modelId: candidate.modelId, prices: call.config.prices, catalog: services.catalog });

@@ -23,6 +23,8 @@ export type ExecuteDeps = {
    * what it was sent, so the caller settles an estimate of it.
    */
   onCut?(candidate: Candidate, by: CutBy): void;
+  /** A slot to read on one stream whose client left (core/chat/read-on.ts), or null past the organization's cap. */
+  readOnSlot?(): (() => void) | null;
   /** The request's trace, when traced: each attempt is a client span of it. */
   trace?: RequestTrace;
 };
@@ -232,19 +234,32 @@ export function startChatStream(plan: Plan, body: ChatBody, deps: ExecuteDeps, s
     const own = new AbortController();
     let bound: NodeJS.Timeout | undefined;
     let boundPassed = false;
+    let slot: (() => void) | null | undefined;
     const onGone = () => {
+      // Past the organization's cap on streams read on, cut at once (its worst case is charged).
+      slot = deps.readOnSlot ? deps.readOnSlot() : () => undefined;
+      if (!slot) {
+        boundPassed = true;
+        own.abort(signal.reason);
+        return;
+      }
       bound = setTimeout(() => {
         boundPassed = true;
         own.abort(signal.reason);
+        // The socket is let go with the abort, whether or not anyone reads the stream's end.
+        slot?.();
+        slot = null;
       }, CLIENT_GONE_READ_MS);
       bound.unref();
     };
     if (signal.aborted) own.abort(signal.reason);
     else signal.addEventListener('abort', onGone, { once: true });
-    // Once the attempt is over, whichever way: no bound is armed for it any more.
+    // Once the attempt is over, whichever way: no bound is armed for it, nor a slot held, any more.
     const release = () => {
       signal.removeEventListener('abort', onGone);
       clearTimeout(bound);
+      slot?.();
+      slot = null;
     };
     const sending = !signal.aborted;
     let sent: Awaited<ReturnType<typeof sendUpstream>>;

@@ -95,18 +95,24 @@ export function chatCallDeps(call: Call) {
     onCut(candidate: Served<unknown>['candidate'], by: CutBy) {
       const usage = billedUsage(call.body, null, 0, false);
       const prompt = estimateCost({ usage, kind: candidate.connection.kind, upstreamModel: candidate.upstreamModel, modelId: candidate.modelId, prices: call.config.prices, catalog: services.catalog });
-      addCutCost(call, candidate, by === 'gateway' && prompt ? { cost: Math.max(prompt.cost, cutWorstCase(call, candidate)), source: prompt.source } : prompt);
+      addCutCost(call, candidate, by === 'gateway' ? atLeastWorstCase(call, candidate, prompt) : prompt);
     },
   };
 }
 
-/** A candidate's worst case as the hold prices it (0 when it has no price: then the prompt's estimate stands). */
-function cutWorstCase(call: Call, candidate: Served<unknown>['candidate']): number {
+/**
+ * A call the gateway cut without learning its usage: `estimate` raised to the candidate's worst
+ * case as the hold prices it (an unpriced candidate keeps its estimate, null stays null).
+ */
+function atLeastWorstCase(call: Call, candidate: Served<unknown>['candidate'], estimate: CostEstimate): CostEstimate {
+  if (!estimate) return null;
+  let worst = 0;
   try {
-    return worstCaseCost([candidate], call.body, { prices: call.config.prices, unpricedBudgetPolicy: 'allow' }, call.services.catalog);
+    worst = worstCaseCost([candidate], call.body, { prices: call.config.prices, unpricedBudgetPolicy: 'allow' }, call.services.catalog);
   } catch {
-    return 0;
+    // No price: the estimate stands.
   }
+  return { cost: Math.max(estimate.cost, worst), source: estimate.source };
 }
 
 export function costOf(call: Call, served: Served<unknown>, usage: Usage | null): CostEstimate {
@@ -321,7 +327,7 @@ function answerStream(call: Call, served: Served<LiveStream>, wire: ChatWire, in
     const usage = billedUsage(call.body, tally.usage, tally.outputBytes, end.phase === 'complete' || tally.finished);
     const cut = !tally.finished && (served.value.cutByGateway() || (end.phase === 'gone' && end.cut === true) || (end.phase === 'broken' && end.error.kind === 'stream_stalled'));
     const answered = costOf(call, served, usage);
-    const estimate = cut && answered ? { cost: Math.max(answered.cost, cutWorstCase(call, served.candidate)), source: answered.source } : answered;
+    const estimate = cut ? atLeastWorstCase(call, served.candidate, answered) : answered;
     spendEnded = true;
     endSpend(call, estimate);
     const refusal = end.phase === 'complete' ? await guardStreamEnd(call, tally, out, chunk) : null;

@@ -92,8 +92,13 @@ export async function sendEvent(out: Writable, text: string, gone: AbortSignal):
   });
 }
 
+/** Whether a read failed because the stream stalled (undici's body timeout): the gateway cut it. */
+function stalled(err: unknown): boolean {
+  return (err as { code?: string }).code === 'UND_ERR_BODY_TIMEOUT';
+}
+
 function readFailure(err: unknown): GatewayError {
-  return (err as { code?: string }).code === 'UND_ERR_BODY_TIMEOUT'
+  return stalled(err)
     ? new GatewayError('stream_stalled', 'The provider stopped sending mid-answer.')
     : new GatewayError('upstream_error', 'The provider\'s stream broke off mid-answer.');
 }
@@ -160,6 +165,6 @@ async function readToEnd(live: LiveStream, tally: StreamTally): Promise<'ended' 
     }
   } catch (err) {
     // Broken off by the provider: what was read is what is known.
-    return live.cutByGateway() || (err as { code?: string }).code === 'UND_ERR_BODY_TIMEOUT' ? 'cut' : 'ended';
+    return live.cutByGateway() || stalled(err) ? 'cut' : 'ended';
   }
 }

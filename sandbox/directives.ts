@@ -16,7 +16,9 @@
  *   cached=<n>          report n of the prompt tokens as cached
  *   cache_write=<n>     report n of the prompt tokens as written to the prompt cache for 5 minutes (Anthropic)
  *   cache_write_1h=<n>  report n of the prompt tokens as written to the prompt cache for an hour (Anthropic)
- *   reasoning=<n>       report n reasoning tokens within the completion
+ *   reasoning=<n>       report n reasoning tokens within the completion (Anthropic, with
+ *                       thinking on: n thinking tokens beyond the shown thinking, in output_tokens)
+ *   web_searches=<n>    the model ran n web searches (Anthropic: `usage.server_tool_use`)
  *   no_usage            report no usage at all (OpenAI wire: no `usage` field, no usage chunk),
  *                       as some compatible servers do
  *   moderation          refuse the request as flagged content
@@ -60,6 +62,7 @@ export type Directives = {
   cacheWrite?: number;
   cacheWrite1h?: number;
   reasoning?: number;
+  webSearches?: number;
   noUsage?: boolean;
   moderation?: boolean;
   reply?: string;
@@ -99,6 +102,7 @@ export function parseDirectives(text: string): Directives {
       case 'cache_write': d.cacheWrite = Number(value); break;
       case 'cache_write_1h': d.cacheWrite1h = Number(value); break;
       case 'reasoning': d.reasoning = Number(value); break;
+      case 'web_searches': d.webSearches = Number(value); break;
       case 'no_usage': d.noUsage = true; break;
       case 'moderation': d.moderation = true; break;
       case 'reply': d.reply = value; break;

@@ -58,7 +58,8 @@ const base64Of = (v: Float32Array) => {
 };
 
 export type EmbeddingRefusal = { status?: number; message: string; param?: string | null; code?: string | null };
-export type EmbeddingPlan = { refusal: EmbeddingRefusal } | { answer: Record<string, unknown> };
+/** A refusal, or the answer and the input tokens the provider bills for it (Gemini bills tokens it does not state). */
+export type EmbeddingPlan = { refusal: EmbeddingRefusal } | { answer: Record<string, unknown>; model: string; tokens: number };
 
 /** The texts of a request, where directives are read from. */
 export function embeddingTexts(body: Record<string, unknown>): string {
@@ -106,6 +107,8 @@ export function planOpenAiEmbeddings(body: Record<string, unknown>, deployment?:
       model,
       usage: { prompt_tokens: tokens, total_tokens: tokens },
     },
+    model,
+    tokens,
   };
 }
 
@@ -119,6 +122,7 @@ export function planGeminiEmbeddings(body: Record<string, unknown>, model: strin
   if (!Array.isArray(requests) || requests.length === 0) return { refusal: { message: '* BatchEmbedContentsRequest.requests: requests is not specified' } };
   if (requests.length > GEMINI_MAX_BATCH) return { refusal: { message: `* BatchEmbedContentsRequest.requests: at most ${GEMINI_MAX_BATCH} requests can be in one batch` } };
   const vectors: number[][] = [];
+  let tokens = 0;
   for (const [i, r] of requests.entries()) {
     const req = (r ?? {}) as Record<string, unknown>;
     const extra = Object.keys(req).find((k) => !['model', 'content', 'taskType', 'title', 'outputDimensionality'].includes(k));
@@ -127,6 +131,7 @@ export function planGeminiEmbeddings(body: Record<string, unknown>, model: strin
     const parts = (req.content as { parts?: Array<{ text?: unknown }> } | undefined)?.parts;
     if (!Array.isArray(parts) || parts.length === 0 || parts.some((p) => typeof p?.text !== 'string')) return { refusal: { message: `* BatchEmbedContentsRequest.requests[${i}].content: contents.parts must not be empty.` } };
     const text = parts.map((p) => p.text as string).join('');
+    tokens += Math.max(1, countWords(text));
     if (text === '') return { refusal: { message: `* BatchEmbedContentsRequest.requests[${i}].content: text must not be empty.` } };
     let size = spec.dimensions;
     if (req.outputDimensionality !== undefined) {
@@ -137,5 +142,5 @@ export function planGeminiEmbeddings(body: Record<string, unknown>, model: strin
     // Below the full size the first values are answered as they are, not unit length.
     vectors.push(Array.from(sandboxVector(model, text, spec.dimensions).slice(0, size)));
   }
-  return { answer: { embeddings: vectors.map((values) => ({ values })) } };
+  return { answer: { embeddings: vectors.map((values) => ({ values })) }, model, tokens };
 }

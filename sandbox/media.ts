@@ -1,6 +1,7 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type http from 'node:http';
 import busboy from 'busboy';
+import { imageUsd, mediaTokenUsd, tokenUsd, unitUsd, type BillUnits } from './bill';
 import { directivesInText, parseDirectives, type Directives } from './directives';
 import { audioSeconds, colorFor, imageKind, png, pngInfo, speechFile, speechSamples, SPEECH_CONTENT_TYPES } from './files';
 import { countWords } from './turn';
@@ -65,6 +66,8 @@ export type MediaContext = {
   record(body: Record<string, unknown> | null, multipart?: { fields: string[]; files: ReceivedFile[] }): void;
   failing(d: Directives, key: string): boolean;
   send(status: number, payload: unknown, headers?: Record<string, string>): void;
+  /** Bills the accepted call (sandbox/bill.ts): its model, units and price (null when unpriced). */
+  charge(model: string, units: BillUnits, usd: number | null): void;
 };
 
 type Refusal = { status?: number; message: string; param?: string | null; code?: string | null };
@@ -208,7 +211,13 @@ type Plan = { refusal: Refusal } | { answer(ctx: MediaContext, d: Directives): P
 /** A JSON answer decided whole (embeddings): sent as it is. */
 function answered(plan: EmbeddingPlan): Plan {
   if ('refusal' in plan) return plan;
-  return { answer: (ctx) => ctx.send(200, plan.answer) };
+  return {
+    answer(ctx) {
+      const units = { input_tokens: plan.tokens };
+      ctx.charge(plan.model, units, tokenUsd(ctx.endpoint.flavor, plan.model, units));
+      ctx.send(200, plan.answer);
+    },
+  };
 }
 const refusal = (message: string, param: string | null = null, code: string | null = 'invalid_value', status = 400): Plan => ({ refusal: { message, param, code, status } });
 
@@ -295,11 +304,13 @@ function imagesAnswer(ctx: MediaContext, r: ImageRequest, inputImages: number) {
     return image;
   });
   const answer: Record<string, unknown> = { created: Math.floor(Date.now() / 1000), data };
+  if (r.family !== 'gpt-image') ctx.charge(r.model, { images: r.n }, imageUsd(r.model, r.n, r.size, r.quality === 'auto' ? 'standard' : r.quality));
   if (r.family === 'gpt-image') {
     const quality = r.quality === 'auto' ? 'medium' : r.quality;
     const textTokens = countWords(r.prompt);
     const imageTokens = inputImages * GPT_IMAGE_INPUT_IMAGE_TOKENS;
     const output = GPT_IMAGE_TOKENS[quality]![w === h ? 0 : 1] * r.n;
+    ctx.charge(r.model, { images: r.n, input_tokens: textTokens + imageTokens, output_tokens: output }, mediaTokenUsd(r.model, { text: textTokens, image: imageTokens, output }));
     Object.assign(answer, {
       background: r.background === 'transparent' ? 'transparent' : 'opaque',
       output_format: r.outputFormat ?? 'png',
@@ -372,9 +383,12 @@ function planImagen(body: Record<string, unknown>, endpoint: MediaEndpoint): Pla
   if (p.personGeneration !== undefined && !['dont_allow', 'allow_adult', 'allow_all'].includes(String(p.personGeneration))) return refusal(`Invalid personGeneration: ${p.personGeneration}.`);
   const [w, h] = IMAGEN_RATIOS[ratio]!.map((x) => (imageSize === '2K' ? x * 2 : x)) as [number, number];
   return {
-    answer: (ctx) => ctx.send(200, {
-      predictions: Array.from({ length: count * instances.length }, (_, i) => ({ bytesBase64Encoded: png(w, h, colorFor(i)).toString('base64'), mimeType: 'image/png' })),
-    }),
+    answer(ctx) {
+      ctx.charge(model, { images: count * instances.length }, imageUsd(model, count * instances.length));
+      ctx.send(200, {
+        predictions: Array.from({ length: count * instances.length }, (_, i) => ({ bytesBase64Encoded: png(w, h, colorFor(i)).toString('base64'), mimeType: 'image/png' })),
+      });
+    },
   };
 }
 
@@ -441,6 +455,12 @@ function planTranscription(form: Multipart, endpoint: MediaEndpoint): Plan {
     answer(ctx) {
       const seconds = audioSeconds(file.bytes);
       const t = transcript(seconds);
+      // Billed whatever the format answered: whisper by the second (rounded up), the gpt-4o models by tokens.
+      if (whisper) ctx.charge(model, { audio_seconds: Math.ceil(seconds) }, unitUsd('transcription', model, Math.ceil(seconds)));
+      else {
+        const tokens = { text: countWords(prompt), audio: Math.ceil(seconds * 10), output: countWords(t.text) };
+        ctx.charge(model, { input_tokens: tokens.text + tokens.audio, input_audio_tokens: tokens.audio, output_tokens: tokens.output }, mediaTokenUsd(model, tokens));
+      }
       const text = (body: string, type = 'text/plain; charset=utf-8') => {
         ctx.res.writeHead(200, { 'content-type': type });
         ctx.res.end(body);
@@ -494,6 +514,8 @@ function planSpeech(body: Record<string, unknown>, endpoint: MediaEndpoint): Pla
 
   return {
     async answer(ctx, d) {
+      // Billed by the character (the table's estimate for the token-billed model), the whole input even when the answer is cut.
+      ctx.charge(model, { characters: input.length }, unitUsd('speech', model, input.length));
       const bytes = speechFile(format, speechSamples(input, speed));
       const { res } = ctx;
       // No content-length: the bytes go out chunked, as the real API streams them.

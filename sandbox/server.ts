@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { createBill, requestIdOf, videoUsd, type Bill, type BillLine, type BillUnits } from './bill';
 import { directivesInText, numberedWords, parseDirectives, type Directives } from './directives';
 import { planTurn } from './turn';
 import { createMediaState, handleMedia, isBlobPath, mediaEndpointFor, serveBlob, type ReceivedFile } from './media';
@@ -9,7 +10,7 @@ import { anthropicWire } from './wire/anthropic';
 import { googleWire } from './wire/google';
 import { openaiWire } from './wire/openai';
 import { openaiResponsesWire } from './wire/openai-responses';
-import type { ParsedChat, Wire } from './wire/types';
+import type { AnswerContext, ParsedChat, Wire } from './wire/types';
 
 /**
  * The provider simulator: real HTTP speaking each provider's wire format, one path prefix per
@@ -52,7 +53,7 @@ function isVideoPath(path: string): boolean {
   return /^\/openai\/v1\/videos/.test(path) || /^\/google\/v1beta\/(models\/[^/]+(:predictLongRunning|\/operations\/)|files\/)/.test(path);
 }
 
-type Endpoint = { wire: Wire; flavor: string; kind: 'models' | 'chat'; model?: string; stream?: boolean };
+type Endpoint = { wire: Wire; flavor: BillLine['provider']; kind: 'models' | 'chat'; model?: string; stream?: boolean };
 
 function endpointFor(method: string, path: string): Endpoint | null {
   let m: RegExpExecArray | null;
@@ -97,6 +98,8 @@ export type Sandbox = {
   abandonedVideoSubmits(): number;
   /** Seconds of video rendered (each sample counted): what the providers would bill. */
   videoRenderedSeconds(): number;
+  /** What each provider would bill, per credential and request id (sandbox/bill.ts); also at `GET /_sandbox/bill`. */
+  bill: Bill;
   close(): Promise<void>;
 };
 
@@ -113,7 +116,18 @@ async function readJson(req: http.IncomingMessage): Promise<Record<string, unkno
 
 export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbox> {
   const received: ReceivedRequest[] = [];
-  const video = createVideoState();
+  const bill = createBill();
+  // A render is billed for its seconds once started, whether or not anyone fetches it; a render
+  // that fails is not billed (neither OpenAI nor Google bills a failed generation).
+  const video = createVideoState((r, req) => {
+    const google = r.model.startsWith('veo');
+    bill.add({
+      credential: (google ? googleWire : openaiWire).credential(req, new URL(req.url ?? '/', 'http://sandbox')), requestId: requestIdOf(req.headers),
+      idempotencyKey: (req.headers['idempotency-key'] as string | undefined) ?? null, provider: google ? 'google' : 'openai', endpoint: google ? 'predictLongRunning' : '/openai/v1/videos',
+      model: r.model, tier: null, units: { video_seconds: r.directives.videoFail ? 0 : r.seconds * r.samples },
+      usd: r.directives.videoFail ? 0 : videoUsd(r.model, r.seconds * r.samples, google ? { resolution: r.size } : { size: r.size }),
+    });
+  });
   const media = createMediaState();
   const failuresSeen = new Map<string, number>();
   let abandoned = 0;
@@ -128,6 +142,15 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
       res.writeHead(status, { 'content-type': 'application/json', ...headers });
       res.end(JSON.stringify(payload));
     };
+    // The bill, sandbox-only: a credential's lines (optionally one request id's), read with that
+    // credential as a bearer token. No provider has this path; the soak and tests read it.
+    if (req.method === 'GET' && path === '/_sandbox/bill') {
+      const secret = /^Bearer (.+)$/.exec(String(req.headers.authorization ?? ''))?.[1];
+      if (!secret) return send(401, { error: { message: 'sandbox bill: send the credential as a bearer token' } });
+      const lines = bill.lines(secret, url.searchParams.get('request_id') ?? undefined);
+      const priced = lines.filter((l) => l.usd !== null);
+      return send(200, { lines, total_usd: priced.reduce((sum, l) => sum + l.usd!, 0), unpriced: lines.length - priced.length });
+    }
     // Images and audio (media.ts) read their own bodies: JSON or multipart.
     const mediaEndpoint = mediaEndpointFor(req.method ?? 'GET', path);
     if (mediaEndpoint) {
@@ -135,7 +158,11 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
         received.push({ path: url.pathname + url.search, headers: req.headers, body, ...(multipart && { multipart }) });
       };
       // A client that hangs up mid-upload or mid-answer ends the exchange, never the sandbox.
-      return handleMedia({ state: media, req, res, url, pathDirectives: prefixed?.[1] ?? '', endpoint: mediaEndpoint, record, failing, send }).catch(() => res.destroy());
+      const charge = (model: string, units: BillUnits, usd: number | null) => bill.add({
+        credential: mediaEndpoint.wire.credential(req, url), requestId: requestIdOf(req.headers), idempotencyKey: null, provider: mediaEndpoint.flavor,
+        endpoint: path, model, tier: null, units, usd,
+      });
+      return handleMedia({ state: media, req, res, url, pathDirectives: prefixed?.[1] ?? '', endpoint: mediaEndpoint, record, failing, send, charge }).catch(() => res.destroy());
     }
     const body = req.method === 'POST' ? await readJson(req) : null;
     received.push({ path: url.pathname + url.search, headers: req.headers, body });
@@ -186,6 +213,10 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
       res.off('close', onClose);
       if (hungUp) {
         abandonedWaits += 1;
+        // The provider was working on it when its client left: it bills the answer it finishes,
+        // unless the call was one it refuses anyway.
+        const refused = wouldFail(directives, `${prefixed?.[1] ?? ''}|${directiveText}`) || directives.moderation || (directives.refuseParam && parsed.params.includes(directives.refuseParam));
+        if (!refused) accepted(req, url, endpoint, parsed, directives);
         return;
       }
     }
@@ -202,7 +233,7 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
     }
     // A model ignoring the structured output it was asked for, for the first `times` requests.
     const raw = directives.rawReply !== undefined && firstTimes(directives, `raw|${prefixed?.[1] ?? ''}|${directiveText}`);
-    await answer(res, endpoint, raw ? { ...parsed, json: undefined } : parsed, raw ? { ...directives, reply: directives.rawReply } : directives);
+    await answer(req, url, res, endpoint, raw ? { ...parsed, json: undefined } : parsed, raw ? { ...directives, reply: directives.rawReply } : directives);
   });
 
   /** Whether this request is one of the first `times` with these directives (all, without `times`). */
@@ -217,10 +248,28 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
     return (Boolean(d.status) || d.reset === true) && firstTimes(d, key);
   }
 
-  async function answer(res: http.ServerResponse, endpoint: Endpoint, parsed: ParsedChat, directives: Directives) {
+  /** Whether `failing` would answer true, without counting the request against `times`. */
+  function wouldFail(d: Directives, key: string): boolean {
+    return (Boolean(d.status) || d.reset === true) && (d.times === undefined || (failuresSeen.get(key) ?? 0) < d.times);
+  }
+
+  /**
+   * A call the model takes on: its turn, billed now for the whole answer, however much of it
+   * the client reads (a provider bills the work it did, and finishes it when its client leaves).
+   */
+  function accepted(req: http.IncomingMessage, url: URL, endpoint: Endpoint, parsed: ParsedChat, directives: Directives): AnswerContext {
     const reply = directives.reply ?? (directives.words ? numberedWords(directives.words, directives.wordBytes) : undefined);
     const turn = planTurn({ ...parsed, reply, parallelTools: directives.parallelTools === true && parsed.parallelToolCalls !== false, ...(directives.tool && { toolChoice: directives.tool }) });
     const ctx = { id: randomBytes(12).toString('hex'), created: Math.floor(Date.now() / 1000), directives, turn, model: parsed.model, includeUsage: parsed.includeUsage, choices: parsed.choices ?? 1, logprobs: parsed.logprobs, thinking: parsed.thinking, extra: parsed.extra };
+    bill.add({
+      credential: endpoint.wire.credential(req, url), requestId: requestIdOf(req.headers), idempotencyKey: null, provider: endpoint.flavor,
+      endpoint: url.pathname.replace(/^\/x\/[^/]*/, ''), model: parsed.model, tier: parsed.serviceTier ?? null, units: endpoint.wire.billed(ctx),
+    });
+    return ctx;
+  }
+
+  async function answer(req: http.IncomingMessage, url: URL, res: http.ServerResponse, endpoint: Endpoint, parsed: ParsedChat, directives: Directives) {
+    const ctx = accepted(req, url, endpoint, parsed, directives);
     if (!parsed.stream) {
       res.writeHead(200, { 'content-type': 'application/json' });
       return res.end(JSON.stringify(endpoint.wire.answer(ctx)));
@@ -275,6 +324,7 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
     videoSubmits: () => video.submits,
     abandonedVideoSubmits: () => video.abandonedSubmits,
     videoRenderedSeconds: () => video.renderedSeconds,
+    bill,
     close: () => new Promise<void>((resolve) => {
       server.closeAllConnections();
       server.close(() => resolve());

@@ -17,7 +17,7 @@ import { directivesInText, parseDirectives, type Directives } from './directives
  * (an unknown one, or a value the model does not take, is a 400 INVALID_ARGUMENT), and its
  * finished operation says only where each sample is: no duration, resolution or aspect ratio.
  */
-type Render = { id: string; model: string; seconds: number; samples: number; size: string; startedAt: number; directives: Directives; checksRefused: number };
+export type Render = { id: string; model: string; seconds: number; samples: number; size: string; startedAt: number; directives: Directives; checksRefused: number };
 
 const DEFAULT_RENDER_MS = 1500;
 
@@ -25,10 +25,14 @@ const DEFAULT_RENDER_MS = 1500;
  * `abandonedSubmits`: slow submits whose caller hung up before the answer (no render made);
  * `renderedSeconds`: seconds of video rendered (each sample counted), what the provider bills.
  */
-export type VideoState = { renders: Map<string, Render>; byIdempotencyKey: Map<string, string>; submits: number; abandonedSubmits: number; renderedSeconds: number };
+export type VideoState = {
+  renders: Map<string, Render>; byIdempotencyKey: Map<string, string>; submits: number; abandonedSubmits: number; renderedSeconds: number;
+  /** Told of each render started, with the submit that started it (the bill). */
+  onRender?(render: Readonly<Render>, req: http.IncomingMessage): void;
+};
 
-export function createVideoState(): VideoState {
-  return { renders: new Map(), byIdempotencyKey: new Map(), submits: 0, abandonedSubmits: 0, renderedSeconds: 0 };
+export function createVideoState(onRender?: VideoState['onRender']): VideoState {
+  return { renders: new Map(), byIdempotencyKey: new Map(), submits: 0, abandonedSubmits: 0, renderedSeconds: 0, onRender };
 }
 
 /** What one submit asks to render. */
@@ -56,6 +60,7 @@ function create(state: VideoState, req: http.IncomingMessage, asked: Asked, dire
   if (key) state.byIdempotencyKey.set(key, render.id);
   state.submits += 1;
   state.renderedSeconds += asked.seconds * asked.samples;
+  state.onRender?.(render, req);
   return render;
 }
 

@@ -1,4 +1,4 @@
-import { pieces, type ToolSpec } from '../turn';
+import { countWords, pieces, type ToolSpec } from '../turn';
 import { isObject, textOf, type AnswerContext, type Frame, type ParsedChat, type Wire } from './types';
 
 type Block = { type: string; text?: string; content?: unknown };
@@ -9,6 +9,12 @@ const ERROR_TYPES: Record<number, string> = {
   413: 'request_too_large', 429: 'rate_limit_error', 500: 'api_error', 529: 'overloaded_error',
 };
 
+/**
+ * Tokens of thinking: the thinking text's words, and `reasoning=<n>` more (what a model thinks
+ * beyond what it shows), billed as output whether shown, summarized or omitted.
+ */
+const thinkingTokens = (ctx: AnswerContext) => (ctx.thinking ? countWords(THINKING) + (ctx.directives.reasoning ?? 0) : 0);
+
 function usage(ctx: AnswerContext) {
   const cached = ctx.directives.cached ?? 0;
   const minutes = ctx.directives.cacheWrite ?? 0;
@@ -16,10 +22,12 @@ function usage(ctx: AnswerContext) {
   return {
     // Anthropic counts cached prompt tokens, and those written to the cache, apart from input_tokens.
     input_tokens: ctx.turn.promptTokens - cached - minutes - hour,
-    output_tokens: ctx.turn.completionTokens,
+    // Thinking is output (Anthropic's output_tokens includes it).
+    output_tokens: ctx.turn.completionTokens + thinkingTokens(ctx),
     cache_creation_input_tokens: minutes + hour,
     cache_read_input_tokens: cached,
     cache_creation: { ephemeral_5m_input_tokens: minutes, ephemeral_1h_input_tokens: hour },
+    ...(ctx.directives.webSearches !== undefined && { server_tool_use: { web_search_requests: ctx.directives.webSearches } }),
   };
 }
 
@@ -210,5 +218,14 @@ export const anthropicWire: Wire = {
     frames.push(ev('message_delta', { delta: { stop_reason: stopReason(ctx), stop_sequence: null }, usage: { output_tokens: u.output_tokens } }));
     frames.push(ev('message_stop', {}));
     return frames;
+  },
+
+  billed(ctx) {
+    const u = usage(ctx);
+    return {
+      input_tokens: ctx.turn.promptTokens, cache_read_tokens: u.cache_read_input_tokens,
+      cache_write_tokens: u.cache_creation_input_tokens, cache_write_1h_tokens: u.cache_creation.ephemeral_1h_input_tokens,
+      output_tokens: u.output_tokens, reasoning_tokens: thinkingTokens(ctx), web_searches: ctx.directives.webSearches ?? 0,
+    };
   },
 };

@@ -1,5 +1,5 @@
 import { pieces } from '../turn';
-import { completionTokens, isObject, textOf, type AnswerContext, type Frame, type ParsedChat, type Wire } from './types';
+import { completionBilled, completionTokens, isObject, textOf, type AnswerContext, type Frame, type ParsedChat, type Wire } from './types';
 
 type Part = { text?: string; functionCall?: unknown; functionResponse?: { name: string; response: unknown } };
 type Content = { role?: string; parts: Part[] };
@@ -113,4 +113,7 @@ export const googleWire: Wire = {
     }
     return frames;
   },
+
+  // Gemini bills thoughts as output: candidates plus thoughts make the completion.
+  billed: completionBilled,
 };

@@ -1,6 +1,6 @@
 import { pieces, type ToolSpec } from '../turn';
 import { openaiWire } from './openai';
-import { completionTokens, isObject, textOf, type AnswerContext, type Frame, type ParsedChat, type Wire } from './types';
+import { completionBilled, completionTokens, isObject, pricedTier, textOf, type AnswerContext, type Frame, type ParsedChat, type Wire } from './types';
 
 /**
  * OpenAI's Responses API (`POST /openai/v1/responses`), as OpenAI's own connections serve it to
@@ -167,6 +167,7 @@ export const openaiResponsesWire: Wire = {
       ...(format?.type === 'json_object' && { json: {} }),
       ...(format?.type === 'json_schema' && { json: { schema: format.schema } }),
       extra,
+      serviceTier: pricedTier(body.service_tier),
     };
   },
 
@@ -214,4 +215,6 @@ export const openaiResponsesWire: Wire = {
     frames.push(frame(status === 'completed' ? 'response.completed' : 'response.incomplete', { response: responseOf(ctx, status, output) }));
     return frames;
   },
+
+  billed: completionBilled,
 };

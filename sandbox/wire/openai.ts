@@ -1,6 +1,6 @@
 import type { ToolSpec } from '../turn';
 import { pieces } from '../turn';
-import { completionTokens, isObject, textOf, type AnswerContext, type Frame, type ParsedChat, type Wire } from './types';
+import { completionBilled, completionTokens, isObject, pricedTier, textOf, type AnswerContext, type Frame, type ParsedChat, type Wire } from './types';
 
 type Message = { role: string; content?: unknown; tool_call_id?: string };
 
@@ -107,6 +107,7 @@ export const openaiWire: Wire = {
       ...(format?.type === 'json_object' && { json: {} }),
       ...(format?.type === 'json_schema' && { json: { schema: format.json_schema?.schema } }),
       ...(body.logprobs === true && { logprobs: { top: (body.top_logprobs as number | undefined) ?? 0 } }),
+      serviceTier: pricedTier(body.service_tier),
     };
   },
 
@@ -152,4 +153,7 @@ export const openaiWire: Wire = {
     frames.push({ data: '[DONE]' });
     return frames;
   },
+
+  // OpenAI bills the completion whole: its reasoning tokens are within completion_tokens.
+  billed: completionBilled,
 };

@@ -1,5 +1,6 @@
 import type http from 'node:http';
 import type { Directives } from '../directives';
+import type { BillUnits } from '../bill';
 import type { ToolSpec, Turn } from '../turn';
 
 /** A chat request as the simulator needs it, whatever the wire. */
@@ -27,6 +28,8 @@ export type ParsedChat = {
   thinking?: boolean;
   /** What only this wire answers with, as its parser read it (Responses' reasoning options); handed to its answer. */
   extra?: unknown;
+  /** OpenAI's `service_tier` when it changes the price (`priority`, `flex`). */
+  serviceTier?: string;
 };
 
 export type Frame = { event?: string; data: string; content?: boolean };
@@ -35,6 +38,14 @@ export type AnswerContext = { id: string; created: number; directives: Directive
 
 /** Output tokens over every answer given (`n` answers cost n times one). */
 export const completionTokens = (ctx: AnswerContext) => ctx.turn.completionTokens * ctx.choices;
+
+/**
+ * The bill of a wire that counts reasoning within the completion (OpenAI's completion_tokens,
+ * Gemini's candidates plus thoughts): the prompt, its cached part, the whole completion.
+ */
+export const completionBilled = (ctx: AnswerContext): BillUnits => ({
+  input_tokens: ctx.turn.promptTokens, cache_read_tokens: ctx.directives.cached ?? 0, output_tokens: completionTokens(ctx), reasoning_tokens: ctx.directives.reasoning ?? 0,
+});
 
 /** Whether a value is a plain JSON object. */
 export const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -53,7 +64,14 @@ export type Wire = {
   parseChat(body: Record<string, unknown>, route: { model?: string; stream?: boolean; betas?: readonly string[] }): ParsedChat | { invalid: string; param?: string };
   answer(ctx: AnswerContext): unknown;
   stream(ctx: AnswerContext): Frame[];
+  /** What the provider bills for the whole answer (sandbox/bill.ts), whatever part of it is read. */
+  billed(ctx: AnswerContext): BillUnits;
 };
+
+/** A tier that changes OpenAI's price, as a request named it. */
+export function pricedTier(value: unknown): string | undefined {
+  return value === 'priority' || value === 'flex' ? value : undefined;
+}
 
 export function textOf(content: unknown): string {
   if (typeof content === 'string') return content;

@@ -371,7 +371,7 @@ export async function serveMedia<T, E extends CachedServing = CachedServing>(ctx
   try {
     walked = await walkPlan(plan, (candidate) => {
       const adapter = mediaAdapterFor(candidate.connection.kind, endpoint)!;
-      const target = upstreamTarget(plan, candidate, services);
+      const target = upstreamTarget(plan, candidate, { defaultTimeoutMs: services.defaultTimeoutMs, requestId: call.ctx.state.requestId });
       // A call our timeout cut was sent: the provider makes (and bills) what it was asked for, so
       // it is charged as that candidate's worst case, with whatever finally served.
       const send = async (upstream: Parameters<typeof sendUpstream>[3]) => {

@@ -27,6 +27,8 @@ export type ExecuteDeps = {
   readOnSlot?(): (() => void) | null;
   /** The request's trace, when traced: each attempt is a client span of it. */
   trace?: RequestTrace;
+  /** The gateway request id, told to the provider with each call (UpstreamTarget.requestId). */
+  requestId?: string;
 };
 
 /** Who cut a call: the gateway (its usage is never learned) or the client, by leaving. */
@@ -168,9 +170,9 @@ function timeoutFor(plan: Plan, candidate: Candidate, deps: Pick<ExecuteDeps, 'd
 }
 
 /** Where one candidate is called: its hosts, pooled credentials and the timeout that applies. */
-export function upstreamTarget(plan: Plan, candidate: Candidate, deps: Pick<ExecuteDeps, 'defaultTimeoutMs'>) {
+export function upstreamTarget(plan: Plan, candidate: Candidate, deps: Pick<ExecuteDeps, 'defaultTimeoutMs' | 'requestId'>) {
   const c = candidate.connection;
-  return { kind: c.kind, baseUrls: [c.baseUrl, ...c.alternateBaseUrls], secrets: c.secrets, timeoutMs: timeoutFor(plan, candidate, deps) };
+  return { kind: c.kind, baseUrls: [c.baseUrl, ...c.alternateBaseUrls], secrets: c.secrets, timeoutMs: timeoutFor(plan, candidate, deps), requestId: deps.requestId };
 }
 
 /**

@@ -11,6 +11,12 @@ export type UpstreamTarget = {
   /** The credential, then pooled fallbacks tried when an earlier one is rejected or rate-limited. */
   secrets: string[];
   timeoutMs: number;
+  /**
+   * The gateway request this call serves, sent as `X-Client-Request-Id` (OpenAI's header for a
+   * caller's own id, which it keeps with the request; other providers ignore it): what joins a
+   * provider's records of a call, and the sandbox's bill, to the request log and the ledger.
+   */
+  requestId?: string;
 };
 
 export type UpstreamSuccess = { ok: true; status: number; headers: Record<string, string | string[] | undefined>; body: Dispatcher.ResponseData['body']; baseUrl: string };
@@ -111,6 +117,7 @@ export async function sendUpstream(
             method === 'POST' && !form ? { 'content-type': 'application/json', accept: ACCEPT } : { accept: ACCEPT },
             upstream.headers,
             credentialed ? credentialHeaders(target.kind, secret) : undefined,
+            target.requestId && !absolute ? { 'x-client-request-id': target.requestId } : undefined,
           ),
           body: method !== 'POST' ? undefined : form ?? JSON.stringify(upstream.body ?? {}),
           signal: timeout.signal,

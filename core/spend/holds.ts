@@ -34,6 +34,20 @@ local function drop_hold(h, z, a, id)
   redis.call('HDEL', a, id)
   redis.call('ZREM', z, id)
 end
+-- Holds whose lease passed leave a window (not 'keep'), except one registered to lapse (a chat
+-- hold or a process lease in 'live'): its instance may be dead with its calls billed, so its
+-- amount stays held until SWEEP moves it to the settled total in one step. Dropped here, its
+-- room would be reused before its amount reached the settled counter (issue 54, item 2).
+local function drop_expired(h, z, a, live, now, keep)
+  local dropped = false
+  for _, gone in ipairs(redis.call('ZRANGEBYSCORE', z, '-inf', now)) do
+    if gone ~= keep and not redis.call('ZSCORE', live, gone) then
+      drop_hold(h, z, a, gone)
+      dropped = true
+    end
+  end
+  return dropped
+end
 `;
 
 /**
@@ -142,12 +156,9 @@ if #missing > 0 then
   table.insert(missing, 1, 'missing')
   return missing
 end
-for i = 1, n do
-  local h, z, a = KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
-  for _, gone in ipairs(redis.call('ZRANGEBYSCORE', z, '-inf', now)) do drop_hold(h, z, a, gone) end
-end
--- Chat holds whose instance died (their lease passed with no settle): the caller records them.
 local live, meta = KEYS[4 * n + 2], KEYS[4 * n + 3]
+for i = 1, n do drop_expired(KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i], live, now, nil) end
+-- Chat holds whose instance died (their lease passed with no settle): the caller records them.
 local lapsed = #redis.call('ZRANGEBYSCORE', live, '-inf', now, 'LIMIT', 0, 1)
 -- The same hold twice (a retried step) holds once: its lease is renewed, nothing is added.
 if n > 0 and redis.call('HEXISTS', KEYS[4], id) == 1 then
@@ -397,13 +408,7 @@ local live, meta = KEYS[4 * n + 1], KEYS[4 * n + 2]
 local lapsed = #redis.call('ZRANGEBYSCORE', live, '-inf', now, 'LIMIT', 0, 1)
 for i = 1, n do
   local s, h, z, a = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
-  local dropped = false
-  for _, gone in ipairs(redis.call('ZRANGEBYSCORE', z, '-inf', now)) do
-    if gone ~= id then
-      drop_hold(h, z, a, gone)
-      dropped = true
-    end
-  end
+  local dropped = drop_expired(h, z, a, live, now, id)
   if dropped then held[i] = tonumber(redis.call('GET', h) or '0') end
   if spent ~= 0 then settled[i] = redis.call('INCRBY', s, ARGV[4]) end
 end

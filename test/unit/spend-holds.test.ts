@@ -1,4 +1,4 @@
-import { holdSpend, repairWindow, settleHold, seedWindow, windowKeys, type ScopeWindow } from '../../core/spend/holds';
+import { holdSpend, repairWindow, settleHold, seedWindow, stepLease, sweepLapsedHolds, windowKeys, type LeaseStep, type ScopeWindow } from '../../core/spend/holds';
 import { testRedis } from '../helpers/harness';
 
 /** The reservation script on the real Redis: one round trip counts the rate and holds the spend. */
@@ -55,6 +55,39 @@ describe('spend holds (core/spend/holds.ts)', () => {
     expect(await holdSpend(redis.redis, 'dead', [key], 100, now, new Date(now.getTime() + 10))).toMatchObject({ state: 'ok' });
     expect(await holdSpend(redis.redis, 'next', [key], 100, now, lease)).toMatchObject({ state: 'refused' });
     expect(await holdSpend(redis.redis, 'next', [key], 100, new Date(now.getTime() + 20), lease)).toMatchObject({ state: 'ok' });
+  });
+
+  // Issue 54, item 2: a registered hold (a chat call's, a process's lease) whose lease passed is
+  // an instance that may have died with its calls billed. Its room is not free until the sweep
+  // has moved its amount to the settled counter, in the same script that drops it.
+  it('keeps a lapsed registered hold\'s amount held until the sweep settles it: its room is never reused in between', async () => {
+    const key = window('key:lapse', 100);
+    await seedWindow(redis.redis, key, 0n);
+    const soon = new Date(now.getTime() + 10);
+    const later = new Date(now.getTime() + 20);
+    expect(await holdSpend(redis.redis, 'dead_call', [key], 80, now, soon, undefined, { requestId: 'dead_call' })).toMatchObject({ state: 'ok' });
+    // Its lease passed: the next reservation is told of the lapse, and does not get its room.
+    expect(await holdSpend(redis.redis, 'next', [key], 50, later, lease)).toMatchObject({ state: 'refused', usedNanos: 80, lapsed: true });
+    expect(await redis.redis.mget(windowKeys(key)[0], windowKeys(key)[1])).toEqual(['0', '80']);
+    expect(await sweepLapsedHolds(redis.redis, org, later)).toEqual([{ nanos: 80, row: { requestId: 'dead_call' } }]);
+    expect(await redis.redis.mget(windowKeys(key)[0], windowKeys(key)[1])).toEqual(['80', '0']);
+    expect(await holdSpend(redis.redis, 'next', [key], 21, later, lease)).toMatchObject({ state: 'refused', usedNanos: 80 });
+    expect(await holdSpend(redis.redis, 'next', [key], 20, later, lease)).toMatchObject({ state: 'ok' });
+  });
+
+  it('gives a lease step no room from another process\'s lapsed lease before the sweep settles it', async () => {
+    const key = window('key:leaselapse', 100);
+    await seedWindow(redis.redis, key, 0n);
+    const step = (leaseId: string, floorNanos: number, spareNanos: number, expires: Date): LeaseStep => ({
+      leaseId, spentNanos: 0, floorNanos, spareNanos, leastRoomNanos: 0, shareOfRoom: 1, allLeasesShareOfRoom: 1, held: false, leaseExpiresAt: expires, lapseRecord: { requestId: leaseId },
+    });
+    // Process A holds 60 in flight, then dies: its lease passes at +10 ms.
+    expect(await stepLease(redis.redis, [key], step('lease:a', 60, 0, new Date(now.getTime() + 10)), now)).toMatchObject({ state: 'ok', grantedNanos: 60 });
+    // Process B asks for 90 of spare room at +20 ms: only the 40 beside A's 60 is there.
+    const b = await stepLease(redis.redis, [key], step('lease:b', 0, 90, lease), new Date(now.getTime() + 20));
+    expect(b).toMatchObject({ state: 'ok', grantedNanos: 40, lapsed: true });
+    expect(await sweepLapsedHolds(redis.redis, org, new Date(now.getTime() + 20))).toEqual([{ nanos: 60, row: { requestId: 'lease:a' } }]);
+    expect(await redis.redis.mget(windowKeys(key)[0], windowKeys(key)[1])).toEqual(['60', '40']);
   });
 
   it('repairs a lost window\'s held total and its leases\' part of it from the amounts', async () => {

@@ -1,6 +1,6 @@
 import { and, eq, sql } from 'drizzle-orm';
 import { jobUsageRollup } from '../request-log/usage-rollup';
-import { closeJobSpend } from '../spend/job-spend';
+import { closeJobSpend, type JobSpendOutcome } from '../spend/job-spend';
 import type { Database } from '../db/client';
 import { JOB_STATUSES, jobEvents, jobs, TERMINAL_JOB_STATUSES, type JobStatus } from '../db/schema';
 import { GatewayError } from '../errors';
@@ -44,10 +44,30 @@ export function isTerminal(status: JobStatus): boolean {
   return TERMINAL_JOB_STATUSES.includes(status);
 }
 
-/** Success settles the reservation at the actual cost; failure and cancel release it. */
-function spendOutcome(row: JobRow): { cost: number | null; provider: string | null; model: string } | 'released' {
+/**
+ * Whether the provider may bill a job that did not succeed here: a render it accepted (or may
+ * have) whose end the gateway did not see. Canceled once running; out of status checks, or a
+ * submit whose answer was lost (both `request_timeout`); ended by an activity that gave up after
+ * the provider took the render. A render the provider failed, or a job no provider took, is not
+ * billed. (Issue 54, items 7 and 8; docs/decisions.md.)
+ */
+function providerMayBill(row: JobRow): boolean {
+  const taken = row.providerJobId !== null;
+  if (row.status === 'canceled') return taken;
+  if (row.status !== 'failed') return false;
+  return row.error?.type === 'request_timeout' || (taken && row.error?.type === 'internal_error');
+}
+
+/**
+ * Success settles the reservation at the actual cost. A job the provider may bill settles at
+ * what was reserved for it (`held`: the render's worst case), although the job itself shows no
+ * cost (spec 8: a canceled or failed job carries none): the ledger and the limits count what the
+ * provider bills. Any other failure, or a cancel before any render started, releases it.
+ */
+function spendOutcome(row: JobRow): JobSpendOutcome {
   // The model that rendered: for a route, its target that ran (the job row's model).
-  return row.status === 'succeeded' ? { cost: row.usage?.cost ?? null, provider: row.provider, model: row.model } : 'released';
+  if (row.status === 'succeeded') return { cost: row.usage?.cost ?? null, provider: row.provider, model: row.model };
+  return providerMayBill(row) ? { held: true, provider: row.provider, model: row.model } : 'released';
 }
 
 const EVENT_OF: Partial<Record<JobStatus, string>> = { succeeded: 'job.succeeded', failed: 'job.failed', canceled: 'job.canceled' };

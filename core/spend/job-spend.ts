@@ -84,9 +84,19 @@ export async function endJobHold(db: Executor, redis: RedisClient, jobId: string
   if (crossings.length > 0) await db.insert(budgetCrossings).values(crossings).onConflictDoNothing();
 }
 
-/** Success: the reservation becomes the actual cost. Failure or cancel: it is released. */
-export async function closeJobSpend(db: Executor, jobId: string, outcome: { cost: number | null; provider: string | null; model: string } | 'released', now: Date): Promise<void> {
-  await db.update(spendLedger)
-    .set(outcome === 'released' ? { state: 'released', updatedAt: now } : { state: 'settled', amount: outcome.cost ?? 0, provider: outcome.provider, model: outcome.model, updatedAt: now })
-    .where(and(eq(spendLedger.jobId, jobId), eq(spendLedger.state, 'reserved')));
+/**
+ * Success: the reservation becomes the actual cost. `held`: the provider may bill a render whose
+ * end was not seen (core/jobs/job-store.ts), so the reservation is settled as it stands.
+ * Otherwise it is released.
+ */
+export type JobSpendOutcome =
+  | { cost: number | null; provider: string | null; model: string }
+  | { held: true; provider: string | null; model: string }
+  | 'released';
+
+export async function closeJobSpend(db: Executor, jobId: string, outcome: JobSpendOutcome, now: Date): Promise<void> {
+  const changes = outcome === 'released' ? { state: 'released' as const, updatedAt: now }
+    : 'held' in outcome ? { state: 'settled' as const, provider: outcome.provider, model: outcome.model, updatedAt: now }
+      : { state: 'settled' as const, amount: outcome.cost ?? 0, provider: outcome.provider, model: outcome.model, updatedAt: now };
+  await db.update(spendLedger).set(changes).where(and(eq(spendLedger.jobId, jobId), eq(spendLedger.state, 'reserved')));
 }

@@ -49,6 +49,9 @@ describe('video jobs', () => {
   }
   /** Submits of this job that reached a sandbox connection without failure directives. */
   const submitsOf = (jobId: string) => f.sandbox.received.filter((r) => r.path === '/openai/v1/videos' && String(r.headers['idempotency-key']).startsWith(`${jobId}-`));
+  /** The job's ledger row, and what the providers bill for its renders (the sandbox's bill, by Idempotency-Key). */
+  const ledgerOf = async (jobId: string) => (await f.database.db.select().from(spendLedger).where(eq(spendLedger.jobId, jobId)))[0];
+  const billedFor = (jobId: string) => f.sandbox.bill.all().filter((l) => l.idempotencyKey?.startsWith(`${jobId}-`)).reduce((sum, l) => sum + (l.usd ?? 0), 0);
   /** Workers like startTestWorkers', with the activities' test hooks. */
   const startHookedWorkers = (hooks: VideoJobHooks) =>
     startTestWorkers(['jobs'], prefix, env, (services) => ({ ...services, video: { ...services.video, ...hooks } }));
@@ -161,6 +164,9 @@ describe('video jobs', () => {
     expect(done).toMatchObject({ status: 'failed', usage: null, output: null, error: { type: 'upstream_error', message: expect.stringContaining('render') } });
     const [event] = await f.database.db.select().from(jobEvents).where(eq(jobEvents.jobId, done.id));
     expect(event!.type).toBe('job.failed');
+    // The provider bills no failed render, and the ledger gives the reservation back.
+    expect(billedFor(done.id)).toBe(0);
+    expect(await ledgerOf(done.id)).toMatchObject({ state: 'released' });
     await f.api.runtime.temporal.workflow.getHandle(done.id).result();
     await history('failed-await-render', done.id);
   });
@@ -171,6 +177,10 @@ describe('video jobs', () => {
     expect(done).toMatchObject({ status: 'failed', error: { type: 'request_timeout' }, usage: null });
     const [row] = await f.database.db.select().from(jobs).where(eq(jobs.id, done.id));
     expect(row!.statusChecks).toBe(60);
+    // The job shows no cost (spec 8), but the provider bills the render it never said was done:
+    // the ledger settles what was reserved for it, 4 s of sora-2 at $0.10 (issue 54, item 8).
+    expect(billedFor(done.id)).toBeCloseTo(0.4, 9);
+    expect(await ledgerOf(done.id)).toMatchObject({ state: 'settled', amount: 0.4, model: 'openai/sora-2' });
     // The checks ride one activity's retries: a handful of history events, not one timer and one activity per check.
     const events = (await f.api.runtime.temporal.workflow.getHandle(done.id).fetchHistory()).events ?? [];
     expect(events.length).toBeLessThanOrEqual(60);
@@ -195,6 +205,9 @@ describe('video jobs', () => {
     const canceled = await call('POST', `/v1/jobs/${created.json.id}/cancel`);
     expect(canceled.status).toBe(200);
     expect(canceled.json).toMatchObject({ status: 'canceled', usage: null, output: null, completed_at: expect.any(Number) });
+    // No cost on the job (spec 8); the render the provider took is billed, and the ledger counts it (issue 54, item 8).
+    expect(billedFor(created.json.id)).toBeCloseTo(0.4, 9);
+    expect(await ledgerOf(created.json.id)).toMatchObject({ state: 'settled', amount: 0.4 });
     const again = await call('POST', `/v1/jobs/${created.json.id}/cancel`);
     expect([again.status, again.json.error?.type]).toEqual([400, 'invalid_request_error']);
     const [event] = await f.database.db.select().from(jobEvents).where(eq(jobEvents.jobId, created.json.id));
@@ -219,6 +232,8 @@ describe('video jobs', () => {
     expect(await f.api.runtime.temporal.workflow.getHandle(created.json.id).result()).toEqual({ status: 'canceled' });
     expect(f.sandbox.videoSubmits()).toBe(submitsBefore);
     expect((await read(created.json.id)).json.status).toBe('canceled');
+    // Nothing rendered, nothing billed: the reservation is given back.
+    expect(await ledgerOf(created.json.id)).toMatchObject({ state: 'released' });
     await history('canceled-recorded-in-postgres', created.json.id);
   });
 
@@ -479,8 +494,9 @@ describe('video jobs', () => {
     expect(done).toMatchObject({ status: 'failed', usage: null, error: { type: 'internal_error', message: expect.stringContaining('could not be completed') } });
     const [event] = await f.database.db.select().from(jobEvents).where(eq(jobEvents.jobId, done.id));
     expect(event!.type).toBe('job.failed');
-    const [spend] = await f.database.db.select().from(spendLedger).where(eq(spendLedger.jobId, done.id));
-    expect(spend!.state).toBe('released');
+    // The provider took the render and bills it: the reservation is settled, though the job shows no cost (issue 54, item 8).
+    expect(billedFor(done.id)).toBeGreaterThan(0);
+    expect(await ledgerOf(done.id)).toMatchObject({ state: 'settled', amount: billedFor(done.id) });
   });
 
   it('refuses a plain-HTTP webhook URL and bodies over 11 MB at submit', async () => {
@@ -546,5 +562,8 @@ describe('video jobs', () => {
     const failed = await until(veoJob.json.id, terminal, 60_000);
     expect(failed).toMatchObject({ status: 'failed', usage: null, error: { type: 'request_timeout' } });
     expect(f.sandbox.videoSubmits() - veoBefore).toBe(1);
+    // It may be rendering (here it is): billed 8 s at $0.40, and the ledger counts that, not $0 (issue 54, item 7).
+    expect(billedFor(veoJob.json.id)).toBeCloseTo(3.2, 9);
+    expect(await ledgerOf(veoJob.json.id)).toMatchObject({ state: 'settled', amount: 3.2 });
   });
 });

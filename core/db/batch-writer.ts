@@ -68,9 +68,23 @@ export function createFlushLane(): FlushLane {
 export const BATCH_ROWS = 50;
 /** Rows one statement takes at most; a larger batch is several statements. */
 export const MAX_STATEMENT_ROWS = 500;
+/**
+ * A batch Postgres could not take for a reason other than its rows (the connection refused or
+ * lost: a restart, a failover) waits and is tried again, first after this long, then twice as
+ * long each time up to `MAX_RETRY_MS`. Its rows are money and the request log: dropped, a
+ * Postgres restart lost every settle of its seconds (issue 54's soak).
+ */
+export const RETRY_MS = 500;
+export const MAX_RETRY_MS = 5_000;
+/** How long `close()` keeps trying a batch Postgres cannot take before it gives the rows up. */
+export const CLOSE_RETRY_MS = 15_000;
 
 export type BatchWriterOptions<Row = unknown> = {
   flushMs?: number; maxBatch?: number; maxStatementRows?: number; maxQueued?: number; afterInsert?: AfterInsert; beforeInsert?: BeforeInsert<Row>; prepareNow?: PrepareNow<Row>;
+  /** The first wait before a batch Postgres could not take is tried again (RETRY_MS). */
+  retryMs?: number;
+  /** How long `close()` keeps trying (CLOSE_RETRY_MS). */
+  closeRetryMs?: number;
   /** Shared with the process's other writers (the API's); without one, the writer's own. */
   lane?: FlushLane;
 };
@@ -154,9 +168,11 @@ const isDeadlock = (err: unknown) => sqlStateOf(err) === '40P01';
  * Rows written off the hot path: they queue in memory and go to Postgres in one multi-row
  * insert every `flushMs` or every `maxBatch` rows, whichever comes first. A batch Postgres
  * refuses for its data is written again row by row (a row with text Postgres cannot store gets
- * it replaced), and only a row still refused alone is logged and dropped; a batch lost to a
- * connection error is dropped and counted. A request is never held up, and the queue never
- * grows without bound.
+ * it replaced), and only a row still refused alone is logged and dropped. A batch lost to a
+ * connection error goes back to the head of the queue and is tried again after a backoff
+ * (`RETRY_MS`), so a Postgres restart delays rows rather than losing them; what the queue's
+ * bound cannot hold meanwhile is dropped and counted. A request is never held up, and the
+ * queue never grows without bound.
  *
  * A row waits as the JSON text of its record, written when it is recorded (once its
  * `beforeInsert` work is done, see `prepareNow`). Turning 200 row objects into text at each
@@ -180,6 +196,11 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
   const insert = batchInsert(table, options.afterInsert);
   let dropped = 0;
   let droppedReported = 0;
+  /** Rows of batches Postgres could not take, in order, to go back to the queue's head. */
+  let unwritten: RecordText[] = [];
+  const retryMs = options.retryMs ?? RETRY_MS;
+  let backoffMs = retryMs;
+  let retryTimer: NodeJS.Timeout | null = null;
   const flushListeners: Array<(seconds: number) => void> = [];
   /** Drops are counted, and said in the log once a flush (not once a row). */
   const reportDrops = () => {
@@ -227,9 +248,9 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
             logger.warn({ err, rows: rows.length }, `${what} batch refused; writing its rows one by one`);
             return 'one by one' as const;
           }
-          dropped += rows.length;
-          logger.error({ err, rows: rows.length }, `${what} write failed`);
-          return 'dropped' as const;
+          unwritten.push(...rows);
+          logger.error({ err, rows: rows.length, retry_in_ms: backoffMs }, `${what} write failed; the rows wait and are tried again`);
+          return 'unwritten' as const;
         });
       if (written === 'one by one') await writeOneByOne(rows);
     }
@@ -255,13 +276,41 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
       unprepared = [];
       // Through the lane, one at a time with the process's other writers' batches.
       await lane.run(() => writeBatch(batch, toPrepare));
+      if (unwritten.length > 0) {
+        requeueUnwritten();
+        return;
+      }
+      backoffMs = retryMs;
     }
     if (queued() === 0) all = false;
+  };
+  /**
+   * Rows Postgres could not take go back to the head of the queue, ahead of what was recorded
+   * since, and a retry is set after the backoff; past the queue's bound the newest are dropped.
+   */
+  const requeueUnwritten = () => {
+    queue = unwritten.concat(queue);
+    unwritten = [];
+    const over = queued() - maxQueued;
+    if (over > 0) {
+      queue.length -= Math.min(over, queue.length);
+      dropped += over;
+    }
+    retryTimer ??= setTimeout(() => {
+      retryTimer = null;
+      void flush();
+    }, backoffMs);
+    retryTimer.unref?.();
+    backoffMs = Math.min(backoffMs * 2, MAX_RETRY_MS);
   };
   const startDrain = (): Promise<void> => (draining ??= drain().finally(() => (draining = null)));
 
   /** Answers once the queue is empty: every row recorded before the call, and any recorded while it ran, is written or given up. */
   const flush = (): Promise<void> => {
+    if (retryTimer) {
+      clearTimeout(retryTimer);
+      retryTimer = null;
+    }
     if (timer) {
       clearTimeout(timer);
       timer = null;
@@ -298,8 +347,23 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
     onFlush(listener) {
       flushListeners.push(listener);
     },
+    /** Writes what is queued; a batch Postgres cannot take is tried for `CLOSE_RETRY_MS`, then given up and counted. */
     async close() {
+      const giveUpAt = Date.now() + (options.closeRetryMs ?? CLOSE_RETRY_MS);
       await flush();
+      while (queued() > 0 && Date.now() < giveUpAt) {
+        await new Promise((r) => setTimeout(r, Math.min(backoffMs, Math.max(0, giveUpAt - Date.now()))));
+        await flush();
+      }
+      if (retryTimer) clearTimeout(retryTimer);
+      retryTimer = null;
+      if (queued() > 0) {
+        dropped += queued();
+        logger.error({ rows: queued() }, `${what} rows given up at close: Postgres did not take them`);
+        queue = [];
+        unprepared = [];
+        reportDrops();
+      }
     },
   };
 }

@@ -143,6 +143,48 @@ describe('batch writer', () => {
     expect(statements).toEqual([4, 2]);
   });
 
+  // Issue 54's soak: a Postgres restart dropped every batch of its seconds, settles and log rows alike.
+  it('keeps a batch Postgres could not take (connection refused) and writes it once Postgres is back, nothing dropped', async () => {
+    text = '';
+    let refusals = 2;
+    const statements: number[] = [];
+    const flaky = {
+      execute(query: SQL) {
+        if (refusals > 0) {
+          refusals -= 1;
+          return Promise.reject(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { errno: -111, syscall: 'connect' }));
+        }
+        statements.push(1);
+        return database.db.execute(query);
+      },
+    } as unknown as Database;
+    const writer = createBatchWriter(flaky, budgetCrossings, logger, 'crossings', { flushMs: 10, maxBatch: 100, retryMs: 20 });
+    const row = (i: number) => ({ id: `bcross_${orgId}_retry${i}`, orgId, scope: `project:retry${i}`, window: '2026-11-07', fraction: 0.5, limit: 1, spent: i, behavior: 'alert' as const });
+    for (let i = 0; i < 3; i++) writer.record(row(i));
+    await new Promise((r) => setTimeout(r, 30));
+    // Recorded while Postgres is away: they wait behind the first rows.
+    writer.record(row(3));
+    const written = async () => (await database.db.select().from(budgetCrossings).where(eq(budgetCrossings.window, '2026-11-07'))).filter((r) => r.orgId === orgId);
+    for (let i = 0; i < 100 && (await written()).length < 4; i++) await new Promise((r) => setTimeout(r, 20));
+    expect((await written()).map((r) => r.spent).sort()).toEqual([0, 1, 2, 3]);
+    expect(writer.dropped()).toBe(0);
+    expect(refusals).toBe(0);
+    expect(text).toContain('the rows wait and are tried again');
+    await writer.close();
+  });
+
+  it('gives up a batch Postgres never takes only at close, after trying for a while, and counts it', async () => {
+    text = '';
+    const down = { execute: () => Promise.reject(new Error('Connection terminated unexpectedly')) } as unknown as Database;
+    const writer = createBatchWriter(down, budgetCrossings, logger, 'crossings', { flushMs: 10, retryMs: 10, closeRetryMs: 100 });
+    writer.record({ id: `bcross_${orgId}_never`, orgId, scope: 'project:never', window: '2026-11-08', fraction: 0.5, limit: 1, spent: 1, behavior: 'alert' });
+    await new Promise((r) => setTimeout(r, 50));
+    expect([writer.dropped(), writer.queued()]).toEqual([0, 1]);
+    await writer.close();
+    expect([writer.dropped(), writer.queued()]).toEqual([1, 0]);
+    expect(text).toContain('given up at close');
+  });
+
   it('drops a row JSON cannot hold when it is recorded, and says so, without throwing into the request', () => {
     text = '';
     const writer = createBatchWriter(database.db, budgetCrossings, logger, 'crossings', { flushMs: 10_000 });

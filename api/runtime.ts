@@ -30,6 +30,7 @@ import { catalogNames } from '../core/observability/model-labels';
 import { createRequestLogWriter, type RequestLogEntry } from '../core/request-log/writer';
 import { createRequestAttribution } from '../core/attribution/request-attribution';
 import { createBatchWriter, createFlushLane } from '../core/db/batch-writer';
+import { createPendingRowJournal, createRowJournal, JOURNAL_RECOVERY_MS } from '../core/db/row-journal';
 import { budgetCrossings, spendLedger } from '../core/db/schema';
 import { createSpendLedger, createSpendUpkeep } from '../core/spend/ledger';
 import { createSpendLeases, leasedSpendLedger } from '../core/spend/leases';
@@ -69,8 +70,13 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
   const manage = createManagementServices({ ...config, GW_SEALING_KEYS: sealingKeys }, temporal.client, upstreamAgent);
   // The writers' batches reach Postgres one at a time (core/db/batch-writer.ts, FlushLane).
   const lane = createFlushLane();
-  const spendRows = createBatchWriter(database.db, spendLedger, logger, 'spend ledger', { lane });
-  const budgetCrossingRows = createBatchWriter(database.db, budgetCrossings, logger, 'budget crossings', { lane });
+  // Queued rows are kept on local disk until Postgres has them: a killed process loses none,
+  // and the next process to start here (or any, every JOURNAL_RECOVERY_MS) inserts them.
+  const journals = path.join(config.dataDir, 'journal');
+  const spendRows = createBatchWriter(database.db, spendLedger, logger, 'spend ledger', {
+    lane, journal: createRowJournal(journals, 'spend_ledger'), pendingJournal: createPendingRowJournal(journals, 'spend_ledger_pending'),
+  });
+  const budgetCrossingRows = createBatchWriter(database.db, budgetCrossings, logger, 'budget crossings', { lane, journal: createRowJournal(journals, 'budget_crossings') });
   // One signer and one store for every output link: video jobs and media files alike.
   const signer = createLinkSigner(deriveKey(sealingKeys, 'output-links'));
   const storage = localOutputStorage(path.join(config.dataDir, 'outputs'));
@@ -79,7 +85,12 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
   // Without an ops port nothing is counted: the request path pays nothing for metrics.
   const catalog = await loadModelCatalog();
   const metrics = config.GW_OPS_PORT === undefined ? null : createGatewayMetrics('gw-api', catalogNames(catalog));
-  const requestLog = createRequestLogWriter(database.db, logger, { attribution, lane });
+  const requestLog = createRequestLogWriter(database.db, logger, { attribution, lane, journal: createRowJournal(journals, 'request_logs') });
+  const recoverJournals = () => Promise.all([spendRows, budgetCrossingRows, requestLog].map((w) => w.recover()))
+    .catch((err: unknown) => logger.warn({ err }, 'could not read the row journals of stopped processes'));
+  void recoverJournals();
+  const journalRecovery = setInterval(() => void recoverJournals(), JOURNAL_RECOVERY_MS);
+  journalRecovery.unref();
   if (metrics) {
     metrics.watchWriter('request_log', requestLog);
     metrics.watchWriter('spend_ledger', spendRows);
@@ -180,6 +191,7 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
       httpMetrics: metrics?.observeHttpRequest,
     },
     async close() {
+      clearInterval(journalRecovery);
       await unsubscribe();
       // Model calls still running settle and log before the writers flush (bounded).
       const drained = await gateway.inFlight.drained(config.GW_SHUTDOWN_GRACE_MS);

@@ -2,6 +2,7 @@ import { getTableColumns, getTableName, sql, type SQL } from 'drizzle-orm';
 import type { PgColumn, PgTable } from 'drizzle-orm/pg-core';
 import type { Database } from './client';
 import type { Logger } from '../logger';
+import type { PendingRowJournal, RowJournal } from './row-journal';
 import { storableCopy } from './storable-text';
 
 export type BatchWriter<Row> = {
@@ -14,6 +15,13 @@ export type BatchWriter<Row> = {
   /** Told of each batch as it ends (written, written row by row, or given up): how long it took, in seconds. */
   onFlush(listener: (seconds: number) => void): void;
   flush(): Promise<void>;
+  /**
+   * A row owed if this process dies before the closer it answers is called (a call in flight
+   * that nothing else records): kept in the pending journal, never queued. Without one, nothing.
+   */
+  pending(row: Row): () => void;
+  /** With a journal: inserts the rows dead processes left in it; answers how many segments it took. */
+  recover(): Promise<number>;
   close(): Promise<void>;
 };
 
@@ -85,6 +93,10 @@ export type BatchWriterOptions<Row = unknown> = {
   retryMs?: number;
   /** How long `close()` keeps trying (CLOSE_RETRY_MS). */
   closeRetryMs?: number;
+  /** Rows kept on local disk until Postgres has them, so a killed process loses none (core/db/row-journal.ts). */
+  journal?: RowJournal;
+  /** Rows owed if the process dies first (`pending`), inserted by recovery after the journal's. */
+  pendingJournal?: PendingRowJournal;
   /** Shared with the process's other writers (the API's); without one, the writer's own. */
   lane?: FlushLane;
 };
@@ -201,6 +213,8 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
   const retryMs = options.retryMs ?? RETRY_MS;
   let backoffMs = retryMs;
   let retryTimer: NodeJS.Timeout | null = null;
+  const { journal, pendingJournal } = options;
+  const NO_CLOSE = () => undefined;
   const flushListeners: Array<(seconds: number) => void> = [];
   /** Drops are counted, and said in the log once a flush (not once a row). */
   const reportDrops = () => {
@@ -270,6 +284,8 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
   let all = false;
   const drain = async (): Promise<void> => {
     while (queued() > 0 && (all || queued() >= maxBatch)) {
+      // Every row queued now is in the journal's segments up to this one.
+      const journaled = journal?.cut();
       const batch = queue;
       const toPrepare = unprepared;
       queue = [];
@@ -281,6 +297,7 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
         return;
       }
       backoffMs = retryMs;
+      if (journaled !== undefined) journal!.release(journaled);
     }
     if (queued() === 0) all = false;
   };
@@ -328,8 +345,15 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
         return;
       }
       try {
-        if (!beforeInsert || prepareNow?.(row)) queue.push(insert.text(row));
-        else unprepared.push(row);
+        if (!beforeInsert || prepareNow?.(row)) {
+          const text = insert.text(row);
+          queue.push(text);
+          journal?.append(text);
+        } else {
+          unprepared.push(row);
+          // Kept as it is now: a row recovered from the journal goes in without its preparation.
+          journal?.append(insert.text(row));
+        }
       } catch (err) {
         // A row JSON cannot hold (a BigInt, a cycle) is the caller's bug: never the request's failure.
         dropped++;
@@ -342,6 +366,31 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
       else timer ??= setTimeout(() => void flush(), flushMs);
     },
     flush,
+    pending(row) {
+      if (!pendingJournal) return NO_CLOSE;
+      const text = insert.text(row);
+      return pendingJournal.open(String((row as { id?: unknown }).id ?? ''), text);
+    },
+    async recover() {
+      // The journal's rows first: a row settled and journaled wins over its pending worst case (same id).
+      const orphans = [...(journal?.orphans() ?? []), ...(pendingJournal?.orphans() ?? [])];
+      let taken = 0;
+      for (const orphan of orphans) {
+        try {
+          for (let i = 0; i < orphan.records.length; i += maxStatementRows) {
+            const rows = orphan.records.slice(i, i + maxStatementRows) as RecordText[];
+            await lane.run(() => db.execute(insert.statement(rows)).then(() => undefined));
+          }
+          orphan.remove();
+          taken += 1;
+          logger.info({ rows: orphan.records.length, file: orphan.file }, `${what} rows a stopped process left recovered`);
+        } catch (err) {
+          // Tried again at the next recovery; the inserts take each row once.
+          logger.warn({ err, file: orphan.file }, `${what} rows a stopped process left could not be written yet`);
+        }
+      }
+      return taken;
+    },
     dropped: () => dropped,
     queued,
     onFlush(listener) {
@@ -357,9 +406,12 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
       }
       if (retryTimer) clearTimeout(retryTimer);
       retryTimer = null;
+      // Rows Postgres did not take stay in the journal, for the next process to insert.
+      journal?.close(queued() === 0);
+      pendingJournal?.close();
       if (queued() > 0) {
         dropped += queued();
-        logger.error({ rows: queued() }, `${what} rows given up at close: Postgres did not take them`);
+        logger.error({ rows: queued(), kept_in_journal: journal !== undefined }, `${what} rows given up at close: Postgres did not take them`);
         queue = [];
         unprepared = [];
         reportDrops();

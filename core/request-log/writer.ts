@@ -11,8 +11,8 @@ export type RequestLogWriter = BatchWriter<RequestLogEntry>;
 type Options = Omit<BatchWriterOptions<RequestLogEntry>, 'afterInsert' | 'beforeInsert' | 'prepareNow'> & { attribution?: RequestAttribution };
 
 /**
- * Request-log rows (spec 4.1) leave the hot path in batches; a failed insert is logged and
- * dropped. Each row is attributed to cost centers (issue 23) as it is recorded when its
+ * Request-log rows (spec 4.1) leave the hot path in batches; an insert Postgres could not take
+ * is tried again (core/db/batch-writer.ts). Each row is attributed to cost centers (issue 23) as it is recorded when its
  * organization's rules are at hand, else in its batch before the insert, and
  * the same statement adds the batch to the hourly usage rollups, so the rollups hold exactly the
  * rows the log took: a refused batch counts in neither.

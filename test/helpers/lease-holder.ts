@@ -15,7 +15,7 @@ async function main(): Promise<void> {
   const redis = connectRedis(process.env.REDIS_URL!, process.env.REDIS_KEY_PREFIX!);
   const database = connectDatabase(process.env.DATABASE_URL!, { max: 1 });
   const rows: SpendLedgerRow[] = [];
-  const writer = { record: (row: SpendLedgerRow) => void rows.push(row), dropped: () => 0, queued: () => 0, onFlush: () => undefined, flush: async () => undefined, close: async () => undefined };
+  const writer = { record: (row: SpendLedgerRow) => void rows.push(row), dropped: () => 0, queued: () => 0, onFlush: () => undefined, flush: async () => undefined, pending: () => () => undefined, recover: async () => 0, close: async () => undefined };
   const deps = { db: database.db, redis, rows: writer };
   const upkeep = createSpendUpkeep(deps);
   const leases = createSpendLeases({ redis, upkeep, stepMs: 50 });

@@ -17,7 +17,7 @@ import { startRedisCluster, type RedisCluster } from '../helpers/redis-cluster';
 /** Rows the ledger would write, kept in memory: these tests are about the Redis windows. */
 function rowsKept(): BatchWriter<SpendLedgerRow> & { rows: SpendLedgerRow[] } {
   const rows: SpendLedgerRow[] = [];
-  return { rows, record: (row) => void rows.push(row), dropped: () => 0, queued: () => 0, onFlush: () => undefined, flush: async () => undefined, close: async () => undefined };
+  return { rows, record: (row) => void rows.push(row), dropped: () => 0, queued: () => 0, onFlush: () => undefined, flush: async () => undefined, pending: () => () => undefined, recover: async () => 0, close: async () => undefined };
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -91,7 +91,8 @@ export function chatCallDeps(call: Call) {
     agent: services.agent, catalog: services.catalog, learned: services.learned, defaultTimeoutMs: services.defaultTimeoutMs,
     forceOutputCeiling: call.hold?.scopes.some((s) => s.blocking) ?? false,
     trace: call.ctx.state.trace,
-    requestId: call.ctx.state.requestId,
+    // The id the call's ledger row is kept under (a decision's retried call has its own).
+    requestId: call.callId ?? call.ctx.state.requestId,
     readOnSlot: () => readOnSlot(call.key.orgId),
     onCut(candidate: Served<unknown>['candidate'], by: CutBy) {
       const usage = billedUsage(call.body, null, 0, false);

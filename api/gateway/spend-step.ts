@@ -35,6 +35,8 @@ export type SpendCall = {
   holdRenewal?: NodeJS.Timeout;
   /** Ends this call's count in flight (GatewayServices.inFlight), once its spend has ended. */
   endInFlight?: () => void;
+  /** Closes the call's pending ledger row (a key without a blocking limit: BatchWriter.pending), once its spend has ended. */
+  closePending?: () => void;
   /**
    * The id of this call's hold, ledger row and request-log row when a request makes more than
    * one model call (a decision's retry); the request id otherwise.
@@ -121,10 +123,35 @@ export async function reserveSpend(call: SpendCall, worstCase: () => number, fir
   // From here the call is in flight until its spend ends: a graceful stop waits for it.
   call.endInFlight = services.inFlight.begin();
   const hold = call.hold!;
+  // A blocking key's draw from this process's lease lapses with the lease within seconds; any
+  // other call is owed from the journal if this process dies first (a registered hold would
+  // lapse only after its 15-minute lease; a key without a blocking limit holds nothing).
+  if (!(blocking && hold.lease)) owePending(call, hold, blocking ? () => hold.amount : worstCase);
   // A hold drawn from the process's lease lives as long as the process steps its lease.
   if (!blocking || hold.lease) return;
   call.holdRenewal = setInterval(() => void services.spend.renew(hold, CHAT_HOLD_LEASE_MS, new Date()).catch(() => undefined), CHAT_HOLD_RENEW_MS);
   call.holdRenewal.unref();
+}
+
+/**
+ * If this process dies before the call ends, its worst case is owed: it is kept as a pending
+ * ledger row (BatchWriter.pending), closed when the call's spend ends, and inserted by the next
+ * process to start here (issue 54's soak). The row has the id the call's settle writes, and a
+ * registered hold's lapse too, so only one of them is ever kept. A call no price covers
+ * (unpriced, allowed without a limit) owes none.
+ */
+function owePending(call: SpendCall, hold: Hold, worstCase: () => number): void {
+  let amount = 0;
+  try {
+    amount = worstCase();
+  } catch {
+    return;
+  }
+  if (!(amount > 0)) return;
+  const row = ledgerRowOf(call, call.callId ?? call.ctx.state.requestId, endUserScopeOf(hold.scopes));
+  if (hold.rowId) row.id = hold.rowId;
+  else hold.rowId = row.id;
+  call.closePending = call.services.spendRows.pending(Object.assign(row, { amount, state: 'settled' as const }));
 }
 
 /** The end-customer counter a hold settles into first (its governing rule's), as the ledger row records it. */
@@ -178,6 +205,10 @@ export function endSpend(call: SpendCall, estimate: CostEstimate): void {
   const done = cost > 0
     ? call.services.spend.settle(hold, cost, ledgerRowOf(call, call.callId ?? call.ctx.state.requestId, endUserScopeOf(hold.scopes)))
     : call.services.spend.release(hold);
+  // The settled row (same id) is journaled by now, or nothing was owed.
+  const closePending = call.closePending;
+  call.closePending = undefined;
+  if (closePending) void done.catch(() => undefined).finally(closePending);
   // Off the answer's path; a hold that could not be ended lapses with its lease. The call stays
   // in flight until then, and a turn longer, for the row its caller logs right after this.
   const endInFlight = call.endInFlight;

@@ -337,7 +337,8 @@ export function leasedSpendLedger(ledger: SpendLedger, leases: SpendLeases, deps
       if (!hold.lease) return ledger.settle(hold, cost, row);
       const nanos = toNanos(cost);
       const leaseRef = leases.end(hold.lease, nanos);
-      if (row && nanos !== 0) deps.rows.record(Object.assign({}, row, { amount: toDollars(nanos), state: 'settled' as const, leaseRef }));
+      // Under the id a pending row of the call was kept under (BatchWriter.pending), so one of the two is kept.
+      if (row && nanos !== 0) deps.rows.record(Object.assign({}, row, { amount: toDollars(nanos), state: 'settled' as const, leaseRef }, hold.rowId && { id: hold.rowId }));
     },
 
     async release(hold) {

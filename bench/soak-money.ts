@@ -85,6 +85,9 @@ async function ownServices(work: string) {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const soakStarted = Date.now();
+/** A progress line with the time since the soak started. */
+const step = (what: string) => log(`${((Date.now() - soakStarted) / 1000).toFixed(1)} s: ${what}`);
 
 /** An organization connected to the sandbox under its own credential, with its keys. */
 export type SoakOrg = { orgId: string; token: string; secret: string; keys: Array<{ id: string; secret: string; limit: number | null; period: string | null }>; decision: string; route: string };
@@ -123,7 +126,8 @@ async function setUpOrg(apiUrl: string, svc: Services, sandbox: Sandbox, seed: n
 }
 
 /** What the client saw of one request. */
-export type Sent = { op: string; org: number; key: number; api: number; pid: number; requestId: string | null; status: number | null; hungUp: boolean; jobId?: string };
+/** What the client saw of one request: its id and status once the headers came, `broken` when the answer then broke off (a killed process). */
+export type Sent = { op: string; org: number; key: number; api: number; pid: number; requestId: string | null; status: number | null; hungUp: boolean; broken?: boolean; jobId?: string; tag: string };
 
 async function runSeed(seed: number, work: string, services: Awaited<ReturnType<typeof ownServices>>, sandbox: Sandbox, sealingKeys: string): Promise<{ reports: OrgReport[]; findings: Finding[]; sent: Sent[]; faults: string[] }> {
   const { svc } = services;
@@ -133,10 +137,12 @@ async function runSeed(seed: number, work: string, services: Awaited<ReturnType<
   let jobsWorker = worker('jobs', 0);
   const webhooksWorker = worker('webhooks', 0);
 
+  step(`seed ${seed}: ${API_COUNT} API processes and the workers started`);
   const orgs: SoakOrg[] = [];
   for (let i = 0; i < ORGS; i++) orgs.push(await setUpOrg(apis[0]!.apiUrl, svc, sandbox, seed, i));
   // Configuration reaches every API process through its own refresh.
   await sleep(1500);
+  step(`seed ${seed}: organizations set up; traffic for ${SECONDS} s`);
 
   const plan = soakPlan(seed);
   const sent: Sent[] = [];
@@ -156,7 +162,8 @@ async function runSeed(seed: number, work: string, services: Awaited<ReturnType<
       killedAt.push(Date.now());
       victim.child.kill('SIGKILL');
       await sleep(RESTART_AFTER_MS);
-      apis[0] = await startApi(work, `s${seed}-api0b`, 'API 0 again', svc, sealingKeys);
+      // On the same data folder, as a restarted process: it inserts what its predecessor's journals hold.
+      apis[0] = await startApi(work, `s${seed}-api0`, 'API 0 again', svc, sealingKeys);
     }, 'api'],
     [0.25, 'SIGKILL the jobs worker (started again 3 s later)', async () => {
       jobsWorker.kill('SIGKILL');
@@ -174,7 +181,7 @@ async function runSeed(seed: number, work: string, services: Awaited<ReturnType<
       const t0 = Date.now();
       await act();
       faults.push(`${((t0 - started) / 1000).toFixed(1)} s: ${what} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
-      log(`seed ${seed}: ${what}`);
+      step(`seed ${seed}: ${what}`);
     }
   })();
 
@@ -187,10 +194,10 @@ async function runSeed(seed: number, work: string, services: Awaited<ReturnType<
       const target = apis[api];
       if (!target) continue;
       const org = orgs[op.org % orgs.length]!;
-      const record: Sent = { op: op.name, org: op.org % orgs.length, key: op.key, api, pid: target.pid, requestId: null, status: null, hungUp: false };
+      const record: Sent = { op: op.name, org: op.org % orgs.length, key: op.key, api, pid: target.pid, requestId: null, status: null, hungUp: false, tag: `s${seed}n${opIndex}` };
       sent.push(record);
       const also = (name: string) => {
-        const more: Sent = { ...record, op: name, requestId: null, status: null, hungUp: false };
+        const more: Sent = { ...record, op: name, requestId: null, status: null, hungUp: false, tag: `${record.tag}b` };
         sent.push(more);
         return more;
       };
@@ -202,7 +209,7 @@ async function runSeed(seed: number, work: string, services: Awaited<ReturnType<
     }
   });
   await Promise.all([...clients, faultsDone]);
-  log(`seed ${seed}: ${sent.length} requests sent; draining`);
+  step(`seed ${seed}: ${sent.length} requests sent; draining`);
 
   // Drain: jobs to their end, lapsed leases past their TTL and swept (a request on each key
   // makes its reservation see them), then every process stopped gracefully (batches flushed).
@@ -213,6 +220,7 @@ async function runSeed(seed: number, work: string, services: Awaited<ReturnType<
   await sleep(1_000);
   await Promise.all([...answering.map((a) => stopChild(a.child)), stopChild(jobsWorker), stopChild(webhooksWorker)]);
 
+  step(`seed ${seed}: drained; every process stopped`);
   const pg = new PgClient({ connectionString: svc.databaseUrl });
   await pg.connect();
   try {
@@ -237,6 +245,7 @@ async function main(): Promise<void> {
   log(`money soak: ${SEEDS.length} seed(s) of ${SECONDS} s, ${API_COUNT} API processes, ${CONCURRENCY} clients`);
   const services = await ownServices(work);
   await applyMigrations(services.svc.databaseUrl);
+  step('services started, migrations applied');
   const sandbox = await startSandbox();
   cleanups.push(() => sandbox.close());
   const sealingKeys = newKeyring();

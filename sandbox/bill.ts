@@ -35,7 +35,10 @@ export type BillUnits = {
 };
 
 export type BillLine = {
+  /** When the line was written: the call accepted (after a `delay_ms`, when the client hung up, at the delay's end). */
   at: string;
+  /** When the call reached the sandbox. */
+  receivedAt: string;
   /** SHA-256 (hex) of the credential the call carried. */
   credential: string;
   requestId: string | null;
@@ -48,9 +51,11 @@ export type BillLine = {
   units: BillUnits;
   /** What the provider bills, in USD; null when its list prices do not price the model. */
   usd: number | null;
+  /** The call's `tag=<text>` directive, when it had one: a client's own name for it. */
+  tag?: string;
 };
 
-export type BillInput = Omit<BillLine, 'at' | 'credential' | 'usd'> & { credential: string | undefined; usd?: number | null };
+export type BillInput = Omit<BillLine, 'at' | 'receivedAt' | 'credential' | 'usd'> & { credential: string | undefined; usd?: number | null; receivedAt?: Date };
 
 export const credentialHash = (secret: string) => createHash('sha256').update(secret).digest('hex');
 
@@ -129,7 +134,9 @@ export function createBill(): Bill {
   return {
     add(input) {
       const usd = input.usd !== undefined ? input.usd : tokenUsd(input.provider, input.model, input.units, input.tier);
-      const line: BillLine = { ...input, at: new Date().toISOString(), credential: credentialHash(input.credential ?? ''), usd };
+      const { receivedAt, ...rest } = input;
+      const at = new Date().toISOString();
+      const line: BillLine = { ...rest, at, receivedAt: receivedAt?.toISOString() ?? at, credential: credentialHash(input.credential ?? ''), usd };
       lines.push(line);
       return line;
     },

@@ -19,6 +19,7 @@
  *   reasoning=<n>       report n reasoning tokens within the completion (Anthropic, with
  *                       thinking on: n thinking tokens beyond the shown thinking, in output_tokens)
  *   web_searches=<n>    the model ran n web searches (Anthropic: `usage.server_tool_use`)
+ *   tag=<text>          kept on the call's bill line (sandbox/bill.ts): a client's own name for the call
  *   no_usage            report no usage at all (OpenAI wire: no `usage` field, no usage chunk),
  *                       as some compatible servers do
  *   moderation          refuse the request as flagged content
@@ -63,6 +64,7 @@ export type Directives = {
   cacheWrite1h?: number;
   reasoning?: number;
   webSearches?: number;
+  tag?: string;
   noUsage?: boolean;
   moderation?: boolean;
   reply?: string;
@@ -103,6 +105,7 @@ export function parseDirectives(text: string): Directives {
       case 'cache_write_1h': d.cacheWrite1h = Number(value); break;
       case 'reasoning': d.reasoning = Number(value); break;
       case 'web_searches': d.webSearches = Number(value); break;
+      case 'tag': d.tag = value; break;
       case 'no_usage': d.noUsage = true; break;
       case 'moderation': d.moderation = true; break;
       case 'reply': d.reply = value; break;

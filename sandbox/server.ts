@@ -135,6 +135,7 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
   let frames = 0;
 
   const server = http.createServer(async (req, res) => {
+    const receivedAt = new Date();
     const url = new URL(req.url ?? '/', 'http://sandbox');
     const prefixed = /^\/x\/([^/]*)(\/.*)$/.exec(url.pathname);
     const path = prefixed ? prefixed[2]! : url.pathname;
@@ -160,7 +161,7 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
       // A client that hangs up mid-upload or mid-answer ends the exchange, never the sandbox.
       const charge = (model: string, units: BillUnits, usd: number | null) => bill.add({
         credential: mediaEndpoint.wire.credential(req, url), requestId: requestIdOf(req.headers), idempotencyKey: null, provider: mediaEndpoint.flavor,
-        endpoint: path, model, tier: null, units, usd,
+        endpoint: path, model, tier: null, units, usd, receivedAt,
       });
       return handleMedia({ state: media, req, res, url, pathDirectives: prefixed?.[1] ?? '', endpoint: mediaEndpoint, record, failing, send, charge }).catch(() => res.destroy());
     }
@@ -216,7 +217,7 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
         // The provider was working on it when its client left: it bills the answer it finishes,
         // unless the call was one it refuses anyway.
         const refused = wouldFail(directives, `${prefixed?.[1] ?? ''}|${directiveText}`) || directives.moderation || (directives.refuseParam && parsed.params.includes(directives.refuseParam));
-        if (!refused) accepted(req, url, endpoint, parsed, directives);
+        if (!refused) accepted(req, url, endpoint, parsed, directives, receivedAt);
         return;
       }
     }
@@ -233,7 +234,7 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
     }
     // A model ignoring the structured output it was asked for, for the first `times` requests.
     const raw = directives.rawReply !== undefined && firstTimes(directives, `raw|${prefixed?.[1] ?? ''}|${directiveText}`);
-    await answer(req, url, res, endpoint, raw ? { ...parsed, json: undefined } : parsed, raw ? { ...directives, reply: directives.rawReply } : directives);
+    await answer(receivedAt, req, url, res, endpoint, raw ? { ...parsed, json: undefined } : parsed, raw ? { ...directives, reply: directives.rawReply } : directives);
   });
 
   /** Whether this request is one of the first `times` with these directives (all, without `times`). */
@@ -257,19 +258,20 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
    * A call the model takes on: its turn, billed now for the whole answer, however much of it
    * the client reads (a provider bills the work it did, and finishes it when its client leaves).
    */
-  function accepted(req: http.IncomingMessage, url: URL, endpoint: Endpoint, parsed: ParsedChat, directives: Directives): AnswerContext {
+  function accepted(req: http.IncomingMessage, url: URL, endpoint: Endpoint, parsed: ParsedChat, directives: Directives, receivedAt: Date): AnswerContext {
     const reply = directives.reply ?? (directives.words ? numberedWords(directives.words, directives.wordBytes) : undefined);
     const turn = planTurn({ ...parsed, reply, parallelTools: directives.parallelTools === true && parsed.parallelToolCalls !== false, ...(directives.tool && { toolChoice: directives.tool }) });
     const ctx = { id: randomBytes(12).toString('hex'), created: Math.floor(Date.now() / 1000), directives, turn, model: parsed.model, includeUsage: parsed.includeUsage, choices: parsed.choices ?? 1, logprobs: parsed.logprobs, thinking: parsed.thinking, extra: parsed.extra };
     bill.add({
       credential: endpoint.wire.credential(req, url), requestId: requestIdOf(req.headers), idempotencyKey: null, provider: endpoint.flavor,
-      endpoint: url.pathname.replace(/^\/x\/[^/]*/, ''), model: parsed.model, tier: parsed.serviceTier ?? null, units: endpoint.wire.billed(ctx),
+      endpoint: url.pathname.replace(/^\/x\/[^/]*/, ''), model: parsed.model, tier: parsed.serviceTier ?? null, units: endpoint.wire.billed(ctx), receivedAt,
+      ...(directives.tag !== undefined && { tag: directives.tag }),
     });
     return ctx;
   }
 
-  async function answer(req: http.IncomingMessage, url: URL, res: http.ServerResponse, endpoint: Endpoint, parsed: ParsedChat, directives: Directives) {
-    const ctx = accepted(req, url, endpoint, parsed, directives);
+  async function answer(receivedAt: Date, req: http.IncomingMessage, url: URL, res: http.ServerResponse, endpoint: Endpoint, parsed: ParsedChat, directives: Directives) {
+    const ctx = accepted(req, url, endpoint, parsed, directives, receivedAt);
     if (!parsed.stream) {
       res.writeHead(200, { 'content-type': 'application/json' });
       return res.end(JSON.stringify(endpoint.wire.answer(ctx)));

@@ -187,9 +187,10 @@ async function main() {
   // Suites that measure the machine run after the rest, each in a Jest process of its own: the
   // console's browser tests drive a Chromium that takes a core of its own, and the multipart
   // intake test measures its own process's memory peak, which another suite's load on the two
-  // cores, or what an earlier suite left in the same process, pushes past its bar. Every run
-  // always runs; any failing fails.
-  const ALONE = ['/test/browser/', '/test/api/multipart-intake.test.ts'];
+  // cores, or what an earlier suite left in the same process, pushes past its bar. The money
+  // soak's short run starts three API processes, the workers and its own services, and restarts
+  // them. Every run always runs; any failing fails.
+  const ALONE = ['/test/browser/', '/test/api/multipart-intake.test.ts', '/test/soak/'];
   const rest = jest(['--testPathIgnorePatterns', ...ALONE]);
   const alone = ALONE.map((p) => jest(['--runInBand', p.replace(/^\//, '')]));
   return [rest, ...alone].find((code) => code !== 0) ?? 0;

@@ -47,6 +47,9 @@ export async function reconcile(pg: PgClient, sandbox: Sandbox, orgs: SoakOrg[],
   const reports: OrgReport[] = [];
   const findings: Finding[] = [];
   const byRequestId = new Map(sent.filter((s) => s.requestId).map((s) => [s.requestId!, s]));
+  const byTag = new Map(sent.map((s) => [s.tag, s]));
+  // A call whose client never saw its id is known by its tag on the bill line.
+  for (const org of orgs) for (const line of sandbox.bill.lines(org.secret)) if (line.requestId && line.tag && !byRequestId.has(line.requestId) && byTag.has(line.tag)) byRequestId.set(line.requestId, byTag.get(line.tag)!);
 
   for (const [o, org] of orgs.entries()) {
     const finding = (check: string, detail: string) => findings.push({ org: o, check, detail });
@@ -87,11 +90,13 @@ export async function reconcile(pg: PgClient, sandbox: Sandbox, orgs: SoakOrg[],
       const s = byRequestId.get(id);
       const row = logged.get(id);
       const line = lineOf.get(id);
-      return `${s?.op ?? 'not seen by the client'}${s?.hungUp ? ', client left' : ''}; ${line ? `${line.model} at ${line.endpoint}` : ''}; ${row ? `logged ${row.status} ${row.endpoint}, attempts ${row.attempts.map((a) => a.outcome).join(',')}` : 'not logged'}${s && killedPids.has(s.pid) ? '; on the killed process' : ''}`;
+      const sinceKill = line && killed.at.length > 0 ? `; billed ${((Date.parse(line.at) - killed.at[0]!) / 1000).toFixed(2)} s after the kill` : '';
+      return `${s?.op ?? 'not seen by the client'}${s?.hungUp ? ', client left' : ''}${s?.broken ? ', answer broken off' : ''}; ${line ? `${line.model} at ${line.endpoint}` : ''}; ${row ? `logged ${row.status} ${row.endpoint}, attempts ${row.attempts.map((a) => a.outcome).join(',')}` : 'not logged'}${s && killedPids.has(s.pid) ? '; on the killed process' : ''}${sinceKill}`;
     };
 
     // What the bill holds beyond the ledger, request by request; a killed process's lapses cover only its own requests.
     let coverable = 0;
+    const killedShort: string[] = [];
     let uncovered = 0;
     const shortOnes: string[] = [];
     for (const [id, usd] of billed) {
@@ -99,19 +104,23 @@ export async function reconcile(pg: PgClient, sandbox: Sandbox, orgs: SoakOrg[],
       if (short <= EPSILON) continue;
       const s = byRequestId.get(id);
       const line = lineOf.get(id);
-      const inFlightAtKill = !s && !logged.has(id) && line !== undefined && killed.at.some((t) => Date.parse(line.at) <= t);
-      if ((s && killedPids.has(s.pid)) || inFlightAtKill) coverable += short;
+      // Reached the provider before a kill (its bill line may be written later: a call held by `delay_ms` is billed when the delay ends).
+      const inFlightAtKill = !s && !logged.has(id) && line !== undefined && killed.at.some((t) => Date.parse(line.receivedAt) <= t);
+      if ((s && killedPids.has(s.pid)) || inFlightAtKill) {
+        coverable += short;
+        killedShort.push(`${id} (${describe(id)}${s ? `, key ${s.key}` : ''}): short $${short.toFixed(9)}`);
+      }
       else {
         uncovered += short;
         shortOnes.push(`${id} (${describe(id)}): billed $${usd.toFixed(9)}, charged $${(charged.get(id) ?? 0).toFixed(9)}`);
       }
     }
     const underCharge = uncovered + Math.max(0, coverable - leaseLapses);
-    if (underCharge > EPSILON) finding('under-charge', `$${underCharge.toFixed(9)}: ${shortOnes.slice(0, 5).join('; ')}${coverable > leaseLapses ? `; killed processes' requests short $${coverable.toFixed(9)} against lapses $${leaseLapses.toFixed(9)}` : ''}`);
+    if (underCharge > EPSILON) finding('under-charge', `$${underCharge.toFixed(9)}: ${shortOnes.slice(0, 5).join('; ')}${coverable > leaseLapses ? `; killed processes' requests short $${coverable.toFixed(9)} against lapses $${leaseLapses.toFixed(9)}: ${killedShort.slice(0, 5).join('; ')}` : ''}`);
     const billedTotal = [...billed.values()].reduce((a, b) => a + b, 0) + unattributed;
 
     // The request log: once per model call served (a 2xx answer; a video job is followed in the jobs table instead).
-    const answered = sent.filter((s) => s.org === o && s.requestId && s.status !== null && s.status >= 200 && s.status < 300 && s.op !== 'video');
+    const answered = sent.filter((s) => s.org === o && s.requestId && s.status !== null && s.status >= 200 && s.status < 300 && s.op !== 'video' && !s.hungUp && !s.broken);
     let logMissing = 0;
     let logTwice = 0;
     for (const s of answered) {

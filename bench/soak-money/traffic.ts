@@ -37,7 +37,8 @@ async function send(ctx: OpContext, s: Send, record: Sent = ctx.record): Promise
     const res = await fetch(`${ctx.apiUrl}${s.path}`, {
       method: 'POST', signal: controller.signal,
       headers: { authorization: `Bearer ${ctx.key}`, 'content-type': 'application/json', ...s.headers },
-      body: JSON.stringify(s.body),
+      // The sandbox keeps the tag on the bill line: a call whose answer never came is still known by it.
+      body: JSON.stringify(s.body).replace('[sandbox ', `[sandbox tag=${record.tag} `),
     });
     record.requestId = res.headers.get('x-gw-request-id');
     record.status = res.status;
@@ -48,7 +49,13 @@ async function send(ctx: OpContext, s: Send, record: Sent = ctx.record): Promise
       await reader.cancel();
       return null;
     }
-    const text = await res.text();
+    let text: string;
+    try {
+      text = await res.text();
+    } catch (err) {
+      if (!record.hungUp) record.broken = true;
+      throw err;
+    }
     try {
       return JSON.parse(text) as Record<string, unknown>;
     } catch {

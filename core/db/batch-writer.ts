@@ -322,7 +322,11 @@ export function createBatchWriter<T extends PgTable>(db: Database, table: T, log
   };
   const startDrain = (): Promise<void> => (draining ??= drain().finally(() => (draining = null)));
 
-  /** Answers once the queue is empty: every row recorded before the call, and any recorded while it ran, is written or given up. */
+  /**
+   * Answers once every row recorded before the call, and any recorded while it ran, is written,
+   * given up, or back in the queue after Postgres could not be reached (tried again on a timer;
+   * `close()` waits for those).
+   */
   const flush = (): Promise<void> => {
     if (retryTimer) {
       clearTimeout(retryTimer);

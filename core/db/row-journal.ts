@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 
@@ -12,10 +13,10 @@ import { randomBytes } from 'node:crypto';
  * twice counts once) and removes them.
  *
  * Rows are written out once per turn of the event loop, in one write: the page cache keeps them
- * through a SIGKILL (a crash of the machine itself may lose the last ones). A process is dead
- * when its pid is not running on this machine, when it is an earlier process with this one's
- * pid (a restarted container), or when it has not touched its heartbeat for `STALE_MS` (another
- * machine sharing the folder).
+ * through a SIGKILL (a crash of the machine itself may lose the last ones). Each process keeps a
+ * heartbeat file naming its host. A process of this host is dead when its pid no longer runs,
+ * or is this process's own (an earlier process of a restarted container); a process of another
+ * host sharing the folder, when it has not touched its heartbeat for `STALE_MS`.
  */
 export type RowJournal = {
   /** Appends a row's record text, written out before this turn of the event loop ends. */
@@ -42,18 +43,23 @@ const PROCESS_ID = `${process.pid}-${Date.now().toString(36)}-${randomBytes(3).t
 
 function alive(processId: string, dir: string): boolean {
   if (processId === PROCESS_ID) return true;
+  const file = path.join(dir, `${processId}.alive`);
+  let host: string;
+  let touched: number;
+  try {
+    host = fs.readFileSync(file, 'utf8');
+    touched = fs.statSync(file).mtimeMs;
+  } catch {
+    return false;
+  }
+  if (host !== os.hostname()) return Date.now() - touched < STALE_MS;
   const pid = Number(processId.split('-')[0]);
   if (pid === process.pid) return false;
   try {
     process.kill(pid, 0);
+    return true;
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ESRCH') return false;
-  }
-  // A pid that runs here may be another process's, or one on another machine: the heartbeat says.
-  try {
-    return Date.now() - fs.statSync(path.join(dir, `${processId}.alive`)).mtimeMs < STALE_MS;
-  } catch {
-    return false;
+    return (err as NodeJS.ErrnoException).code !== 'ESRCH';
   }
 }
 
@@ -62,7 +68,7 @@ let heartbeats: Set<string> | null = null;
 /** Touches this process's heartbeat in `dir` every HEARTBEAT_MS (one timer for all journals). */
 function beat(dir: string): void {
   const file = path.join(dir, `${PROCESS_ID}.alive`);
-  fs.writeFileSync(file, '');
+  fs.writeFileSync(file, os.hostname());
   if (!heartbeats) {
     heartbeats = new Set();
     const timer = setInterval(() => {

@@ -2,6 +2,7 @@ import { and, eq, gt, inArray, lte, sql } from 'drizzle-orm';
 import { commitments, modelPrices, priceSnapshots, type CommitmentRow } from '../db/schema';
 import { MCP_CALL_ENDPOINT } from '../mcp/log-endpoint';
 import type { Executor } from '../db/client';
+import { countedLedgerRows } from '../spend/ledger';
 import { FAILURE_REASONS, type ConnectionWindow, type FailureReason } from './detectors/connection-failing';
 import { DAY_MS } from './detectors/robust';
 import type { Crossing } from './detectors/threshold-crossed';
@@ -259,11 +260,12 @@ export async function budgetUses(db: Executor, now: Date, orgs?: OrgPage): Promi
     const start = periodStart(budget.period, now, billingDay);
     const end = nextReset(budget.period, start, billingDay);
     const since = new Date(Math.min(start.getTime(), now.getTime() - DAY_MS)).toISOString();
+    // Each row counted once: a lapsed lease's row with the requests it covers is their larger (countedLedgerRows).
+    const scope = sql`org_id = ${budget.orgId} and ${sql.identifier(budget.column)} = ${budget.value} and created_at >= ${since}::timestamptz and created_at <= ${now.toISOString()}::timestamptz`;
     const [spend] = await rows(db, sql`
-      select coalesce(sum(amount) filter (where created_at >= ${start.toISOString()}::timestamptz), 0)::float8 as spent,
-             coalesce(sum(amount) filter (where created_at > ${dayAgo}::timestamptz), 0)::float8 as last24h
-      from spend_ledger where state = 'settled' and org_id = ${budget.orgId} and ${sql.identifier(budget.column)} = ${budget.value}
-        and created_at >= ${since}::timestamptz and created_at <= ${now.toISOString()}::timestamptz`);
+      select coalesce(sum(counted) filter (where created_at >= ${start.toISOString()}::timestamptz), 0)::float8 as spent,
+             coalesce(sum(counted) filter (where created_at > ${dayAgo}::timestamptz), 0)::float8 as last24h
+      from ${countedLedgerRows(scope)} as rows`);
     uses.push({
       orgId: budget.orgId, scope: budget.scope, budget: budget.budget, limit: budget.limit, periodStart: start, periodEnd: end,
       spent: Number(spend!.spent), last24h: Number(spend!.last24h), projectId: r.project === null ? null : String(r.project),

@@ -1,4 +1,4 @@
-import { and, eq, gte, isNotNull, sql } from 'drizzle-orm';
+import { and, eq, gte, isNotNull, sql, type SQL } from 'drizzle-orm';
 import type { Database } from '../db/client';
 import type { BatchWriter } from '../db/batch-writer';
 import { spendLedger, type budgetCrossings } from '../db/schema';
@@ -117,24 +117,33 @@ export function crossingRows(scopes: CrossingScope[], totals: Array<number | nul
 }
 
 /**
- * A window's settled total as the ledger records it (rows still queued for Postgres excepted).
- * A lapsed spend lease (its process died) was recorded at its full amount, which covers the
- * requests that settled under its last step; those that landed are counted once: the larger of
- * the lapse and their sum (a crash can over-count, never under-count).
+ * The settled ledger rows matching `where` (a condition on `spend_ledger`'s columns), each with
+ * the amount it counts (`counted`) and its `created_at`. A lapsed spend lease (its process died)
+ * was recorded at its full amount, which covers the requests that settled under its last step
+ * (the rows of the same `lease_ref`); those that landed count in full, and the lapse only for
+ * what they leave of it: together the larger of the lapse and their sum (a crash can
+ * over-count, never under-count). Every reader of spend totals sums this, never the rows.
  */
+export function countedLedgerRows(where: SQL): SQL {
+  return sql`(select spend_ledger.created_at, case when spend_ledger.request_id like 'lease:%' and spend_ledger.lease_ref is not null
+      then greatest(0, spend_ledger.amount - coalesce(covered.amount, 0)) else spend_ledger.amount end as counted
+    from spend_ledger left join (
+      select lease_ref, sum(amount) as amount from spend_ledger
+      where ${where} and state = 'settled' and request_id not like 'lease:%' and lease_ref is not null group by lease_ref
+    ) as covered on covered.lease_ref = spend_ledger.lease_ref and spend_ledger.request_id like 'lease:%'
+    where ${where} and spend_ledger.state = 'settled')`;
+}
+
+/** A window's settled total as the ledger records it (rows still queued for Postgres excepted), each row counted once (countedLedgerRows). */
 export async function ledgerWindowTotal(db: Database, scope: Pick<SpendScope, 'orgId' | 'ledger' | 'windowStart'>, excludeLeaseRefs: readonly string[] = []): Promise<bigint> {
   const inWindow = and(
     eq(spendLedger.orgId, scope.orgId),
     sql`${sql.identifier(scope.ledger.column)} = ${scope.ledger.value}`,
-    eq(spendLedger.state, 'settled'),
     gte(spendLedger.createdAt, scope.windowStart),
     excludeLeaseRefs.length === 0 ? undefined : sql`(${spendLedger.leaseRef} is null or ${spendLedger.leaseRef} not in (${sql.join(excludeLeaseRefs.map((ref) => sql`${ref}`), sql`, `)}))`,
-  );
-  const [row] = await db.select({ total: sql<string>`coalesce(sum(${spendLedger.amount}), 0)::text` }).from(spendLedger).where(inWindow);
-  const [overlap] = await db.select({ total: sql<string>`coalesce(sum(least(lapse.amount, covered.amount)), 0)::text` })
-    .from(sql`(select ${spendLedger.leaseRef} as lease_ref, ${spendLedger.amount} as amount from ${spendLedger} where ${inWindow} and ${spendLedger.requestId} like 'lease:%' and ${spendLedger.leaseRef} is not null) as lapse`)
-    .innerJoin(sql`(select ${spendLedger.leaseRef} as lease_ref, sum(${spendLedger.amount}) as amount from ${spendLedger} where ${inWindow} and ${spendLedger.requestId} not like 'lease:%' and ${spendLedger.leaseRef} is not null group by ${spendLedger.leaseRef}) as covered`, sql`covered.lease_ref = lapse.lease_ref`);
-  return decimalToNanos(row?.total ?? '0') - decimalToNanos(overlap?.total ?? '0');
+  )!;
+  const [row] = await db.select({ total: sql<string>`coalesce(sum(counted), 0)::text` }).from(sql`${countedLedgerRows(inWindow)} as rows`);
+  return decimalToNanos(row?.total ?? '0');
 }
 
 /** A job's hold lives this long if nothing ends it: past the longest a render is tracked. */

@@ -2,6 +2,7 @@ import { sql } from 'drizzle-orm';
 import type { Executor } from '../db/client';
 import type { CommitmentRow } from '../db/schema';
 import { canonicalModel } from '../catalog/price-data';
+import { countedLedgerRows } from '../spend/ledger';
 import { decimalToNanos, roundDollars, toDollars } from '../spend/money';
 
 const DAY_MS = 86_400_000;
@@ -59,11 +60,10 @@ export async function commitmentSpend(db: Executor, c: Pick<CommitmentRow, 'orgI
   const to = new Date(Math.min(now.getTime(), c.periodEnd.getTime()));
   const weekFrom = new Date(Math.max(c.periodStart.getTime(), to.getTime() - BURN_WINDOW_DAYS * DAY_MS));
   const result = await db.execute<{ model: string | null; period: string; week: string }>(sql`
-    select model, coalesce(sum(amount), 0)::text as period,
-           coalesce(sum(amount) filter (where created_at >= ${weekFrom.toISOString()}::timestamptz), 0)::text as week
-    from spend_ledger
-    where org_id = ${c.orgId} and state = 'settled' and provider = ${c.providerKind}
-      and created_at >= ${c.periodStart.toISOString()}::timestamptz and created_at < ${to.toISOString()}::timestamptz
+    select model, coalesce(sum(counted), 0)::text as period,
+           coalesce(sum(counted) filter (where created_at >= ${weekFrom.toISOString()}::timestamptz), 0)::text as week
+    from ${countedLedgerRows(sql`org_id = ${c.orgId} and provider = ${c.providerKind}
+      and created_at >= ${c.periodStart.toISOString()}::timestamptz and created_at < ${to.toISOString()}::timestamptz`)} as rows
     group by model`);
   const wanted = c.models && c.models.length > 0 ? new Set(c.models.map((m) => canonicalModel(c.providerKind, m))) : null;
   let period = 0n;

@@ -118,14 +118,14 @@ export function crossingRows(scopes: CrossingScope[], totals: Array<number | nul
 
 /**
  * The settled ledger rows matching `where` (a condition on `spend_ledger`'s columns), each with
- * the amount it counts (`counted`) and its `created_at`. A lapsed spend lease (its process died)
+ * the amount it counts (`counted`), its `created_at`, `provider` and `model`. A lapsed spend lease (its process died)
  * was recorded at its full amount, which covers the requests that settled under its last step
  * (the rows of the same `lease_ref`); those that landed count in full, and the lapse only for
  * what they leave of it: together the larger of the lapse and their sum (a crash can
  * over-count, never under-count). Every reader of spend totals sums this, never the rows.
  */
 export function countedLedgerRows(where: SQL): SQL {
-  return sql`(select spend_ledger.created_at, case when spend_ledger.request_id like 'lease:%' and spend_ledger.lease_ref is not null
+  return sql`(select spend_ledger.created_at, spend_ledger.provider, spend_ledger.model, case when spend_ledger.request_id like 'lease:%' and spend_ledger.lease_ref is not null
       then greatest(0, spend_ledger.amount - coalesce(covered.amount, 0)) else spend_ledger.amount end as counted
     from spend_ledger left join (
       select lease_ref, sum(amount) as amount from spend_ledger

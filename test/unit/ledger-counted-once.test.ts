@@ -1,3 +1,4 @@
+import { commitmentSpend } from '../../core/attribution/commitment-figures';
 import { spendLedger } from '../../core/db/schema';
 import { budgetUses } from '../../core/findings/series';
 import { newId } from '../../core/ids';
@@ -15,12 +16,12 @@ describe('ledger rows counted once: a lapsed lease and the requests it covers', 
   const database = testDatabase();
   afterAll(() => database.close());
 
-  it('the window total and the budget forecast read the same spend', async () => {
+  it('the window total, the budget forecast and a commitment\'s spend read the same', async () => {
     const now = new Date();
     const tenant = await createTenant(database.db, { creditLimit: { amount: 100, period: 'monthly' } });
     const row = (amount: number, requestId: string, leaseRef: string | null) => ({
       id: newId('spend'), orgId: tenant.orgId, lineageId: tenant.key.id, projectId: tenant.projectId, amount, state: 'settled' as const,
-      requestId, leaseRef, createdAt: new Date(now.getTime() - 60_000),
+      requestId, leaseRef, createdAt: new Date(now.getTime() - 60_000), provider: 'openai', model: 'gpt-4o-mini',
     });
     await database.db.insert(spendLedger).values([
       // The lease lapsed at $5; $3 of requests settled under its last step landed as well: $5 counts.
@@ -35,5 +36,7 @@ describe('ledger rows counted once: a lapsed lease and the requests it covers', 
     expect(await ledgerWindowTotal(database.db, { orgId: tenant.orgId, ledger: { column: 'lineage_id', value: tenant.key.id }, windowStart })).toBe(BigInt(toNanos(expected)));
     const [use] = (await budgetUses(database.db, now, [tenant.orgId])).filter((u) => u.scope.kind === 'key');
     expect(use).toMatchObject({ spent: expected, last24h: expected });
+    const commitment = { orgId: tenant.orgId, providerKind: 'openai', models: ['gpt-4o-mini'], periodStart: windowStart, periodEnd: new Date(now.getTime() + 86_400_000) };
+    expect(await commitmentSpend(database.db, commitment, now)).toEqual({ period: expected, trailingWeek: expected });
   });
 });

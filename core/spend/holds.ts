@@ -401,9 +401,11 @@ if #missing > 0 then
   return missing
 end
 for i = 1, n do old[i] = tonumber(redis.call('HGET', KEYS[4 * i], id) or '0') end
--- A lease that should be here and is not was swept as lapsed (its process looked dead): it was
--- settled in full, which covers what was spent under it; the caller starts a new lease.
-if expected and old[1] == 0 then return {'swept'} end
+-- A lease that should be here and is not was swept as lapsed (its process looked dead), and
+-- then its settled marker is there: it was settled in full, which covers what was spent under
+-- it; the caller starts a new lease. Without the marker the lease went with its window (Redis
+-- lost it and it was rebuilt): the step goes on, and what it brings is added (issue 54, item 7).
+if expected and old[1] == 0 and redis.call('EXISTS', KEYS[4 * n + 3]) == 1 then return {'swept'} end
 local live, meta = KEYS[4 * n + 1], KEYS[4 * n + 2]
 local lapsed = #redis.call('ZRANGEBYSCORE', live, '-inf', now, 'LIMIT', 0, 1)
 for i = 1, n do
@@ -493,7 +495,7 @@ export type LeaseOutcome =
  * a chat hold: a process that dies has its lease settled in full when it expires.
  */
 export async function stepLease(redis: RedisClient, windows: ScopeWindow[], step: LeaseStep, now: Date): Promise<LeaseOutcome> {
-  const keys = [...windows.flatMap(windowKeys), ...holdRegistryKeys(windows)];
+  const keys = [...windows.flatMap(windowKeys), ...holdRegistryKeys(windows), settledMarkerKey(windows, step.leaseId)];
   const args = windows.flatMap((w) => [w.limitNanos ?? -1, w.ttlSeconds]);
   // The lapse record's amount is the granted room, written by the script: the rest is given here.
   const recordTail = JSON.stringify({ w: windows.map((w) => windowBase(w)), r: step.lapseRecord }).slice(1);

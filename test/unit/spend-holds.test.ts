@@ -90,6 +90,27 @@ describe('spend holds (core/spend/holds.ts)', () => {
     expect(await redis.redis.mget(windowKeys(key)[0], windowKeys(key)[1])).toEqual(['60', '40']);
   });
 
+  // Issue 54, item 7: a step whose lease went with its window (Redis lost it, the window was
+  // rebuilt from Postgres) took it for swept as lapsed and dropped the spend it was bringing.
+  it('tells a lease swept as lapsed from one lost with its window: only the first drops what its step brings', async () => {
+    const key = window('key:leaserebuilt', 1000);
+    await seedWindow(redis.redis, key, 0n);
+    const step = (leaseId: string, spentNanos: number, held: boolean, expires: Date): LeaseStep => ({
+      leaseId, spentNanos, floorNanos: 10, spareNanos: 0, leastRoomNanos: 0, shareOfRoom: 1, allLeasesShareOfRoom: 1, held, leaseExpiresAt: expires, lapseRecord: { requestId: leaseId },
+    });
+    expect(await stepLease(redis.redis, [key], step('lease:r', 0, false, lease), now)).toMatchObject({ state: 'ok', grantedNanos: 10 });
+    // Redis loses the window; it is rebuilt from the ledger, which has 100 settled.
+    await redis.redis.del(...windowKeys(key));
+    await seedWindow(redis.redis, key, 100n);
+    expect(await stepLease(redis.redis, [key], step('lease:r', 25, true, lease), now)).toMatchObject({ state: 'ok', grantedNanos: 10 });
+    expect(await redis.redis.get(windowKeys(key)[0])).toBe('125');
+    // A lease that lapsed and was swept is settled in full: its step is told so.
+    expect(await stepLease(redis.redis, [key], step('lease:q', 0, false, new Date(now.getTime() + 10)), now)).toMatchObject({ state: 'ok' });
+    const later = new Date(now.getTime() + 20);
+    expect((await sweepLapsedHolds(redis.redis, org, later)).map((s) => s.row)).toEqual([{ requestId: 'lease:q' }]);
+    expect(await stepLease(redis.redis, [key], step('lease:q', 5, true, lease), later)).toEqual({ state: 'swept' });
+  });
+
   it('repairs a lost window\'s held total and its leases\' part of it from the amounts', async () => {
     const key = window('key:repair', 1000);
     const [s, h, z, a] = windowKeys(key);

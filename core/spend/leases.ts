@@ -50,7 +50,8 @@ const STEP_NOW_AFTER_MISSES = 8;
 const NO_LEASE_UNDER_WORST_CASES = 4;
 
 /** A request's worst case drawn from its scope set's lease. */
-export type LeaseDraw = { readonly state: LeaseState; readonly nanos: number };
+/** A request's draw: its worst case, and the lease it was drawn under (a lease swept since covers it). */
+export type LeaseDraw = { readonly state: LeaseState; readonly nanos: number; readonly leaseId: string };
 
 /** The ledger row a lease's lapse is recorded with, as a request's would be, less what names the request. */
 export type LeaseRowTemplate = Omit<SpendLedgerRow, 'amount' | 'state'>;
@@ -87,6 +88,14 @@ type LeaseState = {
   lastStepAt: number;
   stepping: Promise<void> | null;
   row: LeaseRowTemplate;
+  /** The lease ref of the last step that was granted room: what a lapse of the lease is recorded under. */
+  registeredRef: string | null;
+  /**
+   * Leases of this set swept as lapsed while this process lived (a stall past LEASE_TTL_MS), by
+   * id, with the ref their lapse was recorded under: settled in full, they cover the requests
+   * drawn from them that end later, which are not counted again (issue 54, item 7).
+   */
+  swept: Map<string, string>;
 };
 
 export type SpendLeases = {
@@ -145,7 +154,7 @@ export function createSpendLeases(deps: SpendLeaseDeps): SpendLeases {
       const endUserScope = row.endUserScope ?? null;
       const windowsKey = scopeSetKey(scopes, false);
       state = {
-        setKey, windowsKey, orgId: scopes[0]!.orgId, scopes, blocking: scopes.some((s) => s.blocking), leaseId: newLeaseId(), generation: 0, held: false,
+        setKey, windowsKey, orgId: scopes[0]!.orgId, scopes, blocking: scopes.some((s) => s.blocking), leaseId: newLeaseId(), generation: 0, held: false, registeredRef: null, swept: new Map(),
         amount: 0, drawn: 0, inFlight: 0, unflushed: 0, costs: scopes.some((s) => s.alertAt.length > 0 && s.limit !== null) ? [] : null, demand: 0, rate: 0, misses: 0, worst: 0, lastStepAt: now(), stepping: null,
         // A lapse is recorded in the lease's windows: the customer only where the set caps one.
         row: Object.assign({}, row, { endUserScope, endUserId: endUserScope ? row.endUserId : null, provider: null, model: null }),
@@ -214,6 +223,8 @@ export function createSpendLeases(deps: SpendLeaseDeps): SpendLeases {
         if (outcome.state === 'ok') {
           state.amount = outcome.grantedNanos;
           state.held = outcome.grantedNanos > 0;
+          if (state.held) state.registeredRef = leaseRefOf(state);
+          if (state.inFlight === 0) state.swept.clear();
           if (stepSpent > 0) deps.upkeep.recordCrossings(state.scopes, outcome.totals, stepSpent, costs ?? undefined);
           if (outcome.lapsed) void deps.upkeep.recordLapsed(state.orgId, new Date(at)).catch(() => undefined);
           break;
@@ -223,7 +234,10 @@ export function createSpendLeases(deps: SpendLeaseDeps): SpendLeases {
           await deps.upkeep.seedMissing(outcome.windows as SpendScope[], { excludeLeaseRefs: unflushedRefs });
         } else {
           // Swept as lapsed (this process looked dead): settled in full, which covers what was
-          // spent under it. A new lease, under a new id (a swept id is marked settled).
+          // spent under it, and the requests drawn from it still in flight. A new lease, under a
+          // new id (a swept id is marked settled).
+          if (state.registeredRef) state.swept.set(state.leaseId, state.registeredRef);
+          state.registeredRef = null;
           state.leaseId = newLeaseId();
           state.held = false;
           stepSpent = 0;
@@ -264,13 +278,17 @@ export function createSpendLeases(deps: SpendLeaseDeps): SpendLeases {
       }
       state.drawn += nanos;
       state.inFlight += 1;
-      return { state, nanos };
+      return { state, nanos, leaseId: state.leaseId };
     },
 
     end(draw, costNanos) {
       const state = draw.state;
       state.drawn -= draw.nanos;
       state.inFlight -= 1;
+      // Drawn from a lease swept since: its lapse, settled in full, counted this request; its row
+      // carries that lapse's ref, so a rebuild counts the two once.
+      const sweptRef = draw.leaseId === state.leaseId ? undefined : state.swept.get(draw.leaseId);
+      if (sweptRef) return sweptRef;
       // Never dropped while drawn from: the next step flushes this.
       state.unflushed += costNanos;
       if (state.costs && costNanos !== 0) state.costs.push(costNanos);

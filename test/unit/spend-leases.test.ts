@@ -348,6 +348,38 @@ describe.each([['one Redis', false], ['a three-master Redis Cluster', true]] as 
     expect((await windowFigures(scope)).settled).toBe(0);
   }, 30_000);
 
+  // Issue 54, item 7: a live process stalled past its lease's time was charged the lease in full
+  // (swept as lapsed) and then its requests in flight again as they ended.
+  it('counts once a stalled process\'s requests in flight: the lapse of its swept lease covers them', async () => {
+    const org = `org_leasestall${Date.now().toString(36)}`;
+    const scope = keyScope(org, 'lin_stall', 50);
+    await seedWindow(redis.redis, scope, 0n);
+    const deps = { db: database.db, redis, rows: rowsKept() };
+    // Steps only when told (the stall): the lease is not renewed on its own.
+    const leases = createSpendLeases({ redis, upkeep: createSpendUpkeep(deps), stepMs: 600_000 });
+    processes.push(leases);
+    const row = rowOf(org, 'lin_stall', 'stall');
+    for (let i = 0; i < 3; i++) expect(leases.draw([scope], toNanos(0.01), row)).toBeNull();
+    await leases.flush(org);
+    const draw = leases.draw([scope], toNanos(0.01), row)!;
+    expect(draw).not.toBeNull();
+    const granted = (await windowFigures(scope)).held;
+    expect(granted).toBeGreaterThanOrEqual(toNanos(0.01));
+    // Past the lease's time another process sweeps it: settled in full, the request in flight with it.
+    await sleep(3_200);
+    const swept = rowsKept();
+    await createSpendUpkeep({ db: database.db, redis, rows: swept }).recordLapsed(org, new Date());
+    expect(swept.rows).toHaveLength(1);
+    expect(await windowFigures(scope)).toEqual({ settled: granted, held: 0 });
+    // The stalled process wakes: its step learns of the sweep; then its request ends.
+    await leases.flush(org);
+    const ref = leases.end(draw, toNanos(0.004));
+    await leases.flush(org);
+    // Counted once, by the lapse; the request's row names the lapse's step, so a rebuild counts the two as their larger.
+    expect((await windowFigures(scope)).settled).toBe(granted);
+    expect(ref).toBe(swept.rows[0]!.leaseRef);
+  }, 30_000);
+
   it('counts a killed process\'s lease as spent in full when it lapses, with a ledger row saying so', async () => {
     const org = `org_leasekill${Date.now().toString(36)}`;
     const lineage = 'lin_kill';

@@ -21,7 +21,12 @@ import { randomBytes } from 'node:crypto';
 export type RowJournal = {
   /** Appends a row's record text, written out before this turn of the event loop ends. */
   append(record: string): void;
-  /** Starts a new segment for what comes next; answers the last segment of what came before. */
+  /**
+   * Marks what is appended so far as taken by a batch: answers the last segment that holds only
+   * such rows (-1: none yet). A new segment starts at most every `SEGMENT_MS`, so a busy writer
+   * does not open and remove a file for every batch; rows of the segment still being written
+   * stay on disk until a later cut.
+   */
   cut(): number;
   /** Every row appended up to `cut()`'s answer is in Postgres: its segments go. */
   release(upTo: number): void;
@@ -37,6 +42,8 @@ export const STALE_MS = 60_000;
 export const HEARTBEAT_MS = 5_000;
 /** How often a running process looks for rows dead processes left (besides once as it starts). */
 export const JOURNAL_RECOVERY_MS = 30_000;
+/** A row journal starts a new segment at most this often. */
+export const SEGMENT_MS = 1_000;
 
 /** This process's id in journal file names: its pid, its start and a random part. */
 const PROCESS_ID = `${process.pid}-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
@@ -138,22 +145,25 @@ function segmentFiles(dir: string, name: string) {
 export function createRowJournal(dir: string, name: string): RowJournal {
   const fileOf = segmentFiles(dir, name);
   let seq = 0;
+  let startedAt = Date.now();
   let fd = fs.openSync(fileOf(seq), 'a');
   const open: number[] = [seq];
   const lines = lineWriter(() => fd);
   return {
     append: lines.append,
     cut() {
+      if (Date.now() - startedAt < SEGMENT_MS) return seq - 1;
       lines.writeOut();
       fs.closeSync(fd);
       const last = seq;
       seq += 1;
+      startedAt = Date.now();
       fd = fs.openSync(fileOf(seq), 'a');
       open.push(seq);
       return last;
     },
     release(upTo) {
-      while (open.length > 1 && open[0]! <= upTo) fs.rm(fileOf(open.shift()!), { force: true }, () => undefined);
+      while (open.length > 1 && open[0]! <= upTo) fs.unlink(fileOf(open.shift()!), () => undefined);
     },
     orphans: () => orphansOf(dir, name),
     close(written) {
@@ -195,7 +205,7 @@ export function createPendingRowJournal(dir: string, name: string): PendingRowJo
     for (const [n, count] of openIn) {
       if (n !== seq && count === 0) {
         openIn.delete(n);
-        fs.rm(fileOf(n), { force: true }, () => undefined);
+        fs.unlink(fileOf(n), () => undefined);
       }
     }
   };

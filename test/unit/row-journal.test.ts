@@ -5,7 +5,7 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { eq } from 'drizzle-orm';
 import { createBatchWriter } from '../../core/db/batch-writer';
-import { createPendingRowJournal, createRowJournal } from '../../core/db/row-journal';
+import { createPendingRowJournal, createRowJournal, SEGMENT_MS } from '../../core/db/row-journal';
 import { budgetCrossings, organizations } from '../../core/db/schema';
 import { createLogger } from '../../core/logger';
 import { testDatabase } from '../helpers/harness';
@@ -74,14 +74,20 @@ describe('row journal (core/db/row-journal.ts)', () => {
     await writer.close();
   }, 30_000);
 
-  it('removes a segment once a batch with all its rows is in Postgres, and keeps rows Postgres did not take for the next process', async () => {
+  it('removes a segment once a batch with all its rows is in Postgres and a newer segment has started, and keeps rows Postgres did not take for the next process', async () => {
     const journal = createRowJournal(dir, 'budget_crossings');
     const writer = createBatchWriter(database.db, budgetCrossings, logger, 'crossings', { flushMs: 10, journal });
+    const segments = () => fs.readdirSync(dir).filter((f) => f.endsWith('.jsonl')).map((f) => fs.readFileSync(path.join(dir, f), 'utf8')).join('');
     writer.record({ id: `bcross_${orgId}_seg`, orgId, scope: 'project:seg', window: '2026-11-10', fraction: 0.5, limit: 1, spent: 1, behavior: 'alert' });
     await writer.flush();
+    // Written, and its segment is still the one being written: it stays until a newer one starts (SEGMENT_MS).
+    expect(segments()).toContain('"project:seg"');
+    await new Promise((r) => setTimeout(r, SEGMENT_MS + 50));
+    writer.record({ id: `bcross_${orgId}_seg2`, orgId, scope: 'project:seg2', window: '2026-11-10', fraction: 0.5, limit: 1, spent: 1, behavior: 'alert' });
+    await writer.flush();
     await new Promise((r) => setTimeout(r, 20));
-    const segments = () => fs.readdirSync(dir).filter((f) => f.endsWith('.jsonl')).map((f) => fs.readFileSync(path.join(dir, f), 'utf8')).join('');
-    expect(segments()).not.toContain('"project:seg"');
+    // That batch started a new segment: the old one, both rows in Postgres, is gone.
+    expect(segments()).not.toContain('"project:seg');
     await writer.close();
 
     const down = { execute: () => Promise.reject(new Error('Connection terminated unexpectedly')) } as never;

@@ -35,7 +35,7 @@ export type SpendCall = {
   holdRenewal?: NodeJS.Timeout;
   /** Ends this call's count in flight (GatewayServices.inFlight), once its spend has ended. */
   endInFlight?: () => void;
-  /** Closes the call's pending ledger row (a key without a blocking limit: BatchWriter.pending), once its spend has ended. */
+  /** Closes the call's pending ledger row (owePending: a call no lease covers), once its spend has ended. */
   closePending?: () => void;
   /**
    * The id of this call's hold, ledger row and request-log row when a request makes more than

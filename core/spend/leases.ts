@@ -49,8 +49,7 @@ const STEP_NOW_AFTER_MISSES = 8;
 /** Where a blocking window has less room left than this many worst cases, no spare room: every request holds exactly. */
 const NO_LEASE_UNDER_WORST_CASES = 4;
 
-/** A request's worst case drawn from its scope set's lease. */
-/** A request's draw: its worst case, and the lease it was drawn under (a lease swept since covers it). */
+/** A request's worst case drawn from its scope set's lease, and the lease it was drawn under (a lease swept since covers it). */
 export type LeaseDraw = { readonly state: LeaseState; readonly nanos: number; readonly leaseId: string };
 
 /** The ledger row a lease's lapse is recorded with, as a request's would be, less what names the request. */

@@ -55,7 +55,10 @@ export type BillLine = {
   tag?: string;
 };
 
-export type BillInput = Omit<BillLine, 'at' | 'receivedAt' | 'credential' | 'usd'> & { credential: string | undefined; usd?: number | null; receivedAt?: Date };
+/** A line as the server gives it: the call's credential and headers (its request id and Idempotency-Key are read from them). */
+export type BillInput = Omit<BillLine, 'at' | 'receivedAt' | 'credential' | 'usd' | 'requestId' | 'idempotencyKey'> & {
+  credential: string | undefined; headers: Record<string, string | string[] | undefined>; usd?: number | null; receivedAt?: Date;
+};
 
 export const credentialHash = (secret: string) => createHash('sha256').update(secret).digest('hex');
 
@@ -134,9 +137,12 @@ export function createBill(): Bill {
   return {
     add(input) {
       const usd = input.usd !== undefined ? input.usd : tokenUsd(input.provider, input.model, input.units, input.tier);
-      const { receivedAt, ...rest } = input;
+      const { receivedAt, headers, ...rest } = input;
       const at = new Date().toISOString();
-      const line: BillLine = { ...rest, at, receivedAt: receivedAt?.toISOString() ?? at, credential: credentialHash(input.credential ?? ''), usd };
+      const line: BillLine = {
+        ...rest, at, receivedAt: receivedAt?.toISOString() ?? at, credential: credentialHash(input.credential ?? ''), usd,
+        requestId: headerOf(headers, 'x-client-request-id'), idempotencyKey: headerOf(headers, 'idempotency-key'),
+      };
       lines.push(line);
       return line;
     },
@@ -148,8 +154,8 @@ export function createBill(): Bill {
   };
 }
 
-/** The gateway's request id, when the call carried one. */
-export function requestIdOf(headers: Record<string, string | string[] | undefined>): string | null {
-  const v = headers['x-client-request-id'];
+/** A header's value, when the call carried it once. */
+function headerOf(headers: Record<string, string | string[] | undefined>, name: string): string | null {
+  const v = headers[name];
   return typeof v === 'string' && v ? v : null;
 }

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createBill, requestIdOf, videoUsd, type Bill, type BillLine, type BillUnits } from './bill';
+import { createBill, videoUsd, type Bill, type BillLine, type BillUnits } from './bill';
 import { directivesInText, numberedWords, parseDirectives, type Directives } from './directives';
 import { planTurn } from './turn';
 import { createMediaState, handleMedia, isBlobPath, mediaEndpointFor, serveBlob, type ReceivedFile } from './media';
@@ -122,8 +122,8 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
   const video = createVideoState((r, req) => {
     const google = r.model.startsWith('veo');
     bill.add({
-      credential: (google ? googleWire : openaiWire).credential(req, new URL(req.url ?? '/', 'http://sandbox')), requestId: requestIdOf(req.headers),
-      idempotencyKey: (req.headers['idempotency-key'] as string | undefined) ?? null, provider: google ? 'google' : 'openai', endpoint: google ? 'predictLongRunning' : '/openai/v1/videos',
+      credential: (google ? googleWire : openaiWire).credential(req, new URL(req.url ?? '/', 'http://sandbox')), headers: req.headers,
+      provider: google ? 'google' : 'openai', endpoint: google ? 'predictLongRunning' : '/openai/v1/videos',
       model: r.model, tier: null, units: { video_seconds: r.directives.videoFail ? 0 : r.seconds * r.samples },
       usd: r.directives.videoFail ? 0 : videoUsd(r.model, r.seconds * r.samples, google ? { resolution: r.size } : { size: r.size }),
     });
@@ -160,7 +160,7 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
       };
       // A client that hangs up mid-upload or mid-answer ends the exchange, never the sandbox.
       const charge = (model: string, units: BillUnits, usd: number | null) => bill.add({
-        credential: mediaEndpoint.wire.credential(req, url), requestId: requestIdOf(req.headers), idempotencyKey: null, provider: mediaEndpoint.flavor,
+        credential: mediaEndpoint.wire.credential(req, url), headers: req.headers, provider: mediaEndpoint.flavor,
         endpoint: path, model, tier: null, units, usd, receivedAt,
       });
       return handleMedia({ state: media, req, res, url, pathDirectives: prefixed?.[1] ?? '', endpoint: mediaEndpoint, record, failing, send, charge }).catch(() => res.destroy());
@@ -263,7 +263,7 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
     const turn = planTurn({ ...parsed, reply, parallelTools: directives.parallelTools === true && parsed.parallelToolCalls !== false, ...(directives.tool && { toolChoice: directives.tool }) });
     const ctx = { id: randomBytes(12).toString('hex'), created: Math.floor(Date.now() / 1000), directives, turn, model: parsed.model, includeUsage: parsed.includeUsage, choices: parsed.choices ?? 1, logprobs: parsed.logprobs, thinking: parsed.thinking, extra: parsed.extra };
     bill.add({
-      credential: endpoint.wire.credential(req, url), requestId: requestIdOf(req.headers), idempotencyKey: null, provider: endpoint.flavor,
+      credential: endpoint.wire.credential(req, url), headers: req.headers, provider: endpoint.flavor,
       endpoint: url.pathname.replace(/^\/x\/[^/]*/, ''), model: parsed.model, tier: parsed.serviceTier ?? null, units: endpoint.wire.billed(ctx), receivedAt,
       ...(directives.tag !== undefined && { tag: directives.tag }),
     });

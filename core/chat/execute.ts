@@ -299,12 +299,14 @@ export function startChatStream(plan: Plan, body: ChatBody, deps: ExecuteDeps, s
       own.abort();
       release();
       const code = (err as { code?: string }).code;
+      // undici's body timeout: the stream stalled, and the gateway cut it.
+      const stalled = code === 'UND_ERR_BODY_TIMEOUT';
       if (signal.aborted) {
         // Its client gone, the call stalled or passed the bound: the gateway cut it, its usage unknown.
-        deps.onCut?.(candidate, boundPassed || code === 'UND_ERR_BODY_TIMEOUT' ? 'gateway' : 'client');
+        deps.onCut?.(candidate, boundPassed || stalled ? 'gateway' : 'client');
         throw err;
       }
-      if (code === 'UND_ERR_BODY_TIMEOUT') {
+      if (stalled) {
         deps.onCut?.(candidate, 'gateway');
         return { ok: false, failure: { kind: 'timeout', message: 'the stream stalled before the first token' } };
       }

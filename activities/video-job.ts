@@ -1,4 +1,4 @@
-import { and, eq, sql } from 'drizzle-orm';
+import { and, eq, isNull, sql } from 'drizzle-orm';
 import type { Agent } from 'undici';
 import dns from 'node:dns/promises';
 import { ApplicationFailure, Context } from '@temporalio/activity';
@@ -10,7 +10,7 @@ import type { Database } from '../core/db/client';
 import { endJobHold } from '../core/spend/job-spend';
 import type { RedisHandle } from '../core/redis';
 import { boundedCache } from '../core/bounded-cache';
-import { jobs, providerConnections, type JobError } from '../core/db/schema';
+import { jobs, providerConnections, spendLedger, type JobError } from '../core/db/schema';
 import { finalError } from '../core/chat/outcome';
 import { endJobUnpaid } from '../core/jobs/end-job';
 import { finishJob, jobRowOf, type JobLinks, type NewJobRecord } from '../core/jobs/job-store';
@@ -35,6 +35,18 @@ export type VideoJobDeps = { db: Database; redis: RedisHandle; clock: Clock; sea
  * job row records it, the window a lost worker leaves (the exactly-once test kills it there).
  */
 export type VideoJobHooks = { afterSubmitAccepted?: (jobId: string) => Promise<void> | void };
+
+/** A submit's Idempotency-Key, and the intent its row records while it is in flight. */
+const submitKey = (jobId: string, candidateIndex: number) => `${jobId}-${candidateIndex}`;
+
+/** What a submit attempt heartbeats once the provider accepted: its retry needs nothing more. */
+type SubmitHeartbeat = { submitAccepted: { key: string; providerJobId: string } };
+
+/** The render an earlier attempt of this submit saw accepted (its last heartbeat), or null. */
+function acceptedEarlier(details: unknown, key: string): string | null {
+  const accepted = (details as Partial<SubmitHeartbeat> | undefined)?.submitAccepted;
+  return accepted?.key === key && typeof accepted.providerJobId === 'string' ? accepted.providerJobId : null;
+}
 
 /** Calls to a provider's video API wait this long for an answer. */
 const VIDEO_CALL_TIMEOUT_MS = 60_000;
@@ -234,50 +246,79 @@ export function createVideoJobActivities(deps: VideoJobDeps) {
      * Makes sure the job's row exists. The API writes it right after starting the workflow;
      * if the API died in between, this first step writes it, so no started job goes unseen.
      */
-    async recordJob(input: { job: NewJobRecord }): Promise<void> {
+    async recordJob(input: { job: NewJobRecord }): Promise<{ abandoned?: true } | void> {
+      // A start the API gave up on (it answered 503 and released the hold) whose request reached
+      // Temporal all the same: no row, the reservation released. Nothing is submitted (issue 55).
+      const [row] = await deps.db.select({ id: jobs.id }).from(jobs).where(eq(jobs.id, input.job.id));
+      if (!row) {
+        const [ledger] = await deps.db.select({ state: spendLedger.state }).from(spendLedger).where(eq(spendLedger.jobId, input.job.id));
+        if (ledger?.state === 'released') return { abandoned: true };
+      }
       await deps.db.insert(jobs).values(jobRowOf(input.job)).onConflictDoNothing();
     },
 
     /**
-     * Submits the render to one candidate. The provider is asked with an Idempotency-Key of the
-     * job and candidate, so a retried activity cannot start a second render. A submit whose
-     * outcome is unknown (no answer in time, a connection cut after the body was sent) is never
-     * followed by another candidate: a provider that de-duplicates is asked again (this activity
-     * fails retryably), one that does not ends the job (`outcomeUnknown`). Acceptance moves
-     * the job to `running` in the same step. Provider refusals are answers, not exceptions:
-     * the workflow decides what to try next.
+     * Submits the render to one candidate, at most once (issue 55). The intent (the submit's
+     * Idempotency-Key, `<job id>-<candidate index>`) is written to the job's row before the
+     * send and cleared by the provider's answer: a refusal clears it, acceptance moves the job
+     * to `running`. An attempt that finds an intent left by an earlier one (its worker lost, a
+     * stop past the grace period, a 2xx it could not parse, a failed `running` write, the outer
+     * abort) does not know whether the provider took the render: it sends again only to a
+     * provider that de-duplicates by the key, else answers `outcomeUnknown`, and the workflow
+     * fails the job with its worst case still charged. One exception needs no guess: an
+     * attempt that got the provider's acceptance heartbeats the render's id first, and the
+     * retry that finds it there records the render without sending. Provider refusals are
+     * answers, not exceptions: the workflow decides what to try next.
      */
     async submitVideo(input: { jobId: string; candidateIndex: number; candidate: VideoCandidate }): Promise<{ ok: true } | { ok: false; failure: ProviderFailure; outcomeUnknown?: true }> {
       const job = await loadJob(deps, input.jobId);
       if (job.status !== 'queued') return { ok: true };
       const connection = await loadConnection(deps, job.orgId, input.candidate.connectionId);
       const adapter = adapterFor(connection.kind);
+      const key = submitKey(input.jobId, input.candidateIndex);
+      const context = Context.current();
+      const markRunning = async (providerJobId: string) => {
+        const now = deps.clock.now();
+        await deps.db.update(jobs).set({
+          status: 'running', route: input.candidate.position, provider: connection.kind, connectionId: input.candidate.connectionId,
+          model: servedModel(job, input.candidate), providerJobId, submitIntent: null, startedAt: now, updatedAt: now,
+        }).where(and(eq(jobs.id, input.jobId), eq(jobs.status, 'queued')));
+        return { ok: true as const };
+      };
+      const earlier = acceptedEarlier(context.info.heartbeatDetails, key);
+      if (earlier) return markRunning(earlier);
+      if (job.submitIntent !== null && !(adapter.deduplicatesSubmits && job.submitIntent === key)) {
+        return { ok: false, outcomeUnknown: true, failure: { kind: 'timeout', message: 'an earlier submit attempt ended before the provider\'s answer was recorded', outcomeUnknown: true } };
+      }
+      if (job.submitIntent === null) {
+        const [marked] = await deps.db.update(jobs).set({ submitIntent: key }).where(and(eq(jobs.id, input.jobId), eq(jobs.status, 'queued'), isNull(jobs.submitIntent))).returning({ id: jobs.id });
+        // Another attempt (a stale one still running) got there first: its outcome is unknown here.
+        if (!marked) return { ok: false, outcomeUnknown: true, failure: { kind: 'timeout', message: 'another submit attempt for this job is in flight', outcomeUnknown: true } };
+      }
       const request = job.request as VideoRequest;
       // The length is always asked, so what renders is what was held (core/jobs/video-cost.ts).
       const call = adapter.submit({ model: input.candidate.upstreamModel, prompt: request.prompt, durationSeconds: plannedSeconds(adapter, request.duration_seconds), seed: request.seed, extra: request.extra ?? {} });
       const accepted = await heartbeating(VIDEO_CALL_TIMEOUT_MS * 2, async (signal) => {
-        const sent = await sendUpstream(deps.agent, adapter, connection.target, { ...call, headers: { 'idempotency-key': `${input.jobId}-${input.candidateIndex}` }, sendOnce: true }, signal);
+        const sent = await sendUpstream(deps.agent, adapter, connection.target, { ...call, headers: { 'idempotency-key': key }, sendOnce: true }, signal);
         return sent.ok ? { ok: true as const, ...adapter.parseSubmit(await sent.body.json()) } : sent;
       });
       if (!accepted.ok) {
         const { failure } = accepted;
         // The provider may have taken it (no answer, or the connection cut after the body went):
-        // only the same provider, with the same key, may be asked again.
+        // the intent stays, and only the same provider, with the same key, may be asked again.
         if (failure.kind === 'timeout' || ('outcomeUnknown' in failure && failure.outcomeUnknown)) {
           if (adapter.deduplicatesSubmits) throw ApplicationFailure.retryable(`the submit's outcome is unknown (${failure.message}); asking ${input.candidate.connectionId} again with the same Idempotency-Key`, SUBMIT_OUTCOME_UNKNOWN);
           return { ok: false, failure, outcomeUnknown: true };
         }
+        // A refusal is an answer: no render started, the next submit may be sent.
+        await deps.db.update(jobs).set({ submitIntent: null }).where(and(eq(jobs.id, input.jobId), eq(jobs.submitIntent, key)));
         return { ok: false, failure };
       }
-      // The window between the provider's acceptance and this write is what the Idempotency-Key
-      // covers; nothing else happens in it (docs/decisions.md, "Submit exactly once").
+      // The render's id reaches the server before anything else can fail: a retry of this
+      // attempt finds it in the heartbeat details and records it without sending again.
+      context.heartbeat({ submitAccepted: { key, providerJobId: accepted.providerJobId } } satisfies SubmitHeartbeat);
       await deps.afterSubmitAccepted?.(input.jobId);
-      const now = deps.clock.now();
-      await deps.db.update(jobs).set({
-        status: 'running', route: input.candidate.position, provider: connection.kind, connectionId: input.candidate.connectionId,
-        model: servedModel(job, input.candidate), providerJobId: accepted.providerJobId, startedAt: now, updatedAt: now,
-      }).where(and(eq(jobs.id, input.jobId), eq(jobs.status, 'queued')));
-      return { ok: true };
+      return markRunning(accepted.providerJobId);
     },
 
     /** One status check (`checkOnce`): the workflow's own loop of checks, which runs started before `awaitRender` still use. */

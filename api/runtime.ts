@@ -60,7 +60,7 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
   await checkSpendRedis(spendRedis.redis, config, (message) => logger.warn(message));
   // Payloads are sealed with GW_SEALING_KEYS: a job's prompt is not readable in Temporal's history.
   const payloadCodec = sealingPayloadCodec(createSealer(sealingKeys));
-  const temporal = await connectClient(requireSetting(config, 'TEMPORAL_ADDRESS'), config.TEMPORAL_NAMESPACE, { payloadCodecs: [payloadCodec] });
+  const temporal = connectClient(requireSetting(config, 'TEMPORAL_ADDRESS'), config.TEMPORAL_NAMESPACE, { payloadCodecs: [payloadCodec] });
   const keys = createKeyResolver(database.db);
   // Multipart spool directories a crashed process left behind (older than an hour).
   const swept = await sweepSpool(spoolRoot(config.dataDir));

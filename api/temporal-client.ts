@@ -16,20 +16,17 @@ import { processTracer } from '../core/observability/tracing';
 export const TEMPORAL_CALL_ATTEMPTS = 6;
 
 /**
- * A client for the API. Reconnecting after an outage backs off to at most 2 s (gRPC's default
- * grows to 2 minutes), so requests work again soon after the server is back.
+ * A client for the API, connected lazily (issue 55): the API starts, and chat serves, while
+ * Temporal is unreachable; the calls that need it (video submit and cancel, rotations) answer
+ * 503 within their deadline until it is back. Reconnecting after an outage backs off to at
+ * most 2 s (gRPC's default grows to 2 minutes), so requests work again soon after.
  */
-export async function connectClient(address: string, namespace: string, dataConverter?: DataConverter): Promise<{ client: Client; close(): Promise<void> }> {
-  const connection = await Connection.connect({
+export function connectClient(address: string, namespace: string, dataConverter?: DataConverter): { client: Client; close(): Promise<void> } {
+  const connection = Connection.lazy({
     address,
     interceptors: [makeGrpcRetryInterceptor(defaultGrpcRetryOptions({ maxAttempts: TEMPORAL_CALL_ATTEMPTS }))],
     channelArgs: { 'grpc.initial_reconnect_backoff_ms': 250, 'grpc.max_reconnect_backoff_ms': 2_000 },
   });
-  // Connecting ran the check call inside the connection's AsyncLocalStorage (`withDeadline`), and
-  // in Node 20 a storage once run keeps promise hooks on for every promise of the process: about
-  // 2% of the API's CPU and an object per promise, on requests that never touch Temporal. The
-  // store is empty again now; a later `withDeadline` (none of ours) would turn it back on.
-  connection.callContextStorage.disable();
   return { client: new Client({ connection, namespace, dataConverter, interceptors: tracingClientInterceptors() }), close: () => connection.close() };
 }
 

@@ -81,6 +81,7 @@ export type Directives = {
   contentDelayMs?: number;
   submitDelayMs?: number;
   submitHang?: boolean;
+  submitGarbled?: boolean;
   checkStatus?: number;
   downloadUri?: string;
 };
@@ -121,6 +122,7 @@ export function parseDirectives(text: string): Directives {
       case 'content_delay_ms': d.contentDelayMs = Number(value); break;
       case 'submit_delay_ms': d.submitDelayMs = Number(value); break;
       case 'submit_hang': d.submitHang = true; break;
+      case 'submit_garbled': d.submitGarbled = true; break;
       case 'check_status': d.checkStatus = Number(value); break;
       case 'download_uri': d.downloadUri = value; break;
       default: break;

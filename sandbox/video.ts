@@ -7,7 +7,8 @@ import { directivesInText, parseDirectives, type Directives } from './directives
  * Gemini Veo's long-running operations. A render takes `render_ms` (default 1.5 s), reports
  * progress as it goes (unless `no_progress`), and can fail (`video_fail`) or never finish.
  * An `Idempotency-Key` on create returns the render already made for that key. A submit can
- * be answered late (`submit_delay_ms`; a caller that gives up first starts no render), status
+ * be answered late (`submit_delay_ms`; a caller that gives up first starts no render), taken
+ * and answered with a 200 whose body is cut short (`submit_garbled`), status
  * checks can be refused (`check_status=404`), and Veo can point the download elsewhere
  * (`download_uri`).
  *
@@ -78,6 +79,12 @@ function accept(state: VideoState, req: http.IncomingMessage, res: http.ServerRe
       return;
     }
     return go();
+  }
+  if (directives.submitGarbled) {
+    // Taken, and answered 200 with a body cut short: the render runs, its id is unreadable.
+    create(state, req, asked, directives);
+    res.writeHead(200, { 'content-type': 'application/json' }).end('{"id": "video_');
+    return;
   }
   if (!directives.submitDelayMs) return go();
   const timer = setTimeout(go, directives.submitDelayMs);

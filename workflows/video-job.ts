@@ -50,7 +50,7 @@ const awaitRenderOptions = (checks: number) => ({
  * flight at once (a slow provider never holds it) and is answered with the job's terminal
  * status; completion is never interrupted, so a cancel that races it reports the completion.
  */
-export async function videoJob(input: VideoJobInput): Promise<{ status: Status }> {
+export async function videoJob(input: VideoJobInput): Promise<{ status: Status | 'abandoned' }> {
   let status: Status = 'queued';
   let cancelRequested = false;
   /** The submit or status check in flight, which a cancel interrupts. */
@@ -139,9 +139,9 @@ export async function videoJob(input: VideoJobInput): Promise<{ status: Status }
     return { status };
   }
 
-  async function run(): Promise<{ status: Status }> {
-
-    await recordJob({ job: input.job });
+  async function run(): Promise<{ status: Status | 'abandoned' }> {
+    // A start the API refused after all (its answer lost in a Temporal outage): no job to run.
+    if ((await recordJob({ job: input.job }))?.abandoned) return { status: 'abandoned' };
 
     // queued: failover between targets happens only here; a running render is never moved.
     let accepted: VideoJobInput['candidates'][number] | null = null;

@@ -72,16 +72,6 @@ function visibility(key: KeyContext): SQL {
   return and(eq(jobs.orgId, reach.orgId), reach.lineageId === null ? undefined : eq(jobs.lineageId, reach.lineageId))!;
 }
 
-/** Whether Temporal says the workflow does not exist (any other answer, or none, is not proof). */
-async function workflowAbsent(temporal: Client, workflowId: string): Promise<boolean> {
-  try {
-    await withTemporalDeadline(temporal, () => temporal.workflow.getHandle(workflowId).describe());
-    return false;
-  } catch (err) {
-    return err instanceof WorkflowNotFoundError;
-  }
-}
-
 /** Spec 4.2: `limit` 1 to 100, default 20. */
 const JOB_PAGE_SIZE = 20;
 const JOB_ORDER: Keyset = { key: jobs.id, id: jobs.id, order: 'desc', type: 'text' };
@@ -172,12 +162,12 @@ export function jobRoutes(router: Router<GatewayState>, deps: { db: Database; cl
       } catch (err) {
         // Already started (a retry resumed this job while this request was on its way): record it.
         if (!(err instanceof WorkflowExecutionAlreadyStartedError)) {
-          // A start whose answer was lost may have started the job all the same: the spend is
-          // given back only when the workflow surely does not exist.
-          if (await workflowAbsent(deps.jobs.temporal, workflowIds.videoJob(job.id))) {
-            await closeJobSpend(deps.db, job.id, 'released', now);
-            await endJobHold(deps.db, deps.gateway.spendRedis.redis, job.id);
-          }
+          // Refused: the hold is given back at once (issue 55), so a key does not stay blocked
+          // for the hold's lease by submits that never ran. A start whose answer was lost may
+          // have started the workflow all the same: its first step finds no job row and the
+          // reservation released, and ends without submitting anything (`recordJob`).
+          await closeJobSpend(deps.db, job.id, 'released', now);
+          await endJobHold(deps.db, deps.gateway.spendRedis.redis, job.id);
           throw err;
         }
       }

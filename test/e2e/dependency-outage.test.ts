@@ -1,3 +1,6 @@
+import { and, eq, gte } from 'drizzle-orm';
+import { TEMPORAL_REQUEST_DEADLINE_MS } from '../../api/temporal-client';
+import { spendLedger } from '../../core/db/schema';
 import { DEPENDENCY_RETRY_AFTER_SECONDS } from '../../core/transient';
 import { startRedisServer, type LocalService } from '../../scripts/lib/local-services';
 import { freePort } from '../../scripts/lib/ports';
@@ -115,7 +118,9 @@ describe('dependency outages', () => {
       expect((await chat()).status).toBe(200);
       expect((await call('GET', '/v1/key')).status).toBe(200);
       expect((await call('GET', `/v1/jobs/${queued.json.id}`)).status).toBe(200);
-      const submitted = await Promise.race([submitVideo(), new Promise<never>((_, reject) => setTimeout(() => reject(new Error('POST /v1/videos gave no answer in 20 s')), 20_000))]);
+      // One deadline for the whole submit (issue 55: a start then a describe took 8 s).
+      const bound = TEMPORAL_REQUEST_DEADLINE_MS + 2_000;
+      const submitted = await Promise.race([submitVideo(), new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`POST /v1/videos gave no answer in ${bound} ms`)), bound))]);
       expectTransient(submitted);
       // The cancel is recorded in Postgres when no worker (here: no Temporal) takes it.
       const canceled = await Promise.race([call('POST', `/v1/jobs/${queued.json.id}/cancel`), new Promise<never>((_, reject) => setTimeout(() => reject(new Error('cancel gave no answer in 20 s')), 20_000))]);
@@ -128,6 +133,32 @@ describe('dependency outages', () => {
     }
     expect((await until(submitVideo, 202)).status).toBe(202);
   }, 120_000);
+
+  it('starts while Temporal is unreachable: chat serves, a video submit answers 503 and holds nothing against the key (issue 55)', async () => {
+    // Nothing listens there: the API connects lazily, so it starts, as a restart or a scale-up
+    // during an outage must.
+    const unreachable = `127.0.0.1:${await freePort()}`;
+    const api = await startTestApi({ env: { TEMPORAL_ADDRESS: unreachable, GW_TASK_QUEUE_PREFIX: prefix, GW_ALLOW_PRIVATE_NETWORK: 'true' } });
+    try {
+      const post = async (path: string, body: unknown, key: string) => {
+        const res = await fetch(`${api.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-forwarded-for': randomClientAddress() }, body: JSON.stringify(body) });
+        const text = await res.text();
+        return { status: res.status, headers: res.headers, json: JSON.parse(text) as Loose, text };
+      };
+      expect((await post('/v1/chat/completions', { model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'hello' }] }, secret)).status).toBe(200);
+      // A key whose limit holds one render (a sora-2 render of 4 s holds $0.40): a refused
+      // submit that kept its hold would make the next one 402, and chat on the key too.
+      const limited = await f.key({ credit_limit: { amount: 0.5, period: 'monthly' }, rate_limit_rpm: 50000 });
+      const since = new Date();
+      for (let i = 0; i < 3; i++) expectTransient(await post('/v1/videos', { model: 'openai/sora-2', prompt: `refused ${seq++}`, duration_seconds: 4 }, limited));
+      expect((await post('/v1/chat/completions', { model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'hello' }] }, limited)).status).toBe(200);
+      // Each refused submit reserved and gave back at once: released, none left reserved.
+      const rows = await f.database.db.select({ state: spendLedger.state }).from(spendLedger).where(and(eq(spendLedger.orgId, f.tenant.orgId), gte(spendLedger.createdAt, since)));
+      expect(rows.map((r) => r.state)).toEqual(['released', 'released', 'released']);
+    } finally {
+      await api.close();
+    }
+  });
 
   it('answers chat and /v1/models 503 without a code while Redis is down, and 200 once it is back', async () => {
     expect((await chat()).status).toBe(200);

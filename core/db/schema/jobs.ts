@@ -44,6 +44,12 @@ export const jobs = pgTable(
     costRuleVersionId: text('cost_rule_version_id'),
     costAllocation: jsonb('cost_allocation').$type<CostShareRecord[] | null>(),
     statusChecks: integer('status_checks').notNull().default(0),
+    /**
+     * The Idempotency-Key of a submit sent and not yet answered (issue 55): written before the
+     * send, cleared by the answer (a refusal) or by the move to `running`. A submit attempt that
+     * finds it set cannot know whether the provider took the render.
+     */
+    submitIntent: text('submit_intent'),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     startedAt: timestamp('started_at', { withTimezone: true }),
     completedAt: timestamp('completed_at', { withTimezone: true }),

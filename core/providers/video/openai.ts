@@ -21,7 +21,10 @@ function aspect(size: string | undefined): string | null {
  * larger sizes cost more) and is the one client field passed on.
  */
 export const openAiVideoAdapter: VideoAdapter = {
-  deduplicatesSubmits: true,
+  // No evidence that OpenAI de-duplicates a create by its Idempotency-Key: its API reference
+  // documents none, and its own SDK (openai 7.x) sets no idempotency header (issue 55). The key
+  // is still sent; a submit whose outcome is unknown is not sent again.
+  deduplicatesSubmits: false,
   defaultSeconds: 4,
   parameters: ['size'],
   priceVariant: 'size',

@@ -19,8 +19,9 @@ export interface VideoAdapter {
   /**
    * Whether the provider de-duplicates a create by its `Idempotency-Key`: then a submit whose
    * outcome is unknown (a timeout, a connection cut after the body was sent) is sent again to the
-   * same provider with the same key. Where it does not (Veo), such a job ends `failed`
-   * (`request_timeout`): another submit could start a second render, billed twice.
+   * same provider with the same key. Where it does not, or says nowhere that it does (Veo,
+   * OpenAI), such a job ends `failed` (`request_timeout`) with its worst case charged: another
+   * submit could start a second render, billed twice. True only with evidence (docs or SDK).
    */
   deduplicatesSubmits: boolean;
   /**

@@ -3,19 +3,19 @@ import { WorkflowIdReusePolicy } from '@temporalio/common';
 import type { QueuedDelivery } from '../core/webhooks/fan-out';
 import { ALERT_EVENT_TYPES, PER_REQUEST_RECEIVER } from '../core/db/schema';
 import { alertAttemptDelays, webhookAttemptDelays } from '../core/webhooks/schedule';
-import { searchAttributeKeys, taskQueue, workflowIds, type WebhookDeliveryInput } from '../workflows/definitions';
+import { scaledInfraRetry, searchAttributeKeys, taskQueue, workflowIds, type InfraRetry, type WebhookDeliveryInput } from '../workflows/definitions';
 
 /** Starts the workflows of queued deliveries; what activities that queue events are given. */
 export type StartDeliveries = (deliveries: QueuedDelivery[]) => Promise<void>;
 
 /** Where delivery workflows run, and on which schedule of attempts: job events' and alerts' own. */
-export type DeliveryStartOptions = { taskQueue: string; attemptDelaysMs: number[]; alertAttemptDelaysMs: number[] };
+export type DeliveryStartOptions = { taskQueue: string; attemptDelaysMs: number[]; alertAttemptDelaysMs: number[]; retryMs?: InfraRetry };
 
 const ALERT_TYPES: ReadonlySet<string> = new Set(ALERT_EVENT_TYPES);
 
 /** The webhooks queue of a deployment and both attempt schedules, scaled by GW_SCHEDULE_SCALE. */
 export function deliveryStartOptions(taskQueuePrefix: string, scheduleScale: number): DeliveryStartOptions {
-  return { taskQueue: taskQueue('webhooks', taskQueuePrefix), attemptDelaysMs: webhookAttemptDelays(scheduleScale), alertAttemptDelaysMs: alertAttemptDelays(scheduleScale) };
+  return { taskQueue: taskQueue('webhooks', taskQueuePrefix), attemptDelaysMs: webhookAttemptDelays(scheduleScale), alertAttemptDelaysMs: alertAttemptDelays(scheduleScale), retryMs: scaledInfraRetry(scheduleScale) };
 }
 
 /**
@@ -28,7 +28,7 @@ export function deliveryStartOptions(taskQueuePrefix: string, scheduleScale: num
  */
 export async function startDeliveryWorkflow(temporal: Client, options: DeliveryStartOptions, d: QueuedDelivery, how: { restartClosed?: boolean } = {}): Promise<boolean> {
   const attemptDelaysMs = ALERT_TYPES.has(d.eventType) ? options.alertAttemptDelaysMs : options.attemptDelaysMs;
-  const input: WebhookDeliveryInput = { deliveryId: d.id, orgId: d.orgId, endpointId: d.endpointId, attemptDelaysMs };
+  const input: WebhookDeliveryInput = { deliveryId: d.id, orgId: d.orgId, endpointId: d.endpointId, attemptDelaysMs, ...(options.retryMs && { retryMs: options.retryMs }) };
   try {
     await temporal.workflow.start('webhookDelivery', {
       workflowId: workflowIds.webhookDelivery(d.id),

@@ -16,8 +16,7 @@ import { connectDatabase } from '../core/db/client';
 import type { Logger } from '../core/logger';
 import { connectRedis } from '../core/redis';
 import { downloadsQueue, taskQueue, TASK_QUEUES, type TaskQueueName } from '../workflows/definitions';
-import { sealingPayloadCodec } from '../core/crypto/payload-codec';
-import { createSealer } from '../core/crypto/sealing';
+import { sealingDataConverter } from '../core/crypto/payload-codec';
 import { connectClient, queueHasPollers, withTemporalDeadline } from './temporal-client';
 import type { AppDeps } from './app';
 import { createManagementServices } from './manage/services';
@@ -58,9 +57,10 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
   const redis = connectRedis(requireSetting(config, 'REDIS_URL'), config.REDIS_KEY_PREFIX);
   const spendRedis = connectSpendRedis(config, redis);
   await checkSpendRedis(spendRedis.redis, config, (message) => logger.warn(message));
-  // Payloads are sealed with GW_SEALING_KEYS: a job's prompt is not readable in Temporal's history.
-  const payloadCodec = sealingPayloadCodec(createSealer(sealingKeys));
-  const temporal = connectClient(requireSetting(config, 'TEMPORAL_ADDRESS'), config.TEMPORAL_NAMESPACE, { payloadCodecs: [payloadCodec] });
+  // Payloads and failures' messages are sealed with GW_SEALING_KEYS: a job's prompt is not readable in Temporal's history.
+  const dataConverter = sealingDataConverter(sealingKeys);
+  const payloadCodec = dataConverter.payloadCodecs[0]!;
+  const temporal = connectClient(requireSetting(config, 'TEMPORAL_ADDRESS'), config.TEMPORAL_NAMESPACE, dataConverter);
   const keys = createKeyResolver(database.db);
   // Multipart spool directories a crashed process left behind (older than an hour).
   const swept = await sweepSpool(spoolRoot(config.dataDir));

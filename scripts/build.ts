@@ -17,7 +17,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import * as esbuild from 'esbuild';
-import { bundleGatewayWorkflows, WORKFLOWS_PATH } from '../workers/temporal';
+import { bundleGatewayWorkflows, FAILURE_CONVERTER_PATH, WORKFLOWS_PATH } from '../workers/temporal';
 
 const ROOT = path.resolve(__dirname, '..');
 
@@ -32,7 +32,7 @@ export const BUILD_ENTRIES = ['api/server', 'workers/jobs', 'workers/webhooks', 
 export type BuildInfo = { startedAt: number; entries: readonly string[]; inputs: string[] };
 
 /** Files besides the compiled sources whose change makes dist/ out of date. */
-const BUILD_INPUTS = ['scripts/build.ts', 'scripts/build-dist.cjs', 'package-lock.json'];
+const BUILD_INPUTS = ['scripts/build.ts', 'scripts/build-dist.cjs', 'package-lock.json', 'core/crypto/failure-converter.cjs'];
 
 const say = (what: string) => console.log(`[build] ${what}`);
 const seconds = (since: number) => `${((Date.now() - since) / 1000).toFixed(1)} s`;
@@ -134,6 +134,10 @@ export async function build(outDir = path.join(ROOT, 'dist')): Promise<void> {
     step = Date.now();
     await bundleWorkflows(fresh);
     say(`bundled workflows (${seconds(step)})`);
+    // Workers load it by path (FAILURE_CONVERTER_PATH), which from dist/ is this copy.
+    const converter = path.join(fresh, path.relative(ROOT, FAILURE_CONVERTER_PATH));
+    fs.mkdirSync(path.dirname(converter), { recursive: true });
+    fs.copyFileSync(FAILURE_CONVERTER_PATH, converter);
     const info: BuildInfo = { startedAt: started, entries: BUILD_ENTRIES, inputs: [...new Set([...inputs, ...(await workflowInputs()), ...BUILD_INPUTS])].sort() };
     fs.writeFileSync(path.join(fresh, 'build.json'), `${JSON.stringify(info, null, 2)}\n`);
     swapIn(fresh, target);

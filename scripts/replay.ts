@@ -17,9 +17,9 @@ import { Client, Connection } from '@temporalio/client';
 import { Worker, type ReplayWorkerOptions } from '@temporalio/worker';
 import { loadConfig } from '../core/config';
 import { quietBundlerLogger } from '../workers/queues';
-import { bundleGatewayWorkflows, installTemporalRuntime, workflowSpanSink } from '../workers/temporal';
+import { bundleGatewayWorkflows, FAILURE_CONVERTER_PATH, installTemporalRuntime, workflowSpanSink } from '../workers/temporal';
 import { readDevelopmentSealingKeys, readRuntimeFile } from './lib/runtime-file';
-import { sealingDataConverter } from '../core/crypto/payload-codec';
+import { sealingWorkerDataConverter } from '../core/crypto/payload-codec';
 
 const say = (line: string) => console.log(`[replay] ${line}`);
 
@@ -39,7 +39,7 @@ async function main(): Promise<number> {
     console.error('[replay] no sealing keys to open the payloads with: set GW_SEALING_KEYS as the workers have it');
     return 2;
   }
-  const dataConverter = sealingDataConverter(keys);
+  const dataConverter = sealingWorkerDataConverter(keys, FAILURE_CONVERTER_PATH);
   let workflowBundle: ReplayWorkerOptions['workflowBundle'];
   if (values.bundle) {
     workflowBundle = { codePath: path.resolve(values.bundle) };

@@ -1,6 +1,6 @@
 import { Client } from '@temporalio/client';
 import type { DataConverter } from '@temporalio/common';
-import { sealingDataConverter } from '../core/crypto/payload-codec';
+import { sealingWorkerDataConverter } from '../core/crypto/payload-codec';
 import { NativeConnection, type Worker } from '@temporalio/worker';
 import type { Dispatcher } from 'undici';
 import { createKeyRotationActivities } from '../activities/key-rotation';
@@ -26,12 +26,12 @@ import type { Database } from '../core/db/client';
 import type { RedisHandle } from '../core/redis';
 import { checkSpendRedis, connectSpendRedis } from '../core/spend/spend-redis';
 import { UNSUBSCRIBE_KEY_PURPOSE } from '../core/notifications/unsubscribe';
-import { downloadsQueue, FINDINGS_SCAN_EVERY_MS, taskQueue, type TaskQueueName } from '../workflows/definitions';
+import { downloadsQueue, FINDINGS_SCAN_EVERY_MS, scaledInfraRetry, taskQueue, type InfraRetry, type TaskQueueName } from '../workflows/definitions';
 import { createFindingsActivities } from '../activities/findings';
 import { ANOMALY_DOLLAR_FLOOR, type ScanSettings } from '../core/findings/scan';
 import { ensureMaintenanceSchedules } from './schedules';
 import { tracingClientInterceptors } from '../api/temporal-client';
-import { bundleGatewayWorkflows, createWorker, type WorkerSpec } from './temporal';
+import { bundleGatewayWorkflows, createWorker, FAILURE_CONVERTER_PATH, type WorkerSpec } from './temporal';
 
 export type QueueWorkerDeps = {
   connection: NativeConnection;
@@ -63,7 +63,7 @@ export function queueWorkerDeps(config: Config, connection: NativeConnection, db
     scheduleScale: config.GW_SCHEDULE_SCALE,
     spendRedisUrl: config.SPEND_REDIS_URL,
     workflowBundle,
-    dataConverter: sealingDataConverter(requireSetting(config, 'GW_SEALING_KEYS')),
+    dataConverter: sealingWorkerDataConverter(requireSetting(config, 'GW_SEALING_KEYS'), FAILURE_CONVERTER_PATH),
     workerSettings: { JOBS: workerSettingsOf(config, 'JOBS'), DOWNLOADS: workerSettingsOf(config, 'DOWNLOADS'), WEBHOOKS: workerSettingsOf(config, 'WEBHOOKS'), MAINTENANCE: workerSettingsOf(config, 'MAINTENANCE') },
   };
 }
@@ -80,7 +80,7 @@ export type ActivityServices = {
   findings: ScanSettings;
   publicUrl: string;
   /** Webhook receivers are reached through the guarded dispatcher, on the scaled schedule. */
-  webhooks: { dispatcher: Dispatcher; mailer: Mailer; attemptDelaysMs: number[]; alertAttemptDelaysMs: number[]; unsubscribeKey: Buffer };
+  webhooks: { dispatcher: Dispatcher; mailer: Mailer; attemptDelaysMs: number[]; alertAttemptDelaysMs: number[]; retryMs: InfraRetry; unsubscribeKey: Buffer };
 };
 
 /**
@@ -110,6 +110,7 @@ export function createActivityServices(config: Config, db: Database, redis: Redi
       mailer: createMailer(config.SMTP_URL, config.SMTP_FROM),
       attemptDelaysMs: webhookAttemptDelays(config.GW_SCHEDULE_SCALE),
       alertAttemptDelaysMs: alertAttemptDelays(config.GW_SCHEDULE_SCALE),
+      retryMs: scaledInfraRetry(config.GW_SCHEDULE_SCALE),
       unsubscribeKey: deriveKey(keyring, UNSUBSCRIBE_KEY_PURPOSE),
     },
     video: {
@@ -123,7 +124,7 @@ export function createActivityServices(config: Config, db: Database, redis: Redi
 
 /** Deliveries run on the webhooks queue, job events and alerts each on their own schedule. */
 function deliveryOptions(services: ActivityServices, taskQueuePrefix: string): DeliveryStartOptions {
-  return { taskQueue: taskQueue('webhooks', taskQueuePrefix), attemptDelaysMs: services.webhooks.attemptDelaysMs, alertAttemptDelaysMs: services.webhooks.alertAttemptDelaysMs };
+  return { taskQueue: taskQueue('webhooks', taskQueuePrefix), attemptDelaysMs: services.webhooks.attemptDelaysMs, alertAttemptDelaysMs: services.webhooks.alertAttemptDelaysMs, retryMs: services.webhooks.retryMs };
 }
 
 /** The activities each task queue's workers serve, built from real dependencies. */

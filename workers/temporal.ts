@@ -1,3 +1,5 @@
+import type { Context as ActivityContext } from '@temporalio/activity';
+import { ScrubActivityErrors } from './activity-errors';
 import { makeWorkflowExporter, OpenTelemetryActivityInboundInterceptor, OpenTelemetryActivityOutboundInterceptor } from '@temporalio/interceptors-opentelemetry/lib/worker';
 import type { OpenTelemetryWorkflowExporter } from '@temporalio/interceptors-opentelemetry/lib/workflow/definitions';
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker, type BundleOptions, type InjectedSinks, type LogEntry, type LogLevel, type WorkerOptions } from '@temporalio/worker';
@@ -21,9 +23,16 @@ export const WORKFLOWS_PATH = path.resolve(__dirname, '..', 'workflows', 'index.
  */
 const WORKFLOW_INTERCEPTOR_MODULES = [require.resolve('@temporalio/interceptors-opentelemetry/lib/workflow-interceptors')];
 
+/**
+ * The failure converter every worker and its workflow bundle take by path: failures' messages
+ * sealed (core/crypto/failure-converter.cjs). From the sources it is that file; from dist/ the
+ * same place under dist/, where scripts/build.ts copies it.
+ */
+export const FAILURE_CONVERTER_PATH = path.resolve(__dirname, '..', 'core', 'crypto', 'failure-converter.cjs');
+
 /** The workflow bundle every worker runs, built the one way (workers, tests, `npm run build`, replay). */
 export function bundleGatewayWorkflows(logger: BundleOptions['logger']): ReturnType<typeof bundleWorkflowCode> {
-  return bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, workflowInterceptorModules: WORKFLOW_INTERCEPTOR_MODULES, logger });
+  return bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, workflowInterceptorModules: WORKFLOW_INTERCEPTOR_MODULES, failureConverterPath: FAILURE_CONVERTER_PATH, logger });
 }
 
 /**
@@ -93,10 +102,14 @@ export async function createWorker(spec: WorkerSpec): Promise<Worker> {
     dataConverter: spec.dataConverter,
     ...cache,
     sinks: workflowSpanSink(),
-    // With traces on, each activity is a span of its workflow's trace.
-    ...(processTracingSetup() && {
-      interceptors: { activity: [(ctx) => ({ inbound: new OpenTelemetryActivityInboundInterceptor(ctx), outbound: new OpenTelemetryActivityOutboundInterceptor(ctx) })] },
-    }),
+    interceptors: {
+      activity: [
+        // With traces on, each activity is a span of its workflow's trace.
+        ...(processTracingSetup() ? [(ctx: ActivityContext) => ({ inbound: new OpenTelemetryActivityInboundInterceptor(ctx), outbound: new OpenTelemetryActivityOutboundInterceptor(ctx) })] : []),
+        // Innermost: database errors lose their statement and values before anything sees them.
+        () => ({ inbound: new ScrubActivityErrors() }),
+      ],
+    },
     maxConcurrentActivityTaskExecutions: spec.settings.activitySlots,
     // The SDK's default is 0: a deploy's SIGTERM would cancel every submit, delivery and
     // download in flight. They get the grace the API gives its requests, then are cancelled.

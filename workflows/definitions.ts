@@ -128,9 +128,29 @@ export const JOB_CANCEL_SIGNAL = 'cancel-recorded';
 
 /** `awaitRender`'s final failure: the schedule's checks are spent without a final answer. */
 export const STATUS_CHECKS_EXHAUSTED = 'StatusChecksExhausted';
-/** `awaitRender`'s attempts besides one per status check: retries after infrastructure errors, which spend no check. */
-export const MAX_STATUS_CHECK_INFRA_RETRIES = 30;
+/**
+ * How a workflow's activities retry after our own errors (Postgres away, a worker lost, a rolling
+ * deploy): their own backoff, without a limit (issue 55). Only a provider's or a receiver's
+ * answer spends an attempt of the spec's schedules, and those are counted in Postgres
+ * (`jobs.status_checks`, `webhook_deliveries.attempts`), not by the retry policy. A run's input
+ * carries it scaled by GW_SCHEDULE_SCALE; runs started without it use these.
+ */
+export type InfraRetry = { initialMs: number; maximumMs: number };
+export const INFRA_RETRY: InfraRetry = { initialMs: 1_000, maximumMs: 60_000 };
+
+/** INFRA_RETRY scaled (tests compress it with the schedules), never under 10 ms. */
+export function scaledInfraRetry(scale: number): InfraRetry {
+  const initialMs = Math.max(10, Math.round(INFRA_RETRY.initialMs * scale));
+  return { initialMs, maximumMs: Math.max(initialMs, Math.round(INFRA_RETRY.maximumMs * scale)) };
+}
+
+/** The retry policy of an activity whose failures are ours: unlimited attempts, backing off. */
+export function infraRetryPolicy(retry: InfraRetry = INFRA_RETRY) {
+  return { initialInterval: retry.initialMs, maximumInterval: retry.maximumMs, backoffCoefficient: 2 };
+}
 export type JobCancelResult = { status: string };
+/** Attempts of the copy of a finished render to storage: a download the provider keeps failing ends the job. */
+export const COMPLETE_VIDEO_ATTEMPTS = 20;
 
 /** One place a render may be submitted, in failover order. */
 export type VideoCandidate = { connectionId: string; kind: string; upstreamModel: string; modelId: string; position: string };
@@ -149,6 +169,8 @@ export type VideoJobInput = {
   checkIntervalsMs: number[];
   /** How long the output is kept after completion. */
   retentionMs: number;
+  /** Retries after our own errors (absent from runs started before issue 55: INFRA_RETRY). */
+  retryMs?: InfraRetry;
 };
 
 /**
@@ -164,7 +186,11 @@ export type KeyRotationInput = { orgId: string; oldKeyId: string; revokeAt: stri
 export type SecretRotationInput = { orgId: string; endpointId: string; retireAt: string };
 
 /** One event to one receiver; the waits before each attempt are input, so tests compress them. */
-export type WebhookDeliveryInput = { deliveryId: string; orgId: string; endpointId: string | null; attemptDelaysMs: number[] };
+export type WebhookDeliveryInput = {
+  deliveryId: string; orgId: string; endpointId: string | null; attemptDelaysMs: number[];
+  /** Retries after our own errors (absent from runs started before issue 55: INFRA_RETRY). */
+  retryMs?: InfraRetry;
+};
 
 /** An attempt may run this long: the receiver's 10 s answer limit, plus signing and recording. */
 export const WEBHOOK_ATTEMPT_TIMEOUT_MS = 15_000;

@@ -1,4 +1,4 @@
-import { continueAsNew, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import { continueAsNew, patched, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { McpServerSyncSummary, McpToolSyncActivities } from '../activities/mcp-tool-sync';
 import { MCP_TOOL_SYNC_HISTORY_EVENTS, MCP_TOOL_SYNC_PAGE_SIZE, type McpToolSyncResult } from './definitions';
 
@@ -14,6 +14,11 @@ const { syncMcpServer } = proxyActivities<McpToolSyncActivities>({
   retry: { initialInterval: '10 seconds', maximumInterval: '1 minute', backoffCoefficient: 2, maximumAttempts: 3 },
 });
 
+/** Runs that may continue as new (issue 34) record this patch, unless their input says so already. */
+export const MCP_SYNC_CONTINUES_AS_NEW = 'mcp-sync-continues-as-new';
+/** The page bound of runs before issue 34 (`MCP_TOOL_SYNC_MAX_PAGES` then). */
+const OLD_MAX_PAGES = 500;
+
 /**
  * What a run is told: nothing from its schedule; where to go on, when a run continued as new
  * (the last server synced and the counts so far); page size and history bound, for tests.
@@ -27,10 +32,15 @@ export type McpToolSyncInput = { afterId?: string; totals?: McpToolSyncResult; p
  * new with its cursor (issue 34), where it once stopped at a fixed number of pages.
  */
 export async function mcpToolSync(input?: McpToolSyncInput): Promise<McpToolSyncResult> {
+  // Runs of the code before issue 34 took no input and never continued as new: one of 2,000
+  // events or more would fail replay at the bound below (issue 55, item 6). A run given input
+  // is of the new code; one without asks the patch, which such a run's history does not have.
+  const continues = input !== undefined || patched(MCP_SYNC_CONTINUES_AS_NEW);
   const result: McpToolSyncResult = input?.totals ?? { servers: 0, synced: 0, failed: 0, skipped: 0, toolsChanged: 0, alertsQueued: 0 };
   let afterId: string | null = input?.afterId ?? null;
   const limit = input?.pageSize ?? MCP_TOOL_SYNC_PAGE_SIZE;
   const maxEvents = input?.continueAfterEvents ?? MCP_TOOL_SYNC_HISTORY_EVENTS;
+  let oldPages = 0;
   for (;;) {
     const ids: string[] = await listActiveMcpServers({ afterId, limit });
     // One server whose activity gives up (a listing slower than its timeout allows) is counted
@@ -49,6 +59,11 @@ export async function mcpToolSync(input?: McpToolSyncInput): Promise<McpToolSync
     }
     if (ids.length < limit) return result;
     afterId = ids[ids.length - 1]!;
+    if (!continues) {
+      // The old code's bound on pages, kept for its runs.
+      if (++oldPages >= OLD_MAX_PAGES) return result;
+      continue;
+    }
     if (workflowInfo().continueAsNewSuggested || workflowInfo().historyLength >= maxEvents) {
       return continueAsNew<typeof mcpToolSync>({ ...input, afterId, totals: result });
     }

@@ -1,6 +1,6 @@
 import { ActivityFailure, ApplicationFailure, CancellationScope, condition, defineQuery, defineSignal, defineUpdate, isCancellation, patched, proxyActivities, setHandler, sleep, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { RenderOutcome, SubmitRefusal, VideoJobActivities } from '../activities/video-job';
-import { downloadsQueue, JOB_CANCEL_SIGNAL, JOB_CANCEL_UPDATE, MAX_STATUS_CHECK_INFRA_RETRIES, searchAttributeKeys, STATUS_CHECKS_EXHAUSTED, type JobCancelResult, type VideoJobInput } from './definitions';
+import { COMPLETE_VIDEO_ATTEMPTS, downloadsQueue, infraRetryPolicy, JOB_CANCEL_SIGNAL, JOB_CANCEL_UPDATE, searchAttributeKeys, STATUS_CHECKS_EXHAUSTED, type JobCancelResult, type VideoJobInput } from './definitions';
 
 type Status = 'queued' | 'running' | 'succeeded' | 'failed' | 'canceled';
 
@@ -22,26 +22,42 @@ export const CANCEL_INTERRUPTS_CALL = 'cancel-interrupts-call';
  */
 export const CHECKS_RIDE_RETRY_POLICY = 'checks-ride-retry-policy';
 
+/** Activity failures whose messages we wrote for the job's owner (activities/video-job.ts). */
+const CUSTOMER_WORDED_FAILURES = new Set(['ConnectionGone', 'NoVideoAdapter', 'DownloadRefused', 'JobGone', 'NoRender']);
+
 /** Runs started before downloads had a queue of their own copy the output on the jobs queue. */
 export const DOWNLOADS_OWN_QUEUE = 'downloads-own-queue';
 
-// Infrastructure errors (Postgres away, a download cut) retry; provider refusals are answers.
-const retry = { initialInterval: '1 second', maximumInterval: '1 minute', backoffCoefficient: 2, maximumAttempts: 20 };
-const { recordJob, endJob, expireJobOutput } = proxyActivities<VideoJobActivities>({ startToCloseTimeout: '5 minutes', retry });
-// Provider calls heartbeat while in flight: a cancel reaches them, and a lost worker's attempt
-// is retried, within seconds rather than at the end of the five minutes.
-const providerCallOptions = { startToCloseTimeout: '5 minutes', heartbeatTimeout: '10 seconds', retry } as const;
-const { submitVideo, checkVideo, completeVideo } = proxyActivities<VideoJobActivities>(providerCallOptions);
 /**
- * One attempt per status check: the attempt's `nextRetryDelay` is the schedule's next wait, so
- * these intervals only pace retries after infrastructure errors (which spend no check). The
- * attempts allow every check plus MAX_STATUS_CHECK_INFRA_RETRIES such retries.
+ * The activities of a run, retrying after our own errors on the run's `retryMs` (issue 55):
+ * without a limit, since a provider's refusal is an answer (a result, not an exception), status
+ * checks are counted in the job's row, and a submit is guarded by its recorded intent. Provider
+ * calls heartbeat while in flight: a cancel reaches them, and a lost worker's attempt is retried,
+ * within seconds rather than at the end of the five minutes. The copy of the output keeps a
+ * limit: a download the provider keeps failing is its answer, and the job fails.
  */
-const awaitRenderOptions = (checks: number) => ({
-  startToCloseTimeout: '3 minutes',
-  heartbeatTimeout: '10 seconds',
-  retry: { initialInterval: '5 seconds', maximumInterval: '1 minute', backoffCoefficient: 2, maximumAttempts: checks + MAX_STATUS_CHECK_INFRA_RETRIES, nonRetryableErrorTypes: [STATUS_CHECKS_EXHAUSTED] },
-});
+function activitiesOf(input: VideoJobInput) {
+  const retry = infraRetryPolicy(input.retryMs);
+  const providerCallOptions = { startToCloseTimeout: '5 minutes', heartbeatTimeout: '10 seconds', retry } as const;
+  // Named one by one: a proxy has no own keys to spread.
+  const records = proxyActivities<VideoJobActivities>({ startToCloseTimeout: '5 minutes', retry });
+  const providerCalls = proxyActivities<VideoJobActivities>(providerCallOptions);
+  return {
+    recordJob: records.recordJob, endJob: records.endJob, expireJobOutput: records.expireJobOutput,
+    submitVideo: providerCalls.submitVideo, checkVideo: providerCalls.checkVideo,
+    completeVideoOn: (taskQueue?: string) => proxyActivities<VideoJobActivities>({ ...providerCallOptions, retry: { ...retry, maximumAttempts: COMPLETE_VIDEO_ATTEMPTS }, ...(taskQueue && { taskQueue }) }).completeVideo,
+    /**
+     * One attempt per status check: the attempt's `nextRetryDelay` is the schedule's next wait,
+     * so the policy's own intervals only pace retries after our own errors (which spend no
+     * check); the check that exhausts the schedule fails with `StatusChecksExhausted`.
+     */
+    awaitRender: proxyActivities<VideoJobActivities>({
+      startToCloseTimeout: '3 minutes',
+      heartbeatTimeout: '10 seconds',
+      retry: { ...retry, nonRetryableErrorTypes: [STATUS_CHECKS_EXHAUSTED] },
+    }).awaitRender,
+  };
+}
 
 /**
  * One video job (spec 3.1), id = the job id. Submit with failover over the candidates; then
@@ -51,6 +67,7 @@ const awaitRenderOptions = (checks: number) => ({
  * status; completion is never interrupted, so a cancel that races it reports the completion.
  */
 export async function videoJob(input: VideoJobInput): Promise<{ status: Status | 'abandoned' }> {
+  const { recordJob, endJob, expireJobOutput, submitVideo, checkVideo, awaitRender, completeVideoOn } = activitiesOf(input);
   let status: Status = 'queued';
   let cancelRequested = false;
   /** The submit or status check in flight, which a cancel interrupts. */
@@ -79,8 +96,10 @@ export async function videoJob(input: VideoJobInput): Promise<{ status: Status |
     // An activity that gave up (the connection deleted, storage failing past its retries) must
     // not leave the job queued or running forever: it ends `failed`, with its event.
     if (!(err instanceof ActivityFailure) || terminal()) throw err;
-    const reason = err.cause?.message ?? err.message;
-    setStatus((await endJob({ jobId: input.jobId, status: 'failed', error: { message: `The job could not be completed: ${reason}`, type: 'internal_error', code: null } })).status as Status);
+    // The customer reads our words only: a failure of a kind we word for them, else none (a
+    // database error's text names its statement and values; issue 55, item 4).
+    const cause = err.cause instanceof ApplicationFailure && CUSTOMER_WORDED_FAILURES.has(err.cause.type ?? '') ? `: ${err.cause.message}` : '.';
+    setStatus((await endJob({ jobId: input.jobId, status: 'failed', error: { message: `The job could not be completed because of an error on the gateway's side${cause}`, type: 'internal_error', code: null } })).status as Status);
     return { status };
   }
 
@@ -113,7 +132,6 @@ export async function videoJob(input: VideoJobInput): Promise<{ status: Status |
    */
   async function awaitOutcome(accepted: VideoJobInput['candidates'][number]): Promise<{ status: Status }> {
     const [firstWait = 0] = input.checkIntervalsMs;
-    const { awaitRender } = proxyActivities<VideoJobActivities>(awaitRenderOptions(input.checkIntervalsMs.length));
     let outcome: RenderOutcome | null = null;
     if (!(await condition(() => cancelRequested, firstWait))) {
       try {
@@ -132,7 +150,7 @@ export async function videoJob(input: VideoJobInput): Promise<{ status: Status |
     else {
       const { state: _state, ...video } = outcome;
       // The copy to storage runs on the downloads queue, whose slots checks never wait for.
-      const copy = patched(DOWNLOADS_OWN_QUEUE) ? proxyActivities<VideoJobActivities>({ ...providerCallOptions, taskQueue: downloadsQueue(workflowInfo().taskQueue) }).completeVideo : completeVideo;
+      const copy = completeVideoOn(patched(DOWNLOADS_OWN_QUEUE) ? downloadsQueue(workflowInfo().taskQueue) : undefined);
       const done = await copy({ jobId: input.jobId, modelId: accepted.modelId, upstreamModel: accepted.upstreamModel, retentionMs: input.retentionMs, ...video });
       setStatus(done.status as Status);
     }
@@ -188,7 +206,7 @@ export async function videoJob(input: VideoJobInput): Promise<{ status: Status |
       }
       if (check.state === 'succeeded') {
         const { state: _state, ...video } = check;
-        const done = await completeVideo({ jobId: input.jobId, modelId: accepted.modelId, upstreamModel: accepted.upstreamModel, retentionMs: input.retentionMs, ...video });
+        const done = await completeVideoOn()({ jobId: input.jobId, modelId: accepted.modelId, upstreamModel: accepted.upstreamModel, retentionMs: input.retentionMs, ...video });
         setStatus(done.status as Status);
         if (done.expiresAt) {
           // Retention: the output link works for its hours, then the file goes.

@@ -1,6 +1,6 @@
-import { ActivityFailure, patched, proxyActivities, sleep, upsertSearchAttributes } from '@temporalio/workflow';
+import { ActivityFailure, patched, proxyActivities, sleep, TimeoutFailure, upsertSearchAttributes } from '@temporalio/workflow';
 import type { AttemptResult, WebhookDeliveryActivities } from '../activities/webhook-delivery';
-import { searchAttributeKeys, WEBHOOK_ATTEMPT_TIMEOUT_MS, type WebhookDeliveryInput } from './definitions';
+import { infraRetryPolicy, searchAttributeKeys, WEBHOOK_ATTEMPT_TIMEOUT_MS, type WebhookDeliveryInput } from './definitions';
 
 // Each attempt runs once: a retry would be an attempt the schedule did not plan.
 const { attemptDelivery } = proxyActivities<WebhookDeliveryActivities>({
@@ -8,10 +8,7 @@ const { attemptDelivery } = proxyActivities<WebhookDeliveryActivities>({
   retry: { maximumAttempts: 1 },
 });
 // Recording that an attempt was lost is a database write, safe to repeat.
-const { recordLostAttempt } = proxyActivities<WebhookDeliveryActivities>({
-  startToCloseTimeout: '1 minute',
-  retry: { initialInterval: '1 second', maximumInterval: '1 minute', backoffCoefficient: 2 },
-});
+const { recordLostAttempt } = proxyActivities<WebhookDeliveryActivities>({ startToCloseTimeout: '1 minute', retry: infraRetryPolicy() });
 
 /**
  * Runs started before a delivery was one activity keep their loop of timers and one-shot
@@ -21,14 +18,24 @@ export const DELIVERY_RIDES_RETRY_POLICY = 'delivery-rides-retry-policy';
 
 /**
  * `deliver`'s options: one activity attempt per delivery attempt, the wait between two set by
- * the activity (`nextRetryDelay`); the policy's own backoff only paces a retry after an attempt
- * that never reported (a lost worker, the answer timeout), which the activity then spaces out.
- * The attempts allow three per planned attempt before the workflow records the delivery failed.
+ * the activity (`nextRetryDelay`). The policy's own backoff paces a retry after an attempt that
+ * never reported (a lost worker, the answer timeout: the row counted it before its POST, and
+ * the retry records it lost) or after our own error (Postgres away), which spends no attempt.
+ * The row's count ends the delivery after the schedule's last attempt, so the policy has no
+ * limit of its own (issue 55: one did, and half an hour of Postgres errors failed deliveries).
  */
-const deliverOptions = (attempts: number) => ({
+const deliverOptions = (retry: WebhookDeliveryInput['retryMs']) => ({
   startToCloseTimeout: WEBHOOK_ATTEMPT_TIMEOUT_MS,
-  retry: { initialInterval: '1 second', maximumInterval: '1 minute', backoffCoefficient: 2, maximumAttempts: attempts * 3 },
+  retry: infraRetryPolicy(retry),
 });
+
+/**
+ * Why an attempt did not finish, as the delivery log shows it to the customer: a timeout says
+ * so; anything else is ours, and its text (a failed query's) is not theirs to read (issue 55).
+ */
+function lostReason(err: ActivityFailure): string {
+  return err.cause instanceof TimeoutFailure ? 'it timed out' : 'an error on the gateway\'s side';
+}
 
 /**
  * One event to one receiver (spec 6.3), id `whd_<event id>`. Attempts follow the schedule in
@@ -40,13 +47,13 @@ export async function webhookDelivery(input: WebhookDeliveryInput): Promise<Atte
   if (patched(DELIVERY_RIDES_RETRY_POLICY)) {
     const [firstWait = 0] = input.attemptDelaysMs;
     if (firstWait > 0) await sleep(firstWait);
-    const { deliver } = proxyActivities<WebhookDeliveryActivities>(deliverOptions(input.attemptDelaysMs.length));
+    const { deliver } = proxyActivities<WebhookDeliveryActivities>(deliverOptions(input.retryMs));
     try {
       result = await deliver({ deliveryId: input.deliveryId, attemptDelaysMs: input.attemptDelaysMs });
     } catch (err) {
       if (!(err instanceof ActivityFailure)) throw err;
       // Every retry spent (receivers that never answer in time, workers lost again and again).
-      result = await recordLostAttempt({ deliveryId: input.deliveryId, attempt: input.attemptDelaysMs.length, nextAttemptInMs: null, reason: err.cause?.message ?? err.message });
+      result = await recordLostAttempt({ deliveryId: input.deliveryId, attempt: input.attemptDelaysMs.length, nextAttemptInMs: null, reason: lostReason(err) });
     }
     upsertSearchAttributes([{ key: searchAttributeKeys.deliveryStatus, value: result.status }]);
     return result;
@@ -58,7 +65,7 @@ export async function webhookDelivery(input: WebhookDeliveryInput): Promise<Atte
       result = await attemptDelivery(attempt);
     } catch (err) {
       if (!(err instanceof ActivityFailure)) throw err;
-      result = await recordLostAttempt({ ...attempt, reason: err.cause?.message ?? err.message });
+      result = await recordLostAttempt({ ...attempt, reason: lostReason(err) });
     }
     if (result.status !== 'pending') break;
   }

@@ -20,7 +20,7 @@ import { videoParameters } from '../../core/jobs/video-request';
 import { OUTPUT_RETENTION_MS, statusCheckSchedule } from '../../core/jobs/schedule';
 import { VIDEO_ADAPTERS } from '../../core/providers/video';
 import { chainPosition, planCandidates } from '../../core/routing/candidates';
-import { JOB_CANCEL_SIGNAL, JOB_CANCEL_UPDATE, searchAttributeKeys, taskQueue, workflowIds, type JobCancelResult, type VideoJobInput } from '../../workflows/definitions';
+import { JOB_CANCEL_SIGNAL, JOB_CANCEL_UPDATE, scaledInfraRetry, searchAttributeKeys, taskQueue, workflowIds, type JobCancelResult, type VideoJobInput } from '../../workflows/definitions';
 import { createDeliveryStarter, deliveryStartOptions } from '../../activities/webhook-dispatch';
 import { endJobUnpaid } from '../../core/jobs/end-job';
 import { errorSummary } from '../../core/logger';
@@ -124,6 +124,7 @@ export function jobRoutes(router: Router<GatewayState>, deps: { db: Database; cl
         maxRetries: plan.maxRetries,
         checkIntervalsMs: statusCheckSchedule(deps.jobs.scheduleScale),
         retentionMs: Math.round(OUTPUT_RETENTION_MS * deps.jobs.scheduleScale),
+        retryMs: scaledInfraRetry(deps.jobs.scheduleScale),
       };
       // The estimated cost is held against the key's limit before anything starts: the dearest
       // candidate submit may fail over to, and unpriced if any of them is. Each is priced as

@@ -1,4 +1,4 @@
-import type { DataConverter, Payload, PayloadCodec } from '@temporalio/common';
+import { defaultPayloadConverter, type DataConverter, type FailureConverter, type LoadedDataConverter, type Payload, type PayloadCodec } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
 import { createSealer, type SealBinding, type Sealer } from './sealing';
 
@@ -48,7 +48,21 @@ export function sealingPayloadCodec(sealer: Sealer): PayloadCodec {
   };
 }
 
-/** The data converter of every Temporal client and worker of the gateway. */
-export function sealingDataConverter(keyring: string): DataConverter {
-  return { payloadCodecs: [sealingPayloadCodec(createSealer(keyring))] };
+/**
+ * The data converter of every Temporal client of the gateway: payloads sealed, and failures'
+ * messages and stack traces carried in a payload (`core/crypto/failure-converter.cjs`), so sealed
+ * as well. Given loaded, so a client needs no file path (in dist/ the API is one bundled file).
+ */
+export function sealingDataConverter(keyring: string): LoadedDataConverter {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { failureConverter } = require('./failure-converter.cjs') as { failureConverter: FailureConverter };
+  return { payloadConverter: defaultPayloadConverter, failureConverter, payloadCodecs: [sealingPayloadCodec(createSealer(keyring))] };
+}
+
+/**
+ * A worker's: the same, with the failure converter named by path (`failureConverterPath`), the
+ * one way a worker and its workflow bundle take one.
+ */
+export function sealingWorkerDataConverter(keyring: string, failureConverterPath: string): DataConverter {
+  return { payloadCodecs: [sealingPayloadCodec(createSealer(keyring))], failureConverterPath };
 }

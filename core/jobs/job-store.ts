@@ -52,7 +52,8 @@ export function isTerminal(status: JobStatus): boolean {
  * billed. (Issue 54, items 7 and 8; docs/decisions.md.)
  */
 function providerMayBill(row: JobRow): boolean {
-  const taken = row.providerJobId !== null;
+  // A submit sent whose answer was never recorded (issue 55) may have started a render too.
+  const taken = row.providerJobId !== null || row.submitIntent !== null;
   if (row.status === 'canceled') return taken;
   if (row.status !== 'failed') return false;
   return row.error?.type === 'request_timeout' || (taken && row.error?.type === 'internal_error');

@@ -9,6 +9,8 @@ import { startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-
 import { startTestWorkers, uniquePrefix } from '../helpers/harness';
 import { saveHistory } from '../helpers/histories';
 import { videoClient } from '../helpers/video-client';
+import { testDataConverter } from '../helpers/sealing-keys';
+import type { Payload } from '@temporalio/common';
 
 /** A day of retention lasts about 2.6 s here; status checks come every 2 to 9 ms. */
 const SCALE = 0.00003;
@@ -189,13 +191,16 @@ describe('video jobs', () => {
 
   it('shows the waiting render in Temporal as the awaitRender activity: its attempt, last failure with progress, next retry', async () => {
     const created = await submit({ prompt: `watched [sandbox render_ms=4000] ${seq++}` });
-    let pending: { activityType?: { name?: string | null } | null; attempt?: number | null; lastFailure?: { message?: string | null } | null; nextAttemptScheduleTime?: unknown } | undefined;
+    let pending: { activityType?: { name?: string | null } | null; attempt?: number | null; lastFailure?: { message?: string | null; encodedAttributes?: Payload | null } | null; nextAttemptScheduleTime?: unknown } | undefined;
     await waitFor('a retried awaitRender', async () => {
       const description = await f.api.runtime.temporal.workflow.getHandle(created.json.id).describe();
       pending = description.raw.pendingActivities?.[0] ?? undefined;
       return (pending?.attempt ?? 0) > 2 && pending?.activityType?.name === 'awaitRender';
     });
-    expect(pending!.lastFailure?.message).toMatch(/^render running: progress \d+% after check \d+ of 60; next check in \d+ ms$/);
+    // Sealed with the payloads (issue 55): the UI opens it through the codec endpoint, as here.
+    expect(pending!.lastFailure?.message).toBe('Encoded failure');
+    const [opened] = await testDataConverter().payloadCodecs[0]!.decode([pending!.lastFailure!.encodedAttributes!]);
+    expect((JSON.parse(Buffer.from(opened!.data!).toString('utf8')) as { message: string }).message).toMatch(/^render running: progress \d+% after check \d+ of 60; next check in \d+ ms$/);
     await until(created.json.id, terminal);
   });
 

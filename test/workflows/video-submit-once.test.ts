@@ -92,13 +92,14 @@ describe('video jobs: a submit is never sent twice', () => {
 
     it('the `running` write fails after the provider accepted: the retry records that render without sending again', async () => {
       const marker = `running-write-${seq++}`;
-      // A real Postgres error on the first move to running of this job (a sequence is not rolled back with the failed statement).
+      // A real Postgres error on the first move to running of this job, as a server shutting down
+      // sends it (admin_shutdown); a sequence is not rolled back with the failed statement.
       await f.database.db.execute(sql.raw(`
         create sequence if not exists test_running_write_failures;
         create or replace function test_fail_running_write() returns trigger language plpgsql as $$
         begin
           if new.status = 'running' and old.status = 'queued' and new.request->>'prompt' like '${marker}%' and nextval('test_running_write_failures') = 1 then
-            raise exception 'simulated outage while recording the render';
+            raise exception 'simulated outage while recording the render' using errcode = '57P01';
           end if;
           return new;
         end $$;

@@ -3,6 +3,7 @@ import type { Clock } from '../core/clock';
 import type { Database } from '../core/db/client';
 import { detectorNamed, runDetector, type ScanSettings } from '../core/findings/scan';
 import { organizationIdsAfter } from '../core/tenancy/organizations';
+import { walkPage, type WalkStep } from '../core/walk-cursors';
 import type { FindingsScanInput, FindingsScanResult } from '../workflows/definitions';
 import type { StartDeliveries } from './webhook-dispatch';
 
@@ -19,9 +20,12 @@ export type FindingsPageResult = Omit<FindingsScanResult, 'pages' | 'failedPages
  */
 export function createFindingsActivities(deps: FindingsDeps) {
   return {
-    /** One page of organization ids after `afterOrgId`, and the time the run judges at (the first page's). */
-    async listOrganizationPage(input: { afterOrgId: string | null; limit: number }): Promise<{ orgIds: string[]; at: string }> {
-      return { orgIds: await organizationIdsAfter(deps.db, input.afterOrgId, input.limit), at: deps.clock.now().toISOString() };
+    /**
+     * One page of organization ids after `afterOrgId`, and the time the run judges at (the first
+     * page's). With `walk`, the walk keeps its place across runs (core/walk-cursors.ts).
+     */
+    async listOrganizationPage(input: { afterOrgId: string | null; limit: number; walk?: WalkStep }): Promise<{ orgIds: string[]; at: string }> {
+      return { orgIds: await walkPage(deps.db, input.walk, input.afterOrgId, (after) => organizationIdsAfter(deps.db, after, input.limit)), at: deps.clock.now().toISOString() };
     },
 
     /**

@@ -3,6 +3,7 @@ import type { Clock } from '../core/clock';
 import type { Sealer } from '../core/crypto/sealing';
 import type { Database } from '../core/db/client';
 import { activeServerPage, syncRegisteredServer } from '../core/mcp/sync';
+import { walkPage, type WalkStep } from '../core/walk-cursors';
 import type { StartDeliveries } from './webhook-dispatch';
 
 export type McpToolSyncDeps = { db: Database; clock: Clock; sealer: Sealer; dispatcher: Dispatcher; startDeliveries: StartDeliveries; publicUrl: string };
@@ -21,9 +22,9 @@ export type McpServerSyncSummary = { serverId: string; outcome: 'synced' | 'fail
  */
 export function createMcpToolSyncActivities(deps: McpToolSyncDeps) {
   return {
-    /** Ids of active servers after `afterId`, in id order. */
-    async listActiveMcpServers(input: { afterId: string | null; limit: number }): Promise<string[]> {
-      return activeServerPage(deps.db, input.afterId, input.limit);
+    /** Ids of active servers after `afterId`, in id order; with `walk`, keeping its place across runs (core/walk-cursors.ts). */
+    async listActiveMcpServers(input: { afterId: string | null; limit: number; walk?: WalkStep }): Promise<string[]> {
+      return walkPage(deps.db, input.walk, input.afterId, (after) => activeServerPage(deps.db, after, input.limit));
     },
 
     /** Lists one server now and records what changed; safe to retry (a re-listing is idempotent). */

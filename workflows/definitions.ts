@@ -89,6 +89,12 @@ export type FindingsScanResult = { detections: number; opened: number; raised: n
 /** A detector's run looks at this many organizations per activity. */
 export const FINDINGS_ORG_PAGE_SIZE = 200;
 
+/**
+ * Scheduled walks started after issue 55 keep their place across runs (core/walk-cursors.ts):
+ * a run that times out mid-walk no longer sends the next run back to the first page.
+ */
+export const WALK_KEEPS_PLACE = 'walk-keeps-place';
+
 /** Every active tool-gateway server is re-listed this often (times GW_SCHEDULE_SCALE); issue 15. */
 export const MCP_TOOL_SYNC_EVERY_MS = 900_000;
 /** Servers read per page of the sync's walk; each page's servers are listed side by side. */

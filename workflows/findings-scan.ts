@@ -1,6 +1,7 @@
 import { ActivityFailure, continueAsNew, log, patched, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { FindingsActivities, FindingsPageResult } from '../activities/findings';
-import { FINDINGS_ORG_PAGE_SIZE, type FindingsScanInput, type FindingsScanResult } from './definitions';
+import type { WalkActivities } from '../activities/walks';
+import { FINDINGS_ORG_PAGE_SIZE, infraRetryPolicy, WALK_KEEPS_PLACE, type FindingsScanInput, type FindingsScanResult } from './definitions';
 
 // A run reads rollups and writes findings; a retry updates what the first try recorded.
 const { runFindingDetector } = proxyActivities<FindingsActivities>({
@@ -19,6 +20,8 @@ const { runFindingDetectorPage } = proxyActivities<FindingsActivities>({
   retry: { initialInterval: '5 seconds', maximumInterval: '1 minute', backoffCoefficient: 2, maximumAttempts: 3 },
 });
 
+const { endWalk } = proxyActivities<WalkActivities>({ startToCloseTimeout: '1 minute', retry: infraRetryPolicy() });
+
 /** Runs started before issue 34 make one activity over every organization; new runs page through them. */
 export const FINDINGS_PAGE_BY_ORGANIZATION = 'findings-page-by-organization';
 
@@ -33,12 +36,16 @@ const COUNTS = ['detections', 'opened', 'raised', 'resolved', 'notified'] as con
  */
 export async function findingsScan(input: FindingsScanInput): Promise<FindingsScanResult> {
   if (!patched(FINDINGS_PAGE_BY_ORGANIZATION)) return runFindingDetector(input);
+  // A run that timed out mid-walk left its place; the next one goes on from it (issue 55).
+  const walk = patched(WALK_KEEPS_PLACE) ? `${workflowInfo().taskQueue}:findings:${input.detector}` : null;
+  let resume = walk !== null && !input.resume;
   const limit = input.orgPageSize ?? FINDINGS_ORG_PAGE_SIZE;
   const totals: Required<FindingsScanResult> = { detections: 0, opened: 0, raised: 0, resolved: 0, notified: 0, pages: 0, failedPages: 0, ...input.resume?.counts };
   let at = input.resume?.at;
   let afterOrgId = input.resume?.afterOrgId ?? null;
   for (;;) {
-    const page = await listOrganizationPage({ afterOrgId, limit });
+    const page = await listOrganizationPage({ afterOrgId, limit, ...(walk !== null && { walk: { walk, resume } }) });
+    resume = false;
     at ??= page.at;
     if (page.orgIds.length === 0) break;
     try {
@@ -56,5 +63,6 @@ export async function findingsScan(input: FindingsScanInput): Promise<FindingsSc
       return continueAsNew<typeof findingsScan>({ detector: input.detector, orgPageSize: input.orgPageSize, resume: { at, afterOrgId, counts: totals } });
     }
   }
+  if (walk !== null) await endWalk({ walk });
   return totals;
 }

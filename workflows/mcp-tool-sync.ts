@@ -1,6 +1,7 @@
 import { continueAsNew, patched, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { McpServerSyncSummary, McpToolSyncActivities } from '../activities/mcp-tool-sync';
-import { MCP_TOOL_SYNC_HISTORY_EVENTS, MCP_TOOL_SYNC_PAGE_SIZE, type McpToolSyncResult } from './definitions';
+import type { WalkActivities } from '../activities/walks';
+import { infraRetryPolicy, MCP_TOOL_SYNC_HISTORY_EVENTS, MCP_TOOL_SYNC_PAGE_SIZE, WALK_KEEPS_PLACE, type McpToolSyncResult } from './definitions';
 
 const { listActiveMcpServers } = proxyActivities<McpToolSyncActivities>({
   startToCloseTimeout: '1 minute',
@@ -13,6 +14,8 @@ const { syncMcpServer } = proxyActivities<McpToolSyncActivities>({
   startToCloseTimeout: '12 minutes',
   retry: { initialInterval: '10 seconds', maximumInterval: '1 minute', backoffCoefficient: 2, maximumAttempts: 3 },
 });
+
+const { endWalk } = proxyActivities<WalkActivities>({ startToCloseTimeout: '1 minute', retry: infraRetryPolicy() });
 
 /** Runs that may continue as new (issue 34) record this patch, unless their input says so already. */
 export const MCP_SYNC_CONTINUES_AS_NEW = 'mcp-sync-continues-as-new';
@@ -36,13 +39,17 @@ export async function mcpToolSync(input?: McpToolSyncInput): Promise<McpToolSync
   // events or more would fail replay at the bound below (issue 55, item 6). A run given input
   // is of the new code; one without asks the patch, which such a run's history does not have.
   const continues = input !== undefined || patched(MCP_SYNC_CONTINUES_AS_NEW);
+  // A run that timed out mid-walk left its place; the next one goes on from it (issue 55).
+  const walk = patched(WALK_KEEPS_PLACE) ? `${workflowInfo().taskQueue}:mcp-tool-sync` : null;
+  let resume = walk !== null && input?.afterId === undefined;
   const result: McpToolSyncResult = input?.totals ?? { servers: 0, synced: 0, failed: 0, skipped: 0, toolsChanged: 0, alertsQueued: 0 };
   let afterId: string | null = input?.afterId ?? null;
   const limit = input?.pageSize ?? MCP_TOOL_SYNC_PAGE_SIZE;
   const maxEvents = input?.continueAfterEvents ?? MCP_TOOL_SYNC_HISTORY_EVENTS;
   let oldPages = 0;
   for (;;) {
-    const ids: string[] = await listActiveMcpServers({ afterId, limit });
+    const ids: string[] = await listActiveMcpServers({ afterId, limit, ...(walk !== null && { walk: { walk, resume } }) });
+    resume = false;
     // One server whose activity gives up (a listing slower than its timeout allows) is counted
     // failed; it does not fail the run or keep the servers on later pages from being listed.
     const settled = await Promise.allSettled(ids.map((serverId) => syncMcpServer({ serverId })));
@@ -57,7 +64,10 @@ export async function mcpToolSync(input?: McpToolSyncInput): Promise<McpToolSync
       result.toolsChanged += summary.toolsChanged;
       result.alertsQueued += summary.alertsQueued;
     }
-    if (ids.length < limit) return result;
+    if (ids.length < limit) {
+      if (walk !== null) await endWalk({ walk });
+      return result;
+    }
     afterId = ids[ids.length - 1]!;
     if (!continues) {
       // The old code's bound on pages, kept for its runs.

@@ -23,3 +23,4 @@ export * from './findings';
 export * from './cost-attribution';
 export * from './decision-policies';
 export * from './stored-responses';
+export * from './walk-cursors';

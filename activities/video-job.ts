@@ -71,6 +71,21 @@ async function heartbeating<T>(timeoutMs: number, call: (signal: AbortSignal) =>
 }
 
 /**
+ * Heartbeats every second while `work` runs, from its start: the heartbeat timeout (10 s) runs
+ * from the attempt's start, and the reads and writes around a provider call (a slow Postgres, a
+ * row lock) must not look like a lost worker (issue 55). Work shorter than a second sends none.
+ */
+async function beatingThroughout<T>(work: () => Promise<T>): Promise<T> {
+  const context = Context.current();
+  const beat = setInterval(() => context.heartbeat(), HEARTBEAT_EVERY_MS);
+  try {
+    return await work();
+  } finally {
+    clearInterval(beat);
+  }
+}
+
+/**
  * `awaitRender`'s failures. `RenderRunning` is retryable: the retry policy carries the status
  * check schedule (each attempt's `nextRetryDelay` is the wait before the next check), and the
  * Temporal UI shows it as the pending activity's last failure, with the progress. The 60th check
@@ -241,6 +256,34 @@ export function createVideoJobActivities(deps: VideoJobDeps) {
     return status;
   }
 
+  /** One attempt of `awaitRender` (below): a status check, or the failure that schedules the next. */
+  async function awaitRenderOnce(input: { jobId: string; checkIntervalsMs: number[] }): Promise<RenderOutcome> {
+    const [found] = await statements.jobAndConnection.execute({ jobId: input.jobId });
+    if (!found) throw ApplicationFailure.nonRetryable(`job ${input.jobId} does not exist`, 'JobGone');
+    const { job, connection } = found;
+    if (job.status !== 'running' || !job.connectionId || !job.providerJobId) {
+      // Running without a provider id cannot happen after an accepted submit; a job already
+      // terminal (canceled through the API while no worker ran it) has nothing left to wait for.
+      if (job.status === 'queued' || job.status === 'running') throw ApplicationFailure.nonRetryable(`job ${job.id} is ${job.status} without a render to check`, 'NoRender');
+      return { state: 'ended', status: job.status };
+    }
+    const check = await checkOnce(job, connection);
+    if (check.state !== 'running') return check;
+    const { checks } = check;
+    const limit = input.checkIntervalsMs.length;
+    const progress = `${Math.round(check.progress * 100)}%`;
+    if (checks >= limit) throw ApplicationFailure.create({ type: STATUS_CHECKS_EXHAUSTED, message: `The provider gave no final answer after ${limit} status checks.`, nonRetryable: true, details: [{ checks, progress }] });
+    const nextInMs = input.checkIntervalsMs[checks]!;
+    throw ApplicationFailure.create({
+      type: RENDER_RUNNING,
+      // Waiting is not an error: logged at DEBUG by the SDK, not counted as a failed activity.
+      category: ApplicationFailureCategory.BENIGN,
+      message: `render running: progress ${progress} after check ${checks} of ${limit}; next check in ${nextInMs} ms`,
+      nextRetryDelay: nextInMs,
+      details: [{ checks, progress }],
+    });
+  }
+
   return {
     /**
      * Makes sure the job's row exists. The API writes it right after starting the workflow;
@@ -323,7 +366,7 @@ export function createVideoJobActivities(deps: VideoJobDeps) {
 
     /** One status check (`checkOnce`): the workflow's own loop of checks, which runs started before `awaitRender` still use. */
     async checkVideo(input: { jobId: string }): Promise<{ state: 'running' } | RenderOutcome> {
-      const check = await checkOnce(await loadJob(deps, input.jobId));
+      const check = await beatingThroughout(async () => checkOnce(await loadJob(deps, input.jobId)));
       return check.state === 'running' ? { state: 'running' } : check;
     },
 
@@ -338,30 +381,7 @@ export function createVideoJobActivities(deps: VideoJobDeps) {
      * `StatusChecksExhausted`, not retryable.
      */
     async awaitRender(input: { jobId: string; checkIntervalsMs: number[] }): Promise<RenderOutcome> {
-      const [found] = await statements.jobAndConnection.execute({ jobId: input.jobId });
-      if (!found) throw ApplicationFailure.nonRetryable(`job ${input.jobId} does not exist`, 'JobGone');
-      const { job, connection } = found;
-      if (job.status !== 'running' || !job.connectionId || !job.providerJobId) {
-        // Running without a provider id cannot happen after an accepted submit; a job already
-        // terminal (canceled through the API while no worker ran it) has nothing left to wait for.
-        if (job.status === 'queued' || job.status === 'running') throw ApplicationFailure.nonRetryable(`job ${job.id} is ${job.status} without a render to check`, 'NoRender');
-        return { state: 'ended', status: job.status };
-      }
-      const check = await checkOnce(job, connection);
-      if (check.state !== 'running') return check;
-      const { checks } = check;
-      const limit = input.checkIntervalsMs.length;
-      const progress = `${Math.round(check.progress * 100)}%`;
-      if (checks >= limit) throw ApplicationFailure.create({ type: STATUS_CHECKS_EXHAUSTED, message: `The provider gave no final answer after ${limit} status checks.`, nonRetryable: true, details: [{ checks, progress }] });
-      const nextInMs = input.checkIntervalsMs[checks]!;
-      throw ApplicationFailure.create({
-        type: RENDER_RUNNING,
-        // Waiting is not an error: logged at DEBUG by the SDK, not counted as a failed activity.
-        category: ApplicationFailureCategory.BENIGN,
-        message: `render running: progress ${progress} after check ${checks} of ${limit}; next check in ${nextInMs} ms`,
-        nextRetryDelay: nextInMs,
-        details: [{ checks, progress }],
-      });
+      return beatingThroughout(() => awaitRenderOnce(input));
     },
 
     /**

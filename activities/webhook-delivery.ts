@@ -3,7 +3,7 @@ import { ApplicationFailureCategory } from '@temporalio/common';
 import { and, eq, sql } from 'drizzle-orm';
 import type { Dispatcher } from 'undici';
 import type { Clock } from '../core/clock';
-import type { Sealer } from '../core/crypto/sealing';
+import type { Sealer, SigningKeys } from '../core/crypto/sealing';
 import type { Database } from '../core/db/client';
 import { notificationChannels, webhookDeliveries, type DeliveryStatus } from '../core/db/schema';
 import type { Mailer, MailMessage } from '../core/notifications/mailer';
@@ -20,7 +20,7 @@ import { unixSeconds } from '../core/clock';
 export type WebhookDeliveryDeps = {
   db: Database; clock: Clock; sealer: Sealer; dispatcher: Dispatcher; mailer: Mailer;
   /** Where an alert email's one-click unsubscribe link points (the API's public address), and the key its tokens are signed with. */
-  unsubscribe: { publicUrl: string; key: Buffer };
+  unsubscribe: { publicUrl: string; key: SigningKeys };
 };
 
 type Delivery = typeof webhookDeliveries.$inferSelect;

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { createResponseCacheStore } from '../core/response-cache/store';
 import type { Client } from '@temporalio/client';
-import { deriveKey } from '../core/crypto/sealing';
+import { deriveKeys } from '../core/crypto/sealing';
 import { createLinkSigner } from '../core/jobs/output-links';
 import { OUTPUT_RETENTION_MS } from '../core/jobs/schedule';
 import { createMediaFiles } from '../core/media/stored-files';
@@ -78,7 +78,7 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
   });
   const budgetCrossingRows = createBatchWriter(database.db, budgetCrossings, logger, 'budget crossings', { lane, journal: createRowJournal(journals, 'budget_crossings') });
   // One signer and one store for every output link: video jobs and media files alike.
-  const signer = createLinkSigner(deriveKey(sealingKeys, 'output-links'));
+  const signer = createLinkSigner(deriveKeys(sealingKeys, 'output-links'));
   const storage = localOutputStorage(path.join(config.dataDir, 'outputs'));
   // Cost-center attribution of request-log rows, with their batch (issue 23).
   const attribution = createRequestAttribution(database.db);

@@ -142,7 +142,12 @@ export function temporalCodecRouter(deps: TemporalCodecDeps): Router<GatewayStat
     await operator(ctx);
     const exp = deps.clock.now().getTime() + SESSION_MS;
     const value = deps.sealer.seal(JSON.stringify({ hash: sha256Hex(bearer.secret), exp }), SESSION_BINDING);
-    ctx.cookies.set(SESSION_COOKIE, value, { httpOnly: true, sameSite: 'lax', path: CODEC_PATH, maxAge: SESSION_MS, secure: ctx.secure, overwrite: true });
+    // Over https, SameSite=None: a Temporal UI on another site (temporal.ops.example calling
+    // api.example) sends it with its fetches, which Lax forbids (issue 55). Browsers take None
+    // only with Secure; over plain http (development on localhost, one site) it stays Lax. A
+    // cross-site page can make the browser send it but cannot read the answer: CORS admits the
+    // UI's origin only.
+    ctx.cookies.set(SESSION_COOKIE, value, { httpOnly: true, sameSite: ctx.secure ? 'none' : 'lax', path: CODEC_PATH, maxAge: SESSION_MS, secure: ctx.secure, overwrite: true });
     ctx.set('Cache-Control', 'no-store');
     ctx.body = { signed_in: true, expires_at: Math.floor(exp / 1000) };
   });

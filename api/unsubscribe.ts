@@ -1,5 +1,6 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
+import type { SigningKeys } from '../core/crypto/sealing';
 import type { Database } from '../core/db/client';
 import { GatewayError } from '../core/errors';
 import { escapeHtml } from '../core/findings/messages';
@@ -16,7 +17,7 @@ import type { GatewayState } from './context';
  * unsubscribed. `POST /resubscribe/{token}` undoes it. A `GET` of either only shows its button,
  * so a link scanner that follows links changes nothing.
  */
-export function unsubscribeRouter(deps: { db: Database; key: Buffer }): Router<GatewayState> {
+export function unsubscribeRouter(deps: { db: Database; key: SigningKeys }): Router<GatewayState> {
   const router = new Router<GatewayState>();
 
   const unsubscribing = async (token: string): Promise<AlertAddress> => {

@@ -9,7 +9,7 @@ import { startTracing } from '../core/observability/tracing';
 import { connectRedis } from '../core/redis';
 import type { TaskQueueName } from '../workflows/definitions';
 import { queueWorkerDeps, startQueueWorkers } from './queues';
-import { installTemporalRuntime } from './temporal';
+import { installTemporalRuntime, refusedServerVersion } from './temporal';
 
 /**
  * The workflow code built ahead, which saves each start the bundling: GW_WORKFLOW_BUNDLE when
@@ -42,6 +42,8 @@ export async function runWorkerProcess(names: readonly TaskQueueName[]): Promise
     const database = connectDatabase(requireSetting(config, 'DATABASE_URL'));
     const redis = connectRedis(requireSetting(config, 'REDIS_URL'), config.REDIS_KEY_PREFIX);
     const connection = await NativeConnection.connect({ address: requireSetting(config, 'TEMPORAL_ADDRESS') });
+    const refused = refusedServerVersion((await connection.workflowService.getSystemInfo({})).serverVersion ?? '');
+    if (refused) throw new Error(refused);
     const deps = queueWorkerDeps(config, connection, database.db, redis, prebuiltWorkflowBundle());
     if (metrics) watchConnections(metrics, database.pool, redisClients(redis, deps.services.spendRedis));
     const running = await startQueueWorkers(names, deps);

@@ -18,7 +18,7 @@ import { loadModelCatalog, type ModelCatalog } from '../core/catalog/model-catal
 import { alertAttemptDelays, webhookAttemptDelays } from '../core/webhooks/schedule';
 import { systemClock, type Clock } from '../core/clock';
 import { publicBaseUrl, requireSetting, workerSettingsOf, type Config, type WorkerQueue } from '../core/config';
-import { createSealer, deriveKey } from '../core/crypto/sealing';
+import { createSealer, deriveKeys, type SigningKeys } from '../core/crypto/sealing';
 import { createLinkSigner } from '../core/jobs/output-links';
 import { createUpstreamAgent } from '../core/providers/upstream';
 import { localOutputStorage } from '../core/storage/output-storage';
@@ -81,7 +81,7 @@ export type ActivityServices = {
   findings: ScanSettings;
   publicUrl: string;
   /** Webhook receivers are reached through the guarded dispatcher, on the scaled schedule. */
-  webhooks: { dispatcher: Dispatcher; mailer: Mailer; attemptDelaysMs: number[]; alertAttemptDelaysMs: number[]; retryMs: InfraRetry; unsubscribeKey: Buffer };
+  webhooks: { dispatcher: Dispatcher; mailer: Mailer; attemptDelaysMs: number[]; alertAttemptDelaysMs: number[]; retryMs: InfraRetry; unsubscribeKey: SigningKeys };
 };
 
 /**
@@ -112,13 +112,13 @@ export function createActivityServices(config: Config, db: Database, redis: Redi
       attemptDelaysMs: webhookAttemptDelays(config.GW_SCHEDULE_SCALE),
       alertAttemptDelaysMs: alertAttemptDelays(config.GW_SCHEDULE_SCALE),
       retryMs: scaledInfraRetry(config.GW_SCHEDULE_SCALE),
-      unsubscribeKey: deriveKey(keyring, UNSUBSCRIBE_KEY_PURPOSE),
+      unsubscribeKey: deriveKeys(keyring, UNSUBSCRIBE_KEY_PURPOSE),
     },
     video: {
       sealer,
       storage: localOutputStorage(path.join(config.dataDir, 'outputs')),
       agent: outbound,
-      links: { signer: createLinkSigner(deriveKey(keyring, 'output-links')), baseUrl: publicBaseUrl(config) },
+      links: { signer: createLinkSigner(deriveKeys(keyring, 'output-links')), baseUrl: publicBaseUrl(config) },
     },
   };
 }

@@ -24,6 +24,25 @@ export const WORKFLOWS_PATH = path.resolve(__dirname, '..', 'workflows', 'index.
 const WORKFLOW_INTERCEPTOR_MODULES = [require.resolve('@temporalio/interceptors-opentelemetry/lib/workflow-interceptors')];
 
 /**
+ * The oldest Temporal server the workers run on: status checks and webhook attempts wait out
+ * their schedule through `nextRetryDelay` on an activity failure, and a server before 1.25
+ * caps such a delay at the retry policy's maximum interval (one minute), which would compress
+ * a delivery's 8-hour gaps into minutes (issue 55).
+ */
+export const MIN_TEMPORAL_SERVER_VERSION = [1, 25, 0] as const;
+
+/** Why a worker refuses the server it connected to (one line), or null to go on. */
+export function refusedServerVersion(version: string): string | null {
+  const parts = /^v?(\d+)\.(\d+)\.(\d+)/.exec(version.trim());
+  const wanted = MIN_TEMPORAL_SERVER_VERSION.join('.');
+  if (!parts) return `the Temporal server did not say its version ("${version}"); the workers need ${wanted} or later`;
+  const [major, minor, patch] = parts.slice(1).map(Number) as [number, number, number];
+  const [M, m, p] = MIN_TEMPORAL_SERVER_VERSION;
+  const older = major !== M ? major < M : minor !== m ? minor < m : patch < p;
+  return older ? `the Temporal server is ${major}.${minor}.${patch}; the workers need ${wanted} or later (schedules ride nextRetryDelay past one minute)` : null;
+}
+
+/**
  * The failure converter every worker and its workflow bundle take by path: failures' messages
  * sealed (core/crypto/failure-converter.cjs). From the sources it is that file; from dist/ the
  * same place under dist/, where scripts/build.ts copies it.

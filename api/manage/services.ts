@@ -2,7 +2,7 @@ import type { Client } from '@temporalio/client';
 import type { Dispatcher } from 'undici';
 import type { Config } from '../../core/config';
 import { UNSUBSCRIBE_KEY_PURPOSE } from '../../core/notifications/unsubscribe';
-import { createSealer, deriveKey, type Sealer } from '../../core/crypto/sealing';
+import { createSealer, deriveKeys, type Sealer, type SigningKeys } from '../../core/crypto/sealing';
 import { checkProviderCredential, type CredentialCheck } from '../../core/providers/credential-check';
 import type { ProviderKind } from '../../core/providers/kinds';
 import { retireSecretSignal } from '../../workflows/secret-rotation';
@@ -16,7 +16,7 @@ import { withTemporalDeadline } from '../temporal-client';
 export type ManagementServices = {
   sealer: Sealer;
   /** Signs and checks alert emails' one-click unsubscribe links (core/notifications/unsubscribe.ts). */
-  unsubscribeKey: Buffer;
+  unsubscribeKey: SigningKeys;
   allowPrivateNetwork: boolean;
   /** Real durations times GW_SCHEDULE_SCALE (1 in production). */
   scaleMs(ms: number): number;
@@ -47,7 +47,7 @@ export function createManagementServices(config: ServiceConfig & { GW_SEALING_KE
   const maintenanceQueue = taskQueue('maintenance', config.GW_TASK_QUEUE_PREFIX);
   return {
     sealer: createSealer(config.GW_SEALING_KEYS),
-    unsubscribeKey: deriveKey(config.GW_SEALING_KEYS, UNSUBSCRIBE_KEY_PURPOSE),
+    unsubscribeKey: deriveKeys(config.GW_SEALING_KEYS, UNSUBSCRIBE_KEY_PURPOSE),
     allowPrivateNetwork: config.GW_ALLOW_PRIVATE_NETWORK,
     scaleMs: (ms) => Math.round(ms * config.GW_SCHEDULE_SCALE),
     workflowUrl: (orgId, workflowId) => (config.GW_TEMPORAL_UI_URL && config.GW_OPERATOR_ORG_ID && orgId === config.GW_OPERATOR_ORG_ID

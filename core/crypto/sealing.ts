@@ -80,6 +80,20 @@ export function createSealer(keyring: string): Sealer {
  * HKDF so one secret to keep covers both and the two uses never share key material.
  */
 export function deriveKey(keyring: string, purpose: string): Buffer {
-  const { current, keys } = parseKeyring(keyring);
-  return Buffer.from(hkdfSync('sha256', keys.get(current)!, Buffer.alloc(0), `gw:${purpose}`, KEY_BYTES));
+  return deriveKeys(keyring, purpose)[0]!;
 }
+
+/**
+ * A purpose's keys from every master key, the current one's first: a signature is made with
+ * the first and checked against each, so a link signed before a rotation, or by a process not
+ * yet told of it (a rolling deploy), still verifies (issue 55).
+ */
+export function deriveKeys(keyring: string, purpose: string): Buffer[] {
+  const { current, keys } = parseKeyring(keyring);
+  const versions = [current, ...[...keys.keys()].filter((v) => v !== current)];
+  return versions.map((v) => Buffer.from(hkdfSync('sha256', keys.get(v)!, Buffer.alloc(0), `gw:${purpose}`, KEY_BYTES)));
+}
+
+/** One key, or a purpose's keys (`deriveKeys`): signing uses the first, checking accepts any. */
+export type SigningKeys = Buffer | readonly Buffer[];
+export const signingKeyList = (keys: SigningKeys): readonly Buffer[] => (Buffer.isBuffer(keys) ? [keys] : keys);

@@ -1,3 +1,4 @@
+import { signingKeyList, type SigningKeys } from '../crypto/sealing';
 import { createHmac, timingSafeEqual } from 'node:crypto';
 
 /**
@@ -14,9 +15,11 @@ export type LinkSigner = {
 
 export const OUTPUT_LINK_PATH = '/files/jobs';
 
-export function createLinkSigner(key: Buffer): LinkSigner {
-  const sign = (path: string, id: string, exp: number) =>
+export function createLinkSigner(keys: SigningKeys): LinkSigner {
+  const all = signingKeyList(keys);
+  const signWith = (key: Buffer, path: string, id: string, exp: number) =>
     createHmac('sha256', key).update(path === OUTPUT_LINK_PATH ? `${id}.${exp}` : `${path}/${id}.${exp}`).digest('hex');
+  const sign = (path: string, id: string, exp: number) => signWith(all[0]!, path, id, exp);
   return {
     url(baseUrl, id, expiresAt, path = OUTPUT_LINK_PATH) {
       const exp = Math.floor(expiresAt.getTime() / 1000);
@@ -25,7 +28,7 @@ export function createLinkSigner(key: Buffer): LinkSigner {
     verify(id, exp, sig, now, path = OUTPUT_LINK_PATH) {
       if (!exp || !sig || !/^\d{1,12}$/.test(exp) || !/^[0-9a-f]{64}$/.test(sig)) return false;
       if (Number(exp) * 1000 <= now.getTime()) return false;
-      return timingSafeEqual(Buffer.from(sign(path, id, Number(exp)), 'hex'), Buffer.from(sig, 'hex'));
+      return all.some((key) => timingSafeEqual(Buffer.from(signWith(key, path, id, Number(exp)), 'hex'), Buffer.from(sig, 'hex')));
     },
   };
 }

@@ -1,3 +1,4 @@
+import { signingKeyList, type SigningKeys } from '../crypto/sealing';
 import { createHmac, timingSafeEqual } from 'node:crypto';
 
 /**
@@ -26,18 +27,21 @@ const MAX_TOKEN_LENGTH = 2048;
 
 const mac = (key: Buffer, purpose: string, payload: string) => createHmac('sha256', key).update(`${purpose}:${payload}`).digest('base64url');
 
-function sign(key: Buffer, purpose: string, fields: string[]): string {
+function sign(keys: SigningKeys, purpose: string, fields: string[]): string {
   const payload = Buffer.from(JSON.stringify(fields)).toString('base64url');
-  return `${payload}.${mac(key, purpose, payload)}`;
+  return `${payload}.${mac(signingKeyList(keys)[0]!, purpose, payload)}`;
 }
 
 /** The string fields a token signed for `purpose` carries, or null when it was not made so. */
-function verify(key: Buffer, purpose: string, token: string, arity: number): string[] | null {
+function verify(keys: SigningKeys, purpose: string, token: string, arity: number): string[] | null {
   const [payload, signature, ...rest] = token.split('.');
   if (!payload || !signature || rest.length > 0 || token.length > MAX_TOKEN_LENGTH) return null;
-  const expected = Buffer.from(mac(key, purpose, payload));
   const given = Buffer.from(signature);
-  if (expected.length !== given.length || !timingSafeEqual(expected, given)) return null;
+  const signedBy = (key: Buffer) => {
+    const expected = Buffer.from(mac(key, purpose, payload));
+    return expected.length === given.length && timingSafeEqual(expected, given);
+  };
+  if (!signingKeyList(keys).some(signedBy)) return null;
   try {
     const fields = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as unknown;
     return Array.isArray(fields) && fields.length === arity && fields.every((f) => typeof f === 'string') ? (fields as string[]) : null;
@@ -46,29 +50,29 @@ function verify(key: Buffer, purpose: string, token: string, arity: number): str
   }
 }
 
-export function unsubscribeToken(key: Buffer, a: AlertAddress): string {
+export function unsubscribeToken(key: SigningKeys, a: AlertAddress): string {
   return sign(key, UNSUBSCRIBE, [a.orgId, a.channelId, a.email]);
 }
 
 /** What an unsubscribe link names (an older link: only its channel), or null when it was not made with this key. */
-export function readUnsubscribeToken(key: Buffer, token: string): UnsubscribeLink | null {
+export function readUnsubscribeToken(key: SigningKeys, token: string): UnsubscribeLink | null {
   const current = verify(key, UNSUBSCRIBE, token, 3);
   if (current) return { orgId: current[0]!, channelId: current[1]!, email: current[2]! };
   const older = verify(key, CHANNEL_UNSUBSCRIBE, token, 2);
   return older ? { orgId: null, channelId: older[0]!, email: older[1]! } : null;
 }
 
-export function resubscribeToken(key: Buffer, a: AlertAddress): string {
+export function resubscribeToken(key: SigningKeys, a: AlertAddress): string {
   return sign(key, RESUBSCRIBE, [a.orgId, a.channelId, a.email]);
 }
 
-export function readResubscribeToken(key: Buffer, token: string): AlertAddress | null {
+export function readResubscribeToken(key: SigningKeys, token: string): AlertAddress | null {
   const fields = verify(key, RESUBSCRIBE, token, 3);
   return fields ? { orgId: fields[0]!, channelId: fields[1]!, email: fields[2]! } : null;
 }
 
 /** The headers an alert email carries for one recipient. */
-export function unsubscribeHeaders(publicUrl: string, key: Buffer, a: AlertAddress): Record<string, string> {
+export function unsubscribeHeaders(publicUrl: string, key: SigningKeys, a: AlertAddress): Record<string, string> {
   return {
     'List-Unsubscribe': `<${publicUrl}/unsubscribe/${unsubscribeToken(key, a)}>`,
     'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click',

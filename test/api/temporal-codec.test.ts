@@ -9,7 +9,7 @@ import { sha256Hex } from '../../core/crypto/secrets';
 import { managementTokens } from '../../core/db/schema';
 import { issueManagementToken } from '../../core/tenancy/management-tokens';
 import { resolveTemporalCli } from '../../scripts/lib/temporal-cli';
-import { uniquePrefix } from '../helpers/harness';
+import { startTestApi, uniquePrefix } from '../helpers/harness';
 import { createTenant } from '../helpers/tenants';
 import { startManagementFixture, type ManagementFixture } from '../helpers/manage-client';
 
@@ -136,6 +136,20 @@ describe('sealed Temporal payloads and the codec endpoint', () => {
     expect((await post('/decode', { payloads: [wire(sealed!)] }, { cookie: secondCookie })).status).toBe(401);
     // A cookie that is not ours opens nothing.
     expect((await post('/decode', { payloads: [wire(sealed!)] }, { cookie: 'gw_temporal_codec=forged' })).status).toBe(401);
+  });
+
+  it('over https, the session cookie is SameSite=None and Secure: a Temporal UI on another site sends it (issue 55)', async () => {
+    // Behind a TLS-terminating proxy, as a deployment serves it.
+    const behindTls = await startTestApi({ env: { GW_TEMPORAL_UI_URL: 'https://temporal.ops.example', GW_OPERATOR_ORG_ID: f.tenant.orgId, GW_TRUST_PROXY: 'true' } });
+    try {
+      const session = await fetch(`${behindTls.url}/temporal-codec/session`, { method: 'POST', headers: { authorization: `Bearer ${f.tenant.token}`, origin: 'https://temporal.ops.example', 'x-forwarded-proto': 'https', 'content-type': 'application/json' }, body: '{}' });
+      expect(session.status).toBe(200);
+      const cookie = session.headers.get('set-cookie')!;
+      expect(cookie).toMatch(/samesite=none/i);
+      expect(cookie).toMatch(/;\s*secure/i);
+    } finally {
+      await behindTls.close();
+    }
   });
 });
 

@@ -76,6 +76,33 @@ describe('infrastructure errors spend no attempt of a schedule', () => {
     }
   });
 
+  it('a status check slowed by a row lock past the heartbeat timeout is not taken for a lost worker (issue 55, item 8)', async () => {
+    await f.connect('openai', { name: 'videos locked' });
+    const secret = await f.key({ rate_limit_rpm: 50000 });
+    const { submit, until: untilJob, terminal } = videoClient(() => f, () => secret);
+    worker = await startWorkerProcess('jobs', prefix, env);
+    const locker = await f.database.pool.connect();
+    try {
+      const created = await submit({ prompt: `locked [sandbox render_ms=13000]` });
+      await untilJob(created.json.id, (j) => j.status === 'running', 30_000);
+      // The check's count waits on this lock for longer than the 10 s heartbeat timeout.
+      await locker.query('begin');
+      await locker.query('select id from jobs where id = $1 for update', [created.json.id]);
+      await new Promise((r) => setTimeout(r, 12_000));
+      const { raw } = await f.api.runtime.temporal.workflow.getHandle(created.json.id).describe();
+      const pending = raw.pendingActivities?.[0];
+      expect(pending?.activityType?.name).toBe('awaitRender');
+      expect(pending?.lastFailure?.timeoutFailureInfo ?? null).toBeNull();
+      await locker.query('rollback');
+      await untilJob(created.json.id, terminal, 60_000);
+    } finally {
+      await locker.query('rollback').catch(() => undefined);
+      locker.release();
+      await worker.stop();
+      worker = null;
+    }
+  });
+
   it('status checks retried past their old limit while Postgres is away spend no check; the job succeeds', async () => {
     await f.connect('openai', { name: 'videos' });
     const secret = await f.key({ rate_limit_rpm: 50000 });

@@ -148,8 +148,8 @@ async function onSupportedNode() {
 }
 
 async function main() {
-  if (mode !== 'start' && mode !== 'test') {
-    console.error('usage: node scripts/bootstrap.cjs start|test');
+  if (mode !== 'start' && mode !== 'test' && mode !== 'test:cluster') {
+    console.error('usage: node scripts/bootstrap.cjs start|test|test:cluster');
     return 2;
   }
   const relaunched = await onSupportedNode();
@@ -171,6 +171,13 @@ async function main() {
   const env = { ...process.env, TEMPORAL_CLI_PATH: cli };
 
   const bin = (name) => path.join(root, 'node_modules', '.bin', name);
+  if (mode === 'test:cluster') {
+    // The Temporal server, its schema tool and UI server, built once per machine (issue 55).
+    const cluster = spawnSync('bash', [path.join('scripts', 'setup-temporal-cluster')], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
+    if (cluster.status !== 0) return 1;
+    env.TEMPORAL_CLUSTER_BIN = cluster.stdout.trim().split('\n').pop();
+    return run(process.execPath, ['--experimental-vm-modules', '--disable-warning=ExperimentalWarning', bin('jest'), '--config', 'jest.cluster.config.js', '--runInBand', ...passThrough], { env });
+  }
   // The launcher runs in this Node with tsx's loader, not under the tsx CLI: that wrapper relays a
   // Ctrl-C and, when the launcher's event loop does not acknowledge it within 60 ms (busy
   // stopping), SIGKILLs it, leaving what it started running and exiting 130.

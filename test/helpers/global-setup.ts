@@ -7,7 +7,10 @@ import { applyMigrations } from '../../core/db/migrate';
 import { freePort } from '../../scripts/lib/ports';
 import { postgresAnswers, redisAnswers, startEmbeddedPostgres, startRedisServer } from '../../scripts/lib/local-services';
 import { resolveTemporalCli } from '../../scripts/lib/temporal-cli';
+import { startTemporalCluster } from '../../scripts/lib/temporal-cluster';
 import { startTemporalDevServer } from '../../scripts/lib/temporal-dev-server';
+import { SEARCH_ATTRIBUTES } from '../../workflows/definitions';
+import { startClusterControl } from './cluster-control';
 import { quietBundlerLogger } from '../../workers/queues';
 import { bundleGatewayWorkflows } from '../../workers/temporal';
 
@@ -50,9 +53,24 @@ export default async function globalSetup(): Promise<void> {
   process.env.REDIS_URL = redisUrl;
   process.env.REDIS_KEY_PREFIX = `gwtest:${run}:`;
 
-  const temporal = await startTemporalDevServer({ cliPath: resolveTemporalCli(), port: await freePort(), preciseTimers: true });
-  stops.push(temporal.stop);
-  process.env.TEMPORAL_ADDRESS = temporal.address;
+  if (process.env.GW_TEST_TEMPORAL === 'cluster') {
+    // `npm run test:cluster`: a Temporal cluster as operators run it (issue 55), its processes
+    // killed and restarted by tests through a control endpoint of this process.
+    const cluster = await startTemporalCluster({
+      binDir: process.env.TEMPORAL_CLUSTER_BIN!, postgresUrl: adminUrl, databasePrefix: `temporal_${run}`, logDir: path.join(scratch, 'temporal-cluster'),
+      historyShards: 8, historyProcesses: 2, logLevel: 'warn', searchAttributes: SEARCH_ATTRIBUTES,
+    });
+    stops.push(cluster.stop);
+    log(`Temporal cluster at ${cluster.address} (${cluster.processes.map((p) => p.name).join(', ')}) in ${(cluster.timings.totalMs / 1000).toFixed(1)} s`);
+    process.env.TEMPORAL_ADDRESS = cluster.address;
+    const control = await startClusterControl(cluster);
+    stops.push(control.close);
+    process.env.GW_TEST_CLUSTER_CONTROL = control.url;
+  } else {
+    const temporal = await startTemporalDevServer({ cliPath: resolveTemporalCli(), port: await freePort(), preciseTimers: true });
+    stops.push(temporal.stop);
+    process.env.TEMPORAL_ADDRESS = temporal.address;
+  }
 
   // Bundling workflows takes seconds; do it once for every test file's workers.
   const { code } = await bundleGatewayWorkflows(quietBundlerLogger);

@@ -30,7 +30,9 @@ import { applyMigrations } from '../core/db/migrate';
 import { statusCheckSchedule } from '../core/jobs/schedule';
 import { freePort, waitFor } from '../scripts/lib/ports';
 import { resolveTemporalCli } from '../scripts/lib/temporal-cli';
+import { DEV_SERVER_LIKE_DYNAMIC_CONFIG, startTemporalCluster } from '../scripts/lib/temporal-cluster';
 import { DEV_SERVER_GO_RUNTIME, DEV_SERVER_SQLITE_PRAGMAS, startTemporalDevServer } from '../scripts/lib/temporal-dev-server';
+import { SEARCH_ATTRIBUTES } from '../workflows/definitions';
 import { createLocalCa } from '../test/helpers/local-ca';
 import { startWebhookReceiver } from '../test/helpers/webhook-receiver';
 import { taskQueue } from '../workflows/definitions';
@@ -139,14 +141,27 @@ async function main(): Promise<void> {
   const work = workDir();
   const config = loadConfig();
 
-  // Temporal as `npm start` runs it: the dev server with its SQLite file (WAL) and precise timers.
-  let temporalPid: number | null = null;
-  if (!process.env.TEMPORAL_ADDRESS) {
+  // Temporal as `npm start` runs it: the dev server with its SQLite file (WAL) and precise timers;
+  // with BENCH_TEMPORAL=cluster, a cluster as operators deploy it (issue 55), on PostgreSQL.
+  let temporalPids: number[] = [];
+  let temporalKind = 'Temporal dev server as `npm start` starts it (SQLite file in WAL mode, precise timers)';
+  if (process.env.BENCH_TEMPORAL === 'cluster') {
+    const binDir = sh('bash scripts/setup-temporal-cluster').split('\n').pop()!;
+    log('starting a Temporal cluster (PostgreSQL; frontend, matching, worker, two history processes)...');
+    const cluster = await startTemporalCluster({
+      binDir, postgresUrl: process.env.BENCH_POSTGRES_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres', databasePrefix: `bench_temporal_${process.pid}`,
+      logDir: path.join(work, 'temporal-cluster'), historyShards: 8, historyProcesses: 2, logLevel: 'warn', namespace: config.TEMPORAL_NAMESPACE, searchAttributes: SEARCH_ATTRIBUTES, dynamicConfig: DEV_SERVER_LIKE_DYNAMIC_CONFIG,
+    });
+    cleanups.push(() => cluster.stop());
+    process.env.TEMPORAL_ADDRESS = cluster.address;
+    temporalPids = cluster.processes.map((p) => p.pid).filter((pid): pid is number => pid !== null);
+    temporalKind = `Temporal cluster v1.29.1 on PostgreSQL (${cluster.processes.map((p) => p.name).join(', ')}, 8 shards; scripts/lib/temporal-cluster.ts)`;
+  } else if (!process.env.TEMPORAL_ADDRESS) {
     log('starting a Temporal dev server as npm start does (SQLite file in WAL mode, precise timers)...');
     const server = await startTemporalDevServer({ cliPath: resolveTemporalCli(), port: await freePort(), dbFile: path.join(work, 'temporal.sqlite'), namespace: config.TEMPORAL_NAMESPACE, preciseTimers: true, sqlitePragmas: DEV_SERVER_SQLITE_PRAGMAS, goRuntime: DEV_SERVER_GO_RUNTIME });
     cleanups.push(() => server.stop());
     process.env.TEMPORAL_ADDRESS = server.address;
-    temporalPid = server.process.pid ?? null;
+    temporalPids = server.process.pid ? [server.process.pid] : [];
   }
   const svc: Services = await services(work);
   log(`services: ${svc.source}`);
@@ -204,11 +219,12 @@ async function main(): Promise<void> {
 
   // ---- 1. checks
   log(`phase 1: ${CHECK_JOBS} jobs of 60 status checks each (schedule scale ${SCALE})...`);
-  const tempPid = temporalPid;
-  const cpu0 = { worker: cpuSeconds(workers.jobs.child.pid!), temporal: tempPid ? cpuSeconds(tempPid) : NaN, t: Date.now(), load: os.loadavg()[0]! };
+  // Temporal's CPU: every process of it (one for the dev server, five for the cluster).
+  const temporalCpu = () => (temporalPids.length > 0 ? temporalPids.reduce((sum, pid) => sum + cpuSeconds(pid), 0) : NaN);
+  const cpu0 = { worker: cpuSeconds(workers.jobs.child.pid!), temporal: temporalCpu(), t: Date.now(), load: os.loadavg()[0]! };
   const checkIds = await submitMany(s, CHECK_JOBS, 'a never-ending render [sandbox never_finish]');
   await waitTerminal(s, checkIds, 'the check jobs ending', 600_000);
-  const cpu1 = { worker: cpuSeconds(workers.jobs.child.pid!), temporal: tempPid ? cpuSeconds(tempPid) : NaN, t: Date.now(), load: os.loadavg()[0]! };
+  const cpu1 = { worker: cpuSeconds(workers.jobs.child.pid!), temporal: temporalCpu(), t: Date.now(), load: os.loadavg()[0]! };
   const { rows: checkRows } = await pg.query<{ checks: string; status: string; code: string | null; type: string | null }>(
     "SELECT sum(status_checks) AS checks, min(status) AS status, min(error->>'type') AS type, min(error->>'code') AS code FROM jobs WHERE id = ANY($1)", [checkIds]);
   const checks = Number(checkRows[0]!.checks);
@@ -234,7 +250,7 @@ async function main(): Promise<void> {
   log(`phase 3: ${WEBHOOK_JOBS} jobs with a webhook each...`);
   const load3 = os.loadavg()[0]!;
   // CPU of each process over the phase: where a delivery waits when the box is busy.
-  const pids = { Temporal: tempPid, API: api.pid, 'jobs worker': workers.jobs.child.pid!, 'webhooks worker': workers.webhooks.child.pid!, sandbox: sandbox.pid! };
+  const pids = { ...Object.fromEntries(temporalPids.map((pid, i) => [temporalPids.length === 1 ? 'Temporal' : `Temporal ${i + 1}`, pid])), API: api.pid, 'jobs worker': workers.jobs.child.pid!, 'webhooks worker': workers.webhooks.child.pid!, sandbox: sandbox.pid! };
   const cpuNow = () => Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, pid ? cpuSeconds(pid) : NaN]));
   const cpu3 = { at: Date.now(), cpu: cpuNow() };
   const okIds = await submitMany(s, WEBHOOK_JOBS, 'a quick render [sandbox render_ms=300]', receiver.url('/ok'));
@@ -290,7 +306,7 @@ async function main(): Promise<void> {
   const text = [
     `# Durable side: jobs, checks and deliveries, ${new Date().toISOString().slice(0, 10)}`,
     '',
-    `\`npm run bench:jobs\` (bench/jobs.ts), ${minutes} minutes. Temporal dev server as \`npm start\` starts it (SQLite file in WAL mode, precise timers${temporalPid ? '' : '; here the one TEMPORAL_ADDRESS names, so its CPU is not measured'}); ` +
+    `\`npm run bench:jobs\` (bench/jobs.ts), ${minutes} minutes. ${temporalKind}${temporalPids.length > 0 ? '' : '; here the one TEMPORAL_ADDRESS names, so its CPU is not measured'}; ` +
       `API, jobs worker and webhooks worker each in its own process, compiled as production runs them; the sandbox as the video provider; schedule scale ${SCALE}.`,
     '',
     '## Bars (issue 34)',
@@ -326,7 +342,7 @@ async function main(): Promise<void> {
     '',
   ].join('\n');
   console.log(`\n${text}`);
-  const file = path.join(__dirname, 'results', `${new Date().toISOString().slice(0, 10)}-jobs.md`);
+  const file = path.join(__dirname, 'results', `${new Date().toISOString().slice(0, 10)}-jobs${process.env.BENCH_TEMPORAL === 'cluster' ? '-cluster' : ''}.md`);
   fs.writeFileSync(file, text);
   log(`wrote ${path.relative(path.join(__dirname, '..'), file)}`);
 }

@@ -49,6 +49,17 @@ export type ClusterOptions = {
   sqlMaxConns?: number;
 };
 
+/**
+ * The dynamic config the dev server runs with (scripts/lib/temporal-dev-server.ts): timers fire
+ * when due rather than up to a second late (the tests' compressed schedules need it), and a
+ * workflow's first activity goes to the worker that scheduled it. Tests and the bench give the
+ * cluster the same, so the two measure the same thing.
+ */
+export const DEV_SERVER_LIKE_DYNAMIC_CONFIG: Record<string, unknown> = {
+  'history.timerProcessorMaxTimeShift': '10ms',
+  'system.enableActivityEagerExecution': true,
+};
+
 export type ClusterService = 'frontend' | 'history' | 'matching' | 'worker' | 'ui';
 
 export type ClusterProcess = {

@@ -7,7 +7,7 @@ import { applyMigrations } from '../../core/db/migrate';
 import { freePort } from '../../scripts/lib/ports';
 import { postgresAnswers, redisAnswers, startEmbeddedPostgres, startRedisServer } from '../../scripts/lib/local-services';
 import { resolveTemporalCli } from '../../scripts/lib/temporal-cli';
-import { startTemporalCluster } from '../../scripts/lib/temporal-cluster';
+import { DEV_SERVER_LIKE_DYNAMIC_CONFIG, startTemporalCluster } from '../../scripts/lib/temporal-cluster';
 import { startTemporalDevServer } from '../../scripts/lib/temporal-dev-server';
 import { SEARCH_ATTRIBUTES } from '../../workflows/definitions';
 import { startClusterControl } from './cluster-control';
@@ -56,10 +56,15 @@ export default async function globalSetup(): Promise<void> {
   if (process.env.GW_TEST_TEMPORAL === 'cluster') {
     // `npm run test:cluster`: a Temporal cluster as operators run it (issue 55), its processes
     // killed and restarted by tests through a control endpoint of this process.
+    // Its Web UI decodes through the codec of an API the UI test starts on this port.
+    const codecPort = await freePort();
     const cluster = await startTemporalCluster({
       binDir: process.env.TEMPORAL_CLUSTER_BIN!, postgresUrl: adminUrl, databasePrefix: `temporal_${run}`, logDir: path.join(scratch, 'temporal-cluster'),
-      historyShards: 8, historyProcesses: 2, logLevel: 'warn', searchAttributes: SEARCH_ATTRIBUTES,
+      historyShards: 8, historyProcesses: 2, logLevel: 'warn', searchAttributes: SEARCH_ATTRIBUTES, dynamicConfig: DEV_SERVER_LIKE_DYNAMIC_CONFIG,
+      uiPort: await freePort(), uiCodecEndpoint: `http://127.0.0.1:${codecPort}/temporal-codec`,
     });
+    process.env.GW_TEST_CODEC_PORT = String(codecPort);
+    process.env.GW_TEST_TEMPORAL_UI_URL = cluster.uiUrl!;
     stops.push(cluster.stop);
     log(`Temporal cluster at ${cluster.address} (${cluster.processes.map((p) => p.name).join(', ')}) in ${(cluster.timings.totalMs / 1000).toFixed(1)} s`);
     process.env.TEMPORAL_ADDRESS = cluster.address;

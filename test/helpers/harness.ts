@@ -40,12 +40,12 @@ export type TestApi = {
 
 /** The real API (real Postgres, Redis, Temporal client) on a free port; deps can be overridden. */
 export async function startTestApi(
-  options: { env?: Record<string, string>; deps?: (deps: AppDeps) => AppDeps } = {},
+  options: { env?: Record<string, string>; deps?: (deps: AppDeps) => AppDeps; port?: number } = {},
 ): Promise<TestApi> {
   const config = testConfig(options.env);
   const runtime = await startApiRuntime(config, createLogger('silent'));
   const deps = options.deps ? options.deps(runtime.deps) : runtime.deps;
-  const server = await listen(createApp(deps), 0, '127.0.0.1');
+  const server = await listen(createApp(deps), options.port ?? 0, '127.0.0.1');
   let stopped = false;
   return {
     url: `http://127.0.0.1:${server.port}`,

@@ -416,7 +416,7 @@ export function createVideoJobActivities(deps: VideoJobDeps) {
       const asked = adapter.requestedLook(extra);
       const now = deps.clock.now();
       const expiresAt = new Date(now.getTime() + input.retentionMs);
-      const { row, deliveries } = await finishJob(deps.db, job.id, 'succeeded', {
+      const { row, moved, deliveries } = await finishJob(deps.db, job.id, 'succeeded', {
         progress: 1,
         output: {
           storage_key: storageKey, duration_seconds: input.durationSeconds ?? seconds, resolution: input.resolution ?? asked.resolution ?? 'unknown',
@@ -427,6 +427,9 @@ export function createVideoJobActivities(deps: VideoJobDeps) {
         completedAt: now,
         expiresAt,
       }, now, deps.links);
+      // A cancel recorded while the copy ran won (the first terminal write does): the file it
+      // copied belongs to no job and would never be deleted by retention (issue 55).
+      if (!moved && row.status !== 'succeeded') await deps.storage.remove(storageKey);
       // The settled cost joins the key's spend that chat requests are checked against.
       // The hold ends as the ledger row now says (settled at the cost, or released when unpriced).
       // Settling is idempotent, so a retry after the move committed still ends the hold.

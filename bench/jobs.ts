@@ -144,6 +144,7 @@ async function main(): Promise<void> {
   // Temporal as `npm start` runs it: the dev server with its SQLite file (WAL) and precise timers;
   // with BENCH_TEMPORAL=cluster, a cluster as operators deploy it (issue 55), on PostgreSQL.
   let temporalPids: number[] = [];
+  let temporalNames: string[] = ['Temporal'];
   let temporalKind = 'Temporal dev server as `npm start` starts it (SQLite file in WAL mode, precise timers)';
   if (process.env.BENCH_TEMPORAL === 'cluster') {
     const binDir = sh('bash scripts/setup-temporal-cluster').split('\n').pop()!;
@@ -154,7 +155,9 @@ async function main(): Promise<void> {
     });
     cleanups.push(() => cluster.stop());
     process.env.TEMPORAL_ADDRESS = cluster.address;
-    temporalPids = cluster.processes.map((p) => p.pid).filter((pid): pid is number => pid !== null);
+    const running = cluster.processes.filter((p) => p.pid !== null);
+    temporalPids = running.map((p) => p.pid!);
+    temporalNames = running.map((p) => `Temporal ${p.name}`);
     temporalKind = `Temporal cluster v1.29.1 on PostgreSQL (${cluster.processes.map((p) => p.name).join(', ')}, 8 shards; scripts/lib/temporal-cluster.ts)`;
   } else if (!process.env.TEMPORAL_ADDRESS) {
     log('starting a Temporal dev server as npm start does (SQLite file in WAL mode, precise timers)...');
@@ -250,7 +253,7 @@ async function main(): Promise<void> {
   log(`phase 3: ${WEBHOOK_JOBS} jobs with a webhook each...`);
   const load3 = os.loadavg()[0]!;
   // CPU of each process over the phase: where a delivery waits when the box is busy.
-  const pids = { ...Object.fromEntries(temporalPids.map((pid, i) => [temporalPids.length === 1 ? 'Temporal' : `Temporal ${i + 1}`, pid])), API: api.pid, 'jobs worker': workers.jobs.child.pid!, 'webhooks worker': workers.webhooks.child.pid!, sandbox: sandbox.pid! };
+  const pids = { ...Object.fromEntries(temporalPids.map((pid, i) => [temporalNames[i] ?? `Temporal ${i + 1}`, pid])), API: api.pid, 'jobs worker': workers.jobs.child.pid!, 'webhooks worker': workers.webhooks.child.pid!, sandbox: sandbox.pid! };
   const cpuNow = () => Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, pid ? cpuSeconds(pid) : NaN]));
   const cpu3 = { at: Date.now(), cpu: cpuNow() };
   const okIds = await submitMany(s, WEBHOOK_JOBS, 'a quick render [sandbox render_ms=300]', receiver.url('/ok'));

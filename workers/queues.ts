@@ -31,6 +31,7 @@ import { createFindingsActivities } from '../activities/findings';
 import { ANOMALY_DOLLAR_FLOOR, type ScanSettings } from '../core/findings/scan';
 import { ensureMaintenanceSchedules } from './schedules';
 import { tracingClientInterceptors } from '../api/temporal-client';
+import { createJobSweepActivities } from '../activities/job-sweep';
 import { createWalkActivities } from '../activities/walks';
 import { bundleGatewayWorkflows, createWorker, FAILURE_CONVERTER_PATH, type WorkerSpec } from './temporal';
 
@@ -146,6 +147,7 @@ function activitiesFor(name: TaskQueueName, queue: string, services: ActivitySer
         ...probe, ...createKeyRotationActivities(services), ...createSecretRotationActivities(services), ...createRetentionActivities({ ...services, storage: services.video.storage }),
         ...createMcpToolSyncActivities({ db: services.db, clock: services.clock, sealer: services.video.sealer, dispatcher: services.webhooks.dispatcher, startDeliveries, publicUrl: services.publicUrl }),
         ...createWebhookSweepActivities({ db: services.db, clock: services.clock, temporal, deliveries }),
+        ...createJobSweepActivities({ db: services.db, clock: services.clock, temporal, spendRedis: services.spendRedis.redis, links: services.video.links, startDeliveries }),
         ...createFindingsActivities({ db: services.db, clock: services.clock, settings: services.findings, publicUrl: services.publicUrl, startDeliveries }),
         ...createWalkActivities({ db: services.db }),
       };

@@ -112,7 +112,7 @@ export const WEBHOOK_SWEEP_PAGE_SIZE = 100;
 export const WEBHOOK_SWEEP_MAX_PAGES = 50;
 
 /** `pruned`: settled deliveries deleted (runs started before issue 34 prune nothing and leave it out). */
-export type WebhookSweepResult = { checked: number; started: number; finished: boolean; pruned?: number };
+export type WebhookSweepResult = { checked: number; started: number; finished: boolean; pruned?: number; orphanedJobsEnded?: number };
 
 /** The request log's retention runs this often (times GW_SCHEDULE_SCALE). */
 export const REQUEST_LOG_RETENTION_EVERY_MS = 3_600_000;

@@ -1,4 +1,5 @@
 import { patched, proxyActivities } from '@temporalio/workflow';
+import type { JobSweepActivities } from '../activities/job-sweep';
 import type { SweepPage, WebhookSweepActivities } from '../activities/webhook-sweep';
 import { WEBHOOK_SWEEP_MAX_PAGES, WEBHOOK_SWEEP_PAGE_SIZE, type WebhookSweepResult } from './definitions';
 
@@ -14,6 +15,15 @@ const { sweepOverdueDeliveries, sweepUnstartedDeliveries, pruneSettledDeliveries
  * prune nothing; new runs sweep every overdue pending delivery, then prune settled ones.
  */
 export const SWEEP_OVERDUE_AND_PRUNE = 'sweep-overdue-and-prune';
+
+/** Runs started after issue 55 also end jobs whose workflow no longer runs (activities/job-sweep.ts). */
+export const SWEEP_ORPHANED_JOBS = 'sweep-orphaned-jobs';
+
+// Each job is ended at most once (the first terminal write wins): safe to retry.
+const { endOrphanedJobs } = proxyActivities<JobSweepActivities>({
+  startToCloseTimeout: '2 minutes',
+  retry: { initialInterval: '5 seconds', maximumInterval: '1 minute', backoffCoefficient: 2, maximumAttempts: 5 },
+});
 
 /**
  * One run of the delivery sweep (started by the `gw-webhook-delivery-sweep` schedule): walks the
@@ -33,5 +43,6 @@ export async function webhookDeliverySweep(): Promise<WebhookSweepResult> {
     afterId = step.afterId;
   }
   if (current) result.pruned = (await pruneSettledDeliveries()).pruned;
+  if (patched(SWEEP_ORPHANED_JOBS)) result.orphanedJobsEnded = (await endOrphanedJobs()).ended;
   return result;
 }

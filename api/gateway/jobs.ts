@@ -32,8 +32,13 @@ import type { GatewayServices } from './services';
 
 /** A cancel waits this long for a worker to take its Update, then records the cancel in Postgres. */
 export const CANCEL_ACCEPT_DEADLINE_MS = 2_500;
-/** An accepted cancel's answer: immediate, unless a completion under way is finishing (its download). */
-const CANCEL_RESULT_DEADLINE_MS = 60_000;
+/**
+ * An accepted cancel's answer: immediate, unless a completion under way is finishing (its
+ * download). It waited a minute (62.5 s in all, issue 55); now a cancel answers within 5 s
+ * whatever the worker does: a completion not done by then loses to the cancel recorded in
+ * Postgres, and drops the file it copied (`completeVideo`).
+ */
+const CANCEL_RESULT_DEADLINE_MS = 2_500;
 
 /** What the job endpoints need besides the chat services. */
 export type JobServices = { temporal: Client; links: Omit<JobLinks, 'baseUrl'> & { baseUrl: string | null }; scheduleScale: number; taskQueuePrefix: string };

@@ -127,6 +127,8 @@ describe('findings: detection, lifecycle and notification', () => {
     const action = await until(async () => (await handle.describe()).info.recentActions.find((a) => !seen.has(a.action.workflow.workflowId)), 'the triggered run');
     const result = await temporal.workflow.getHandle(action!.action.workflow.workflowId, action!.action.workflow.firstExecutionRunId).result();
     await saveHistory(`findings-scan-by-organization-${detector}`, action!.action.workflow.workflowId);
+    // With the walk-keeps-place marker (issue 55).
+    await saveHistory(`findings-scan-keeps-place-${detector}`, action!.action.workflow.workflowId);
     return result;
   }
 

@@ -194,6 +194,8 @@ describe('MCP tool sync', () => {
         const temporal = testTemporalClient(workers.connection);
         const result = (await temporal.workflow.execute('mcpToolSync', { taskQueue: taskQueue('maintenance', prefix), workflowId: `${prefix}run`, args: [] })) as McpToolSyncResult;
         await saveHistory('mcp-tool-sync-run', `${prefix}run`);
+        // With the markers of issue 55 (continues as new, keeps its place).
+        await saveHistory('mcp-tool-sync-run-keeps-place', `${prefix}run`);
         expect(result.servers).toBeGreaterThanOrEqual(1);
         expect(result.toolsChanged).toBeGreaterThanOrEqual(1);
         const [row] = await fixture.database.db.select().from(mcpServerTools).where(eq(mcpServerTools.serverId, s.body.id));

@@ -312,6 +312,27 @@ describe('video jobs', () => {
     expect(f.sandbox.videoSubmits()).toBe(submitsBefore);
   });
 
+  it('a cancel meeting a completion under way answers within 5 s, and the copy it beat leaves no file (issue 55)', async () => {
+    // The render is done at once; its download is answered 8 s late.
+    const created = await submit({ prompt: `slow download [sandbox render_ms=20 content_delay_ms=8000] ${seq++}` });
+    const contentPath = (id: string) => f.sandbox.received.some((r) => r.path.startsWith('/openai/v1/videos/') && r.path.endsWith('/content') && r.path.includes(id));
+    await waitFor('the copy of the output starting', async () => {
+      const [row] = await f.database.db.select({ providerJobId: jobs.providerJobId }).from(jobs).where(eq(jobs.id, created.json.id));
+      return row?.providerJobId ? contentPath(row.providerJobId) : false;
+    }, 20_000);
+    const started = Date.now();
+    const canceled = await call('POST', `/v1/jobs/${created.json.id}/cancel`);
+    const took = Date.now() - started;
+    expect(canceled.status).toBe(200);
+    expect(canceled.json.status).toBe('canceled');
+    // A bound, not a timing measurement: it was 62.5 s.
+    expect(took).toBeLessThan(5_500);
+    // The copy finishes after the cancel won: the job stays canceled, its file is removed.
+    expect(await f.api.runtime.temporal.workflow.getHandle(created.json.id).result()).toEqual({ status: 'canceled' });
+    expect((await read(created.json.id)).json).toMatchObject({ status: 'canceled', output: null });
+    expect(fs.existsSync(path.join(process.env.GW_DATA_DIR!, 'outputs', 'jobs', created.json.id, 'output.mp4'))).toBe(false);
+  });
+
   it('ends failed with the mapped error when a status check is refused for good (404 render not found, credential rejected), goes on after a passing one', async () => {
     const created = await submit({ prompt: `lost [sandbox render_ms=5000 check_status=404] ${seq++}` });
     const done = await until(created.json.id, terminal);

@@ -124,6 +124,8 @@ describe('webhook deliveries', () => {
     expect(described.typedSearchAttributes.get({ name: 'GwOrgId', type: 'KEYWORD' } as never)).toBe(f.tenant.orgId);
     await f.api.runtime.temporal.workflow.getHandle(delivery!.id).result();
     await saveHistory('webhook-delivery-succeeded', delivery!.id);
+    // The branch since DELIVERY_RIDES_RETRY_POLICY (the histories above were recorded before it).
+    await saveHistory('webhook-delivery-succeeded-rides-retry-policy', delivery!.id);
   });
 
   it('retries a 500: the same event id and bytes, a fresh signature, and nothing after the 2xx', async () => {
@@ -179,6 +181,7 @@ describe('webhook deliveries', () => {
     expect(await handle.result()).toEqual({ status: 'failed' });
     expect(((await handle.fetchHistory()).events ?? []).length).toBeLessThanOrEqual(16);
     await saveHistory('webhook-delivery-failed', delivery!.id);
+    await saveHistory('webhook-delivery-failed-rides-retry-policy', delivery!.id);
   });
 
   it('signs with both secrets during a rotation, current first; each verifies', async () => {

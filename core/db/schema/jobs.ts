@@ -62,6 +62,8 @@ export const jobs = pgTable(
     index('jobs_project_id').on(t.projectId, t.id),
     // The retention schedule's walk over outputs past their expiry (core/jobs/expired-outputs.ts).
     index('jobs_expires_at').on(t.expiresAt, t.id).where(sql`${t.expiresAt} IS NOT NULL`),
+    // The sweep's look at jobs not yet ended and not changed for a while (activities/job-sweep.ts).
+    index('jobs_unfinished_updated_at').on(t.updatedAt).where(sql`${t.status} in ('queued', 'running')`),
   ],
 );
 

@@ -1,0 +1,1 @@
+CREATE INDEX "jobs_unfinished_updated_at" ON "jobs" USING btree ("updated_at") WHERE "jobs"."status" in ('queued', 'running');

@@ -1,5 +1,7 @@
 import { eq, sql } from 'drizzle-orm';
-import { jobs, spendLedger } from '../../core/db/schema';
+import { newId } from '../../core/ids';
+import { jobs, providerConnections, spendLedger } from '../../core/db/schema';
+import { taskQueue } from '../../workflows/definitions';
 import { startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-fixture';
 import { startTestWorkers, uniquePrefix } from '../helpers/harness';
 import { until as eventually } from '../helpers/until';
@@ -76,6 +78,24 @@ describe('video jobs: a submit is never sent twice', () => {
     });
     afterAll(async () => {
       await workers.shutdown();
+    });
+
+    it('a start the API refused (its hold released) that reached Temporal all the same submits nothing and leaves no job (issue 55, item 7)', async () => {
+      const jobId = newId('job');
+      const now = new Date();
+      // What the API left: the reservation released at the 503, no job row.
+      await f.database.db.insert(spendLedger).values({ id: newId('spend'), orgId: f.tenant.orgId, lineageId: f.tenant.key.id, projectId: f.tenant.projectId, jobId, amount: 3.2, state: 'released', createdAt: now, updatedAt: now });
+      const job = { id: jobId, orgId: f.tenant.orgId, keyId: f.tenant.key.id, lineageId: f.tenant.key.id, projectId: f.tenant.projectId, type: 'video.generation', model: VEO, routeSlug: null, request: { prompt: `abandoned-${seq++}` }, webhook: null, createdAt: now.toISOString() };
+      const connections = await f.database.db.select().from(providerConnections).where(eq(providerConnections.orgId, f.tenant.orgId));
+      const veo = connections.find((c) => c.kind === 'google')!;
+      const submitsBefore = f.sandbox.videoSubmits();
+      const result = await f.api.runtime.temporal.workflow.execute('videoJob', {
+        workflowId: jobId, taskQueue: taskQueue('jobs', prefix),
+        args: [{ jobId, orgId: f.tenant.orgId, job, candidates: [{ connectionId: veo.id, kind: 'google', upstreamModel: 'veo-3.0-generate-001', modelId: VEO, position: 'primary' }], failover: {}, maxRetries: 0, checkIntervalsMs: [10], retentionMs: 1000 }],
+      });
+      expect(result).toEqual({ status: 'abandoned' });
+      expect(f.sandbox.videoSubmits()).toBe(submitsBefore);
+      expect(await f.database.db.select().from(jobs).where(eq(jobs.id, jobId))).toEqual([]);
     });
 
     it('a 2xx whose body cannot be parsed: the job fails once, the submit is not sent again (Veo and OpenAI)', async () => {

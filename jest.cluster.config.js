@@ -17,5 +17,6 @@ module.exports = {
     '<rootDir>/test/workflows/key-rotation.test.ts',
     '<rootDir>/test/workflows/secret-rotation.test.ts',
   ],
+  testPathIgnorePatterns: ['/node_modules/'],
   maxWorkers: 1,
 };

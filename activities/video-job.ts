@@ -48,6 +48,13 @@ function acceptedEarlier(details: unknown, key: string): string | null {
   return accepted?.key === key && typeof accepted.providerJobId === 'string' ? accepted.providerJobId : null;
 }
 
+/**
+ * How long a run whose start the API refused waits for the client's retry (same Idempotency-Key)
+ * to reserve again before it ends without submitting: a retry's own start then finds this run,
+ * which goes on. Real time, not scaled: it waits for clients.
+ */
+export const REFUSED_START_GRACE_MS = 60_000;
+
 /** Calls to a provider's video API wait this long for an answer. */
 const VIDEO_CALL_TIMEOUT_MS = 60_000;
 /** How often an activity heartbeats while a provider call is in flight (the workflow's heartbeat timeout is 10 s). */
@@ -75,9 +82,11 @@ async function heartbeating<T>(timeoutMs: number, call: (signal: AbortSignal) =>
  * from the attempt's start, and the reads and writes around a provider call (a slow Postgres, a
  * row lock) must not look like a lost worker (issue 55). Work shorter than a second sends none.
  */
-async function beatingThroughout<T>(work: () => Promise<T>): Promise<T> {
+async function beatingThroughout<T>(work: () => Promise<T>, details: () => unknown = () => undefined): Promise<T> {
   const context = Context.current();
-  const beat = setInterval(() => context.heartbeat(), HEARTBEAT_EVERY_MS);
+  // Each beat carries the attempt's details so far: a later beat must not wipe what an earlier
+  // one told the next attempt (a submit's accepted render).
+  const beat = setInterval(() => context.heartbeat(details()), HEARTBEAT_EVERY_MS);
   try {
     return await work();
   } finally {
@@ -284,18 +293,78 @@ export function createVideoJobActivities(deps: VideoJobDeps) {
     });
   }
 
+  /** One attempt of `submitVideo` (below); `onAccepted` keeps the accepted render in the attempt's heartbeats. */
+  async function submitOnce(input: { jobId: string; candidateIndex: number; candidate: VideoCandidate }, onAccepted: (beat: SubmitHeartbeat) => void): Promise<{ ok: true } | { ok: false; failure: ProviderFailure; outcomeUnknown?: true }> {
+    const job = await loadJob(deps, input.jobId);
+    if (job.status !== 'queued') return { ok: true };
+    const connection = await loadConnection(deps, job.orgId, input.candidate.connectionId);
+    const adapter = adapterFor(connection.kind);
+    const key = submitKey(input.jobId, input.candidateIndex);
+    const context = Context.current();
+    const markRunning = async (providerJobId: string) => {
+      const now = deps.clock.now();
+      await deps.db.update(jobs).set({
+        status: 'running', route: input.candidate.position, provider: connection.kind, connectionId: input.candidate.connectionId,
+        model: servedModel(job, input.candidate), providerJobId, submitIntent: null, startedAt: now, updatedAt: now,
+      }).where(and(eq(jobs.id, input.jobId), eq(jobs.status, 'queued')));
+      return { ok: true as const };
+    };
+    const earlier = acceptedEarlier(context.info.heartbeatDetails, key);
+    if (earlier) return markRunning(earlier);
+    if (job.submitIntent !== null && !(adapter.deduplicatesSubmits && job.submitIntent === key)) {
+      return { ok: false, outcomeUnknown: true, failure: { kind: 'timeout', message: 'an earlier submit attempt ended before the provider\'s answer was recorded', outcomeUnknown: true } };
+    }
+    if (job.submitIntent === null) {
+      const [marked] = await deps.db.update(jobs).set({ submitIntent: key }).where(and(eq(jobs.id, input.jobId), eq(jobs.status, 'queued'), isNull(jobs.submitIntent))).returning({ id: jobs.id });
+      // Another attempt (a stale one still running) got there first: its outcome is unknown here.
+      if (!marked) return { ok: false, outcomeUnknown: true, failure: { kind: 'timeout', message: 'another submit attempt for this job is in flight', outcomeUnknown: true } };
+    }
+    const request = job.request as VideoRequest;
+    // The length is always asked, so what renders is what was held (core/jobs/video-cost.ts).
+    const call = adapter.submit({ model: input.candidate.upstreamModel, prompt: request.prompt, durationSeconds: plannedSeconds(adapter, request.duration_seconds), seed: request.seed, extra: request.extra ?? {} });
+    const accepted = await heartbeating(VIDEO_CALL_TIMEOUT_MS * 2, async (signal) => {
+      const sent = await sendUpstream(deps.agent, adapter, connection.target, { ...call, headers: { 'idempotency-key': key }, sendOnce: true }, signal);
+      return sent.ok ? { ok: true as const, ...adapter.parseSubmit(await sent.body.json()) } : sent;
+    });
+    if (!accepted.ok) {
+      const { failure } = accepted;
+      // The provider may have taken it (no answer, or the connection cut after the body went):
+      // the intent stays, and only the same provider, with the same key, may be asked again.
+      if (failure.kind === 'timeout' || ('outcomeUnknown' in failure && failure.outcomeUnknown)) {
+        if (adapter.deduplicatesSubmits) throw ApplicationFailure.retryable(`the submit's outcome is unknown (${failure.message}); asking ${input.candidate.connectionId} again with the same Idempotency-Key`, SUBMIT_OUTCOME_UNKNOWN);
+        return { ok: false, failure, outcomeUnknown: true };
+      }
+      // A refusal is an answer: no render started, the next submit may be sent.
+      await deps.db.update(jobs).set({ submitIntent: null }).where(and(eq(jobs.id, input.jobId), eq(jobs.submitIntent, key)));
+      return { ok: false, failure };
+    }
+    // The render's id reaches the server before anything else can fail: a retry of this
+    // attempt finds it in the heartbeat details and records it without sending again.
+    const beat: SubmitHeartbeat = { submitAccepted: { key, providerJobId: accepted.providerJobId } };
+    onAccepted(beat);
+    context.heartbeat(beat);
+    await deps.afterSubmitAccepted?.(input.jobId);
+    return markRunning(accepted.providerJobId);
+  }
+
   return {
     /**
      * Makes sure the job's row exists. The API writes it right after starting the workflow;
      * if the API died in between, this first step writes it, so no started job goes unseen.
      */
-    async recordJob(input: { job: NewJobRecord }): Promise<{ abandoned?: true } | void> {
+    async recordJob(input: { job: NewJobRecord; refusedStartGraceMs?: number }): Promise<{ abandoned?: true } | void> {
       // A start the API gave up on (it answered 503 and released the hold) whose request reached
-      // Temporal all the same: no row, the reservation released. Nothing is submitted (issue 55).
+      // Temporal all the same: no row, the reservation released. The client may retry with its
+      // Idempotency-Key, which reserves again and resumes this very job: such a run waits out a
+      // grace for that, then ends without submitting anything (issue 55).
       const [row] = await deps.db.select({ id: jobs.id }).from(jobs).where(eq(jobs.id, input.job.id));
       if (!row) {
         const [ledger] = await deps.db.select({ state: spendLedger.state }).from(spendLedger).where(eq(spendLedger.jobId, input.job.id));
-        if (ledger?.state === 'released') return { abandoned: true };
+        if (ledger?.state === 'released') {
+          const waitMs = Date.parse(input.job.createdAt) + (input.refusedStartGraceMs ?? REFUSED_START_GRACE_MS) - deps.clock.now().getTime();
+          if (waitMs <= 0) return { abandoned: true };
+          throw ApplicationFailure.create({ type: 'RefusedStart', category: ApplicationFailureCategory.BENIGN, message: 'the API refused this start; waiting for a retry with its Idempotency-Key', nextRetryDelay: Math.min(5_000, waitMs) });
+        }
       }
       await deps.db.insert(jobs).values(jobRowOf(input.job)).onConflictDoNothing();
     },
@@ -314,54 +383,10 @@ export function createVideoJobActivities(deps: VideoJobDeps) {
      * answers, not exceptions: the workflow decides what to try next.
      */
     async submitVideo(input: { jobId: string; candidateIndex: number; candidate: VideoCandidate }): Promise<{ ok: true } | { ok: false; failure: ProviderFailure; outcomeUnknown?: true }> {
-      const job = await loadJob(deps, input.jobId);
-      if (job.status !== 'queued') return { ok: true };
-      const connection = await loadConnection(deps, job.orgId, input.candidate.connectionId);
-      const adapter = adapterFor(connection.kind);
-      const key = submitKey(input.jobId, input.candidateIndex);
-      const context = Context.current();
-      const markRunning = async (providerJobId: string) => {
-        const now = deps.clock.now();
-        await deps.db.update(jobs).set({
-          status: 'running', route: input.candidate.position, provider: connection.kind, connectionId: input.candidate.connectionId,
-          model: servedModel(job, input.candidate), providerJobId, submitIntent: null, startedAt: now, updatedAt: now,
-        }).where(and(eq(jobs.id, input.jobId), eq(jobs.status, 'queued')));
-        return { ok: true as const };
-      };
-      const earlier = acceptedEarlier(context.info.heartbeatDetails, key);
-      if (earlier) return markRunning(earlier);
-      if (job.submitIntent !== null && !(adapter.deduplicatesSubmits && job.submitIntent === key)) {
-        return { ok: false, outcomeUnknown: true, failure: { kind: 'timeout', message: 'an earlier submit attempt ended before the provider\'s answer was recorded', outcomeUnknown: true } };
-      }
-      if (job.submitIntent === null) {
-        const [marked] = await deps.db.update(jobs).set({ submitIntent: key }).where(and(eq(jobs.id, input.jobId), eq(jobs.status, 'queued'), isNull(jobs.submitIntent))).returning({ id: jobs.id });
-        // Another attempt (a stale one still running) got there first: its outcome is unknown here.
-        if (!marked) return { ok: false, outcomeUnknown: true, failure: { kind: 'timeout', message: 'another submit attempt for this job is in flight', outcomeUnknown: true } };
-      }
-      const request = job.request as VideoRequest;
-      // The length is always asked, so what renders is what was held (core/jobs/video-cost.ts).
-      const call = adapter.submit({ model: input.candidate.upstreamModel, prompt: request.prompt, durationSeconds: plannedSeconds(adapter, request.duration_seconds), seed: request.seed, extra: request.extra ?? {} });
-      const accepted = await heartbeating(VIDEO_CALL_TIMEOUT_MS * 2, async (signal) => {
-        const sent = await sendUpstream(deps.agent, adapter, connection.target, { ...call, headers: { 'idempotency-key': key }, sendOnce: true }, signal);
-        return sent.ok ? { ok: true as const, ...adapter.parseSubmit(await sent.body.json()) } : sent;
-      });
-      if (!accepted.ok) {
-        const { failure } = accepted;
-        // The provider may have taken it (no answer, or the connection cut after the body went):
-        // the intent stays, and only the same provider, with the same key, may be asked again.
-        if (failure.kind === 'timeout' || ('outcomeUnknown' in failure && failure.outcomeUnknown)) {
-          if (adapter.deduplicatesSubmits) throw ApplicationFailure.retryable(`the submit's outcome is unknown (${failure.message}); asking ${input.candidate.connectionId} again with the same Idempotency-Key`, SUBMIT_OUTCOME_UNKNOWN);
-          return { ok: false, failure, outcomeUnknown: true };
-        }
-        // A refusal is an answer: no render started, the next submit may be sent.
-        await deps.db.update(jobs).set({ submitIntent: null }).where(and(eq(jobs.id, input.jobId), eq(jobs.submitIntent, key)));
-        return { ok: false, failure };
-      }
-      // The render's id reaches the server before anything else can fail: a retry of this
-      // attempt finds it in the heartbeat details and records it without sending again.
-      context.heartbeat({ submitAccepted: { key, providerJobId: accepted.providerJobId } } satisfies SubmitHeartbeat);
-      await deps.afterSubmitAccepted?.(input.jobId);
-      return markRunning(accepted.providerJobId);
+      // Beating from the start: the reads and the intent's write before the send must not look
+      // like a lost worker to the heartbeat timeout (which would fail the job as unknown).
+      let beatDetails: SubmitHeartbeat | undefined;
+      return beatingThroughout(() => submitOnce(input, (accepted) => (beatDetails = accepted)), () => beatDetails);
     },
 
     /** One status check (`checkOnce`): the workflow's own loop of checks, which runs started before `awaitRender` still use. */

@@ -177,6 +177,8 @@ export type VideoJobInput = {
   retentionMs: number;
   /** Retries after our own errors (absent from runs started before issue 55: INFRA_RETRY). */
   retryMs?: InfraRetry;
+  /** How long a run whose start the API refused waits for a retry (REFUSED_START_GRACE_MS when absent; tests set it). */
+  refusedStartGraceMs?: number;
 };
 
 /**

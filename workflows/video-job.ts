@@ -159,7 +159,7 @@ export async function videoJob(input: VideoJobInput): Promise<{ status: Status |
 
   async function run(): Promise<{ status: Status | 'abandoned' }> {
     // A start the API refused after all (its answer lost in a Temporal outage): no job to run.
-    if ((await recordJob({ job: input.job }))?.abandoned) return { status: 'abandoned' };
+    if ((await recordJob({ job: input.job, ...(input.refusedStartGraceMs !== undefined && { refusedStartGraceMs: input.refusedStartGraceMs }) }))?.abandoned) return { status: 'abandoned' };
 
     // queued: failover between targets happens only here; a running render is never moved.
     let accepted: VideoJobInput['candidates'][number] | null = null;

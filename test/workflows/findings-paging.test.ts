@@ -3,6 +3,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { and, eq, inArray } from 'drizzle-orm';
 import { createFindingsActivities } from '../../activities/findings';
+import { createWalkActivities } from '../../activities/walks';
 import { fixedClock } from '../../core/clock';
 import { findings, usageHourly } from '../../core/db/schema';
 import { ANOMALY_DOLLAR_FLOOR } from '../../core/findings/scan';
@@ -62,6 +63,8 @@ describe('findings scan pages through organizations', () => {
       connection, taskQueue: queue, workflowBundle: { codePath: process.env.GW_TEST_WORKFLOW_BUNDLE! }, dataConverter: testDataConverter(), sinks: workflowSpanSink(),
       activities: {
         ...real,
+        // The walk's end (issue 55): its cursor kept in this test's database.
+        ...createWalkActivities({ db: database.db }),
         async runFindingDetectorPage(input: Parameters<typeof real.runFindingDetectorPage>[0]) {
           if (input.orgIds.includes(poisoned.orgId)) throw ApplicationFailure.create({ message: 'canceling statement due to statement timeout' });
           return real.runFindingDetectorPage(input);

@@ -103,6 +103,33 @@ describe('infrastructure errors spend no attempt of a schedule', () => {
     }
   });
 
+  it('a submit slowed by a row lock past the heartbeat timeout is sent once and succeeds (issue 55, item 8)', async () => {
+    await f.connect('google', { name: 'veo locked' });
+    const secret = await f.key({ rate_limit_rpm: 50000 });
+    const { call, until: untilJob, terminal } = videoClient(() => f, () => secret);
+    const locker = await f.database.pool.connect();
+    try {
+      // No jobs worker yet: the job waits queued while its row is locked.
+      const created = await call('POST', '/v1/videos', { model: 'google/veo-3.0-generate-001', prompt: `locked submit [sandbox render_ms=50]`, duration_seconds: 8 });
+      expect(created.status).toBe(202);
+      await locker.query('begin');
+      await locker.query('select id from jobs where id = $1 for update', [created.json.id]);
+      const rendersBefore = f.sandbox.videoSubmits();
+      worker = await startWorkerProcess('jobs', prefix, env);
+      // The submit's intent waits on the lock for longer than the 10 s heartbeat timeout.
+      await new Promise((r) => setTimeout(r, 12_000));
+      await locker.query('rollback');
+      const done = await untilJob(created.json.id, terminal, 60_000);
+      expect(done.status).toBe('succeeded');
+      expect(f.sandbox.videoSubmits() - rendersBefore).toBe(1);
+    } finally {
+      await locker.query('rollback').catch(() => undefined);
+      locker.release();
+      await worker?.stop();
+      worker = null;
+    }
+  });
+
   it('status checks retried past their old limit while Postgres is away spend no check; the job succeeds', async () => {
     await f.connect('openai', { name: 'videos' });
     const secret = await f.key({ rate_limit_rpm: 50000 });

@@ -91,7 +91,7 @@ describe('video jobs: a submit is never sent twice', () => {
       const submitsBefore = f.sandbox.videoSubmits();
       const result = await f.api.runtime.temporal.workflow.execute('videoJob', {
         workflowId: jobId, taskQueue: taskQueue('jobs', prefix),
-        args: [{ jobId, orgId: f.tenant.orgId, job, candidates: [{ connectionId: veo.id, kind: 'google', upstreamModel: 'veo-3.0-generate-001', modelId: VEO, position: 'primary' }], failover: {}, maxRetries: 0, checkIntervalsMs: [10], retentionMs: 1000 }],
+        args: [{ refusedStartGraceMs: 0, jobId, orgId: f.tenant.orgId, job, candidates: [{ connectionId: veo.id, kind: 'google', upstreamModel: 'veo-3.0-generate-001', modelId: VEO, position: 'primary' }], failover: {}, maxRetries: 0, checkIntervalsMs: [10], retentionMs: 1000 }],
       });
       expect(result).toEqual({ status: 'abandoned' });
       expect(f.sandbox.videoSubmits()).toBe(submitsBefore);

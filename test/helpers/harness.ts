@@ -1,3 +1,5 @@
+import { Client as PgClient } from 'pg';
+import { applyMigrations } from '../../core/db/migrate';
 import { NativeConnection } from '@temporalio/worker';
 import { createApp } from '../../api/app';
 import { listen } from '../../api/listen';
@@ -99,6 +101,32 @@ export async function startTestWorkers(
     async shutdown() {
       await running.shutdown();
       await Promise.allSettled([connection.close(), database.close(), redis.close()]);
+    },
+  };
+}
+
+/**
+ * A database of a test's own, migrated, on the run's Postgres: for code that walks every row of
+ * a table (a sweep, a walk over organizations), which the shared test database would fill with
+ * other files' rows. `drop()` removes it.
+ */
+export async function isolatedDatabase(name: string): Promise<{ db: DatabaseHandle; drop(): Promise<void> }> {
+  const database = `gw_${name}_${process.pid}_${Date.now().toString(36)}`;
+  const adminUrl = new URL(process.env.DATABASE_URL!);
+  adminUrl.pathname = '/postgres';
+  const admin = new PgClient({ connectionString: adminUrl.toString() });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${database}`);
+  const url = new URL(process.env.DATABASE_URL!);
+  url.pathname = `/${database}`;
+  await applyMigrations(url.toString());
+  const db = connectDatabase(url.toString(), { max: 2 });
+  return {
+    db,
+    async drop() {
+      await db.close();
+      await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
+      await admin.end();
     },
   };
 }

@@ -1,15 +1,13 @@
 import { randomBytes } from 'node:crypto';
-import { Client as PgClient } from 'pg';
 import { Connection } from '@temporalio/client';
 import { eq } from 'drizzle-orm';
 import { createJobSweepActivities } from '../../activities/job-sweep';
 import { systemClock } from '../../core/clock';
-import { connectDatabase, type DatabaseHandle } from '../../core/db/client';
-import { applyMigrations } from '../../core/db/migrate';
+import type { DatabaseHandle } from '../../core/db/client';
 import { jobs } from '../../core/db/schema';
 import { createLinkSigner } from '../../core/jobs/output-links';
 import { newId } from '../../core/ids';
-import { testRedis, uniquePrefix } from '../helpers/harness';
+import { isolatedDatabase, testRedis, uniquePrefix } from '../helpers/harness';
 import { testTemporalClient } from '../helpers/sealing-keys';
 import { createTenant, type Tenant } from '../helpers/tenants';
 
@@ -20,29 +18,19 @@ import { createTenant, type Tenant } from '../helpers/tenants';
  */
 describe('the job sweep', () => {
   const prefix = uniquePrefix('jsweep');
-  const database = `gw_jsweep_${process.pid}_${Date.now().toString(36)}`;
-  let admin: PgClient;
+  let isolated: Awaited<ReturnType<typeof isolatedDatabase>>;
   let db: DatabaseHandle;
   let tenant: Tenant;
   const redis = testRedis();
 
   beforeAll(async () => {
-    const adminUrl = new URL(process.env.DATABASE_URL!);
-    adminUrl.pathname = '/postgres';
-    admin = new PgClient({ connectionString: adminUrl.toString() });
-    await admin.connect();
-    await admin.query(`CREATE DATABASE ${database}`);
-    const url = new URL(process.env.DATABASE_URL!);
-    url.pathname = `/${database}`;
-    await applyMigrations(url.toString());
-    db = connectDatabase(url.toString(), { max: 2 });
+    isolated = await isolatedDatabase('jsweep');
+    db = isolated.db;
     tenant = await createTenant(db.db);
   });
   afterAll(async () => {
-    await db?.close();
+    await isolated?.drop();
     await redis.close();
-    await admin?.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
-    await admin?.end();
   });
 
   it('ends a job whose workflow never started, leaves one whose workflow runs and a recent one', async () => {

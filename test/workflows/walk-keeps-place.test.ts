@@ -1,15 +1,13 @@
-import { Client as PgClient } from 'pg';
 import { Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { createFindingsActivities } from '../../activities/findings';
 import { createWalkActivities } from '../../activities/walks';
 import { systemClock } from '../../core/clock';
-import { connectDatabase, type DatabaseHandle } from '../../core/db/client';
-import { applyMigrations } from '../../core/db/migrate';
+import type { DatabaseHandle } from '../../core/db/client';
 import { walkCursors } from '../../core/db/schema';
 import type { FindingsScanResult } from '../../workflows/definitions';
 import { installTemporalRuntime } from '../../workers/temporal';
-import { uniquePrefix } from '../helpers/harness';
+import { isolatedDatabase, uniquePrefix } from '../helpers/harness';
 import { testDataConverter, testTemporalClient } from '../helpers/sealing-keys';
 import { createTenant } from '../helpers/tenants';
 
@@ -29,22 +27,14 @@ const ORGANIZATIONS = 5;
 describe('a scheduled walk that times out goes on where it stopped', () => {
   const prefix = uniquePrefix('walk');
   const taskQueue = `${prefix}walk`;
-  const database = `gw_walk_${process.pid}_${Date.now().toString(36)}`;
-  let admin: PgClient;
+  let isolated: Awaited<ReturnType<typeof isolatedDatabase>>;
   let db: DatabaseHandle;
   let orgIds: string[];
   const scanned: string[] = [];
 
   beforeAll(async () => {
-    const adminUrl = new URL(process.env.DATABASE_URL!);
-    adminUrl.pathname = '/postgres';
-    admin = new PgClient({ connectionString: adminUrl.toString() });
-    await admin.connect();
-    await admin.query(`CREATE DATABASE ${database}`);
-    const url = new URL(process.env.DATABASE_URL!);
-    url.pathname = `/${database}`;
-    await applyMigrations(url.toString());
-    db = connectDatabase(url.toString(), { max: 2 });
+    isolated = await isolatedDatabase('walk');
+    db = isolated.db;
     orgIds = [];
     for (let i = 0; i < ORGANIZATIONS; i++) orgIds.push((await createTenant(db.db)).orgId);
     orgIds.sort();
@@ -55,9 +45,7 @@ describe('a scheduled walk that times out goes on where it stopped', () => {
     }
   });
   afterAll(async () => {
-    await db?.close();
-    await admin?.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
-    await admin?.end();
+    await isolated?.drop();
   });
 
   it('reaches every organization over runs that each time out, then clears its place', async () => {

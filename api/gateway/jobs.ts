@@ -171,7 +171,8 @@ export function jobRoutes(router: Router<GatewayState>, deps: { db: Database; cl
           // Refused: the hold is given back at once (issue 55), so a key does not stay blocked
           // for the hold's lease by submits that never ran. A start whose answer was lost may
           // have started the workflow all the same: its first step finds no job row and the
-          // reservation released, and ends without submitting anything (`recordJob`).
+          // reservation released, waits a minute for a retry with this Idempotency-Key (which
+          // reserves again and goes on with it), else ends without submitting (`recordJob`).
           await closeJobSpend(deps.db, job.id, 'released', now);
           await endJobHold(deps.db, deps.gateway.spendRedis.redis, job.id);
           throw err;

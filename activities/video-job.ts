@@ -61,26 +61,10 @@ const VIDEO_CALL_TIMEOUT_MS = 60_000;
 const HEARTBEAT_EVERY_MS = 1_000;
 
 /**
- * Runs a provider call heartbeating, so a cancel reaches the activity within seconds and a
- * lost worker is noticed by its missing heartbeats; the call is aborted when the activity is
- * cancelled (or its worker shuts down) and after `timeoutMs`.
- */
-async function heartbeating<T>(timeoutMs: number, call: (signal: AbortSignal) => Promise<T>): Promise<T> {
-  const context = Context.current();
-  // No heartbeat at the start: the first one goes to the server at once (one more write per
-  // status check), and a call shorter than a second, which most checks are, needs none.
-  const beat = setInterval(() => context.heartbeat(), HEARTBEAT_EVERY_MS);
-  try {
-    return await call(AbortSignal.any([context.cancellationSignal, AbortSignal.timeout(timeoutMs)]));
-  } finally {
-    clearInterval(beat);
-  }
-}
-
-/**
  * Heartbeats every second while `work` runs, from its start: the heartbeat timeout (10 s) runs
  * from the attempt's start, and the reads and writes around a provider call (a slow Postgres, a
- * row lock) must not look like a lost worker (issue 55). Work shorter than a second sends none.
+ * row lock) must not look like a lost worker (issue 55). Work shorter than a second sends none:
+ * no beat at the start, since the first goes to the server at once (a write per status check).
  */
 async function beatingThroughout<T>(work: () => Promise<T>, details: () => unknown = () => undefined): Promise<T> {
   const context = Context.current();
@@ -92,6 +76,16 @@ async function beatingThroughout<T>(work: () => Promise<T>, details: () => unkno
   } finally {
     clearInterval(beat);
   }
+}
+
+/**
+ * Runs a provider call heartbeating, so a cancel reaches the activity within seconds and a
+ * lost worker is noticed by its missing heartbeats; the call is aborted when the activity is
+ * cancelled (or its worker shuts down) and after `timeoutMs`.
+ */
+async function heartbeating<T>(timeoutMs: number, call: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const context = Context.current();
+  return beatingThroughout(() => call(AbortSignal.any([context.cancellationSignal, AbortSignal.timeout(timeoutMs)])));
 }
 
 /**

@@ -2,7 +2,7 @@ import { ApplicationFailure, TemporalFailure } from '@temporalio/common';
 import type { ActivityExecuteInput, ActivityInboundCallsInterceptor, Next } from '@temporalio/worker';
 
 /** The failure type of a database error an activity met, with its SQLSTATE and nothing else. */
-export const DATABASE_ERROR = 'DatabaseError';
+const DATABASE_ERROR = 'DatabaseError';
 
 /**
  * SQLSTATE classes of a statement that cannot succeed however often it is sent again: a data

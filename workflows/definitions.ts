@@ -155,6 +155,13 @@ export function infraRetryPolicy(retry: InfraRetry = INFRA_RETRY) {
   return { initialInterval: retry.initialMs, maximumInterval: retry.maximumMs, backoffCoefficient: 2 };
 }
 export type JobCancelResult = { status: string };
+/**
+ * How long a job's record-keeping activity (its row written, ended, its output expired) may
+ * take: a few statements and a workflow start. The limit is what a lost attempt costs: a worker
+ * killed mid-call, or a completion the server never took (a history process restarting), is
+ * retried only when it passes, and a job stalled five minutes on a 10 ms write is a stall.
+ */
+export const RECORD_ACTIVITY_TIMEOUT = '30 seconds';
 /** Attempts of the copy of a finished render to storage: a download the provider keeps failing ends the job. */
 export const COMPLETE_VIDEO_ATTEMPTS = 20;
 

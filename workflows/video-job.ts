@@ -1,6 +1,6 @@
 import { ActivityFailure, ApplicationFailure, CancellationScope, condition, defineQuery, defineSignal, defineUpdate, isCancellation, patched, proxyActivities, setHandler, sleep, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { RenderOutcome, SubmitRefusal, VideoJobActivities } from '../activities/video-job';
-import { COMPLETE_VIDEO_ATTEMPTS, downloadsQueue, infraRetryPolicy, JOB_CANCEL_SIGNAL, JOB_CANCEL_UPDATE, searchAttributeKeys, STATUS_CHECKS_EXHAUSTED, type JobCancelResult, type VideoJobInput } from './definitions';
+import { COMPLETE_VIDEO_ATTEMPTS, downloadsQueue, infraRetryPolicy, JOB_CANCEL_SIGNAL, JOB_CANCEL_UPDATE, RECORD_ACTIVITY_TIMEOUT, searchAttributeKeys, STATUS_CHECKS_EXHAUSTED, type JobCancelResult, type VideoJobInput } from './definitions';
 
 type Status = 'queued' | 'running' | 'succeeded' | 'failed' | 'canceled';
 
@@ -40,7 +40,7 @@ function activitiesOf(input: VideoJobInput) {
   const retry = infraRetryPolicy(input.retryMs);
   const providerCallOptions = { startToCloseTimeout: '5 minutes', heartbeatTimeout: '10 seconds', retry } as const;
   // Named one by one: a proxy has no own keys to spread.
-  const records = proxyActivities<VideoJobActivities>({ startToCloseTimeout: '5 minutes', retry });
+  const records = proxyActivities<VideoJobActivities>({ startToCloseTimeout: RECORD_ACTIVITY_TIMEOUT, retry });
   const providerCalls = proxyActivities<VideoJobActivities>(providerCallOptions);
   return {
     recordJob: records.recordJob, endJob: records.endJob, expireJobOutput: records.expireJobOutput,

@@ -4,6 +4,7 @@ import { startChatFixture, type ChatFixture, type Loose } from '../helpers/chat-
 import { clusterProcess } from '../helpers/cluster-control';
 import { uniquePrefix } from '../helpers/harness';
 import { createLocalCa, type LocalCa } from '../helpers/local-ca';
+import { explainingOpenWorkflows } from '../helpers/open-workflows';
 import { until } from '../helpers/until';
 import { videoClient } from '../helpers/video-client';
 import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver';
@@ -64,10 +65,10 @@ describe('on a Temporal cluster: a history process and a jobs worker killed mid-
     await clusterProcess('restart', 'history-1');
     workers.push(await startWorkerProcess('jobs', prefix, env));
 
-    const ended = await until(async () => {
+    const ended = await explainingOpenWorkflows(f.api.runtime.temporal, ids, () => until(async () => {
       const all = await Promise.all(ids.map(async (id) => (await read(id)).json));
       return all.every(terminal) ? all : null;
-    }, 'every job ending', 180_000, 500);
+    }, 'every job ending', 180_000, 500));
 
     // At most one render each, exactly one for each that succeeded (the sandbox's Idempotency-Key is `<job>-<candidate>`).
     const sends = (id: string) => f.sandbox.received.filter((r) => r.path === '/openai/v1/videos' && String(r.headers['idempotency-key']).startsWith(`${id}-`)).length;
@@ -77,7 +78,9 @@ describe('on a Temporal cluster: a history process and a jobs worker killed mid-
     }
     expect(f.sandbox.videoSubmits() - rendersBefore).toBe(ids.reduce((n, id) => n + sends(id), 0));
     // Most jobs succeed; one caught by the killed worker between its send and the answer may end failed, charged.
-    expect((ended as Loose[]).filter((j) => j.status === 'succeeded').length).toBeGreaterThanOrEqual(JOBS - 2);
+    const notSucceeded = (ended as Loose[]).filter((j) => j.status !== 'succeeded').map((j) => `${j.id} ${j.status}: ${JSON.stringify(j.error)}`);
+    // (At most two may not; more are listed with their errors.)
+    expect(notSucceeded.length <= 2 ? [] : notSucceeded).toEqual([]);
 
     // Every job's event delivered.
     const delivered = await until(async () => {

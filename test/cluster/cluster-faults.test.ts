@@ -56,7 +56,10 @@ describe('on a Temporal cluster: a history process and a jobs worker killed mid-
       expect(created.status).toBe(202);
       ids.push(created.json.id as string);
     }
-    await until(async () => (await f.database.db.select({ status: jobs.status }).from(jobs).where(inArray(jobs.id, ids))).filter((j) => j.status === 'running').length >= 4, 'jobs running', 60_000, 100);
+    const runningBefore = await until(async () => {
+      const running = (await f.database.db.select({ id: jobs.id, status: jobs.status }).from(jobs).where(inArray(jobs.id, ids))).filter((j) => j.status === 'running');
+      return running.length >= 4 ? running.map((j) => j.id) : null;
+    }, 'jobs running', 60_000, 100);
 
     // Mid-load: a history process and a jobs worker die as machines do.
     await clusterProcess('kill', 'history-1');
@@ -77,10 +80,16 @@ describe('on a Temporal cluster: a history process and a jobs worker killed mid-
       if (job.status === 'succeeded') expect(sends(job.id)).toBe(1);
     }
     expect(f.sandbox.videoSubmits() - rendersBefore).toBe(ids.reduce((n, id) => n + sends(id), 0));
-    // Most jobs succeed; one caught by the killed worker between its send and the answer may end failed, charged.
-    const notSucceeded = (ended as Loose[]).filter((j) => j.status !== 'succeeded').map((j) => `${j.id} ${j.status}: ${JSON.stringify(j.error)}`);
-    // (At most two may not; more are listed with their errors.)
-    expect(notSucceeded.length <= 2 ? [] : notSucceeded).toEqual([]);
+    // Every job succeeds but those whose submit the killed worker had in flight (its intent
+    // written, the provider's answer not recorded): OpenAI cannot de-duplicate a second submit,
+    // so each of those fails as unknown, never sent twice (issue 55). How many the kill catches
+    // is the machine's timing (one to seven seen); any other ending is listed with its error.
+    const unexpected = (ended as Loose[])
+      .filter((j) => j.status !== 'succeeded' && !(j.status === 'failed' && j.error?.type === 'request_timeout' && /did not say whether it accepted the render/.test(j.error.message)))
+      .map((j) => `${j.id} ${j.status}: ${JSON.stringify(j.error)}`);
+    expect(unexpected).toEqual([]);
+    // Those already rendering when the processes died all finish.
+    for (const id of runningBefore) expect((ended as Loose[]).find((j) => j.id === id)?.status).toBe('succeeded');
 
     // Every job's event delivered.
     const delivered = await until(async () => {

@@ -2,6 +2,7 @@ import { and, eq, isNull, sql } from 'drizzle-orm';
 import type { Agent } from 'undici';
 import dns from 'node:dns/promises';
 import { ApplicationFailure, Context } from '@temporalio/activity';
+import { beatingThroughout } from './heartbeats';
 import { ApplicationFailureCategory } from '@temporalio/common';
 import { allocateJob, allocationColumns } from '../core/attribution/job-attribution';
 import type { Clock } from '../core/clock';
@@ -57,27 +58,6 @@ export const REFUSED_START_GRACE_MS = 60_000;
 
 /** Calls to a provider's video API wait this long for an answer. */
 const VIDEO_CALL_TIMEOUT_MS = 60_000;
-/** How often an activity heartbeats while a provider call is in flight (the workflow's heartbeat timeout is 10 s). */
-const HEARTBEAT_EVERY_MS = 1_000;
-
-/**
- * Heartbeats every second while `work` runs, from its start: the heartbeat timeout (10 s) runs
- * from the attempt's start, and the reads and writes around a provider call (a slow Postgres, a
- * row lock) must not look like a lost worker (issue 55). Work shorter than a second sends none:
- * no beat at the start, since the first goes to the server at once (a write per status check).
- */
-async function beatingThroughout<T>(work: () => Promise<T>, details: () => unknown = () => undefined): Promise<T> {
-  const context = Context.current();
-  // Each beat carries the attempt's details so far: a later beat must not wipe what an earlier
-  // one told the next attempt (a submit's accepted render).
-  const beat = setInterval(() => context.heartbeat(details()), HEARTBEAT_EVERY_MS);
-  try {
-    return await work();
-  } finally {
-    clearInterval(beat);
-  }
-}
-
 /**
  * Runs a provider call heartbeating, so a cancel reaches the activity within seconds and a
  * lost worker is noticed by its missing heartbeats; the call is aborted when the activity is

@@ -28,6 +28,8 @@ export type GatewayState = {
    * reservation (chat completions); the rate middleware counts it only if the endpoint did not.
    */
   rateCounted?: boolean;
+  /** A batch item run in-process by a worker (api/in-process-gateway.ts): its batch, for the request log. */
+  batchId?: string;
 };
 
 export type GatewayContext = ParameterizedContext<GatewayState>;

@@ -113,6 +113,7 @@ export async function startApiRuntime(config: Config, logger: Logger): Promise<A
       links: { signer, baseUrl: config.GW_PUBLIC_URL ?? null },
       scheduleScale: config.GW_SCHEDULE_SCALE,
       taskQueuePrefix: config.GW_TASK_QUEUE_PREFIX,
+      batches: { itemConcurrency: config.GW_BATCH_ITEM_CONCURRENCY, chunkItems: config.GW_BATCH_CHUNK_ITEMS, chunksPerRun: config.GW_BATCH_CHUNKS_PER_RUN },
     },
     storage,
     // Kept as long as a job's output, scaled like every durable wait.

@@ -90,6 +90,12 @@ const configSchema = z
      */
     GW_SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).max(600_000).default(30_000),
     ...workerSettings(),
+    /** A batch's items in flight at once (issue 56), within the key's own rate limit. */
+    GW_BATCH_ITEM_CONCURRENCY: z.coerce.number().int().min(1).max(256).default(8),
+    /** Items one batch activity takes: a retry after a lost worker re-reads at most this many. */
+    GW_BATCH_CHUNK_ITEMS: z.coerce.number().int().min(1).max(10_000).default(100),
+    /** Chunks one batch run goes through before it continues as new (keeps its history small). */
+    GW_BATCH_CHUNKS_PER_RUN: z.coerce.number().int().min(1).max(1_000).default(100),
     GW_ALLOW_PRIVATE_NETWORK: booleanFlag,
     /** Trust X-Forwarded-For from a load balancer when deciding the client address. */
     GW_TRUST_PROXY: booleanFlag,

@@ -3,7 +3,7 @@ import { randomFillSync } from 'node:crypto';
 /** Every prefix the product hands out; ids sort by creation time within a prefix. */
 export const ID_PREFIXES = [
   'org', 'mem', 'env', 'proj', 'key', 'mtok', 'conn', 'route', 'job', 'evt', 'whd', 'whep',
-  'price', 'aud', 'req', 'spend', 'nch', 'nrule', 'bcross', 'eucap', 'file', 'mcps', 'mcpt', 'mcpg', 'fnd', 'ccen', 'cmt', 'ccr', 'ccrv', 'dpol', 'dec', 'nsend',
+  'price', 'aud', 'req', 'spend', 'nch', 'nrule', 'bcross', 'eucap', 'file', 'mcps', 'mcpt', 'mcpg', 'fnd', 'ccen', 'cmt', 'ccr', 'ccrv', 'dpol', 'dec', 'nsend', 'batch', 'msgbatch', 'breq',
 ] as const;
 export type IdPrefix = (typeof ID_PREFIXES)[number];
 

@@ -33,6 +33,10 @@ import { ensureMaintenanceSchedules } from './schedules';
 import { tracingClientInterceptors } from '../api/temporal-client';
 import { createJobSweepActivities } from '../activities/job-sweep';
 import { createWalkActivities } from '../activities/walks';
+import { createBatchActivities, type BatchItemCaller } from '../activities/batch-run';
+import { startInProcessGateway, type InProcessGateway } from '../api/in-process-gateway';
+import { spoolRoot } from '../core/http/multipart';
+import { createLogger } from '../core/logger';
 import { bundleGatewayWorkflows, createWorker, FAILURE_CONVERTER_PATH, type WorkerSpec } from './temporal';
 
 export type QueueWorkerDeps = {
@@ -81,6 +85,8 @@ export type ActivityServices = {
   /** The detectors' settings (issue 22), and where links in alerts point. */
   findings: ScanSettings;
   publicUrl: string;
+  /** Batch items run through the gateway's own application, in this process (started on the first item). */
+  batches: LazyGateway & { scratchDir: string };
   /** Webhook receivers are reached through the guarded dispatcher, on the scaled schedule. */
   webhooks: { dispatcher: Dispatcher; mailer: Mailer; attemptDelaysMs: number[]; alertAttemptDelaysMs: number[]; retryMs: InfraRetry; unsubscribeKey: SigningKeys };
 };
@@ -107,6 +113,7 @@ export function createActivityServices(config: Config, db: Database, redis: Redi
       catalog: () => (catalog ??= loadModelCatalog()),
     },
     publicUrl: publicBaseUrl(config),
+    batches: { ...lazyInProcessGateway(config), scratchDir: spoolRoot(config.dataDir) },
     webhooks: {
       dispatcher: outbound,
       mailer: createMailer(config.SMTP_URL, config.SMTP_FROM),
@@ -124,6 +131,26 @@ export function createActivityServices(config: Config, db: Database, redis: Redi
   };
 }
 
+type LazyGateway = { callItem: BatchItemCaller; close(): Promise<void> };
+
+/**
+ * The in-process gateway for batch items, started on the first item a worker runs (a jobs
+ * worker that never runs a batch never loads the API's runtime) and stopped with the worker.
+ */
+function lazyInProcessGateway(config: Config): LazyGateway {
+  let gateway: Promise<InProcessGateway> | undefined;
+  const started = () => (gateway ??= startInProcessGateway(config, createLogger(config.LOG_LEVEL, 'gw-worker-batches')).catch((err: unknown) => {
+    gateway = undefined;
+    throw err;
+  }));
+  return {
+    callItem: async (request) => (await started()).callItem(request),
+    close: async () => {
+      if (gateway) await (await gateway.catch(() => null))?.close();
+    },
+  };
+}
+
 /** Deliveries run on the webhooks queue, job events and alerts each on their own schedule. */
 function deliveryOptions(services: ActivityServices, taskQueuePrefix: string): DeliveryStartOptions {
   return { taskQueue: taskQueue('webhooks', taskQueuePrefix), attemptDelaysMs: services.webhooks.attemptDelaysMs, alertAttemptDelaysMs: services.webhooks.alertAttemptDelaysMs, retryMs: services.webhooks.retryMs };
@@ -135,7 +162,10 @@ function activitiesFor(name: TaskQueueName, queue: string, services: ActivitySer
   switch (name) {
     case 'jobs': {
       const startDeliveries = createDeliveryStarter(temporal, deliveryOptions(services, taskQueuePrefix));
-      return { ...probe, ...createVideoJobActivities({ ...services.video, db: services.db, redis: services.spendRedis, clock: services.clock, startDeliveries }) };
+      return {
+        ...probe, ...createVideoJobActivities({ ...services.video, db: services.db, redis: services.spendRedis, clock: services.clock, startDeliveries }),
+        ...createBatchActivities({ db: services.db, storage: services.video.storage, clock: services.clock, callItem: services.batches.callItem, scratchDir: services.batches.scratchDir }),
+      };
     }
     case 'webhooks':
       return { ...probe, ...createWebhookDeliveryActivities({ db: services.db, clock: services.clock, sealer: services.video.sealer, dispatcher: services.webhooks.dispatcher, mailer: services.webhooks.mailer, unsubscribe: { publicUrl: services.publicUrl, key: services.webhooks.unsubscribeKey } }) };
@@ -191,6 +221,8 @@ export async function startQueueWorkers(names: readonly TaskQueueName[], deps: Q
     async shutdown() {
       for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
       await done;
+      // Batch items' request-log rows and spend settle before the process goes.
+      await deps.services.batches.close();
     },
   };
 }

@@ -59,6 +59,8 @@ export const workflowIds = {
   videoJob: (jobId: string) => jobId,
   /** A delivery's workflow id is the delivery id itself (`whd_<event id>`). */
   webhookDelivery: (deliveryId: string) => deliveryId,
+  /** A batch's workflow id is the batch id itself (`batch_...`, `msgbatch_...`). */
+  batchRun: (batchId: string) => batchId,
 };
 
 /**
@@ -209,3 +211,31 @@ export type WebhookDeliveryInput = {
 
 /** An attempt may run this long: the receiver's 10 s answer limit, plus signing and recording. */
 export const WEBHOOK_ATTEMPT_TIMEOUT_MS = 15_000;
+
+/** The API recorded a batch's cancel in Postgres; the run stops taking items at its next chunk. */
+export const BATCH_CANCEL_SIGNAL = 'cancelBatch';
+
+/** Items one `runBatchChunk` activity takes: a retry after a lost worker re-reads at most this many lines. */
+export const BATCH_CHUNK_ITEMS = 100;
+/** Chunks one run goes through before it continues as new: its history stays near 600 events. */
+export const BATCH_CHUNKS_PER_RUN = 100;
+/** Items of a chunk in flight at once, by default (each one chat call through the gateway's own path). */
+export const BATCH_ITEM_CONCURRENCY = 8;
+
+/** One batch (issue 56): its items are validated, run chunk by chunk, and written to its output files. */
+export type BatchRunInput = {
+  batchId: string;
+  orgId: string;
+  /** Items in flight at once within a chunk. */
+  concurrency: number;
+  chunksPerRun: number;
+  retryMs?: InfraRetry;
+  /** Set by Continue-As-New: the validated input's chunk count, and where this run starts. */
+  resume?: { chunks: number; nextChunk: number };
+};
+
+/** How a chunk's activity ended: every item recorded, or stopped early and why. */
+export type BatchChunkResult = { stopped: null } | { stopped: 'cancelled' | 'expired' } | { stopped: 'budget'; error: { message: string; type: string; code: string | null } };
+
+/** How the batch ends, as its finalize step writes it. */
+export type BatchEnding = { status: 'completed' | 'cancelled' | 'expired'; unrunError?: { message: string; type: string; code: string | null; statusCode: number } };

@@ -8,3 +8,4 @@ export { requestLogRetention } from './request-log-retention';
 export { mcpToolSync } from './mcp-tool-sync';
 export { webhookDeliverySweep } from './webhook-delivery-sweep';
 export { findingsScan } from './findings-scan';
+export { batchRun } from './batch-run';

@@ -41,7 +41,11 @@ export const CANCEL_ACCEPT_DEADLINE_MS = 2_500;
 const CANCEL_RESULT_DEADLINE_MS = 2_500;
 
 /** What the job endpoints need besides the chat services. */
-export type JobServices = { temporal: Client; links: Omit<JobLinks, 'baseUrl'> & { baseUrl: string | null }; scheduleScale: number; taskQueuePrefix: string };
+export type JobServices = {
+  temporal: Client; links: Omit<JobLinks, 'baseUrl'> & { baseUrl: string | null }; scheduleScale: number; taskQueuePrefix: string;
+  /** How a batch's run is cut up (GW_BATCH_*, issue 56); absent: the defaults in workflows/definitions.ts. */
+  batches?: { itemConcurrency: number; chunkItems: number; chunksPerRun: number };
+};
 
 export const VIDEO_JOB_TYPE = 'video.generation';
 

@@ -6,6 +6,7 @@ import { chatRequestSchema } from './chat-request';
 import { messagesRequestSchema } from './protocols/anthropic-messages';
 import { responsesRequestSchema } from './protocols/openai-responses';
 import { embeddingsRequestSchema } from './embeddings';
+import { batchCreateSchema } from './batches';
 
 /**
  * The gateway's own OpenAPI 3.1 document (`GET /v1/openapi.json`): the model endpoints each
@@ -32,6 +33,25 @@ const answer = (description: string, streamed: string) => ({
     },
   },
 });
+
+const fileObject = z.object({
+  id: z.string(), object: z.literal('file'), bytes: z.number().int(), created_at: z.number().int(), expires_at: z.number().int().nullable(),
+  filename: z.string(), purpose: z.enum(['batch', 'batch_output']), status: z.literal('processed'), status_details: z.null(),
+}).meta({ id: 'File', description: 'A file of OpenAI\'s Files API: a batch\'s input, or the output and error files a batch wrote. Kept for the organization\'s prompt retention.' });
+const batchObject = z.looseObject({
+  id: z.string(), object: z.literal('batch'), endpoint: z.string(), input_file_id: z.string(), completion_window: z.string(),
+  status: z.enum(['validating', 'failed', 'in_progress', 'finalizing', 'completed', 'expired', 'cancelling', 'cancelled']),
+  output_file_id: z.string().nullable(), error_file_id: z.string().nullable(),
+  errors: z.object({ object: z.literal('list'), data: z.array(z.object({ code: z.string(), message: z.string(), param: z.string().nullable(), line: z.number().int().nullable() })) }).nullable(),
+  request_counts: z.object({ total: z.number().int(), completed: z.number().int(), failed: z.number().int() }),
+  metadata: z.record(z.string(), z.string()).nullable(),
+  usage_cost: z.number().meta({ description: 'What the items cost so far, in US dollars (the gateway\'s estimate, as `usage.cost`).' }),
+  rerun_count: z.number().int().meta({ description: 'Items called again after a lost attempt (a worker that died mid-call); each call is billed as the provider billed it.' }),
+}).meta({ id: 'Batch', description: 'A batch as OpenAI\'s Batch API shows it, with the gateway\'s cost and re-run count.' });
+const openAIList = (item: z.ZodType) => z.object({ object: z.literal('list'), data: z.array(item), first_id: z.string().nullable(), last_id: z.string().nullable(), has_more: z.boolean() });
+const listQuery = z.object({ limit: z.number().int().min(1).optional(), after: z.string().optional(), order: z.enum(['asc', 'desc']).optional() });
+const idParam = { path: z.object({ id: z.string() }) };
+const json = (description: string, schema: z.ZodType) => ({ '200': { description, content: { 'application/json': { schema } } } });
 
 let cached: ReturnType<typeof createDocument> | null = null;
 
@@ -115,6 +135,51 @@ export function gatewayOpenApiDocument(): ReturnType<typeof createDocument> {
             },
             ...errorsOf(openAiError),
           },
+        },
+      },
+      '/files': {
+        post: {
+          tags: ['batches'], operationId: 'createFile', summary: 'Uploads a batch\'s JSONL input (`purpose: batch`, up to 200 MB), streamed to storage.',
+          requestBody: { content: { 'multipart/form-data': { schema: z.object({ purpose: z.literal('batch'), file: z.string().meta({ format: 'binary' }) }) } } },
+          responses: { ...json('The stored file.', fileObject), ...errorsOf(openAiError) },
+        },
+        get: {
+          tags: ['batches'], operationId: 'listFiles', summary: 'The files within the key\'s reach, newest first; `purpose` filters.',
+          requestParams: { query: listQuery.extend({ purpose: z.enum(['batch', 'batch_output']).optional() }) },
+          responses: { ...json('A page of files.', openAIList(fileObject)), ...errorsOf(openAiError) },
+        },
+      },
+      '/files/{id}': {
+        get: { tags: ['batches'], operationId: 'getFile', summary: 'One file.', requestParams: idParam, responses: { ...json('The file.', fileObject), ...errorsOf(openAiError) } },
+        delete: {
+          tags: ['batches'], operationId: 'deleteFile', summary: 'Deletes a file and its content (refused while a batch still reads it).', requestParams: idParam,
+          responses: { ...json('Deleted.', z.object({ id: z.string(), object: z.literal('file'), deleted: z.literal(true) })), ...errorsOf(openAiError) },
+        },
+      },
+      '/files/{id}/content': {
+        get: {
+          tags: ['batches'], operationId: 'getFileContent', summary: 'A file\'s content: JSONL, one line per request or per answer.', requestParams: idParam,
+          responses: { '200': { description: 'The JSONL.', content: { 'application/jsonl': { schema: z.string() } } }, ...errorsOf(openAiError) },
+        },
+      },
+      '/batches': {
+        post: {
+          tags: ['batches'], operationId: 'createBatch', summary: 'Starts a batch over an uploaded file; its items run through the gateway\'s own request path (routes, limits, guardrails, cache, request log).',
+          requestBody: { content: { 'application/json': { schema: batchCreateSchema } } },
+          responses: { ...json('The batch, `validating`.', batchObject), ...errorsOf(openAiError) },
+        },
+        get: {
+          tags: ['batches'], operationId: 'listBatches', summary: 'The batches within the key\'s reach, newest first.', requestParams: { query: listQuery },
+          responses: { ...json('A page of batches.', openAIList(batchObject)), ...errorsOf(openAiError) },
+        },
+      },
+      '/batches/{id}': {
+        get: { tags: ['batches'], operationId: 'getBatch', summary: 'One batch, with its progress.', requestParams: idParam, responses: { ...json('The batch.', batchObject), ...errorsOf(openAiError) } },
+      },
+      '/batches/{id}/cancel': {
+        post: {
+          tags: ['batches'], operationId: 'cancelBatch', summary: 'Stops starting items; those finished are kept, the rest are named cancelled in the error file.', requestParams: idParam,
+          responses: { ...json('The batch, `cancelling`.', batchObject), ...errorsOf(openAiError) },
         },
       },
       '/openapi.json': {

@@ -20,6 +20,8 @@ import { embeddingsRoutes } from './embeddings';
 import { decisionRoutes } from './decisions';
 import { mediaRoutes } from './media-routes';
 import { jobRoutes } from './jobs';
+import { fileRoutes } from './files';
+import { batchRoutes } from './batches';
 import { requestLogRoutes } from './requests';
 import { usageRoutes } from './usage';
 import { mcpRoutes } from './mcp';
@@ -75,6 +77,8 @@ export function gatewayRouter(deps: GatewayRouterDeps): Router<GatewayState> {
   embeddingsRoutes(router, deps.gateway);
   mediaRoutes(router, deps.gateway);
   jobRoutes(router, { db: deps.db, clock: deps.clock, gateway: deps.gateway, jobs: deps.gateway.jobs });
+  fileRoutes(router, { db: deps.db, clock: deps.clock, gateway: deps.gateway });
+  batchRoutes(router, { db: deps.db, clock: deps.clock, jobs: deps.gateway.jobs });
   requestLogRoutes(router, { db: deps.db, clock: deps.clock });
   usageRoutes(router, { db: deps.db, clock: deps.clock });
   mcpRoutes(router, { db: deps.db, gateway: deps.gateway });

@@ -84,6 +84,8 @@ export function requestLogRow<Fields extends object>(call: SpendCall & { attribu
     id: call.callId ?? call.ctx.state.requestId, orgId: key.orgId, keyId: key.keyId, projectId: key.projectId,
     userId: attribution.userId, sessionId: attribution.sessionId, tags: attribution.tags, createdAt: call.createdAt,
     traceId: call.ctx.state.traceId ?? null,
+    // A batch item's row names its batch (issue 56).
+    batchId: call.ctx.state.batchId ?? null,
     ...served,
   };
 }

@@ -1,4 +1,5 @@
-import type { Middleware } from 'koa';
+import type { Middleware, Next } from 'koa';
+import { batchItemAuthOf, type BatchItemAuth } from '../batch-item-auth';
 import type { AuthFailureLimiter } from '../../core/auth/auth-failure-limiter';
 import { GATEWAY_KEY_PREFIX, MANAGEMENT_TOKEN_PREFIX, parseBearer } from '../../core/auth/credentials';
 import { refuseKey, type KeyResolver } from '../../core/auth/gateway-key-auth';
@@ -6,13 +7,15 @@ import type { Clock } from '../../core/clock';
 import { sha256Hex } from '../../core/crypto/secrets';
 import { GatewayError } from '../../core/errors';
 import type { RedisHandle } from '../../core/redis';
-import type { GatewayState } from '../context';
+import type { GatewayContext, GatewayState } from '../context';
 import { authFailure } from './auth-failures';
 import { meterKey } from './key-rate-limit';
 
 /** `/v1` authentication: a gateway key as a Bearer token (or `x-api-key`), resolved from the in-process cache. */
 export function gatewayAuth(deps: { keys: KeyResolver; authFailures: AuthFailureLimiter; clock: Clock; redis: RedisHandle }): Middleware<GatewayState> {
   return async (ctx, next) => {
+    const item = batchItemAuthOf(ctx.req);
+    if (item) return batchItemKey(ctx, item, next);
     // Anthropic's clients send the key as `x-api-key`; a Bearer header wins when both come.
     const apiKey = ctx.get('x-api-key');
     const bearer = parseBearer(ctx.get('authorization') || (apiKey ? `Bearer ${apiKey}` : undefined));
@@ -39,4 +42,21 @@ export function gatewayAuth(deps: { keys: KeyResolver; authFailures: AuthFailure
     Object.assign(ctx.state.logFields, { key_id: key.keyId, org_id: key.orgId });
     await next();
   };
+
+  /**
+   * A batch item (issue 56) runs as its batch's key, resolved as a request's key is and refused
+   * for the same reasons (revoked, expired, disabled, the organization suspended), except the
+   * address allowlist: the item comes from a worker, and the request that created the batch
+   * passed it.
+   */
+  async function batchItemKey(ctx: GatewayContext, item: BatchItemAuth, next: Next): Promise<void> {
+    const key = await deps.keys.resolve(item.secretHash);
+    if (!key) throw new GatewayError('authentication', 'The key that created this batch no longer exists.');
+    const refusal = refuseKey(key, deps.clock.now(), null);
+    if (refusal) throw refusal;
+    ctx.state.key = key;
+    ctx.state.batchId = item.batchId;
+    Object.assign(ctx.state.logFields, { key_id: key.keyId, org_id: key.orgId, batch_id: item.batchId });
+    await next();
+  }
 }

@@ -80,7 +80,7 @@ export async function loadKeyContext(db: Database, secretHash: string): Promise<
  * Why a found key may not be used right now, in the order a user would want to hear it:
  * dead keys are 401, the organization's standing next, then the key's own restrictions.
  */
-export function refuseKey(key: KeyContext, now: Date, clientAddress: string): GatewayError | null {
+export function refuseKey(key: KeyContext, now: Date, clientAddress: string | null): GatewayError | null {
   if (key.revoked) return new GatewayError('authentication', 'This API key has been revoked.');
   if (key.expiresAt && key.expiresAt.getTime() <= now.getTime()) {
     return new GatewayError('authentication', 'This API key has expired.');
@@ -99,7 +99,7 @@ export function refuseKey(key: KeyContext, now: Date, clientAddress: string): Ga
   }
   if (key.disabled) return new GatewayError('key_disabled', 'This API key is disabled.');
   if (key.projectArchived) return new GatewayError('project_archived', "This API key's project is archived.");
-  if (!addressAllowed(key.allowedRanges, clientAddress)) {
+  if (clientAddress !== null && !addressAllowed(key.allowedRanges, clientAddress)) {
     return new GatewayError('ip_not_allowed', 'Requests from this address are not allowed for this API key.');
   }
   return null;

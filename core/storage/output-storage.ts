@@ -10,8 +10,8 @@ import { pipeline } from 'node:stream/promises';
  */
 export interface OutputStorage {
   put(key: string, body: AsyncIterable<Uint8Array> | Readable): Promise<{ bytes: number }>;
-  /** The stored file and its size, or null when it is gone. */
-  open(key: string): Promise<{ stream: Readable; bytes: number } | null>;
+  /** The stored file and its size, or null when it is gone; `start` reads from that byte on. */
+  open(key: string, options?: { start?: number }): Promise<{ stream: Readable; bytes: number } | null>;
   remove(key: string): Promise<void>;
 }
 
@@ -32,11 +32,11 @@ export function localOutputStorage(root: string): OutputStorage {
       await fs.promises.rename(partial, file);
       return { bytes: (await fs.promises.stat(file)).size };
     },
-    async open(key) {
+    async open(key, options) {
       const file = safePath(root, key);
       try {
         const stat = await fs.promises.stat(file);
-        return { stream: fs.createReadStream(file), bytes: stat.size };
+        return { stream: fs.createReadStream(file, { start: options?.start ?? 0 }), bytes: stat.size };
       } catch {
         return null;
       }

@@ -131,7 +131,10 @@ describe('GET /v1/openapi.json', () => {
     const document = (await res.json()) as OpenAPIV3_1.Document;
     await SwaggerParser.validate(structuredClone(document) as never);
     const operations = Object.entries(document.paths ?? {}).flatMap(([p, item]) => Object.keys(item ?? {}).map((m) => `${m} ${p}`));
-    expect(operations).toEqual(expect.arrayContaining(['post /chat/completions', 'post /messages', 'post /messages/count_tokens', 'post /responses', 'get /responses/{id}', 'delete /responses/{id}', 'post /embeddings', 'get /models', 'get /openapi.json']));
+    expect(operations).toEqual(expect.arrayContaining(['post /chat/completions', 'post /messages', 'post /messages/count_tokens', 'post /responses', 'get /responses/{id}', 'delete /responses/{id}', 'post /embeddings', 'get /models', 'get /openapi.json',
+      // Issue 56: OpenAI's Files and Batch APIs.
+      'post /files', 'get /files', 'get /files/{id}', 'delete /files/{id}', 'get /files/{id}/content',
+      'post /batches', 'get /batches', 'get /batches/{id}', 'post /batches/{id}/cancel']));
     const messages = document.paths!['/messages']!.post!.requestBody as OpenAPIV3_1.RequestBodyObject;
     expect(JSON.stringify(messages.content['application/json']!.schema)).toContain('max_tokens');
   });

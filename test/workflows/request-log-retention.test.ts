@@ -3,7 +3,7 @@ import path from 'node:path';
 import { Client, ScheduleOverlapPolicy } from '@temporalio/client';
 import { inArray, sql } from 'drizzle-orm';
 import { fixedClock, systemClock } from '../../core/clock';
-import { mediaFiles, organizations, orgSettings, requestLogs, storedResponses } from '../../core/db/schema';
+import { files, mediaFiles, organizations, orgSettings, requestLogs, storedResponses } from '../../core/db/schema';
 import { createLinkSigner } from '../../core/jobs/output-links';
 import { deleteExpiredMediaFiles } from '../../core/media/expired-files';
 import { createMediaFiles } from '../../core/media/stored-files';
@@ -171,6 +171,23 @@ describe('request log retention', () => {
       const kept = await storage.open(storedKey(current.id));
       expect(kept?.bytes).toBe('png bytes'.length);
       kept?.stream.destroy();
+    });
+
+    it('deletes batch files (issue 56) past their organization\'s retention the same way, and keeps a file without expiry', async () => {
+      const stored = async (id: string, expiresAt: Date | null) => {
+        const storageKey = `files/${orgDefault}/${id}`;
+        await storage.put(storageKey, [Buffer.from('{"custom_id":"a"}\n')]);
+        await database.db.insert(files).values({ id, orgId: orgDefault, keyId: 'key_x', lineageId: 'key_x', projectId: 'proj_x', purpose: 'batch', filename: 'in.jsonl', bytes: 18, storageKey, expiresAt });
+        return storageKey;
+      };
+      const old = await stored(`file_${run}_old`, new Date(Date.now() - HOUR));
+      const fresh = await stored(`file_${run}_fresh`, new Date(Date.now() + HOUR));
+      const forever = await stored(`file_${run}_forever`, null);
+      await runRetention('batch-files');
+      const left = (await database.db.select({ id: files.id }).from(files).where(inArray(files.id, [`file_${run}_old`, `file_${run}_fresh`, `file_${run}_forever`]))).map((r) => r.id).sort();
+      expect(left).toEqual([`file_${run}_forever`, `file_${run}_fresh`]);
+      expect(await storage.open(old)).toBeNull();
+      for (const key of [fresh, forever]) (await storage.open(key))!.stream.destroy();
     });
 
     it('deletes in batches, and a file whose object cannot be removed keeps its row for the next run', async () => {

@@ -24,3 +24,4 @@ export * from './cost-attribution';
 export * from './decision-policies';
 export * from './stored-responses';
 export * from './walk-cursors';
+export * from './batches';

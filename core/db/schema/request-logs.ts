@@ -61,6 +61,8 @@ export const requestLogs = pgTable(
     guardrails: jsonb('guardrails').$type<GuardrailOutcome | null>(),
     /** `endpoint: decisions`: the decision (`dec_...`) this model call answered (issue 24). */
     decisionId: text('decision_id'),
+    /** A batch item (issue 56): the batch (`batch_...`, `msgbatch_...`) that ran it. */
+    batchId: text('batch_id'),
     /** The cost-center rule lineage and version that allocated the request; null when none matched. */
     costRuleId: text('cost_rule_id'),
     costRuleVersionId: text('cost_rule_version_id'),

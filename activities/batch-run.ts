@@ -1,0 +1,343 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { once } from 'node:events';
+import { Context } from '@temporalio/activity';
+import { and, asc, between, eq, gt, inArray, isNull, isNotNull, sql } from 'drizzle-orm';
+import { isLineError, InputCheck, parseInputLine, type BatchInputItem } from '../core/batches/input-lines';
+import { jsonlLines, LineTooLong } from '../core/batches/jsonl-reader';
+import { batchFileExpiry } from '../core/batches/retention';
+import type { BatchRow } from '../core/batches/present';
+import type { Clock } from '../core/clock';
+import type { Database } from '../core/db/client';
+import { batches, batchItems, files, type BatchChunkStart, type BatchItemOutcome } from '../core/db/schema';
+import { newId } from '../core/ids';
+import { toNanos } from '../core/spend/money';
+import type { OutputStorage } from '../core/storage/output-storage';
+import type { BatchChunkResult, BatchEnding } from '../workflows/definitions';
+import { beatingThroughout } from './heartbeats';
+
+/** What one item's call through the gateway answered. */
+export type BatchItemAnswer = { status: number; body: unknown; requestId: string | null; retryAfterMs: number | null };
+
+/**
+ * One item through the gateway's own request path, as the batch's key: the worker runs the API
+ * application in-process (api/in-process-gateway.ts), so an item meets every rule a request
+ * meets (reach, routes, spend limits, rate limits, guardrails, cache, the request log).
+ */
+export type BatchItemCaller = (request: { batchId: string; keyId: string; endpoint: string; body: Record<string, unknown> }) => Promise<BatchItemAnswer>;
+
+export type BatchDeps = {
+  db: Database;
+  storage: OutputStorage;
+  clock: Clock;
+  callItem: BatchItemCaller;
+  /** Where finalize writes the output files before they go to storage (GW_DATA_DIR's spool). */
+  scratchDir?: string;
+};
+
+/** A wait the key's rate limit asks for is honoured up to this long at a time (then asked again). */
+const MAX_RATE_WAIT_MS = 60_000;
+/** Lines read between two heartbeats while validating or writing files. */
+const LINES_PER_BEAT = 1_000;
+
+/** How an item's answer is recorded: 2xx succeeded, anything else errored (its body is the error). */
+const outcomeOf = (status: number): BatchItemOutcome => (status >= 200 && status < 300 ? 'succeeded' : 'errored');
+
+/** The gateway's cost of an item, from its answer's `usage.cost` (every model wire carries it); 0 when absent. */
+function costNanosOf(body: unknown): number {
+  const cost = (body as { usage?: { cost?: unknown } } | null)?.usage?.cost;
+  return typeof cost === 'number' && Number.isFinite(cost) ? toNanos(cost) : 0;
+}
+
+/** An error the key's own rate limit gave (not a provider's 429, which is the item's answer). */
+function isKeyRateLimited(answer: BatchItemAnswer): boolean {
+  if (answer.status !== 429) return false;
+  const error = (answer.body as { error?: { code?: unknown } } | null)?.error;
+  return error?.code === null || error?.code === undefined;
+}
+
+const sleep = (ms: number, signal?: AbortSignal) => new Promise<void>((resolve) => {
+  const timer = setTimeout(resolve, ms);
+  signal?.addEventListener('abort', () => {
+    clearTimeout(timer);
+    resolve();
+  }, { once: true });
+});
+
+export function createBatchActivities(deps: BatchDeps) {
+  async function loadBatch(batchId: string): Promise<BatchRow> {
+    const [row] = await deps.db.select().from(batches).where(eq(batches.id, batchId));
+    if (!row) throw new Error(`batch ${batchId} has no row`);
+    return row;
+  }
+
+  async function openInput(batch: BatchRow, start = 0) {
+    const [file] = await deps.db.select().from(files).where(eq(files.id, batch.inputFileId));
+    const stored = file ? await deps.storage.open(file.storageKey, { start }) : null;
+    return stored?.stream ?? null;
+  }
+
+  /** The items of one chunk, read from where validation found it starts. */
+  async function chunkItems(batch: BatchRow, chunk: number): Promise<BatchInputItem[]> {
+    const start = batch.chunkStarts![chunk]!;
+    const stream = await openInput(batch, start.offset);
+    if (!stream) throw new Error(`batch ${batch.id}'s input file is gone`);
+    const items: BatchInputItem[] = [];
+    try {
+      for await (const { text, line } of jsonlLines(stream, { startOffset: start.offset, firstLine: start.line })) {
+        if (text.trim() === '') continue;
+        const parsed = parseInputLine(text, line, batch.endpoint);
+        if (isLineError(parsed)) throw new Error(`batch ${batch.id}: line ${line}, validated before, no longer parses (${parsed.message})`);
+        items.push(parsed);
+        if (items.length === batch.chunkItems) break;
+      }
+    } finally {
+      stream.destroy();
+    }
+    return items;
+  }
+
+  return {
+    /**
+     * Reads the whole input once: each line checked (a bad line fails the batch, named as OpenAI
+     * names it), the count kept, and the byte offset where every chunk starts written down. Done
+     * once: a retry after it finds the batch past `validating` and answers what it wrote.
+     */
+    async validateBatchInput(input: { batchId: string }): Promise<{ status: 'failed' } | { status: 'in_progress'; chunks: number }> {
+      const batch = await loadBatch(input.batchId);
+      if (batch.status === 'failed') return { status: 'failed' };
+      if (batch.chunkStarts) return { status: 'in_progress', chunks: batch.chunkStarts.length };
+      const context = Context.current();
+      const check = new InputCheck(batch.endpoint);
+      const starts: BatchChunkStart[] = [];
+      const stream = await openInput(batch);
+      let tooLong: number | null = null;
+      if (stream) {
+        try {
+          for await (const { text, line, offset } of jsonlLines(stream)) {
+            const before = check.items;
+            const item = check.take(text, line);
+            if (item && before % batch.chunkItems === 0) starts.push({ offset, line });
+            if (line % LINES_PER_BEAT === 0) context.heartbeat();
+          }
+        } catch (err) {
+          if (!(err instanceof LineTooLong)) throw err;
+          tooLong = err.line;
+        } finally {
+          stream.destroy();
+        }
+      }
+      const errors = !stream
+        ? [{ code: 'invalid_file', message: `The input file \`${batch.inputFileId}\` is gone.`, param: 'input_file_id', line: null }]
+        : tooLong !== null ? [{ code: 'invalid_json_line', message: `Line ${tooLong} is longer than any request the gateway takes.`, param: null, line: tooLong }] : check.errors();
+      const now = deps.clock.now();
+      if (errors.length > 0) {
+        await deps.db.update(batches).set({ status: 'failed', errors, failedAt: now, updatedAt: now }).where(and(eq(batches.id, batch.id), eq(batches.status, 'validating')));
+        return { status: 'failed' };
+      }
+      // A cancel that came while validating keeps its `cancelling`; the run stops at its first chunk.
+      await deps.db.update(batches).set({
+        chunkStarts: starts, total: check.items, updatedAt: now,
+        status: sql`case when ${batches.status} = 'validating' then 'in_progress' else ${batches.status} end`,
+        inProgressAt: now,
+      }).where(eq(batches.id, batch.id));
+      return { status: 'in_progress', chunks: starts.length };
+    },
+
+    /**
+     * Runs one chunk's items not yet recorded, `concurrency` at a time. Each wave marks its items
+     * started (a second mark is a re-run: the first call was lost with its worker, and was billed
+     * as the provider billed it), calls them, and records their answers with the batch's counts
+     * in one transaction, each item once. Stops before a wave when the batch is being cancelled
+     * or past its window, and after a wave in which the budget had no room.
+     */
+    async runBatchChunk(input: { batchId: string; chunk: number; concurrency: number }): Promise<BatchChunkResult> {
+      // Beating every second, however long a wave's model calls take: a lost worker is noticed
+      // within the heartbeat timeout, and its unrecorded items run again on another.
+      return beatingThroughout(() => runChunk(input));
+    },
+
+    /**
+     * Writes the output file (items answered 2xx) and the error file (the rest, and items never
+     * run: cancelled, expired, or refused for the budget) in input order, then ends the batch.
+     * Idempotent: the files' ids come from the batch's, and a batch already ended is left as is.
+     */
+    async finalizeBatch(input: { batchId: string; ending: BatchEnding }): Promise<void> {
+      const batch = await loadBatch(input.batchId);
+      if (['completed', 'failed', 'expired', 'cancelled'].includes(batch.status)) return;
+      const context = Context.current();
+      const startedAt = deps.clock.now();
+      if (input.ending.status === 'completed') {
+        await deps.db.update(batches).set({ status: 'finalizing', finalizingAt: startedAt, updatedAt: startedAt }).where(and(eq(batches.id, batch.id), eq(batches.status, 'in_progress')));
+      }
+      const scratch = await fs.promises.mkdtemp(path.join(deps.scratchDir ?? os.tmpdir(), `${batch.id}-`));
+      try {
+        const outputPath = path.join(scratch, 'output.jsonl');
+        const errorPath = path.join(scratch, 'errors.jsonl');
+        const output = fs.createWriteStream(outputPath);
+        const errorsOut = fs.createWriteStream(errorPath);
+        const counts = { output: 0, errors: 0, unrun: 0 };
+        const write = async (stream: fs.WriteStream, line: string) => {
+          if (!stream.write(`${line}\n`)) await once(stream, 'drain');
+        };
+        const recordedRows = recordedItemsInOrder(batch.id);
+        let next = await recordedRows.next();
+        const stream = await openInput(batch);
+        if (!stream) throw new Error(`batch ${batch.id}'s input file is gone`);
+        let seen = 0;
+        try {
+          for await (const { text, line } of jsonlLines(stream)) {
+            if (text.trim() === '') continue;
+            const parsed = parseInputLine(text, line, batch.endpoint);
+            if (isLineError(parsed)) continue;
+            while (!next.done && next.value.line < line) next = await recordedRows.next();
+            const row = !next.done && next.value.line === line ? next.value : null;
+            if (row?.outcome === 'succeeded') {
+              counts.output += 1;
+              await write(output, JSON.stringify({ id: newId('breq'), custom_id: parsed.customId, response: { status_code: row.statusCode, request_id: row.requestId, body: row.body }, error: null }));
+            } else if (row?.outcome === 'errored') {
+              counts.errors += 1;
+              await write(errorsOut, JSON.stringify({ id: newId('breq'), custom_id: parsed.customId, response: { status_code: row.statusCode, request_id: row.requestId, body: row.body }, error: null }));
+            } else {
+              counts.errors += 1;
+              counts.unrun += 1;
+              await write(errorsOut, JSON.stringify(unrunLine(parsed.customId, input.ending)));
+            }
+            seen += 1;
+            if (seen % LINES_PER_BEAT === 0) context.heartbeat();
+          }
+        } finally {
+          stream.destroy();
+        }
+        output.end();
+        errorsOut.end();
+        await Promise.all([once(output, 'close'), once(errorsOut, 'close')]);
+
+        const now = deps.clock.now();
+        const expiresAt = await batchFileExpiry(deps.db, batch.orgId, now);
+        const keep = async (suffix: 'output' | 'errors', file: string, count: number) => {
+          if (count === 0) return null;
+          const id = `file_${batch.id.slice(batch.id.indexOf('_') + 1)}${suffix === 'output' ? 'o' : 'e'}`;
+          const storageKey = `files/${batch.orgId}/${id}`;
+          const { bytes } = await deps.storage.put(storageKey, fs.createReadStream(file));
+          await deps.db.insert(files).values({
+            id, orgId: batch.orgId, keyId: batch.keyId, lineageId: batch.lineageId, projectId: batch.projectId,
+            purpose: 'batch_output', filename: `${batch.id}_${suffix}.jsonl`, bytes, storageKey, expiresAt, createdAt: now,
+          }).onConflictDoNothing();
+          return id;
+        };
+        const [outputFileId, errorFileId] = [await keep('output', outputPath, counts.output), await keep('errors', errorPath, counts.errors)];
+        const ended = input.ending.status;
+        await deps.db.transaction(async (tx) => {
+          await tx.update(batches).set({
+            status: ended, outputFileId, errorFileId, unrun: counts.unrun, updatedAt: now,
+            // Items refused for the budget were answered (402): they count as failed, not unrun.
+            ...(input.ending.unrunError && { failed: sql`${batches.failed} + ${counts.unrun}`, unrun: 0 }),
+            ...(ended === 'completed' && { completedAt: now }),
+            ...(ended === 'cancelled' && { cancelledAt: now }),
+            ...(ended === 'expired' && { expiredAt: now }),
+          }).where(and(eq(batches.id, batch.id), inArray(batches.status, ['in_progress', 'finalizing', 'cancelling'])));
+          // The answers live on in the files; the rows keep each item's outcome and cost.
+          await tx.update(batchItems).set({ body: null }).where(eq(batchItems.batchId, batch.id));
+        });
+      } finally {
+        await fs.promises.rm(scratch, { recursive: true, force: true });
+      }
+    },
+  };
+
+  async function runChunk(input: { batchId: string; chunk: number; concurrency: number }): Promise<BatchChunkResult> {
+    const context = Context.current();
+    const batch = await loadBatch(input.batchId);
+    const items = await chunkItems(batch, input.chunk);
+    if (items.length === 0) return { stopped: null };
+    const recorded = new Set((await deps.db.select({ line: batchItems.line }).from(batchItems)
+      .where(and(eq(batchItems.batchId, batch.id), between(batchItems.line, items[0]!.line, items.at(-1)!.line), isNotNull(batchItems.outcome)))).map((r) => r.line));
+    const todo = items.filter((item) => !recorded.has(item.line));
+
+    for (let at = 0; at < todo.length; at += input.concurrency) {
+      const [now] = await deps.db.select({ status: batches.status, expiresAt: batches.expiresAt }).from(batches).where(eq(batches.id, batch.id));
+      if (now?.status === 'cancelling') return { stopped: 'cancelled' };
+      if (now && deps.clock.now().getTime() >= now.expiresAt.getTime()) return { stopped: 'expired' };
+      const wave = todo.slice(at, at + input.concurrency);
+      const marked = await deps.db.insert(batchItems)
+        .values(wave.map((item) => ({ batchId: batch.id, line: item.line, customId: item.customId, attempts: 1 })))
+        .onConflictDoUpdate({ target: [batchItems.batchId, batchItems.line], set: { attempts: sql`${batchItems.attempts} + 1`, updatedAt: sql`now()` } })
+        .returning({ attempts: batchItems.attempts });
+      const reruns = marked.filter((m) => m.attempts > 1).length;
+      const answers = await Promise.all(wave.map((item) => callPaced(batch, item, context.cancellationSignal)));
+      // A 402 beside other items may be theirs: each holds its worst case until it settles.
+      // Alone, after they settled, the item meets the limit as a lone request would.
+      for (const [i, answer] of answers.entries()) {
+        if (answer.status === 402) answers[i] = await callPaced(batch, wave[i]!, context.cancellationSignal);
+      }
+      await recordAnswers(batch.id, wave.map((item, i) => ({ line: item.line, answer: answers[i]! })), reruns);
+      const refused = answers.find((a) => a.status === 402);
+      if (refused) {
+        const error = (refused.body as { error?: { message?: string; type?: string; code?: string | null } }).error ?? {};
+        return { stopped: 'budget', error: { message: error.message ?? 'A spend limit has no room left.', type: error.type ?? 'budget_exceeded', code: error.code ?? null } };
+      }
+    }
+    return { stopped: null };
+  }
+
+  /** Calls one item, waiting out the key's own rate limit (the batch is paced to it) and calling again. */
+  async function callPaced(batch: BatchRow, item: BatchInputItem, signal: AbortSignal): Promise<BatchItemAnswer> {
+    for (;;) {
+      const answer = await deps.callItem({ batchId: batch.id, keyId: batch.keyId, endpoint: batch.endpoint, body: item.body });
+      if (!isKeyRateLimited(answer) || signal.aborted) return answer;
+      await sleep(Math.min(MAX_RATE_WAIT_MS, Math.max(250, answer.retryAfterMs ?? 1_000)), signal);
+    }
+  }
+
+  /** Records a wave's answers, each item once, and moves the batch's counts by what was recorded now. */
+  async function recordAnswers(batchId: string, answers: { line: number; answer: BatchItemAnswer }[], reruns: number): Promise<void> {
+    await deps.db.transaction(async (tx) => {
+      let completed = 0;
+      let failed = 0;
+      let cost = 0;
+      for (const { line, answer } of answers) {
+        const outcome = outcomeOf(answer.status);
+        const costNanos = costNanosOf(answer.body);
+        const [moved] = await tx.update(batchItems).set({ outcome, statusCode: answer.status, requestId: answer.requestId, body: answer.body, costNanos, updatedAt: sql`now()` })
+          .where(and(eq(batchItems.batchId, batchId), eq(batchItems.line, line), isNull(batchItems.outcome)))
+          .returning({ line: batchItems.line });
+        if (!moved) continue;
+        if (outcome === 'succeeded') completed += 1;
+        else failed += 1;
+        cost += costNanos;
+      }
+      await tx.update(batches).set({
+        completed: sql`${batches.completed} + ${completed}`, failed: sql`${batches.failed} + ${failed}`,
+        rerun: sql`${batches.rerun} + ${reruns}`, costNanos: sql`${batches.costNanos} + ${cost}`, updatedAt: sql`now()`,
+      }).where(eq(batches.id, batchId));
+    });
+  }
+
+  /** The recorded items of a batch in line order, read a page at a time. */
+  async function* recordedItemsInOrder(batchId: string) {
+    let after = 0;
+    for (;;) {
+      const page = await deps.db.select().from(batchItems).where(and(eq(batchItems.batchId, batchId), gt(batchItems.line, after), isNotNull(batchItems.outcome)))
+        .orderBy(asc(batchItems.line)).limit(500);
+      yield* page;
+      if (page.length < 500) return;
+      after = page.at(-1)!.line;
+    }
+  }
+}
+
+/** The error-file line of an item that never ran (OpenAI's shape for expired and cancelled requests). */
+function unrunLine(customId: string, ending: BatchEnding) {
+  if (ending.unrunError) {
+    const { statusCode, ...error } = ending.unrunError;
+    return { id: newId('breq'), custom_id: customId, response: { status_code: statusCode, request_id: null, body: { error } }, error: null };
+  }
+  const [code, message] = ending.status === 'expired'
+    ? ['batch_expired', 'This request could not be executed before the completion window expired.']
+    : ['batch_cancelled', 'This request was not executed because the batch was cancelled.'];
+  return { id: newId('breq'), custom_id: customId, response: null, error: { code, message } };
+}
+
+export type BatchActivities = ReturnType<typeof createBatchActivities>;

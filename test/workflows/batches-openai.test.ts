@@ -1,0 +1,170 @@
+import { eq } from 'drizzle-orm';
+import OpenAI, { toFile } from 'openai';
+import { batches, batchItems, requestLogs } from '../../core/db/schema';
+import { startChatFixture, type ChatFixture } from '../helpers/chat-fixture';
+import { randomClientAddress, startTestWorkers, uniquePrefix } from '../helpers/harness';
+import { saveHistory } from '../helpers/histories';
+import { until } from '../helpers/until';
+
+/** A day's completion window lasts about 86 s here; retries after our own errors come within milliseconds. */
+const SCALE = 0.001;
+
+type OutputLine = { id: string; custom_id: string; response: { status_code: number; request_id: string | null; body: Record<string, unknown> } | null; error: { code: string; message: string } | null };
+
+const chatLine = (customId: string, content: string, extra: Record<string, unknown> = {}) =>
+  JSON.stringify({ custom_id: customId, method: 'POST', url: '/v1/chat/completions', body: { model: 'gpt-4o-mini', messages: [{ role: 'user', content }], ...extra } });
+
+/**
+ * OpenAI's Batch API through the gateway (issue 56), with the unmodified `openai` SDK: a JSONL
+ * file uploaded, a batch created and polled, its output read back; every item run by the
+ * gateway through its own request path on a jobs worker.
+ */
+describe('batches on the OpenAI wire, run by the gateway', () => {
+  const prefix = uniquePrefix('batches');
+  const env = { GW_TASK_QUEUE_PREFIX: prefix, GW_SCHEDULE_SCALE: String(SCALE), GW_ALLOW_PRIVATE_NETWORK: 'true' };
+  let f: ChatFixture;
+  let workers: Awaited<ReturnType<typeof startTestWorkers>> | null = null;
+  let sdk: OpenAI;
+
+  const clientFor = (secret: string) => new OpenAI({ apiKey: secret, baseURL: `${f.api.url}/v1`, maxRetries: 0, defaultHeaders: { 'x-forwarded-for': randomClientAddress() } });
+  const upload = async (client: OpenAI, lines: string[]) => client.files.create({ file: await toFile(Buffer.from(`${lines.join('\n')}\n`), 'input.jsonl'), purpose: 'batch' });
+  const ended = (client: OpenAI, id: string, timeoutMs = 60_000) => until(async () => {
+    const batch = await client.batches.retrieve(id);
+    return ['completed', 'failed', 'expired', 'cancelled'].includes(batch.status) ? batch : null;
+  }, `batch ${id} ending`, timeoutMs, 100);
+  const linesOf = async (client: OpenAI, fileId: string | null | undefined): Promise<OutputLine[]> => {
+    if (!fileId) return [];
+    const text = await (await client.files.content(fileId)).text();
+    return text.split('\n').filter((l) => l.length > 0).map((l) => JSON.parse(l) as OutputLine);
+  };
+
+  beforeAll(async () => {
+    f = await startChatFixture(env);
+    workers = await startTestWorkers(['jobs'], prefix, env);
+    await f.connect('openai');
+    sdk = clientFor(await f.key({ rate_limit_rpm: 50000 }));
+  }, 120_000);
+  afterAll(async () => {
+    await workers?.shutdown();
+    await f?.close();
+  });
+
+  it('runs every item through the chat path and writes each answer once, in order, in the output file', async () => {
+    const file = await upload(sdk, Array.from({ length: 12 }, (_, i) => chatLine(`item-${i}`, `question ${i}`)));
+    expect(file).toMatchObject({ object: 'file', purpose: 'batch', status: 'processed', filename: 'input.jsonl' });
+    const created = await sdk.batches.create({ input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: '24h', metadata: { run: 'eval-1' } });
+    expect(created).toMatchObject({ object: 'batch', status: 'validating', input_file_id: file.id, endpoint: '/v1/chat/completions', metadata: { run: 'eval-1' } });
+
+    const batch = await ended(sdk, created.id);
+    expect(batch.status).toBe('completed');
+    expect(batch.request_counts).toEqual({ total: 12, completed: 12, failed: 0 });
+    expect(batch.error_file_id).toBeNull();
+    expect(batch.completed_at).toBeGreaterThanOrEqual(batch.created_at);
+
+    const output = await linesOf(sdk, batch.output_file_id);
+    expect(output.map((l) => l.custom_id)).toEqual(Array.from({ length: 12 }, (_, i) => `item-${i}`));
+    for (const line of output) {
+      expect(line.error).toBeNull();
+      expect(line.response!.status_code).toBe(200);
+      expect(line.response!.body).toMatchObject({ object: 'chat.completion', choices: [expect.objectContaining({ message: expect.objectContaining({ role: 'assistant' }) })] });
+      expect(line.response!.request_id).toBe(line.response!.body.id);
+    }
+    // Each item is one request-log row naming the batch, and one sandbox call.
+    await f.settle();
+    const logged = await until(async () => {
+      const rows = await f.database.db.select().from(requestLogs).where(eq(requestLogs.batchId, created.id));
+      return rows.length === 12 ? rows : null;
+    }, 'the items\' request-log rows');
+    expect(new Set(logged.map((r) => r.id))).toEqual(new Set(output.map((l) => l.response!.request_id)));
+    const [row] = await f.database.db.select().from(batches).where(eq(batches.id, created.id));
+    expect(row!.rerun).toBe(0);
+    // The output file is listed among the key's files, as a batch output.
+    const listed = [];
+    for await (const listedFile of sdk.files.list({ purpose: 'batch_output' })) listed.push(listedFile.id);
+    expect(listed).toContain(batch.output_file_id);
+    await saveHistory('batch-run-completed', created.id);
+  });
+
+  it('fails a batch whose input has a bad line, naming the line, and runs none of it', async () => {
+    const before = f.sandbox.received.length;
+    const file = await upload(sdk, [chatLine('a', 'fine'), '{"custom_id": "b", "method": "POST", "url": "/v1/embeddings", "body": {"model": "x"}}', 'not json', chatLine('a', 'duplicate id')]);
+    const created = await sdk.batches.create({ input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
+    const batch = await ended(sdk, created.id);
+    expect(batch.status).toBe('failed');
+    expect(batch.failed_at).not.toBeNull();
+    expect(batch.errors!.data).toEqual([
+      expect.objectContaining({ code: 'mismatched_endpoint', line: 2, param: 'url' }),
+      expect.objectContaining({ code: 'invalid_json_line', line: 3 }),
+      expect.objectContaining({ code: 'duplicate_custom_id', line: 4, param: 'custom_id' }),
+    ]);
+    expect(f.sandbox.received.length).toBe(before);
+    await saveHistory('batch-run-bad-line', created.id);
+  });
+
+  it('refuses a batch whose file or endpoint is wrong with the spec\'s error body', async () => {
+    await expect(sdk.batches.create({ input_file_id: 'file_nope', endpoint: '/v1/chat/completions', completion_window: '24h' })).rejects.toMatchObject({ status: 404, error: expect.objectContaining({ code: 'resource_not_found' }) });
+    const file = await upload(sdk, [chatLine('a', 'x')]);
+    await expect(sdk.batches.create({ input_file_id: file.id, endpoint: '/v1/completions' as '/v1/chat/completions', completion_window: '24h' })).rejects.toMatchObject({ status: 400, error: expect.objectContaining({ type: 'invalid_request_error' }) });
+  });
+
+  it('keeps the finished items of a cancelled batch and names the rest cancelled', async () => {
+    const file = await upload(sdk, Array.from({ length: 40 }, (_, i) => chatLine(`slow-${i}`, `slow ${i} [sandbox delay_ms=300]`)));
+    const created = await sdk.batches.create({ input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
+    await until(async () => ((await sdk.batches.retrieve(created.id)).request_counts?.completed ?? 0) >= 8, 'some items answered', 30_000, 50);
+    const cancelling = await sdk.batches.cancel(created.id);
+    expect(cancelling.status).toBe('cancelling');
+    expect(cancelling.cancelling_at).not.toBeNull();
+    const batch = await ended(sdk, created.id);
+    expect(batch.status).toBe('cancelled');
+    const output = await linesOf(sdk, batch.output_file_id);
+    const errors = await linesOf(sdk, batch.error_file_id);
+    expect(output.length).toBe(batch.request_counts!.completed);
+    expect(output.length).toBeLessThan(40);
+    expect(output.length + errors.length).toBe(40);
+    expect(errors.every((l) => l.error?.code === 'batch_cancelled' && l.response === null)).toBe(true);
+    // Cancelling an ended batch is refused.
+    await expect(sdk.batches.cancel(created.id)).rejects.toMatchObject({ status: 400 });
+    await saveHistory('batch-run-cancelled', created.id);
+  });
+
+  it('ends the items past a spend limit as errors with the budget code, and keeps the limit', async () => {
+    // gpt-4o made dear here (only this test calls it): an answer of a few tokens costs about a tenth of a cent, the hold for 20 at most two.
+    expect((await f.client.post('/model_prices', { model: 'openai/gpt-4o', provider: 'openai', input_per_million: 0, output_per_million: 100 })).status).toBe(201);
+    await f.settle();
+    const limited = clientFor(await f.key({ credit_limit: { amount: 0.01, period: 'never' }, rate_limit_rpm: 50000 }));
+    const file = await upload(limited, Array.from({ length: 30 }, (_, i) => chatLine(`b-${i}`, `budget ${i}`, { model: 'openai/gpt-4o', max_tokens: 20 })));
+    const created = await limited.batches.create({ input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
+    const batch = await ended(limited, created.id);
+    expect(batch.status).toBe('completed');
+    const errors = await linesOf(limited, batch.error_file_id);
+    expect(errors.length).toBeGreaterThan(0);
+    expect(batch.request_counts!.failed).toBe(errors.length);
+    for (const line of errors) {
+      expect(line.response!.status_code).toBe(402);
+      expect(line.response!.body).toMatchObject({ error: { type: 'budget_exceeded', code: 'key_lifetime_limit' } });
+    }
+    const [row] = await f.database.db.select().from(batches).where(eq(batches.id, created.id));
+    // The limit held: what the items cost stays within it, and the batch says what that was.
+    expect(row!.costNanos).toBeGreaterThan(0);
+    expect(row!.costNanos).toBeLessThanOrEqual(10_000_000);
+    expect(batch.request_counts!.completed).toBeGreaterThan(0);
+    expect(batch.request_counts!.completed + errors.length).toBe(30);
+  });
+
+  it('shows a key only the batches and files within its reach', async () => {
+    const file = await upload(sdk, [chatLine('mine', 'x')]);
+    const created = await sdk.batches.create({ input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
+    const other = clientFor(await f.key({ rate_limit_rpm: 50000 }));
+    await expect(other.batches.retrieve(created.id)).rejects.toMatchObject({ status: 404 });
+    await expect(other.batches.cancel(created.id)).rejects.toMatchObject({ status: 404 });
+    await expect(other.files.retrieve(file.id)).rejects.toMatchObject({ status: 404 });
+    await expect(other.files.content(file.id)).rejects.toMatchObject({ status: 404 });
+    await expect(other.batches.create({ input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: '24h' })).rejects.toMatchObject({ status: 404 });
+    const seen = [];
+    for await (const batch of other.batches.list()) seen.push(batch.id);
+    expect(seen).not.toContain(created.id);
+    await ended(sdk, created.id);
+    const items = await f.database.db.select().from(batchItems).where(eq(batchItems.batchId, created.id));
+    expect(items).toHaveLength(1);
+  });
+});

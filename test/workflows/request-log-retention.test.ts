@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
+import { Readable } from 'node:stream';
 import { Client, ScheduleOverlapPolicy } from '@temporalio/client';
 import { inArray, sql } from 'drizzle-orm';
 import { fixedClock, systemClock } from '../../core/clock';
@@ -176,7 +177,7 @@ describe('request log retention', () => {
     it('deletes batch files (issue 56) past their organization\'s retention the same way, and keeps a file without expiry', async () => {
       const stored = async (id: string, expiresAt: Date | null) => {
         const storageKey = `files/${orgDefault}/${id}`;
-        await storage.put(storageKey, [Buffer.from('{"custom_id":"a"}\n')]);
+        await storage.put(storageKey, Readable.from([Buffer.from('{"custom_id":"a"}\n')]));
         await database.db.insert(files).values({ id, orgId: orgDefault, keyId: 'key_x', lineageId: 'key_x', projectId: 'proj_x', purpose: 'batch', filename: 'in.jsonl', bytes: 18, storageKey, expiresAt });
         return storageKey;
       };

@@ -7,6 +7,7 @@ import { and, asc, between, eq, gt, inArray, isNull, isNotNull, sql } from 'driz
 import { isLineError, InputCheck, parseInputLine, type BatchInputItem } from '../core/batches/input-lines';
 import { jsonlLines, LineTooLong } from '../core/batches/jsonl-reader';
 import { batchFileExpiry } from '../core/batches/retention';
+import { anthropicResultLine, openAIResultLine, type FinishedItem, type UnrunReason } from '../core/batches/result-lines';
 import type { BatchRow } from '../core/batches/present';
 import type { Clock } from '../core/clock';
 import type { Database } from '../core/db/client';
@@ -171,7 +172,9 @@ export function createBatchActivities(deps: BatchDeps) {
       if (input.ending.status === 'completed') {
         await deps.db.update(batches).set({ status: 'finalizing', finalizingAt: startedAt, updatedAt: startedAt }).where(and(eq(batches.id, batch.id), eq(batches.status, 'in_progress')));
       }
-      const scratch = await fs.promises.mkdtemp(path.join(deps.scratchDir ?? os.tmpdir(), `${batch.id}-`));
+      const scratchRoot = deps.scratchDir ?? os.tmpdir();
+      await fs.promises.mkdir(scratchRoot, { recursive: true });
+      const scratch = await fs.promises.mkdtemp(path.join(scratchRoot, `${batch.id}-`));
       try {
         const outputPath = path.join(scratch, 'output.jsonl');
         const errorPath = path.join(scratch, 'errors.jsonl');
@@ -181,6 +184,8 @@ export function createBatchActivities(deps: BatchDeps) {
         const write = async (stream: fs.WriteStream, line: string) => {
           if (!stream.write(`${line}\n`)) await once(stream, 'drain');
         };
+        const lineOf = batch.wire === 'anthropic' ? anthropicResultLine : openAIResultLine;
+        const unrun: UnrunReason = input.ending.unrun ? { status: 'completed', refusal: input.ending.unrun } : { status: input.ending.status === 'expired' ? 'expired' : 'cancelled' };
         const recordedRows = recordedItemsInOrder(batch.id);
         let next = await recordedRows.next();
         const stream = await openInput(batch);
@@ -193,17 +198,11 @@ export function createBatchActivities(deps: BatchDeps) {
             if (isLineError(parsed)) continue;
             while (!next.done && next.value.line < line) next = await recordedRows.next();
             const row = !next.done && next.value.line === line ? next.value : null;
-            if (row?.outcome === 'succeeded') {
-              counts.output += 1;
-              await write(output, JSON.stringify({ id: newId('breq'), custom_id: parsed.customId, response: { status_code: row.statusCode, request_id: row.requestId, body: row.body }, error: null }));
-            } else if (row?.outcome === 'errored') {
-              counts.errors += 1;
-              await write(errorsOut, JSON.stringify({ id: newId('breq'), custom_id: parsed.customId, response: { status_code: row.statusCode, request_id: row.requestId, body: row.body }, error: null }));
-            } else {
-              counts.errors += 1;
-              counts.unrun += 1;
-              await write(errorsOut, JSON.stringify(unrunLine(parsed.customId, input.ending)));
-            }
+            const item: FinishedItem = row?.outcome ? { customId: parsed.customId, outcome: row.outcome, statusCode: row.statusCode, requestId: row.requestId, body: row.body } : { customId: parsed.customId, outcome: null };
+            const { file, line: result } = lineOf(item, unrun);
+            counts[file] += 1;
+            if (!row?.outcome) counts.unrun += 1;
+            await write(file === 'output' ? output : errorsOut, JSON.stringify(result));
             seen += 1;
             if (seen % LINES_PER_BEAT === 0) context.heartbeat();
           }
@@ -233,7 +232,7 @@ export function createBatchActivities(deps: BatchDeps) {
           await tx.update(batches).set({
             status: ended, outputFileId, errorFileId, unrun: counts.unrun, updatedAt: now,
             // Items refused for the budget were answered (402): they count as failed, not unrun.
-            ...(input.ending.unrunError && { failed: sql`${batches.failed} + ${counts.unrun}`, unrun: 0 }),
+            ...(input.ending.unrun && { failed: sql`${batches.failed} + ${counts.unrun}`, unrun: 0 }),
             ...(ended === 'completed' && { completedAt: now }),
             ...(ended === 'cancelled' && { cancelledAt: now }),
             ...(ended === 'expired' && { expiredAt: now }),
@@ -274,10 +273,7 @@ export function createBatchActivities(deps: BatchDeps) {
       }
       await recordAnswers(batch.id, wave.map((item, i) => ({ line: item.line, answer: answers[i]! })), reruns);
       const refused = answers.find((a) => a.status === 402);
-      if (refused) {
-        const error = (refused.body as { error?: { message?: string; type?: string; code?: string | null } }).error ?? {};
-        return { stopped: 'budget', error: { message: error.message ?? 'A spend limit has no room left.', type: error.type ?? 'budget_exceeded', code: error.code ?? null } };
-      }
+      if (refused) return { stopped: 'budget', refusal: { statusCode: refused.status, body: refused.body } };
     }
     return { stopped: null };
   }
@@ -326,18 +322,6 @@ export function createBatchActivities(deps: BatchDeps) {
       after = page.at(-1)!.line;
     }
   }
-}
-
-/** The error-file line of an item that never ran (OpenAI's shape for expired and cancelled requests). */
-function unrunLine(customId: string, ending: BatchEnding) {
-  if (ending.unrunError) {
-    const { statusCode, ...error } = ending.unrunError;
-    return { id: newId('breq'), custom_id: customId, response: { status_code: statusCode, request_id: null, body: { error } }, error: null };
-  }
-  const [code, message] = ending.status === 'expired'
-    ? ['batch_expired', 'This request could not be executed before the completion window expired.']
-    : ['batch_cancelled', 'This request was not executed because the batch was cancelled.'];
-  return { id: newId('breq'), custom_id: customId, response: null, error: { code, message } };
 }
 
 export type BatchActivities = ReturnType<typeof createBatchActivities>;

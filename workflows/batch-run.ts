@@ -46,7 +46,7 @@ export async function batchRun(input: BatchRunInput): Promise<{ status: string }
     }
     const result = await chunks.runBatchChunk({ batchId: input.batchId, chunk: next, concurrency: input.concurrency });
     if (result.stopped === 'budget') {
-      ending = { status: 'completed', unrunError: { ...result.error, statusCode: 402 } };
+      ending = { status: 'completed', unrun: result.refusal };
       break;
     }
     if (result.stopped) {

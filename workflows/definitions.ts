@@ -235,7 +235,10 @@ export type BatchRunInput = {
 };
 
 /** How a chunk's activity ended: every item recorded, or stopped early and why. */
-export type BatchChunkResult = { stopped: null } | { stopped: 'cancelled' | 'expired' } | { stopped: 'budget'; error: { message: string; type: string; code: string | null } };
+export type BatchChunkResult = { stopped: null } | { stopped: 'cancelled' | 'expired' } | { stopped: 'budget'; refusal: BatchRefusal };
+
+/** The answer an item got when a spend limit had no room (402, its body in the batch's wire): every item not run ends with it. */
+export type BatchRefusal = { statusCode: number; body: unknown };
 
 /** How the batch ends, as its finalize step writes it. */
-export type BatchEnding = { status: 'completed' | 'cancelled' | 'expired'; unrunError?: { message: string; type: string; code: string | null; statusCode: number } };
+export type BatchEnding = { status: 'completed' | 'cancelled' | 'expired'; unrun?: BatchRefusal };

@@ -53,6 +53,16 @@ const listQuery = z.object({ limit: z.number().int().min(1).optional(), after: z
 const idParam = { path: z.object({ id: z.string() }) };
 const json = (description: string, schema: z.ZodType) => ({ '200': { description, content: { 'application/json': { schema } } } });
 
+const messageBatchObject = z.looseObject({
+  id: z.string(), type: z.literal('message_batch'), processing_status: z.enum(['in_progress', 'canceling', 'ended']),
+  request_counts: z.object({ processing: z.number().int(), succeeded: z.number().int(), errored: z.number().int(), canceled: z.number().int(), expired: z.number().int() }),
+  created_at: z.string(), expires_at: z.string(), ended_at: z.string().nullable(), cancel_initiated_at: z.string().nullable(), archived_at: z.null(), results_url: z.string().nullable(),
+  usage_cost: z.number(), rerun_count: z.number().int(),
+}).meta({ id: 'MessageBatch', description: 'A message batch as Anthropic\'s Message Batches API shows it, with the gateway\'s cost and re-run count.' });
+const messageBatchCreate = z.object({
+  requests: z.array(z.object({ custom_id: z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/), params: z.looseObject({ model: z.string(), max_tokens: z.number().int(), messages: z.array(z.unknown()) }) })).min(1).max(100_000),
+});
+
 let cached: ReturnType<typeof createDocument> | null = null;
 
 export function gatewayOpenApiDocument(): ReturnType<typeof createDocument> {
@@ -180,6 +190,34 @@ export function gatewayOpenApiDocument(): ReturnType<typeof createDocument> {
         post: {
           tags: ['batches'], operationId: 'cancelBatch', summary: 'Stops starting items; those finished are kept, the rest are named cancelled in the error file.', requestParams: idParam,
           responses: { ...json('The batch, `cancelling`.', batchObject), ...errorsOf(openAiError) },
+        },
+      },
+      '/messages/batches': {
+        post: {
+          tags: ['batches'], operationId: 'createMessageBatch', summary: 'Anthropic Message Batches: up to 100,000 Messages requests (256 MB), streamed to storage and checked as they come; each runs through `/v1/messages`.',
+          requestBody: { content: { 'application/json': { schema: messageBatchCreate } } },
+          responses: { ...json('The batch, `in_progress`.', messageBatchObject), ...errorsOf(anthropicError) },
+        },
+        get: {
+          tags: ['batches'], operationId: 'listMessageBatches', summary: 'Message batches within the key\'s reach, newest first (`after_id`, `before_id`, `limit`).',
+          requestParams: { query: z.object({ limit: z.number().int().min(1).max(1000).optional(), after_id: z.string().optional(), before_id: z.string().optional() }) },
+          responses: { ...json('A page.', z.object({ data: z.array(messageBatchObject), has_more: z.boolean(), first_id: z.string().nullable(), last_id: z.string().nullable() })), ...errorsOf(anthropicError) },
+        },
+      },
+      '/messages/batches/{id}': {
+        get: { tags: ['batches'], operationId: 'getMessageBatch', summary: 'One message batch.', requestParams: idParam, responses: { ...json('The batch.', messageBatchObject), ...errorsOf(anthropicError) } },
+        delete: {
+          tags: ['batches'], operationId: 'deleteMessageBatch', summary: 'Deletes an ended batch and its files.', requestParams: idParam,
+          responses: { ...json('Deleted.', z.object({ id: z.string(), type: z.literal('message_batch_deleted') })), ...errorsOf(anthropicError) },
+        },
+      },
+      '/messages/batches/{id}/cancel': {
+        post: { tags: ['batches'], operationId: 'cancelMessageBatch', summary: 'Stops starting requests; finished results are kept, the rest end `canceled`.', requestParams: idParam, responses: { ...json('The batch, `canceling`.', messageBatchObject), ...errorsOf(anthropicError) } },
+      },
+      '/messages/batches/{id}/results': {
+        get: {
+          tags: ['batches'], operationId: 'getMessageBatchResults', summary: 'An ended batch\'s results: JSONL, one `{custom_id, result}` a request, in input order.', requestParams: idParam,
+          responses: { '200': { description: 'The JSONL.', content: { 'application/binary': { schema: z.string() } } }, ...errorsOf(anthropicError) },
         },
       },
       '/openapi.json': {

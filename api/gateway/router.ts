@@ -22,6 +22,7 @@ import { mediaRoutes } from './media-routes';
 import { jobRoutes } from './jobs';
 import { fileRoutes } from './files';
 import { batchRoutes } from './batches';
+import { messageBatchRoutes } from './message-batches';
 import { requestLogRoutes } from './requests';
 import { usageRoutes } from './usage';
 import { mcpRoutes } from './mcp';
@@ -79,6 +80,7 @@ export function gatewayRouter(deps: GatewayRouterDeps): Router<GatewayState> {
   jobRoutes(router, { db: deps.db, clock: deps.clock, gateway: deps.gateway, jobs: deps.gateway.jobs });
   fileRoutes(router, { db: deps.db, clock: deps.clock, gateway: deps.gateway });
   batchRoutes(router, { db: deps.db, clock: deps.clock, jobs: deps.gateway.jobs });
+  messageBatchRoutes(router, { db: deps.db, clock: deps.clock, gateway: deps.gateway });
   requestLogRoutes(router, { db: deps.db, clock: deps.clock });
   usageRoutes(router, { db: deps.db, clock: deps.clock });
   mcpRoutes(router, { db: deps.db, gateway: deps.gateway });

@@ -19,6 +19,8 @@ const BODY_LIMITS: ReadonlyArray<[path: string, bytes: number]> = [
   ['/v1/videos', 11 * MB],
   // A batch's JSONL input (issue 56): OpenAI's 200 MB a file, and the multipart framing around it.
   ['/v1/files', 201 * MB],
+  // Anthropic's bound on a message batch's body; its route streams it (api/gateway/message-batches.ts).
+  ['/v1/messages/batches', 256 * MB],
 ];
 export const DEFAULT_BODY_LIMIT = 1 * MB;
 

@@ -66,6 +66,16 @@ export function multipartBody(options: MultipartBodyOptions): Middleware<Gateway
   return middleware;
 }
 
+/**
+ * Marks a route's own body reader the way multipartBody is marked, so the router-wide JSON
+ * parser leaves the body to it: a body too large to parse whole (an Anthropic message batch,
+ * up to 256 MB) is streamed by its route.
+ */
+export function readsOwnBody(middleware: Middleware<GatewayState>): Middleware<GatewayState> {
+  Object.defineProperty(middleware, TAKES_MULTIPART, { value: true });
+  return middleware;
+}
+
 type MatchedLayer = { methods: readonly string[]; stack: ReadonlyArray<(...args: never[]) => unknown> };
 
 /** Whether the route @koa/router matched for this request uses multipartBody. */

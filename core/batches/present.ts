@@ -1,4 +1,4 @@
-import type { batches, files } from '../db/schema';
+import { TERMINAL_BATCH_STATUSES, type batches, type files } from '../db/schema';
 import { toDollars } from '../spend/money';
 
 export type BatchRow = typeof batches.$inferSelect;
@@ -49,6 +49,35 @@ export function presentOpenAIBatch(row: BatchRow) {
     request_counts: { total: row.total, completed: row.completed, failed: row.failed + row.unrun },
     metadata: row.metadata ?? null,
     // Gateway extensions: what the items cost, and how many were run again after a lost attempt.
+    usage_cost: toDollars(row.costNanos),
+    rerun_count: row.rerun,
+  };
+}
+
+const isoOrNull = (at: Date | null | undefined): string | null => (at ? at.toISOString() : null);
+
+/**
+ * A batch as Anthropic's Message Batches API shows it: `processing_status` (`in_progress` until
+ * it ends, `canceling` while a cancel takes effect), RFC 3339 times, and `request_counts` by
+ * result: `succeeded`, `errored` (the budget's refusals among them), and once ended `canceled`
+ * or `expired` for the items never run; `processing` the rest. `results_url` once ended.
+ */
+export function presentAnthropicBatch(row: BatchRow, baseUrl: string) {
+  const ended = (TERMINAL_BATCH_STATUSES as readonly string[]).includes(row.status);
+  const unrun = row.status === 'expired' ? { canceled: 0, expired: row.unrun } : { canceled: row.unrun, expired: 0 };
+  const settled = row.completed + row.failed + row.unrun;
+  return {
+    id: row.id,
+    type: 'message_batch' as const,
+    processing_status: ended ? 'ended' : row.status === 'cancelling' ? 'canceling' : 'in_progress',
+    request_counts: { processing: ended ? 0 : Math.max(0, row.total - settled), succeeded: row.completed, errored: row.failed, ...unrun },
+    created_at: row.createdAt.toISOString(),
+    expires_at: row.expiresAt.toISOString(),
+    ended_at: ended ? isoOrNull(row.completedAt ?? row.cancelledAt ?? row.expiredAt ?? row.failedAt ?? row.updatedAt) : null,
+    cancel_initiated_at: isoOrNull(row.cancellingAt),
+    archived_at: null,
+    results_url: ended && row.outputFileId ? `${baseUrl}/v1/messages/batches/${row.id}/results` : null,
+    // Gateway extensions, as on the OpenAI wire.
     usage_cost: toDollars(row.costNanos),
     rerun_count: row.rerun,
   };

@@ -28,7 +28,13 @@ export function localOutputStorage(root: string): OutputStorage {
       await fs.promises.mkdir(path.dirname(file), { recursive: true });
       // Written aside, then renamed: a reader never sees half a file.
       const partial = `${file}.partial`;
-      await pipeline(body instanceof Readable ? body : Readable.from(body), fs.createWriteStream(partial));
+      try {
+        await pipeline(body instanceof Readable ? body : Readable.from(body), fs.createWriteStream(partial));
+      } catch (err) {
+        // A body that failed half-way (a refused upload) leaves nothing behind.
+        await fs.promises.rm(partial, { force: true });
+        throw err;
+      }
       await fs.promises.rename(partial, file);
       return { bytes: (await fs.promises.stat(file)).size };
     },

@@ -134,7 +134,10 @@ describe('GET /v1/openapi.json', () => {
     expect(operations).toEqual(expect.arrayContaining(['post /chat/completions', 'post /messages', 'post /messages/count_tokens', 'post /responses', 'get /responses/{id}', 'delete /responses/{id}', 'post /embeddings', 'get /models', 'get /openapi.json',
       // Issue 56: OpenAI's Files and Batch APIs.
       'post /files', 'get /files', 'get /files/{id}', 'delete /files/{id}', 'get /files/{id}/content',
-      'post /batches', 'get /batches', 'get /batches/{id}', 'post /batches/{id}/cancel']));
+      'post /batches', 'get /batches', 'get /batches/{id}', 'post /batches/{id}/cancel',
+      // And Anthropic's Message Batches.
+      'post /messages/batches', 'get /messages/batches', 'get /messages/batches/{id}', 'delete /messages/batches/{id}',
+      'post /messages/batches/{id}/cancel', 'get /messages/batches/{id}/results']));
     const messages = document.paths!['/messages']!.post!.requestBody as OpenAPIV3_1.RequestBodyObject;
     expect(JSON.stringify(messages.content['application/json']!.schema)).toContain('max_tokens');
   });

@@ -7,6 +7,8 @@ import { and, asc, between, eq, gt, inArray, isNull, isNotNull, sql } from 'driz
 import { isLineError, InputCheck, parseInputLine, type BatchInputItem } from '../core/batches/input-lines';
 import { jsonlLines, LineTooLong } from '../core/batches/jsonl-reader';
 import { batchFileExpiry } from '../core/batches/retention';
+import { queueBatchEvent } from '../core/batches/batch-events';
+import type { QueuedDelivery } from '../core/webhooks/fan-out';
 import { anthropicResultLine, openAIResultLine, type FinishedItem, type UnrunReason } from '../core/batches/result-lines';
 import type { BatchRow } from '../core/batches/present';
 import type { Clock } from '../core/clock';
@@ -35,6 +37,10 @@ export type BatchDeps = {
   callItem: BatchItemCaller;
   /** Where finalize writes the output files before they go to storage (GW_DATA_DIR's spool). */
   scratchDir?: string;
+  /** Starts the deliveries of a batch's ending event, once its transaction has committed. */
+  startDeliveries: (deliveries: QueuedDelivery[]) => Promise<void>;
+  /** Where an Anthropic batch's `results_url` points in its event (GW_PUBLIC_URL). */
+  publicUrl: string;
 };
 
 /** A wait the key's rate limit asks for is honoured up to this long at a time (then asked again). */
@@ -134,7 +140,11 @@ export function createBatchActivities(deps: BatchDeps) {
         : tooLong !== null ? [{ code: 'invalid_json_line', message: `Line ${tooLong} is longer than any request the gateway takes.`, param: null, line: tooLong }] : check.errors();
       const now = deps.clock.now();
       if (errors.length > 0) {
-        await deps.db.update(batches).set({ status: 'failed', errors, failedAt: now, updatedAt: now }).where(and(eq(batches.id, batch.id), eq(batches.status, 'validating')));
+        const deliveries = await deps.db.transaction(async (tx) => {
+          const [failed] = await tx.update(batches).set({ status: 'failed', errors, failedAt: now, updatedAt: now }).where(and(eq(batches.id, batch.id), eq(batches.status, 'validating'))).returning();
+          return failed ? queueBatchEvent(tx, failed, deps.publicUrl, now) : [];
+        });
+        await deps.startDeliveries(deliveries);
         return { status: 'failed' };
       }
       // A cancel that came while validating keeps its `cancelling`; the run stops at its first chunk.
@@ -228,18 +238,20 @@ export function createBatchActivities(deps: BatchDeps) {
         };
         const [outputFileId, errorFileId] = [await keep('output', outputPath, counts.output), await keep('errors', errorPath, counts.errors)];
         const ended = input.ending.status;
-        await deps.db.transaction(async (tx) => {
-          await tx.update(batches).set({
+        const deliveries = await deps.db.transaction(async (tx) => {
+          const [moved] = await tx.update(batches).set({
             status: ended, outputFileId, errorFileId, unrun: counts.unrun, updatedAt: now,
             // Items refused for the budget were answered (402): they count as failed, not unrun.
             ...(input.ending.unrun && { failed: sql`${batches.failed} + ${counts.unrun}`, unrun: 0 }),
             ...(ended === 'completed' && { completedAt: now }),
             ...(ended === 'cancelled' && { cancelledAt: now }),
             ...(ended === 'expired' && { expiredAt: now }),
-          }).where(and(eq(batches.id, batch.id), inArray(batches.status, ['in_progress', 'finalizing', 'cancelling'])));
+          }).where(and(eq(batches.id, batch.id), inArray(batches.status, ['in_progress', 'finalizing', 'cancelling']))).returning();
           // The answers live on in the files; the rows keep each item's outcome and cost.
           await tx.update(batchItems).set({ body: null }).where(eq(batchItems.batchId, batch.id));
+          return moved ? queueBatchEvent(tx, moved, deps.publicUrl, now) : [];
         });
+        await deps.startDeliveries(deliveries);
       } finally {
         await fs.promises.rm(scratch, { recursive: true, force: true });
       }

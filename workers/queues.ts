@@ -164,7 +164,7 @@ function activitiesFor(name: TaskQueueName, queue: string, services: ActivitySer
       const startDeliveries = createDeliveryStarter(temporal, deliveryOptions(services, taskQueuePrefix));
       return {
         ...probe, ...createVideoJobActivities({ ...services.video, db: services.db, redis: services.spendRedis, clock: services.clock, startDeliveries }),
-        ...createBatchActivities({ db: services.db, storage: services.video.storage, clock: services.clock, callItem: services.batches.callItem, scratchDir: services.batches.scratchDir }),
+        ...createBatchActivities({ db: services.db, storage: services.video.storage, clock: services.clock, callItem: services.batches.callItem, scratchDir: services.batches.scratchDir, startDeliveries, publicUrl: services.publicUrl }),
       };
     }
     case 'webhooks':

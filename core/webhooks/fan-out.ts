@@ -33,8 +33,13 @@ const activeEndpoints = (orgId: string) => and(eq(webhookEndpoints.orgId, orgId)
  */
 export async function jobEventReceivers(db: Executor, job: { orgId: string; webhook: JobWebhook | null }, type: string): Promise<Receiver[]> {
   if (job.webhook) return job.webhook.events.includes(type) ? [{ receiver: PER_REQUEST_RECEIVER, endpointId: null, url: job.webhook.url }] : [];
+  return endpointReceivers(db, job.orgId, type);
+}
+
+/** Every active console endpoint of the organization subscribed to the type (job and batch events alike). */
+export async function endpointReceivers(db: Executor, orgId: string, type: string): Promise<Receiver[]> {
   const rows = await db.select({ id: webhookEndpoints.id, url: webhookEndpoints.url }).from(webhookEndpoints)
-    .where(and(activeEndpoints(job.orgId), sql`${type} = any(${webhookEndpoints.events})`));
+    .where(and(activeEndpoints(orgId), sql`${type} = any(${webhookEndpoints.events})`));
   return rows.map((r) => ({ receiver: r.id, endpointId: r.id, url: r.url }));
 }
 

@@ -4,7 +4,10 @@ import { batches, batchItems, requestLogs } from '../../core/db/schema';
 import { startChatFixture, type ChatFixture } from '../helpers/chat-fixture';
 import { randomClientAddress, startTestWorkers, uniquePrefix } from '../helpers/harness';
 import { saveHistory } from '../helpers/histories';
+import { createLocalCa, type LocalCa } from '../helpers/local-ca';
 import { until } from '../helpers/until';
+import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver';
+import { startWorkerProcess, type WorkerProcess } from '../helpers/worker-process';
 
 /** A day's completion window lasts about 86 s here; retries after our own errors come within milliseconds. */
 const SCALE = 0.001;
@@ -25,6 +28,11 @@ describe('batches on the OpenAI wire, run by the gateway', () => {
   let f: ChatFixture;
   let workers: Awaited<ReturnType<typeof startTestWorkers>> | null = null;
   let sdk: OpenAI;
+  let ca: LocalCa;
+  let receiver: WebhookReceiver;
+  let webhooksWorker: WorkerProcess | null = null;
+  /** The batch events the organization's endpoint received, by batch id. */
+  const eventsOf = (batchId: string) => receiver.received('/batches').map((r) => JSON.parse(r.body) as { type: string; data: { id: string; status: string } }).filter((e) => e.data.id === batchId);
 
   const clientFor = (secret: string) => new OpenAI({ apiKey: secret, baseURL: `${f.api.url}/v1`, maxRetries: 0, defaultHeaders: { 'x-forwarded-for': randomClientAddress() } });
   const upload = async (client: OpenAI, lines: string[]) => client.files.create({ file: await toFile(Buffer.from(`${lines.join('\n')}\n`), 'input.jsonl'), purpose: 'batch' });
@@ -39,14 +47,24 @@ describe('batches on the OpenAI wire, run by the gateway', () => {
   };
 
   beforeAll(async () => {
+    ca = createLocalCa();
+    receiver = await startWebhookReceiver(ca);
     f = await startChatFixture(env);
     workers = await startTestWorkers(['jobs'], prefix, env);
+    webhooksWorker = await startWorkerProcess('webhooks', prefix, { ...env, NODE_EXTRA_CA_CERTS: ca.caFile });
     await f.connect('openai');
     sdk = clientFor(await f.key({ rate_limit_rpm: 50000 }));
+    // An endpoint that names the batch events (an extension: by default an endpoint takes the job events only).
+    const endpoint = await f.client.post<{ events: string[] }>('/webhook_endpoints', { url: receiver.url('/batches'), events: ['batch.completed', 'batch.failed', 'batch.cancelled'] });
+    expect(endpoint.status).toBe(201);
+    expect(endpoint.body.events).toEqual(['batch.completed', 'batch.failed', 'batch.cancelled']);
+    await f.settle();
   }, 120_000);
   afterAll(async () => {
+    await webhooksWorker?.stop();
     await workers?.shutdown();
     await f?.close();
+    await receiver?.close();
   });
 
   it('runs every item through the chat path and writes each answer once, in order, in the output file', async () => {
@@ -83,6 +101,10 @@ describe('batches on the OpenAI wire, run by the gateway', () => {
     for await (const listedFile of sdk.files.list({ purpose: 'batch_output' })) listed.push(listedFile.id);
     expect(listed).toContain(batch.output_file_id);
     await saveHistory('batch-run-completed', created.id);
+    // Its ending is a signed event to the endpoint that named it, with the batch as a read shows it.
+    const [event] = await until(async () => (eventsOf(created.id).length > 0 ? eventsOf(created.id) : null), 'the batch.completed event');
+    expect(event).toMatchObject({ type: 'batch.completed', data: { id: created.id, status: 'completed', request_counts: { total: 12, completed: 12, failed: 0 } } });
+    expect(String(receiver.received('/batches').find((r) => r.body.includes(created.id))!.headers['gw-signature'])).toMatch(/^t=\d+,v1=[0-9a-f]{64}/);
   });
 
   it('fails a batch whose input has a bad line, naming the line, and runs none of it', async () => {
@@ -99,6 +121,7 @@ describe('batches on the OpenAI wire, run by the gateway', () => {
     ]);
     expect(f.sandbox.received.length).toBe(before);
     await saveHistory('batch-run-bad-line', created.id);
+    await until(async () => eventsOf(created.id).some((e) => e.type === 'batch.failed'), 'the batch.failed event');
   });
 
   it('refuses a batch whose file or endpoint is wrong with the spec\'s error body', async () => {
@@ -125,6 +148,7 @@ describe('batches on the OpenAI wire, run by the gateway', () => {
     // Cancelling an ended batch is refused.
     await expect(sdk.batches.cancel(created.id)).rejects.toMatchObject({ status: 400 });
     await saveHistory('batch-run-cancelled', created.id);
+    await until(async () => eventsOf(created.id).some((e) => e.type === 'batch.cancelled' && e.data.status === 'cancelled'), 'the batch.cancelled event');
   });
 
   it('ends the items past a spend limit as errors with the budget code, and keeps the limit', async () => {

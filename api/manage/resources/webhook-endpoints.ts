@@ -1,7 +1,7 @@
 import { and, eq, isNull } from 'drizzle-orm';
 import { z } from 'zod';
 import { newSecret } from '../../../core/crypto/secrets';
-import { JOB_EVENT_TYPES, webhookEndpoints } from '../../../core/db/schema';
+import { ENDPOINT_EVENT_TYPES, JOB_EVENT_TYPES, webhookEndpoints } from '../../../core/db/schema';
 import { GatewayError } from '../../../core/errors';
 import { newId } from '../../../core/ids';
 import { checkServiceUrl } from '../../../core/net/service-url';
@@ -18,7 +18,7 @@ export const RETIRED_SECRET_SIGNS_FOR_MS = 24 * 60 * 60 * 1000;
 const createSchema = z.strictObject({
   url: z.string().min(1).max(2048),
   description: z.string().max(200).optional(),
-  events: z.array(z.enum(JOB_EVENT_TYPES)).min(1).max(JOB_EVENT_TYPES.length).optional(),
+  events: z.array(z.enum(ENDPOINT_EVENT_TYPES)).min(1).max(ENDPOINT_EVENT_TYPES.length).optional(),
 });
 
 const secretReveal = z.object({ secret: z.string().describe('The signing secret (`whsec_...`), shown only in this answer.') });
@@ -36,7 +36,7 @@ export const webhookEndpointsResource: ResourceType<EndpointRow> = {
   readSchema: z.object({
     url: z.string(),
     description: z.string().nullable(),
-    events: z.array(z.enum(JOB_EVENT_TYPES)),
+    events: z.array(z.enum(ENDPOINT_EVENT_TYPES)),
     secret_rotated_at: unixTime.nullable(),
     created_at: unixTime,
     updated_at: unixTime,

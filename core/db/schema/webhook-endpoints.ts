@@ -4,6 +4,13 @@ import { organizations } from './organizations';
 
 export const JOB_EVENT_TYPES = ['job.succeeded', 'job.failed', 'job.canceled'] as const;
 export type JobEventType = (typeof JOB_EVENT_TYPES)[number];
+/**
+ * A batch's ending (issue 56, an extension): an endpoint receives these only when it names
+ * them; created without `events`, it takes the spec's three job events.
+ */
+export const BATCH_EVENT_TYPES = ['batch.completed', 'batch.failed', 'batch.expired', 'batch.cancelled'] as const;
+/** Every event type an endpoint may subscribe to. */
+export const ENDPOINT_EVENT_TYPES = [...JOB_EVENT_TYPES, ...BATCH_EVENT_TYPES] as const;
 
 /** A signing secret that was rotated out but keeps signing until `expires_at`. */
 export type RetiredSecret = { sealed: string; expires_at: string };

@@ -14,7 +14,6 @@ import type { BatchRow } from '../core/batches/present';
 import type { Clock } from '../core/clock';
 import type { Database } from '../core/db/client';
 import { batches, batchItems, files, type BatchChunkStart, type BatchItemOutcome } from '../core/db/schema';
-import { newId } from '../core/ids';
 import { toNanos } from '../core/spend/money';
 import type { OutputStorage } from '../core/storage/output-storage';
 import type { BatchChunkResult, BatchEnding } from '../workflows/definitions';

@@ -1,4 +1,4 @@
-import { eq } from 'drizzle-orm';
+import { and, desc, eq, isNull } from 'drizzle-orm';
 import { inject } from 'light-my-request';
 import type { BatchItemAnswer, BatchItemCaller } from '../activities/batch-run';
 import type { Config } from '../core/config';
@@ -9,6 +9,9 @@ import { BATCH_ITEM_AUTH, type BatchItemAuth } from './batch-item-auth';
 import { startApiRuntime } from './runtime';
 
 export type InProcessGateway = { callItem: BatchItemCaller; close(): Promise<void> };
+
+/** How long the key a batch runs as is taken as known before it is looked up again. */
+const KEY_LOOKUP_TTL_MS = 30_000;
 
 /** The Retry-After a 429 gave, in milliseconds; null without one. */
 function retryAfterMs(header: string | string[] | undefined): number | null {
@@ -27,33 +30,54 @@ function retryAfterMs(header: string | string[] | undefined): number | null {
 export async function startInProcessGateway(config: Config, logger: Logger): Promise<InProcessGateway> {
   const runtime = await startApiRuntime(config, logger);
   const handle = createApp(runtime.deps).callback();
-  const secretHashes = new Map<string, string>();
+  const secretHashes = new Map<string, { hash: string; at: number }>();
 
+  /**
+   * The key a batch's items run as: the newest unrevoked key of the batch key's lineage, so a
+   * rotation mid-batch carries the batch over to the successor (as it carries spend limits)
+   * rather than failing its remaining items when the old key's overlap ends; with none, the
+   * batch's own key, whose refusal (revoked) each item then answers. Looked up again after
+   * KEY_LOOKUP_TTL_MS, so a rotation is seen within that.
+   */
   async function secretHashOf(keyId: string): Promise<string | null> {
     const known = secretHashes.get(keyId);
-    if (known) return known;
-    const [row] = await runtime.deps.db.select({ secretHash: gatewayKeys.secretHash }).from(gatewayKeys).where(eq(gatewayKeys.id, keyId));
-    if (row) secretHashes.set(keyId, row.secretHash);
-    return row?.secretHash ?? null;
+    if (known && Date.now() - known.at < KEY_LOOKUP_TTL_MS) return known.hash;
+    const [own] = await runtime.deps.db.select({ lineageId: gatewayKeys.lineageId, secretHash: gatewayKeys.secretHash }).from(gatewayKeys).where(eq(gatewayKeys.id, keyId));
+    if (!own) return null;
+    const [current] = await runtime.deps.db.select({ secretHash: gatewayKeys.secretHash }).from(gatewayKeys)
+      .where(and(eq(gatewayKeys.lineageId, own.lineageId), isNull(gatewayKeys.revokedAt)))
+      .orderBy(desc(gatewayKeys.createdAt)).limit(1);
+    const hash = current?.secretHash ?? own.secretHash;
+    secretHashes.set(keyId, { hash, at: Date.now() });
+    return hash;
+  }
+
+  async function send(batchId: string, secretHash: string, endpoint: string, body: Record<string, unknown>): Promise<BatchItemAnswer> {
+    const auth: BatchItemAuth = { batchId, secretHash };
+    const response = await inject((req, res) => {
+      (req as unknown as Record<symbol, BatchItemAuth>)[BATCH_ITEM_AUTH] = auth;
+      void handle(req, res);
+    }, { method: 'POST', url: endpoint, headers: { 'content-type': 'application/json' }, payload: JSON.stringify(body) });
+    let parsed: unknown;
+    try {
+      parsed = response.json();
+    } catch {
+      parsed = { error: { message: 'The gateway answered without a JSON body.', type: 'internal_error', code: null } };
+    }
+    const requestId = response.headers['x-gw-request-id'];
+    return { status: response.statusCode, body: parsed, requestId: typeof requestId === 'string' ? requestId : null, retryAfterMs: retryAfterMs(response.headers['retry-after']) };
   }
 
   return {
     async callItem({ batchId, keyId, endpoint, body }): Promise<BatchItemAnswer> {
       const secretHash = await secretHashOf(keyId);
       if (!secretHash) return { status: 401, body: { error: { message: 'The key that created this batch no longer exists.', type: 'authentication_error', code: null } }, requestId: null, retryAfterMs: null };
-      const auth: BatchItemAuth = { batchId, secretHash };
-      const response = await inject((req, res) => {
-        (req as unknown as Record<symbol, BatchItemAuth>)[BATCH_ITEM_AUTH] = auth;
-        void handle(req, res);
-      }, { method: 'POST', url: endpoint, headers: { 'content-type': 'application/json' }, payload: JSON.stringify(body) });
-      let parsed: unknown;
-      try {
-        parsed = response.json();
-      } catch {
-        parsed = { error: { message: 'The gateway answered without a JSON body.', type: 'internal_error', code: null } };
-      }
-      const requestId = response.headers['x-gw-request-id'];
-      return { status: response.statusCode, body: parsed, requestId: typeof requestId === 'string' ? requestId : null, retryAfterMs: retryAfterMs(response.headers['retry-after']) };
+      const answer = await send(batchId, secretHash, endpoint, body);
+      if (answer.status !== 401) return answer;
+      // The key known here may have been rotated out since: look again before believing it.
+      secretHashes.delete(keyId);
+      const fresh = await secretHashOf(keyId);
+      return fresh && fresh !== secretHash ? send(batchId, fresh, endpoint, body) : answer;
     },
     close: () => runtime.close(),
   };

@@ -1,6 +1,7 @@
 import { eq } from 'drizzle-orm';
 import OpenAI, { toFile } from 'openai';
-import { batches, batchItems, requestLogs } from '../../core/db/schema';
+import { sha256Hex } from '../../core/crypto/secrets';
+import { batches, batchItems, gatewayKeys, requestLogs } from '../../core/db/schema';
 import { startChatFixture, type ChatFixture } from '../helpers/chat-fixture';
 import { randomClientAddress, startTestWorkers, uniquePrefix } from '../helpers/harness';
 import { saveHistory } from '../helpers/histories';
@@ -173,6 +174,22 @@ describe('batches on the OpenAI wire, run by the gateway', () => {
     expect(row!.costNanos).toBeLessThanOrEqual(10_000_000);
     expect(batch.request_counts!.completed).toBeGreaterThan(0);
     expect(batch.request_counts!.completed + errors.length).toBe(30);
+  });
+
+  it('carries a batch over to its key\'s successor when the key is rotated mid-batch', async () => {
+    const secret = await f.key({ rate_limit_rpm: 50000 });
+    const original = clientFor(secret);
+    const [key] = await f.database.db.select({ id: gatewayKeys.id }).from(gatewayKeys).where(eq(gatewayKeys.secretHash, sha256Hex(secret)));
+    const file = await upload(original, Array.from({ length: 24 }, (_, i) => chatLine(`rot-${i}`, `rotating ${i} [sandbox delay_ms=200]`)));
+    const created = await original.batches.create({ input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
+    await until(async () => ((await original.batches.retrieve(created.id)).request_counts?.completed ?? 0) >= 4, 'some items answered', 30_000, 50);
+    // No overlap: the old key is revoked at once.
+    const rotated = await f.client.post<{ secret: string }>(`/gateway_keys/${key!.id}/rotate`, { overlap_seconds: 0 });
+    expect(rotated.status).toBe(200);
+    const successor = clientFor(rotated.body.secret);
+    const batch = await ended(successor, created.id);
+    expect(batch.request_counts).toEqual({ total: 24, completed: 24, failed: 0 });
+    expect((await linesOf(successor, batch.output_file_id)).map((l) => l.custom_id)).toEqual(Array.from({ length: 24 }, (_, i) => `rot-${i}`));
   });
 
   it('shows a key only the batches and files within its reach', async () => {

@@ -1,4 +1,5 @@
 import { manageJobPaths } from './data/jobs';
+import { manageBatchPaths } from './data/batches';
 import { requestStatsPaths } from './data/request-stats';
 import { z } from 'zod';
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject } from 'zod-openapi';
@@ -199,7 +200,7 @@ export function buildOpenApiDocument(resources: readonly ResourceType[]) {
   };
   const overrides = resources.some((r) => r.type === 'end_user_cap_rules') ? endUserCapOverridePaths(errors) : {};
   const paths = Object.assign(fixed, ...resources.map(resourcePaths), overrides, usagePaths(errors), requestDataPaths(errors),
-    budgetStatusPaths(errors), auditEventPaths(errors), exportPaths(errors, resources.filter((r) => !r.data)), manageJobPaths(errors), requestStatsPaths(errors)) as ZodOpenApiPathsObject;
+    budgetStatusPaths(errors), auditEventPaths(errors), exportPaths(errors, resources.filter((r) => !r.data)), manageJobPaths(errors), manageBatchPaths(errors), requestStatsPaths(errors)) as ZodOpenApiPathsObject;
   return createDocument({
     openapi: '3.1.0',
     info: {

@@ -16,6 +16,7 @@ import { budgetStatusRoutes } from './data/budget-status';
 import { exportRoutes } from './data/export';
 import { requestDataRoutes } from './data/requests';
 import { manageJobRoutes } from './data/jobs';
+import { manageBatchRoutes } from './data/batches';
 import { requestStatsRoutes } from './data/request-stats';
 import { endUserCapOverrideRoutes } from './end-user-cap-overrides';
 import { buildOpenApiDocument } from './openapi';
@@ -75,6 +76,7 @@ export function managementRouter(deps: ManagementRouterDeps): Router<GatewayStat
   exportRoutes(router, { db: deps.db, resources: RESOURCES.filter((r) => !r.data) });
   manageUsageRoutes(router, deps);
   manageJobRoutes(router, deps);
+  manageBatchRoutes(router, deps);
   requestStatsRoutes(router, deps);
 
   const resources = resourceRouter(RESOURCES as never, deps);

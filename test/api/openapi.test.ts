@@ -45,6 +45,8 @@ const OPERATIONS = [
   'get /findings', 'get /findings/{id}', 'post /findings/{id}/acknowledge',
   // Issue 25: jobs as an operator reads them.
   'get /jobs', 'get /jobs/{id}', 'get /request_stats',
+  // Issue 56: batches as an operator reads them.
+  'get /batches', 'get /batches/{id}', 'get /batches/{id}/items',
 ];
 
 describe('GET /manage/v1/openapi.json', () => {

@@ -2,7 +2,9 @@ import { eq } from 'drizzle-orm';
 import OpenAI, { toFile } from 'openai';
 import { sha256Hex } from '../../core/crypto/secrets';
 import { batches, batchItems, gatewayKeys, requestLogs } from '../../core/db/schema';
+import { issueManagementToken } from '../../core/tenancy/management-tokens';
 import { startChatFixture, type ChatFixture } from '../helpers/chat-fixture';
+import { manageClient } from '../helpers/manage-client';
 import { randomClientAddress, startTestWorkers, uniquePrefix } from '../helpers/harness';
 import { saveHistory } from '../helpers/histories';
 import { createLocalCa, type LocalCa } from '../helpers/local-ca';
@@ -190,6 +192,25 @@ describe('batches on the OpenAI wire, run by the gateway', () => {
     const batch = await ended(successor, created.id);
     expect(batch.request_counts).toEqual({ total: 24, completed: 24, failed: 0 });
     expect((await linesOf(successor, batch.output_file_id)).map((l) => l.custom_id)).toEqual(Array.from({ length: 24 }, (_, i) => `rot-${i}`));
+  });
+
+  it('shows operators every batch with its items\' costs, and a project-restricted token only its projects\'', async () => {
+    const file = await upload(sdk, [chatLine('op-0', 'x'), chatLine('op-1', 'y')]);
+    const created = await sdk.batches.create({ input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
+    await ended(sdk, created.id);
+    const listed = await f.client.get<{ data: Array<{ id: string; progress: number; cost: number; request_counts: Record<string, number> }> }>('/batches?limit=100');
+    expect(listed.status).toBe(200);
+    expect(listed.body.data.find((b) => b.id === created.id)).toMatchObject({ progress: 1, request_counts: { total: 2, completed: 2, failed: 0, not_run: 0 } });
+    const items = await f.client.get<{ data: Array<{ custom_id: string; outcome: string; cost: number | null; request_id: string }> }>(`/batches/${created.id}/items`);
+    expect(items.body.data.map((i) => [i.custom_id, i.outcome])).toEqual([['op-0', 'succeeded'], ['op-1', 'succeeded']]);
+    for (const item of items.body.data) expect(item.cost).toBeGreaterThan(0);
+    expect(JSON.stringify(items.body)).not.toContain('choices');
+    // A token restricted to another project sees none of it.
+    const other = await f.client.post<{ id: string }>('/projects', { name: `elsewhere ${Date.now()}` });
+    const narrow = manageClient(f.api.url, (await issueManagementToken(f.database.db, { orgId: f.tenant.orgId, name: 'other project', scopes: ['*'], createdByMemberId: f.tenant.memberId, projectIds: [other.body.id] })).token);
+    expect((await narrow.get<{ data: Array<{ id: string }> }>('/batches?limit=100')).body.data.map((b) => b.id)).not.toContain(created.id);
+    expect((await narrow.get(`/batches/${created.id}`)).status).toBe(404);
+    expect((await narrow.get(`/batches/${created.id}/items`)).status).toBe(404);
   });
 
   it('shows a key only the batches and files within its reach', async () => {

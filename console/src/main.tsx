@@ -9,6 +9,7 @@ import { Findings } from './pages/Findings';
 import { Tools } from './pages/Tools';
 import { Webhooks } from './pages/Webhooks';
 import { JobDetail, Jobs } from './pages/Jobs';
+import { BatchDetail, Batches } from './pages/Batches';
 import { Keys } from './pages/Keys';
 import { Overview } from './pages/Overview';
 import { RequestDetail } from './pages/RequestDetail';
@@ -17,7 +18,7 @@ import { SignIn } from './pages/SignIn';
 import { Usage } from './pages/Usage';
 import './styles.css';
 
-const PAGES = [['/', 'Overview'], ['/usage', 'Usage'], ['/requests', 'Requests'], ['/findings', 'Findings'], ['/jobs', 'Jobs'], ['/keys', 'Keys'], ['/connections', 'Connections'], ['/costs', 'Costs'], ['/webhooks', 'Webhooks'], ['/tools', 'Tools'], ['/audit', 'Audit']] as const;
+const PAGES = [['/', 'Overview'], ['/usage', 'Usage'], ['/requests', 'Requests'], ['/findings', 'Findings'], ['/jobs', 'Jobs'], ['/batches', 'Batches'], ['/keys', 'Keys'], ['/connections', 'Connections'], ['/costs', 'Costs'], ['/webhooks', 'Webhooks'], ['/tools', 'Tools'], ['/audit', 'Audit']] as const;
 
 function Shell({ onSignOut }: { onSignOut: () => void }) {
   const [location] = useLocation();
@@ -44,6 +45,8 @@ function Shell({ onSignOut }: { onSignOut: () => void }) {
           <Route path="/findings"><Findings /></Route>
           <Route path="/jobs"><Jobs /></Route>
           <Route path="/jobs/:id">{(p) => <JobDetail id={p.id} />}</Route>
+          <Route path="/batches"><Batches /></Route>
+          <Route path="/batches/:id">{(p) => <BatchDetail id={p.id} />}</Route>
           <Route path="/keys"><Keys /></Route>
           <Route path="/connections"><Connections /></Route>
           <Route path="/costs"><Costs /></Route>

@@ -298,6 +298,39 @@ describe('operator console in a browser', () => {
     await accessible('one job');
   });
 
+  it('lists batches with their progress and cost, and one batch\'s items with what each cost (issue 56)', async () => {
+    const lines = Array.from({ length: 3 }, (_, i) => JSON.stringify({ custom_id: `console-${i}`, method: 'POST', url: '/v1/chat/completions', body: { model: 'gpt-4o-mini', messages: [{ role: 'user', content: `console batch ${i}` }] } }));
+    const form = new FormData();
+    form.set('purpose', 'batch');
+    form.set('file', new Blob([lines.join('\n')]), 'console.jsonl');
+    const auth = { authorization: `Bearer ${keySecret}`, 'x-forwarded-for': randomClientAddress() };
+    const file = await (await fetch(`${f.api.url}/v1/files`, { method: 'POST', headers: auth, body: form })).json() as Loose;
+    const created = await (await fetch(`${f.api.url}/v1/batches`, {
+      method: 'POST', headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: '24h' }),
+    })).json() as Loose;
+    const done = await until(async () => {
+      const read = await f.client.get<Loose>(`/batches/${created.id}`);
+      return read.body.status === 'completed' ? read.body : null;
+    }, 'the batch to complete');
+    expect(done.request_counts).toEqual({ total: 3, completed: 3, failed: 0, not_run: 0 });
+    await open('/batches');
+    await waitText(created.id);
+    expect(await text()).toContain('100% (3 of 3)');
+    await shot('batches');
+    await accessible('batches');
+    await page.click(`a[href="/console/batches/${created.id}"]`);
+    await waitText('console-2');
+    expect(await text()).toMatch(/3 answered, 0 errors, 0 not run/);
+    const rows = (await page.$$eval('table tbody tr', (trs) => trs.map((tr) => (tr as HTMLElement).innerText))).map((r) => r.split('\t'));
+    expect(rows.map((r) => r[1])).toEqual(['console-0', 'console-1', 'console-2']);
+    for (const row of rows) expect(row[5]).toMatch(/^\$/);
+    const link = await page.$eval('dd a[target=_blank]', (a) => a.getAttribute('href'));
+    expect(link).toBe(`http://temporal-ui.test:8233/namespaces/default/workflows/${created.id}`);
+    await shot('batch');
+    await accessible('one batch');
+  });
+
   it('says plainly which pages a token may not read', async () => {
     const narrow = await issueManagementToken(f.database.db, { orgId: f.tenant.orgId, name: 'keys only', scopes: ['keys:read', 'projects:read'], createdByMemberId: f.tenant.memberId });
     await open('/');
@@ -316,14 +349,14 @@ describe('operator console in a browser', () => {
   });
 
   it('makes one request per list on each refresh, and answers keyboard navigation', async () => {
-    for (const where of ['/', '/usage', '/requests', '/findings', '/jobs', '/keys', '/connections', '/costs', '/webhooks', '/tools', '/audit']) {
+    for (const where of ['/', '/usage', '/requests', '/findings', '/jobs', '/batches', '/keys', '/connections', '/costs', '/webhooks', '/tools', '/audit']) {
       await open(where);
       calls = [];
       await page.reload({ waitUntil: 'networkidle0' });
       const afterReload = calls.filter((c) => c.startsWith('GET '));
       expect([where, afterReload.length, new Set(afterReload).size]).toEqual([where, afterReload.length, afterReload.length]);
       expect([where, afterReload.length > 0]).toEqual([where, true]);
-      if (!['/', '/usage', '/requests', '/findings', '/jobs', '/keys'].includes(where)) {
+      if (!['/', '/usage', '/requests', '/findings', '/jobs', '/batches', '/keys'].includes(where)) {
         await shot(where.slice(1));
         await accessible(where);
       }

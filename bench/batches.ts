@@ -12,7 +12,6 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { temporal } from '@temporalio/proto';
 import { loadConfig } from '../core/config';
 import { newKeyring } from '../core/crypto/sealing';
 import { applyMigrations } from '../core/db/migrate';
@@ -22,7 +21,7 @@ import { DEV_SERVER_GO_RUNTIME, DEV_SERVER_SQLITE_PRAGMAS, startTemporalDevServe
 import { taskQueue } from '../workflows/definitions';
 import { benchKeys, gatewayEnv, manage, newOrganization, startApi } from './lib/gateway';
 import { cpuSeconds, rssMb } from './lib/proc';
-import { builtEntry, cleanups, log, node, runBench, tail, waitForPort, workDir } from './lib/processes';
+import { builtEntry, cleanups, log, node, runBench, waitForPort, waitForWorkerPolling, workDir } from './lib/processes';
 import { f0, f1, f2, sh } from './lib/report';
 import { services, type Services } from './lib/services';
 
@@ -60,15 +59,7 @@ async function main(): Promise<void> {
   cleanups.push(() => connection.close());
   const client = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
   log('waiting for the jobs worker to poll...');
-  await waitFor('the jobs worker polling', async () => {
-    if (worker.exitCode !== null) throw new Error(`the jobs worker exited: ${tail(workerLog)}`);
-    const response = await client.workflowService.describeTaskQueue({
-      namespace: config.TEMPORAL_NAMESPACE,
-      taskQueue: { name: taskQueue('jobs', config.GW_TASK_QUEUE_PREFIX), kind: temporal.api.enums.v1.TaskQueueKind.TASK_QUEUE_KIND_NORMAL },
-      taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
-    });
-    return (response.pollers ?? []).some((p) => p.identity?.startsWith(`${worker.pid}@`));
-  }, 180_000);
+  await waitForWorkerPolling('the jobs worker', worker, workerLog, client, config.TEMPORAL_NAMESPACE, taskQueue('jobs', config.GW_TASK_QUEUE_PREFIX));
 
   const org = await newOrganization(svc, `bench batches ${new Date().toISOString()}`);
   await manage(api.apiUrl, org.token, 'POST', '/provider_connections', { kind: 'openai', name: 'sandbox', secret: 'sk-sandbox-bench', config: { base_url: `http://127.0.0.1:${sandboxPort}/openai/v1` } });

@@ -38,7 +38,7 @@ import { startWebhookReceiver } from '../test/helpers/webhook-receiver';
 import { taskQueue } from '../workflows/definitions';
 import { benchKeys, gatewayEnv, manage, newOrganization, startApi } from './lib/gateway';
 import { cpuSeconds, rssMb } from './lib/proc';
-import { builtEntry, cleanups, log, node, runBench, tail, waitForPort, workDir } from './lib/processes';
+import { builtEntry, cleanups, log, node, runBench, waitForPort, waitForWorkerPolling, workDir } from './lib/processes';
 import { f0, f1, f2, pct, sh } from './lib/report';
 import { services, type Services } from './lib/services';
 
@@ -196,16 +196,7 @@ async function main(): Promise<void> {
   const client = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
   for (const [q, w] of Object.entries(workers)) {
     log(`waiting for the ${q} worker to poll...`);
-    const exited = new Promise<never>((_, reject) => w.child.once('exit', () => reject(new Error(`the ${q} worker exited: ${tail(w.logFile)}`))));
-    exited.catch(() => undefined);
-    await Promise.race([exited, waitFor(`the ${q} worker polling`, async () => {
-      const response = await client.workflowService.describeTaskQueue({
-        namespace: config.TEMPORAL_NAMESPACE,
-        taskQueue: { name: taskQueue(q as 'jobs', config.GW_TASK_QUEUE_PREFIX), kind: temporal.api.enums.v1.TaskQueueKind.TASK_QUEUE_KIND_NORMAL },
-        taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
-      });
-      return (response.pollers ?? []).some((p) => p.identity?.startsWith(`${w.child.pid}@`));
-    }, 180_000)]);
+    await waitForWorkerPolling(`the ${q} worker`, w.child, w.logFile, client, config.TEMPORAL_NAMESPACE, taskQueue(q as 'jobs', config.GW_TASK_QUEUE_PREFIX));
   }
 
   const org = await newOrganization(svc, `bench jobs ${new Date().toISOString()}`);

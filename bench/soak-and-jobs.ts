@@ -18,7 +18,6 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Client, Connection } from '@temporalio/client';
-import { temporal } from '@temporalio/proto';
 import { Client as PgClient } from 'pg';
 import { loadConfig } from '../core/config';
 import { newKeyring } from '../core/crypto/sealing';
@@ -28,7 +27,7 @@ import { taskQueue } from '../workflows/definitions';
 import { benchKeys, chatBody, gatewayEnv, manage, newOrganization, startGatewaySubject, startMock, type StartedApi } from './lib/gateway';
 import { findLoadTool, type LoadResult, type LoadTool } from './lib/load';
 import { cpuSeconds, rssMb } from './lib/proc';
-import { builtEntry, cleanups, log, node, runBench, tail, waitForPort, workDir } from './lib/processes';
+import { builtEntry, cleanups, log, node, runBench, waitForPort, waitForWorkerPolling, workDir } from './lib/processes';
 import { f0, f1, f2, machineLines, pct } from './lib/report';
 import { services, type Services } from './lib/services';
 
@@ -221,19 +220,7 @@ async function videos(work: string, svc: Services, sealingKeys: string, api: Sta
   cleanups.push(() => connection.close());
   const client = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
   log('waiting for the jobs worker to poll...');
-  const exited = new Promise<never>((_, reject) => worker.once('exit', () => reject(new Error(`the jobs worker exited: ${tail(workerLog)}`))));
-  exited.catch(() => undefined);
-  const polling = waitFor('the jobs worker polling', async () => {
-    const response = await client.workflowService.describeTaskQueue({
-      namespace: config.TEMPORAL_NAMESPACE,
-      taskQueue: { name: taskQueue('jobs', config.GW_TASK_QUEUE_PREFIX), kind: temporal.api.enums.v1.TaskQueueKind.TASK_QUEUE_KIND_NORMAL },
-      taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
-    });
-    return (response.pollers ?? []).some((p) => p.identity?.startsWith(`${worker.pid}@`));
-  }, 180_000);
-  await Promise.race([polling, exited]).catch((err: Error) => {
-    throw new Error(`${err.message}; its log: ${tail(workerLog)}`);
-  });
+  await waitForWorkerPolling('the jobs worker', worker, workerLog, client, config.TEMPORAL_NAMESPACE, taskQueue('jobs', config.GW_TASK_QUEUE_PREFIX));
 
   const v: VideoSetup = { apiUrl: api.apiUrl, key: key!, orgId: org.orgId, temporal: client, seq: 0 };
   // Warm-up: a few jobs, each followed until the worker has submitted it to the sandbox.

@@ -7,6 +7,8 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import type { Client } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
 import { waitFor } from '../../scripts/lib/ports';
 
 export const ROOT = path.resolve(__dirname, '..', '..');
@@ -110,4 +112,22 @@ export function runBench(main: () => Promise<void>): void {
       process.exitCode = 1;
     })
     .then(() => process.exit());
+}
+
+/**
+ * Waits until the worker process `child` polls `queue` for activities (its own poller, by pid:
+ * a killed one's stays listed a while), or fails with its log's tail when it exits first.
+ */
+export async function waitForWorkerPolling(what: string, child: ChildProcess, logFile: string, client: Client, namespace: string, queue: string): Promise<void> {
+  const exited = new Promise<never>((_, reject) => child.once('exit', () => reject(new Error(`${what} exited: ${tail(logFile)}`))));
+  exited.catch(() => undefined);
+  const polling = waitFor(`${what} polling`, async () => {
+    const response = await client.workflowService.describeTaskQueue({
+      namespace,
+      taskQueue: { name: queue, kind: temporal.api.enums.v1.TaskQueueKind.TASK_QUEUE_KIND_NORMAL },
+      taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+    });
+    return (response.pollers ?? []).some((p) => p.identity?.startsWith(`${child.pid}@`));
+  }, 180_000);
+  await Promise.race([polling, exited]);
 }

@@ -2,8 +2,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { once } from 'node:events';
-import { Context } from '@temporalio/activity';
-import { and, asc, between, eq, gt, inArray, isNull, isNotNull, sql } from 'drizzle-orm';
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import { and, asc, between, eq, getTableColumns, gt, inArray, isNull, isNotNull, lte, sql } from 'drizzle-orm';
 import { isLineError, InputCheck, parseInputLine, type BatchInputItem } from '../core/batches/input-lines';
 import { jsonlLines, LineTooLong } from '../core/batches/jsonl-reader';
 import { batchFileExpiry } from '../core/batches/retention';
@@ -44,8 +44,6 @@ export type BatchDeps = {
 
 /** A wait the key's rate limit asks for is honoured up to this long at a time (then asked again). */
 const MAX_RATE_WAIT_MS = 60_000;
-/** Lines read between two heartbeats while validating or writing files. */
-const LINES_PER_BEAT = 1_000;
 
 /** How an item's answer is recorded: 2xx succeeded, anything else errored (its body is the error). */
 const outcomeOf = (status: number): BatchItemOutcome => (status >= 200 && status < 300 ? 'succeeded' : 'errored');
@@ -55,6 +53,26 @@ function costNanosOf(body: unknown): number {
   const cost = (body as { usage?: { cost?: unknown } } | null)?.usage?.cost;
   return typeof cost === 'number' && Number.isFinite(cost) ? toNanos(cost) : 0;
 }
+
+/**
+ * A 402 whose limit is the batch's own, shared by every item: the key's (its lineage's), its
+ * project's, its member's, its organization's, or the subscription's. The batch stops on it.
+ * A limit of one item's own (its end user's cap, an unpriced model under a budget) is that
+ * item's answer, and the batch goes on.
+ */
+const SHARED_LIMIT_CODES: ReadonlySet<string> = new Set(['key_budget', 'key_lifetime_limit', 'project_budget', 'member_budget', 'organization_budget', 'subscription_required', 'trial_payment_failed']);
+function isSharedLimit(answer: BatchItemAnswer): boolean {
+  if (answer.status !== 402) return false;
+  const code = (answer.body as { error?: { code?: unknown } } | null)?.error?.code;
+  return typeof code === 'string' && SHARED_LIMIT_CODES.has(code);
+}
+
+/** The batch's input file or its row is gone: nothing a retry can mend, so the run ends the batch failed. */
+export const BATCH_INPUT_GONE = 'BatchInputGone';
+const inputGone = (what: string) => ApplicationFailure.nonRetryable(what, BATCH_INPUT_GONE);
+
+/** Answers fetched at a time when finalize writes the files: bounded by their size, not their count. */
+const FINALIZE_PAGE_BYTES = 32_000_000;
 
 /** An error the key's own rate limit gave (not a provider's 429, which is the item's answer). */
 function isKeyRateLimited(answer: BatchItemAnswer): boolean {
@@ -72,9 +90,10 @@ const sleep = (ms: number, signal?: AbortSignal) => new Promise<void>((resolve) 
 });
 
 export function createBatchActivities(deps: BatchDeps) {
+  /** The batch's row without its chunk list (read one chunk's start at a time, chunkItems). */
   async function loadBatch(batchId: string): Promise<BatchRow> {
-    const [row] = await deps.db.select().from(batches).where(eq(batches.id, batchId));
-    if (!row) throw new Error(`batch ${batchId} has no row`);
+    const [row] = await deps.db.select({ ...getTableColumns(batches), chunkStarts: sql<BatchChunkStart[] | null>`case when ${batches.chunkStarts} is null then null else '[]'::jsonb end` }).from(batches).where(eq(batches.id, batchId));
+    if (!row) throw inputGone(`batch ${batchId} has no row`);
     return row;
   }
 
@@ -86,9 +105,11 @@ export function createBatchActivities(deps: BatchDeps) {
 
   /** The items of one chunk, read from where validation found it starts. */
   async function chunkItems(batch: BatchRow, chunk: number): Promise<BatchInputItem[]> {
-    const start = batch.chunkStarts![chunk]!;
+    // The one chunk's start, not the whole list (50,000 items make 500 of them, read per chunk).
+    const [{ start } = { start: null }] = await deps.db.select({ start: sql<BatchChunkStart | null>`${batches.chunkStarts} -> (${chunk})::int` }).from(batches).where(eq(batches.id, batch.id));
+    if (!start) throw inputGone(`batch ${batch.id} has no chunk ${chunk}`);
     const stream = await openInput(batch, start.offset);
-    if (!stream) throw new Error(`batch ${batch.id}'s input file is gone`);
+    if (!stream) throw inputGone(`batch ${batch.id}'s input file is gone`);
     const items: BatchInputItem[] = [];
     try {
       for await (const { text, line } of jsonlLines(stream, { startOffset: start.offset, firstLine: start.line })) {
@@ -113,8 +134,55 @@ export function createBatchActivities(deps: BatchDeps) {
     async validateBatchInput(input: { batchId: string }): Promise<{ status: 'failed' } | { status: 'in_progress'; chunks: number }> {
       const batch = await loadBatch(input.batchId);
       if (batch.status === 'failed') return { status: 'failed' };
-      if (batch.chunkStarts) return { status: 'in_progress', chunks: batch.chunkStarts.length };
-      const context = Context.current();
+      if (batch.chunkStarts) {
+        const [{ chunks } = { chunks: 0 }] = await deps.db.select({ chunks: sql<number>`jsonb_array_length(${batches.chunkStarts})::int` }).from(batches).where(eq(batches.id, batch.id));
+        return { status: 'in_progress', chunks };
+      }
+      return beatingThroughout(() => validate(batch));
+    },
+
+    /**
+     * Runs one chunk's items not yet recorded, `concurrency` at a time. Each wave marks its items
+     * started (a second mark is a re-run: the first call was lost with its worker, and was billed
+     * as the provider billed it), calls them, and records their answers with the batch's counts
+     * in one transaction, each item once. Stops before a wave when the batch is being cancelled
+     * or past its window, and after a wave in which a limit shared by the batch had no room.
+     */
+    async runBatchChunk(input: { batchId: string; chunk: number; concurrency: number }): Promise<BatchChunkResult> {
+      // Beating every second, however long a wave's model calls take: a lost worker is noticed
+      // within the heartbeat timeout, and its unrecorded items run again on another.
+      return beatingThroughout(() => runChunk(input));
+    },
+
+    /**
+     * Writes the output file (items answered 2xx) and the error file (the rest, and items never
+     * run: cancelled, expired, or refused for the budget) in input order, then ends the batch.
+     * Idempotent: the files' ids come from the batch's, and a batch already ended is left as is.
+     * Beats throughout: copying a large output to storage takes a while.
+     */
+    async finalizeBatch(input: { batchId: string; ending: BatchEnding }): Promise<void> {
+      const batch = await loadBatch(input.batchId);
+      if (['completed', 'failed', 'expired', 'cancelled'].includes(batch.status)) return;
+      return beatingThroughout(() => finalize(batch, input.ending));
+    },
+
+    /**
+     * Ends a batch that cannot go on (its input gone; an error the run gave up on) `failed`, with
+     * the reason in `errors` and its event; the items recorded so far are kept in its counts.
+     */
+    async failBatch(input: { batchId: string; message: string }): Promise<void> {
+      const now = deps.clock.now();
+      const deliveries = await deps.db.transaction(async (tx) => {
+        const [failed] = await tx.update(batches).set({ status: 'failed', errors: [{ code: 'batch_failed', message: input.message, param: null, line: null }], failedAt: now, updatedAt: now })
+          .where(and(eq(batches.id, input.batchId), inArray(batches.status, ['validating', 'in_progress', 'finalizing', 'cancelling']))).returning();
+        return failed ? queueBatchEvent(tx, failed, deps.publicUrl, now) : [];
+      });
+      await deps.startDeliveries(deliveries);
+    },
+  };
+
+  async function validate(batch: BatchRow): Promise<{ status: 'failed' } | { status: 'in_progress'; chunks: number }> {
+    {
       const check = new InputCheck(batch.endpoint);
       const starts: BatchChunkStart[] = [];
       const stream = await openInput(batch);
@@ -125,7 +193,8 @@ export function createBatchActivities(deps: BatchDeps) {
             const before = check.items;
             const item = check.take(text, line);
             if (item && before % batch.chunkItems === 0) starts.push({ offset, line });
-            if (line % LINES_PER_BEAT === 0) context.heartbeat();
+            // Past the bound the batch fails anyway: the rest of the file is not read.
+            if (check.overLimit) break;
           }
         } catch (err) {
           if (!(err instanceof LineTooLong)) throw err;
@@ -140,7 +209,8 @@ export function createBatchActivities(deps: BatchDeps) {
       const now = deps.clock.now();
       if (errors.length > 0) {
         const deliveries = await deps.db.transaction(async (tx) => {
-          const [failed] = await tx.update(batches).set({ status: 'failed', errors, failedAt: now, updatedAt: now }).where(and(eq(batches.id, batch.id), eq(batches.status, 'validating'))).returning();
+          // A cancel that came while validating does not keep a refused batch open: it fails.
+          const [failed] = await tx.update(batches).set({ status: 'failed', errors, failedAt: now, updatedAt: now }).where(and(eq(batches.id, batch.id), inArray(batches.status, ['validating', 'cancelling']))).returning();
           return failed ? queueBatchEvent(tx, failed, deps.publicUrl, now) : [];
         });
         await deps.startDeliveries(deliveries);
@@ -153,32 +223,13 @@ export function createBatchActivities(deps: BatchDeps) {
         inProgressAt: now,
       }).where(eq(batches.id, batch.id));
       return { status: 'in_progress', chunks: starts.length };
-    },
+    }
+  }
 
-    /**
-     * Runs one chunk's items not yet recorded, `concurrency` at a time. Each wave marks its items
-     * started (a second mark is a re-run: the first call was lost with its worker, and was billed
-     * as the provider billed it), calls them, and records their answers with the batch's counts
-     * in one transaction, each item once. Stops before a wave when the batch is being cancelled
-     * or past its window, and after a wave in which the budget had no room.
-     */
-    async runBatchChunk(input: { batchId: string; chunk: number; concurrency: number }): Promise<BatchChunkResult> {
-      // Beating every second, however long a wave's model calls take: a lost worker is noticed
-      // within the heartbeat timeout, and its unrecorded items run again on another.
-      return beatingThroughout(() => runChunk(input));
-    },
-
-    /**
-     * Writes the output file (items answered 2xx) and the error file (the rest, and items never
-     * run: cancelled, expired, or refused for the budget) in input order, then ends the batch.
-     * Idempotent: the files' ids come from the batch's, and a batch already ended is left as is.
-     */
-    async finalizeBatch(input: { batchId: string; ending: BatchEnding }): Promise<void> {
-      const batch = await loadBatch(input.batchId);
-      if (['completed', 'failed', 'expired', 'cancelled'].includes(batch.status)) return;
-      const context = Context.current();
+  async function finalize(batch: BatchRow, ending: BatchEnding): Promise<void> {
+    {
       const startedAt = deps.clock.now();
-      if (input.ending.status === 'completed') {
+      if (ending.status === 'completed') {
         await deps.db.update(batches).set({ status: 'finalizing', finalizingAt: startedAt, updatedAt: startedAt }).where(and(eq(batches.id, batch.id), eq(batches.status, 'in_progress')));
       }
       const scratchRoot = deps.scratchDir ?? os.tmpdir();
@@ -189,17 +240,16 @@ export function createBatchActivities(deps: BatchDeps) {
         const errorPath = path.join(scratch, 'errors.jsonl');
         const output = fs.createWriteStream(outputPath);
         const errorsOut = fs.createWriteStream(errorPath);
-        const counts = { output: 0, errors: 0, unrun: 0 };
+        const counts = { output: 0, errors: 0, unrun: 0, lost: 0 };
         const write = async (stream: fs.WriteStream, line: string) => {
           if (!stream.write(`${line}\n`)) await once(stream, 'drain');
         };
         const lineOf = batch.wire === 'anthropic' ? anthropicResultLine : openAIResultLine;
-        const unrun: UnrunReason = input.ending.unrun ? { status: 'completed', refusal: input.ending.unrun } : { status: input.ending.status === 'expired' ? 'expired' : 'cancelled' };
+        const unrun: UnrunReason = ending.unrun ? { status: 'completed', refusal: ending.unrun } : { status: ending.status === 'expired' ? 'expired' : 'cancelled' };
         const recordedRows = recordedItemsInOrder(batch.id);
         let next = await recordedRows.next();
         const stream = await openInput(batch);
-        if (!stream) throw new Error(`batch ${batch.id}'s input file is gone`);
-        let seen = 0;
+        if (!stream) throw inputGone(`batch ${batch.id}'s input file is gone`);
         try {
           for await (const { text, line } of jsonlLines(stream)) {
             if (text.trim() === '') continue;
@@ -207,13 +257,11 @@ export function createBatchActivities(deps: BatchDeps) {
             if (isLineError(parsed)) continue;
             while (!next.done && next.value.line < line) next = await recordedRows.next();
             const row = !next.done && next.value.line === line ? next.value : null;
-            const item: FinishedItem = row?.outcome ? { customId: parsed.customId, outcome: row.outcome, statusCode: row.statusCode, requestId: row.requestId, body: row.body } : { customId: parsed.customId, outcome: null };
+            const item: FinishedItem = row?.outcome ? { customId: parsed.customId, outcome: row.outcome, statusCode: row.statusCode, requestId: row.requestId, body: row.body } : { customId: parsed.customId, outcome: null, attempted: row !== null };
             const { file, line: result } = lineOf(item, unrun);
             counts[file] += 1;
-            if (!row?.outcome) counts.unrun += 1;
+            if (!row?.outcome) counts[row ? 'lost' : 'unrun'] += 1;
             await write(file === 'output' ? output : errorsOut, JSON.stringify(result));
-            seen += 1;
-            if (seen % LINES_PER_BEAT === 0) context.heartbeat();
           }
         } finally {
           stream.destroy();
@@ -236,12 +284,13 @@ export function createBatchActivities(deps: BatchDeps) {
           return id;
         };
         const [outputFileId, errorFileId] = [await keep('output', outputPath, counts.output), await keep('errors', errorPath, counts.errors)];
-        const ended = input.ending.status;
+        const ended = ending.status;
         const deliveries = await deps.db.transaction(async (tx) => {
           const [moved] = await tx.update(batches).set({
-            status: ended, outputFileId, errorFileId, unrun: counts.unrun, updatedAt: now,
-            // Items refused for the budget were answered (402): they count as failed, not unrun.
-            ...(input.ending.unrun && { failed: sql`${batches.failed} + ${counts.unrun}`, unrun: 0 }),
+            // Items lost with a worker count as failed; so do those a shared limit refused (they
+            // carry its 402); the rest that never ran are `unrun` (cancelled, expired).
+            status: ended, outputFileId, errorFileId, updatedAt: now,
+            ...(ending.unrun ? { failed: sql`${batches.failed} + ${counts.unrun + counts.lost}`, unrun: 0 } : { failed: sql`${batches.failed} + ${counts.lost}`, unrun: counts.unrun }),
             ...(ended === 'completed' && { completedAt: now }),
             ...(ended === 'cancelled' && { cancelledAt: now }),
             ...(ended === 'expired' && { expiredAt: now }),
@@ -254,8 +303,8 @@ export function createBatchActivities(deps: BatchDeps) {
       } finally {
         await fs.promises.rm(scratch, { recursive: true, force: true });
       }
-    },
-  };
+    }
+  }
 
   async function runChunk(input: { batchId: string; chunk: number; concurrency: number }): Promise<BatchChunkResult> {
     const context = Context.current();
@@ -267,6 +316,9 @@ export function createBatchActivities(deps: BatchDeps) {
     const todo = items.filter((item) => !recorded.has(item.line));
 
     for (let at = 0; at < todo.length; at += input.concurrency) {
+      // An attempt the server gave up on (timed out, its worker thought lost) is cancelled here:
+      // it must not go on calling models beside the retry that replaced it.
+      context.cancellationSignal.throwIfAborted();
       const [now] = await deps.db.select({ status: batches.status, expiresAt: batches.expiresAt }).from(batches).where(eq(batches.id, batch.id));
       if (now?.status === 'cancelling') return { stopped: 'cancelled' };
       if (now && deps.clock.now().getTime() >= now.expiresAt.getTime()) return { stopped: 'expired' };
@@ -283,7 +335,7 @@ export function createBatchActivities(deps: BatchDeps) {
         if (answer.status === 402) answers[i] = await callPaced(batch, wave[i]!, context.cancellationSignal);
       }
       await recordAnswers(batch.id, wave.map((item, i) => ({ line: item.line, answer: answers[i]! })), reruns);
-      const refused = answers.find((a) => a.status === 402);
+      const refused = answers.find(isSharedLimit);
       if (refused) return { stopped: 'budget', refusal: { statusCode: refused.status, body: refused.body } };
     }
     return { stopped: null };
@@ -322,15 +374,26 @@ export function createBatchActivities(deps: BatchDeps) {
     });
   }
 
-  /** The recorded items of a batch in line order, read a page at a time. */
+  /**
+   * The items of a batch that were called (recorded, or marked started and lost), in line order,
+   * read a page at a time: up to 500 rows and FINALIZE_PAGE_BYTES of answers (an embeddings
+   * answer may be tens of megabytes), sized from the stored answers before they are fetched.
+   */
   async function* recordedItemsInOrder(batchId: string) {
     let after = 0;
     for (;;) {
-      const page = await deps.db.select().from(batchItems).where(and(eq(batchItems.batchId, batchId), gt(batchItems.line, after), isNotNull(batchItems.outcome)))
-        .orderBy(asc(batchItems.line)).limit(500);
-      yield* page;
-      if (page.length < 500) return;
-      after = page.at(-1)!.line;
+      const sizes = await deps.db.select({ line: batchItems.line, bytes: sql<number>`coalesce(pg_column_size(${batchItems.body}), 0)::int` }).from(batchItems)
+        .where(and(eq(batchItems.batchId, batchId), gt(batchItems.line, after))).orderBy(asc(batchItems.line)).limit(500);
+      if (sizes.length === 0) return;
+      let total = 0;
+      let last = sizes[0]!.line;
+      for (const size of sizes) {
+        if (total > 0 && total + size.bytes > FINALIZE_PAGE_BYTES) break;
+        total += size.bytes;
+        last = size.line;
+      }
+      yield* await deps.db.select().from(batchItems).where(and(eq(batchItems.batchId, batchId), gt(batchItems.line, after), lte(batchItems.line, last))).orderBy(asc(batchItems.line));
+      after = last;
     }
   }
 }

@@ -62,8 +62,11 @@ export async function startBatch(deps: { db: Database; clock: Clock; jobs: JobSe
     }));
   } catch (err) {
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) {
-      // Refused: nothing runs, so nothing is shown (a batch that never started is no batch).
-      await deps.db.delete(batches).where(eq(batches.id, created!.id));
+      // Refused, or its answer lost: the batch is kept, ended `failed` (its run, if the start
+      // did reach Temporal, finds it so at its first step and ends without running anything).
+      const now = deps.clock.now();
+      await deps.db.update(batches).set({ status: 'failed', failedAt: now, updatedAt: now, errors: [{ code: 'batch_not_started', message: 'The batch could not be started; none of it ran. Create it again.', param: null, line: null }] })
+        .where(and(eq(batches.id, created!.id), eq(batches.status, 'validating')));
       throw err;
     }
   }

@@ -64,12 +64,12 @@ export function fileRoutes(router: Router<GatewayState>, deps: { db: Database; c
     const now = deps.clock.now();
     const id = newId('file', now.getTime());
     const storageKey = `files/${key.orgId}/${id}`;
+    const expiresAt = await batchFileExpiry(deps.db, key.orgId, now);
     // Copied from the spool (removed when the response ends) into storage: never whole in memory.
     const { bytes } = await deps.gateway.storage.put(storageKey, fs.createReadStream(part.path));
     const row: FileRow = {
       id, orgId: key.orgId, keyId: key.keyId, lineageId: key.lineageId, projectId: key.projectId,
-      purpose: 'batch', filename: part.filename || 'input.jsonl', bytes, storageKey,
-      expiresAt: await batchFileExpiry(deps.db, key.orgId, now), createdAt: now,
+      purpose: 'batch', filename: part.filename || 'input.jsonl', bytes, storageKey, expiresAt, createdAt: now,
     };
     try {
       await deps.db.insert(files).values(row);

@@ -59,15 +59,20 @@ export class InputCheck {
 
   constructor(private readonly endpoint: string) {}
 
+  /** Past the bound the batch fails: the reader stops (and `seen` stops growing). */
+  get overLimit(): boolean {
+    return this.items > MAX_BATCH_ITEMS;
+  }
+
   /** Reads one line; answers the item when it is good. Blank lines are skipped, as JSONL readers do. */
   take(text: string, line: number): BatchInputItem | null {
-    if (text.trim() === '') return null;
+    if (text.trim() === '' || this.overLimit) return null;
     const parsed = parseInputLine(text, line, this.endpoint);
     if (isLineError(parsed)) return this.refuse(parsed);
     if (this.seen.has(parsed.customId)) return this.refuse(lineError(line, 'duplicate_custom_id', `Line ${line}'s \`custom_id\` ${JSON.stringify(parsed.customId)} appears on an earlier line; each must be unique in the batch.`, 'custom_id'));
-    this.seen.add(parsed.customId);
     this.items += 1;
-    if (this.items === MAX_BATCH_ITEMS + 1) this.refuse(lineError(line, 'too_many_requests', `A batch takes at most ${MAX_BATCH_ITEMS} requests; line ${line} is past that.`));
+    if (this.overLimit) return this.refuse(lineError(line, 'too_many_requests', `A batch takes at most ${MAX_BATCH_ITEMS} requests; line ${line} is past that.`));
+    this.seen.add(parsed.customId);
     return parsed;
   }
 

@@ -1,6 +1,6 @@
-import { and, asc, eq, gt, inArray, lte, or } from 'drizzle-orm';
+import { and, asc, eq, gt, inArray, lte, or, sql, type SQL } from 'drizzle-orm';
 import type { Database } from '../db/client';
-import { files, mediaFiles } from '../db/schema';
+import { batches, files, mediaFiles } from '../db/schema';
 import { deleteExpiredObjects, type ExpiredObjectDeletion, type ExpiredObjectSource } from '../storage/expired-objects';
 import type { OutputStorage } from '../storage/output-storage';
 
@@ -12,10 +12,10 @@ export type MediaFileDeletion = ExpiredObjectDeletion;
 /** A table of stored files: each row's object is deleted, then the row, once `expires_at` has passed. */
 type StoredFileTable = typeof mediaFiles | typeof files;
 
-function expiredRows(db: Database, table: StoredFileTable, now: Date): ExpiredObjectSource {
+function expiredRows(db: Database, table: StoredFileTable, now: Date, keep?: SQL): ExpiredObjectSource {
   return {
     page: async (after, limit) => {
-      const expired = lte(table.expiresAt, now);
+      const expired = and(lte(table.expiresAt, now), keep)!;
       const rows = await db
         .select({ id: table.id, storageKey: table.storageKey, expiresAt: table.expiresAt })
         .from(table)
@@ -44,6 +44,8 @@ export async function deleteExpiredMediaFiles(
   const settings = { batchRows: options.batchRows ?? MEDIA_DELETE_BATCH_ROWS, onBatch: options.onBatch };
   const media = await deleteExpiredObjects(storage, expiredRows(db, mediaFiles, now), { ...settings, budgetMs: options.budgetMs });
   if (!media.done) return media;
-  const batchFiles = await deleteExpiredObjects(storage, expiredRows(db, files, now), { ...settings, budgetMs: Math.max(0, options.budgetMs - (Date.now() - started)) });
+  // A batch still running keeps its input past the retention: it reads it until it ends.
+  const unusedByRunningBatch = sql`not exists (select 1 from ${batches} where ${batches.inputFileId} = ${files.id} and ${batches.status} not in ('completed', 'failed', 'expired', 'cancelled'))`;
+  const batchFiles = await deleteExpiredObjects(storage, expiredRows(db, files, now, unusedByRunningBatch), { ...settings, budgetMs: Math.max(0, options.budgetMs - (Date.now() - started)) });
   return { deleted: media.deleted + batchFiles.deleted, failed: media.failed + batchFiles.failed, done: batchFiles.done };
 }

@@ -1,5 +1,5 @@
 import { Readable } from 'node:stream';
-import { InputCheck, MAX_REPORTED_LINE_ERRORS, parseInputLine } from '../../core/batches/input-lines';
+import { InputCheck, MAX_BATCH_ITEMS, MAX_REPORTED_LINE_ERRORS, parseInputLine } from '../../core/batches/input-lines';
 import { jsonlLines } from '../../core/batches/jsonl-reader';
 
 const line = (fields: Record<string, unknown>) => JSON.stringify({ custom_id: 'a', method: 'POST', url: '/v1/chat/completions', body: { model: 'm', messages: [] }, ...fields });
@@ -33,6 +33,15 @@ describe('a whole input', () => {
     check.take(line({ custom_id: 'a' }), 4);
     expect(check.items).toBe(2);
     expect(check.errors()).toEqual([expect.objectContaining({ code: 'duplicate_custom_id', line: 4 })]);
+  });
+
+  it('refuses a batch past 50,000 requests, and stops reading (and remembering ids) there', () => {
+    const check = new InputCheck('/v1/chat/completions');
+    let line = 0;
+    while (!check.overLimit) check.take(JSON.stringify({ custom_id: `c${line}`, method: 'POST', url: '/v1/chat/completions', body: { model: 'm' } }), ++line);
+    expect(line).toBe(MAX_BATCH_ITEMS + 1);
+    expect(check.errors()).toEqual([expect.objectContaining({ code: 'too_many_requests', line: MAX_BATCH_ITEMS + 1 })]);
+    expect(check.take(line.toString(), line + 1)).toBeNull();
   });
 
   it('refuses an empty input, and lists at most ten errors', () => {

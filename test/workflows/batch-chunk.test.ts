@@ -35,10 +35,10 @@ describe('a batch chunk', () => {
   });
 
   /** A validated batch of `items` lines, its chunk 0 ready to run, the caller answering `answer`. */
-  async function batchWith(items: number, answer: (call: number) => BatchItemAnswer, changes: Partial<typeof batches.$inferInsert> = {}) {
+  async function batchWith(items: number, answer: (call: number) => BatchItemAnswer, changes: Partial<typeof batches.$inferInsert> = {}, options: { lines?: string[]; validate?: boolean } = {}) {
     const id = `batch_chunk_${run}_${seq++}`;
     const storageKey = `files/${orgId}/${id}`;
-    const lines = Array.from({ length: items }, (_, i) => JSON.stringify({ custom_id: `c${i}`, method: 'POST', url: '/v1/chat/completions', body: { model: 'm', messages: [] } }));
+    const lines = options.lines ?? Array.from({ length: items }, (_, i) => JSON.stringify({ custom_id: `c${i}`, method: 'POST', url: '/v1/chat/completions', body: { model: 'm', messages: [] } }));
     await storage.put(storageKey, Readable.from([Buffer.from(lines.join('\n'))]));
     await database.db.insert(files).values({ id: `file_${id}`, orgId, keyId: 'key_x', lineageId: 'key_x', projectId: 'proj_x', purpose: 'batch', filename: 'in.jsonl', bytes: 1, storageKey });
     await database.db.insert(batches).values({
@@ -53,9 +53,8 @@ describe('a batch chunk', () => {
         return answer(calls.length);
       },
     });
-    const env = new MockActivityEnvironment();
-    expect(await env.run(activities.validateBatchInput, { batchId: id })).toEqual({ status: 'in_progress', chunks: 1 });
-    return { id, calls, runChunk: (concurrency = 4) => new MockActivityEnvironment().run(activities.runBatchChunk, { batchId: id, chunk: 0, concurrency }) };
+    if (options.validate !== false) expect(await new MockActivityEnvironment().run(activities.validateBatchInput, { batchId: id })).toEqual({ status: 'in_progress', chunks: 1 });
+    return { id, calls, storageKey, activities, runChunk: (concurrency = 4, env = new MockActivityEnvironment()) => env.run(activities.runBatchChunk, { batchId: id, chunk: 0, concurrency }) };
   }
   const itemsOf = async (id: string) => database.db.select().from(batchItems).where(eq(batchItems.batchId, id)).orderBy(batchItems.line);
   const rowOf = async (id: string) => (await database.db.select().from(batches).where(eq(batches.id, id)))[0]!;
@@ -106,5 +105,49 @@ describe('a batch chunk', () => {
     expect(b.calls).toHaveLength(2);
     expect((await itemsOf(b.id)).map((i) => i.attempts)).toEqual([1, 2, 1]);
     expect((await rowOf(b.id)).rerun).toBe(1);
+  });
+
+  it('goes on past a 402 of one item\'s own limit (its end user\'s cap): only a shared limit stops the batch', async () => {
+    const b = await batchWith(4, (call) => (call === 2 || call === 5 ? refusal(402, 'end_user_budget') : ok(`r${call}`)));
+    expect(await b.runChunk(4)).toEqual({ stopped: null });
+    expect((await itemsOf(b.id)).map((i) => i.outcome)).toEqual(['succeeded', 'errored', 'succeeded', 'succeeded']);
+  });
+
+  it('fails a refused input even when a cancel came while it was being read', async () => {
+    const b = await batchWith(0, (call) => ok(`r${call}`), {}, { lines: ['not json'], validate: false });
+    await database.db.update(batches).set({ status: 'cancelling' }).where(eq(batches.id, b.id));
+    expect(await new MockActivityEnvironment().run(b.activities.validateBatchInput, { batchId: b.id })).toEqual({ status: 'failed' });
+    expect(await rowOf(b.id)).toMatchObject({ status: 'failed', errors: [expect.objectContaining({ code: 'invalid_json_line', line: 1 })] });
+  });
+
+  it('stops calling models once its attempt is cancelled (timed out, replaced by a retry)', async () => {
+    const b = await batchWith(8, (call) => ok(`r${call}`));
+    const env = new MockActivityEnvironment();
+    env.cancel();
+    await expect(b.runChunk(2, env)).rejects.toBeTruthy();
+    expect(b.calls).toEqual([]);
+  });
+
+  it('ends a chunk whose input is gone with a failure no retry repeats', async () => {
+    const b = await batchWith(3, (call) => ok(`r${call}`));
+    await storage.remove(b.storageKey);
+    await expect(b.runChunk()).rejects.toMatchObject({ type: 'BatchInputGone', nonRetryable: true });
+  });
+
+  it('names an item its worker lost, called and never recorded, in the error file of a batch that then ended', async () => {
+    const b = await batchWith(3, (call) => ok(`r${call}`));
+    await database.db.insert(batchItems).values([
+      { batchId: b.id, line: 1, customId: 'c0', outcome: 'succeeded', attempts: 1, statusCode: 200, body: { id: 'r' } },
+      { batchId: b.id, line: 2, customId: 'c1', attempts: 1 },
+    ]);
+    await database.db.update(batches).set({ status: 'cancelling', completed: 1 }).where(eq(batches.id, b.id));
+    await new MockActivityEnvironment().run(b.activities.finalizeBatch, { batchId: b.id, ending: { status: 'cancelled' as const } });
+    const row = await rowOf(b.id);
+    expect(row).toMatchObject({ status: 'cancelled', completed: 1, failed: 1, unrun: 1 });
+    const stored = await storage.open(`files/${orgId}/${(await database.db.select({ id: batches.errorFileId }).from(batches).where(eq(batches.id, b.id)))[0]!.id!}`);
+    const chunks: Buffer[] = [];
+    for await (const chunk of stored!.stream) chunks.push(chunk as Buffer);
+    const lines = Buffer.concat(chunks).toString().trim().split('\n').map((l) => JSON.parse(l) as { custom_id: string; error: { code: string } });
+    expect(lines.map((l) => [l.custom_id, l.error.code])).toEqual([['c1', 'batch_item_lost'], ['c2', 'batch_cancelled']]);
   });
 });

@@ -4,7 +4,7 @@ import { Readable } from 'node:stream';
 import { Client, ScheduleOverlapPolicy } from '@temporalio/client';
 import { inArray, sql } from 'drizzle-orm';
 import { fixedClock, systemClock } from '../../core/clock';
-import { files, mediaFiles, organizations, orgSettings, requestLogs, storedResponses } from '../../core/db/schema';
+import { batches, files, mediaFiles, organizations, orgSettings, requestLogs, storedResponses } from '../../core/db/schema';
 import { createLinkSigner } from '../../core/jobs/output-links';
 import { deleteExpiredMediaFiles } from '../../core/media/expired-files';
 import { createMediaFiles } from '../../core/media/stored-files';
@@ -184,9 +184,13 @@ describe('request log retention', () => {
       const old = await stored(`file_${run}_old`, new Date(Date.now() - HOUR));
       const fresh = await stored(`file_${run}_fresh`, new Date(Date.now() + HOUR));
       const forever = await stored(`file_${run}_forever`, null);
+      // Past its retention too, but a batch still running reads it: kept until that batch ends.
+      const inUse = await stored(`file_${run}_inuse`, new Date(Date.now() - HOUR));
+      await database.db.insert(batches).values({ id: `batch_${run}_running`, orgId: orgDefault, keyId: 'key_x', lineageId: 'key_x', projectId: 'proj_x', wire: 'openai', endpoint: '/v1/chat/completions', inputFileId: `file_${run}_inuse`, completionWindow: '24h', chunkItems: 100, status: 'in_progress', expiresAt: new Date(Date.now() + HOUR) });
       await runRetention('batch-files');
-      const left = (await database.db.select({ id: files.id }).from(files).where(inArray(files.id, [`file_${run}_old`, `file_${run}_fresh`, `file_${run}_forever`]))).map((r) => r.id).sort();
-      expect(left).toEqual([`file_${run}_forever`, `file_${run}_fresh`]);
+      const left = (await database.db.select({ id: files.id }).from(files).where(inArray(files.id, [`file_${run}_old`, `file_${run}_fresh`, `file_${run}_forever`, `file_${run}_inuse`]))).map((r) => r.id).sort();
+      expect(left).toEqual([`file_${run}_forever`, `file_${run}_fresh`, `file_${run}_inuse`]);
+      (await storage.open(inUse))!.stream.destroy();
       expect(await storage.open(old)).toBeNull();
       for (const key of [fresh, forever]) (await storage.open(key))!.stream.destroy();
     });

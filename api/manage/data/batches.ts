@@ -98,7 +98,7 @@ export function manageBatchRoutes(router: Router<GatewayState>, deps: { db: Data
     const limit = ctx.query.limit === undefined ? 100 : Number(ctx.query.limit);
     if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new GatewayError('invalid_request', 'Invalid `limit`: it must be a whole number from 1 to 1000.');
     const after = ctx.query.after === undefined ? 0 : Number(ctx.query.after);
-    if (!Number.isInteger(after) || after < 0) throw new GatewayError('invalid_request', 'Invalid `after`: the `next_cursor` of the previous page.');
+    if (!Number.isInteger(after) || after < 0 || after > 2_147_483_647) throw new GatewayError('invalid_request', 'Invalid `after`: the `next_cursor` of the previous page.');
     const items = await deps.db.select().from(batchItems)
       .where(and(eq(batchItems.batchId, row.id), gt(batchItems.line, after), isNotNull(batchItems.outcome)))
       .orderBy(asc(batchItems.line)).limit(limit + 1);

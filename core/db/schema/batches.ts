@@ -1,3 +1,4 @@
+import { sql } from 'drizzle-orm';
 import { bigint, index, integer, jsonb, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
 import { organizations } from './organizations';
 
@@ -28,6 +29,8 @@ export const files = pgTable(
   (t) => [
     index('files_org_id').on(t.orgId, t.id),
     index('files_lineage_id').on(t.lineageId, t.id),
+    // The retention run's walk over files past their expiry (core/media/expired-files.ts).
+    index('files_expires_at').on(t.expiresAt, t.id).where(sql`${t.expiresAt} IS NOT NULL`),
   ],
 );
 
@@ -96,6 +99,8 @@ export const batches = pgTable(
   (t) => [
     index('batches_org_id').on(t.orgId, t.id),
     index('batches_lineage_id').on(t.lineageId, t.id),
+    // A file's delete and the retention run ask whether a batch still reads it.
+    index('batches_input_file_id').on(t.inputFileId),
   ],
 );
 

@@ -1,0 +1,2 @@
+CREATE INDEX "batches_input_file_id" ON "batches" USING btree ("input_file_id");--> statement-breakpoint
+CREATE INDEX "files_expires_at" ON "files" USING btree ("expires_at","id") WHERE "files"."expires_at" IS NOT NULL;

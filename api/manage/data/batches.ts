@@ -7,7 +7,7 @@ import type { BatchRow } from '../../../core/batches/present';
 import type { Database } from '../../../core/db/client';
 import { BATCH_ITEM_OUTCOMES, BATCH_STATUSES, batches, batchItems } from '../../../core/db/schema';
 import { GatewayError } from '../../../core/errors';
-import { afterCursor, keysetOrder, listEnvelope, pageOf, readPage, timestampKey, type Keyset } from '../../../core/paging';
+import { afterCursor, keysetOrder, listEnvelope, NO_NEXT_CURSOR, pageOf, readPage, timestampKey, type Keyset } from '../../../core/paging';
 import { toDollars } from '../../../core/spend/money';
 import { workflowIds } from '../../../workflows/definitions';
 import type { GatewayState } from '../../context';
@@ -107,7 +107,7 @@ export function manageBatchRoutes(router: Router<GatewayState>, deps: { db: Data
       object: 'list',
       data: page.map((i) => ({ line: i.line, custom_id: i.customId, outcome: i.outcome!, status_code: i.statusCode, request_id: i.requestId, cost: i.costNanos === null ? null : toDollars(i.costNanos), attempts: i.attempts })),
       has_more: items.length > limit,
-      next_cursor: items.length > limit ? String(page.at(-1)!.line) : null,
+      next_cursor: items.length > limit ? String(page.at(-1)!.line) : NO_NEXT_CURSOR,
     };
   });
 }
@@ -137,7 +137,7 @@ export function manageBatchPaths(errors: Record<string, unknown>): ZodOpenApiPat
         summary: `A batch's ended items in input order, each with its outcome, status, request id and cost (never its answer). Scope \`${SCOPE}\`.`,
         requestParams: { path: z.object({ id: z.string() }), query: z.object({ limit: z.number().int().min(1).max(1000).optional(), after: z.string().optional() }) },
         responses: {
-          '200': json(z.object({ object: z.literal('list'), data: z.array(itemSchema), has_more: z.boolean(), next_cursor: z.string().nullable() }), 'A page of items.'),
+          '200': json(z.object({ object: z.literal('list'), data: z.array(itemSchema), has_more: z.boolean(), next_cursor: z.string() }), 'A page of items.'),
           ...errors,
         },
       },

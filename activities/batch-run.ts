@@ -182,127 +182,123 @@ export function createBatchActivities(deps: BatchDeps) {
   };
 
   async function validate(batch: BatchRow): Promise<{ status: 'failed' } | { status: 'in_progress'; chunks: number }> {
-    {
-      const check = new InputCheck(batch.endpoint);
-      const starts: BatchChunkStart[] = [];
-      const stream = await openInput(batch);
-      let tooLong: number | null = null;
-      if (stream) {
-        try {
-          for await (const { text, line, offset } of jsonlLines(stream)) {
-            const before = check.items;
-            const item = check.take(text, line);
-            if (item && before % batch.chunkItems === 0) starts.push({ offset, line });
-            // Past the bound the batch fails anyway: the rest of the file is not read.
-            if (check.overLimit) break;
-          }
-        } catch (err) {
-          if (!(err instanceof LineTooLong)) throw err;
-          tooLong = err.line;
-        } finally {
-          stream.destroy();
+    const check = new InputCheck(batch.endpoint);
+    const starts: BatchChunkStart[] = [];
+    const stream = await openInput(batch);
+    let tooLong: number | null = null;
+    if (stream) {
+      try {
+        for await (const { text, line, offset } of jsonlLines(stream)) {
+          const before = check.items;
+          const item = check.take(text, line);
+          if (item && before % batch.chunkItems === 0) starts.push({ offset, line });
+          // Past the bound the batch fails anyway: the rest of the file is not read.
+          if (check.overLimit) break;
         }
+      } catch (err) {
+        if (!(err instanceof LineTooLong)) throw err;
+        tooLong = err.line;
+      } finally {
+        stream.destroy();
       }
-      const errors = !stream
-        ? [{ code: 'invalid_file', message: `The input file \`${batch.inputFileId}\` is gone.`, param: 'input_file_id', line: null }]
-        : tooLong !== null ? [{ code: 'invalid_json_line', message: `Line ${tooLong} is longer than any request the gateway takes.`, param: null, line: tooLong }] : check.errors();
-      const now = deps.clock.now();
-      if (errors.length > 0) {
-        const deliveries = await deps.db.transaction(async (tx) => {
-          // A cancel that came while validating does not keep a refused batch open: it fails.
-          const [failed] = await tx.update(batches).set({ status: 'failed', errors, failedAt: now, updatedAt: now }).where(and(eq(batches.id, batch.id), inArray(batches.status, ['validating', 'cancelling']))).returning();
-          return failed ? queueBatchEvent(tx, failed, deps.publicUrl, now) : [];
-        });
-        await deps.startDeliveries(deliveries);
-        return { status: 'failed' };
-      }
-      // A cancel that came while validating keeps its `cancelling`; the run stops at its first chunk.
-      await deps.db.update(batches).set({
-        chunkStarts: starts, total: check.items, updatedAt: now,
-        status: sql`case when ${batches.status} = 'validating' then 'in_progress' else ${batches.status} end`,
-        inProgressAt: now,
-      }).where(eq(batches.id, batch.id));
-      return { status: 'in_progress', chunks: starts.length };
     }
+    const errors = !stream
+      ? [{ code: 'invalid_file', message: `The input file \`${batch.inputFileId}\` is gone.`, param: 'input_file_id', line: null }]
+      : tooLong !== null ? [{ code: 'invalid_json_line', message: `Line ${tooLong} is longer than any request the gateway takes.`, param: null, line: tooLong }] : check.errors();
+    const now = deps.clock.now();
+    if (errors.length > 0) {
+      const deliveries = await deps.db.transaction(async (tx) => {
+        // A cancel that came while validating does not keep a refused batch open: it fails.
+        const [failed] = await tx.update(batches).set({ status: 'failed', errors, failedAt: now, updatedAt: now }).where(and(eq(batches.id, batch.id), inArray(batches.status, ['validating', 'cancelling']))).returning();
+        return failed ? queueBatchEvent(tx, failed, deps.publicUrl, now) : [];
+      });
+      await deps.startDeliveries(deliveries);
+      return { status: 'failed' };
+    }
+    // A cancel that came while validating keeps its `cancelling`; the run stops at its first chunk.
+    await deps.db.update(batches).set({
+      chunkStarts: starts, total: check.items, updatedAt: now,
+      status: sql`case when ${batches.status} = 'validating' then 'in_progress' else ${batches.status} end`,
+      inProgressAt: now,
+    }).where(eq(batches.id, batch.id));
+    return { status: 'in_progress', chunks: starts.length };
   }
 
   async function finalize(batch: BatchRow, ending: BatchEnding): Promise<void> {
-    {
-      const startedAt = deps.clock.now();
-      if (ending.status === 'completed') {
-        await deps.db.update(batches).set({ status: 'finalizing', finalizingAt: startedAt, updatedAt: startedAt }).where(and(eq(batches.id, batch.id), eq(batches.status, 'in_progress')));
-      }
-      const scratchRoot = deps.scratchDir ?? os.tmpdir();
-      await fs.promises.mkdir(scratchRoot, { recursive: true });
-      const scratch = await fs.promises.mkdtemp(path.join(scratchRoot, `${batch.id}-`));
+    const startedAt = deps.clock.now();
+    if (ending.status === 'completed') {
+      await deps.db.update(batches).set({ status: 'finalizing', finalizingAt: startedAt, updatedAt: startedAt }).where(and(eq(batches.id, batch.id), eq(batches.status, 'in_progress')));
+    }
+    const scratchRoot = deps.scratchDir ?? os.tmpdir();
+    await fs.promises.mkdir(scratchRoot, { recursive: true });
+    const scratch = await fs.promises.mkdtemp(path.join(scratchRoot, `${batch.id}-`));
+    try {
+      const outputPath = path.join(scratch, 'output.jsonl');
+      const errorPath = path.join(scratch, 'errors.jsonl');
+      const output = fs.createWriteStream(outputPath);
+      const errorsOut = fs.createWriteStream(errorPath);
+      const counts = { output: 0, errors: 0, unrun: 0, lost: 0 };
+      const write = async (stream: fs.WriteStream, line: string) => {
+        if (!stream.write(`${line}\n`)) await once(stream, 'drain');
+      };
+      const lineOf = batch.wire === 'anthropic' ? anthropicResultLine : openAIResultLine;
+      const unrun: UnrunReason = ending.unrun ? { status: 'completed', refusal: ending.unrun } : { status: ending.status === 'expired' ? 'expired' : 'cancelled' };
+      const recordedRows = recordedItemsInOrder(batch.id);
+      let next = await recordedRows.next();
+      const stream = await openInput(batch);
+      if (!stream) throw inputGone(`batch ${batch.id}'s input file is gone`);
       try {
-        const outputPath = path.join(scratch, 'output.jsonl');
-        const errorPath = path.join(scratch, 'errors.jsonl');
-        const output = fs.createWriteStream(outputPath);
-        const errorsOut = fs.createWriteStream(errorPath);
-        const counts = { output: 0, errors: 0, unrun: 0, lost: 0 };
-        const write = async (stream: fs.WriteStream, line: string) => {
-          if (!stream.write(`${line}\n`)) await once(stream, 'drain');
-        };
-        const lineOf = batch.wire === 'anthropic' ? anthropicResultLine : openAIResultLine;
-        const unrun: UnrunReason = ending.unrun ? { status: 'completed', refusal: ending.unrun } : { status: ending.status === 'expired' ? 'expired' : 'cancelled' };
-        const recordedRows = recordedItemsInOrder(batch.id);
-        let next = await recordedRows.next();
-        const stream = await openInput(batch);
-        if (!stream) throw inputGone(`batch ${batch.id}'s input file is gone`);
-        try {
-          for await (const { text, line } of jsonlLines(stream)) {
-            if (text.trim() === '') continue;
-            const parsed = parseInputLine(text, line, batch.endpoint);
-            if (isLineError(parsed)) continue;
-            while (!next.done && next.value.line < line) next = await recordedRows.next();
-            const row = !next.done && next.value.line === line ? next.value : null;
-            const item: FinishedItem = row?.outcome ? { customId: parsed.customId, outcome: row.outcome, statusCode: row.statusCode, requestId: row.requestId, body: row.body } : { customId: parsed.customId, outcome: null, attempted: row !== null };
-            const { file, line: result } = lineOf(item, unrun);
-            counts[file] += 1;
-            if (!row?.outcome) counts[row ? 'lost' : 'unrun'] += 1;
-            await write(file === 'output' ? output : errorsOut, JSON.stringify(result));
-          }
-        } finally {
-          stream.destroy();
+        for await (const { text, line } of jsonlLines(stream)) {
+          if (text.trim() === '') continue;
+          const parsed = parseInputLine(text, line, batch.endpoint);
+          if (isLineError(parsed)) continue;
+          while (!next.done && next.value.line < line) next = await recordedRows.next();
+          const row = !next.done && next.value.line === line ? next.value : null;
+          const item: FinishedItem = row?.outcome ? { customId: parsed.customId, outcome: row.outcome, statusCode: row.statusCode, requestId: row.requestId, body: row.body } : { customId: parsed.customId, outcome: null, attempted: row !== null };
+          const { file, line: result } = lineOf(item, unrun);
+          counts[file] += 1;
+          if (!row?.outcome) counts[row ? 'lost' : 'unrun'] += 1;
+          await write(file === 'output' ? output : errorsOut, JSON.stringify(result));
         }
-        output.end();
-        errorsOut.end();
-        await Promise.all([once(output, 'close'), once(errorsOut, 'close')]);
-
-        const now = deps.clock.now();
-        const expiresAt = await batchFileExpiry(deps.db, batch.orgId, now);
-        const keep = async (suffix: 'output' | 'errors', file: string, count: number) => {
-          if (count === 0) return null;
-          const id = `file_${batch.id.slice(batch.id.indexOf('_') + 1)}${suffix === 'output' ? 'o' : 'e'}`;
-          const storageKey = `files/${batch.orgId}/${id}`;
-          const { bytes } = await deps.storage.put(storageKey, fs.createReadStream(file));
-          await deps.db.insert(files).values({
-            id, orgId: batch.orgId, keyId: batch.keyId, lineageId: batch.lineageId, projectId: batch.projectId,
-            purpose: 'batch_output', filename: `${batch.id}_${suffix}.jsonl`, bytes, storageKey, expiresAt, createdAt: now,
-          }).onConflictDoNothing();
-          return id;
-        };
-        const [outputFileId, errorFileId] = [await keep('output', outputPath, counts.output), await keep('errors', errorPath, counts.errors)];
-        const ended = ending.status;
-        const deliveries = await deps.db.transaction(async (tx) => {
-          const [moved] = await tx.update(batches).set({
-            // Items lost with a worker count as failed; so do those a shared limit refused (they
-            // carry its 402); the rest that never ran are `unrun` (cancelled, expired).
-            status: ended, outputFileId, errorFileId, updatedAt: now,
-            ...(ending.unrun ? { failed: sql`${batches.failed} + ${counts.unrun + counts.lost}`, unrun: 0 } : { failed: sql`${batches.failed} + ${counts.lost}`, unrun: counts.unrun }),
-            ...(ended === 'completed' && { completedAt: now }),
-            ...(ended === 'cancelled' && { cancelledAt: now }),
-            ...(ended === 'expired' && { expiredAt: now }),
-          }).where(and(eq(batches.id, batch.id), inArray(batches.status, ['in_progress', 'finalizing', 'cancelling']))).returning();
-          // The answers live on in the files; the rows keep each item's outcome and cost.
-          await tx.update(batchItems).set({ body: null }).where(eq(batchItems.batchId, batch.id));
-          return moved ? queueBatchEvent(tx, moved, deps.publicUrl, now) : [];
-        });
-        await deps.startDeliveries(deliveries);
       } finally {
-        await fs.promises.rm(scratch, { recursive: true, force: true });
+        stream.destroy();
       }
+      output.end();
+      errorsOut.end();
+      await Promise.all([once(output, 'close'), once(errorsOut, 'close')]);
+
+      const now = deps.clock.now();
+      const expiresAt = await batchFileExpiry(deps.db, batch.orgId, now);
+      const keep = async (suffix: 'output' | 'errors', file: string, count: number) => {
+        if (count === 0) return null;
+        const id = `file_${batch.id.slice(batch.id.indexOf('_') + 1)}${suffix === 'output' ? 'o' : 'e'}`;
+        const storageKey = `files/${batch.orgId}/${id}`;
+        const { bytes } = await deps.storage.put(storageKey, fs.createReadStream(file));
+        await deps.db.insert(files).values({
+          id, orgId: batch.orgId, keyId: batch.keyId, lineageId: batch.lineageId, projectId: batch.projectId,
+          purpose: 'batch_output', filename: `${batch.id}_${suffix}.jsonl`, bytes, storageKey, expiresAt, createdAt: now,
+        }).onConflictDoNothing();
+        return id;
+      };
+      const [outputFileId, errorFileId] = [await keep('output', outputPath, counts.output), await keep('errors', errorPath, counts.errors)];
+      const ended = ending.status;
+      const deliveries = await deps.db.transaction(async (tx) => {
+        const [moved] = await tx.update(batches).set({
+          // Items lost with a worker count as failed; so do those a shared limit refused (they
+          // carry its 402); the rest that never ran are `unrun` (cancelled, expired).
+          status: ended, outputFileId, errorFileId, updatedAt: now,
+          ...(ending.unrun ? { failed: sql`${batches.failed} + ${counts.unrun + counts.lost}`, unrun: 0 } : { failed: sql`${batches.failed} + ${counts.lost}`, unrun: counts.unrun }),
+          ...(ended === 'completed' && { completedAt: now }),
+          ...(ended === 'cancelled' && { cancelledAt: now }),
+          ...(ended === 'expired' && { expiredAt: now }),
+        }).where(and(eq(batches.id, batch.id), inArray(batches.status, ['in_progress', 'finalizing', 'cancelling']))).returning();
+        // The answers live on in the files; the rows keep each item's outcome and cost.
+        await tx.update(batchItems).set({ body: null }).where(eq(batchItems.batchId, batch.id));
+        return moved ? queueBatchEvent(tx, moved, deps.publicUrl, now) : [];
+      });
+      await deps.startDeliveries(deliveries);
+    } finally {
+      await fs.promises.rm(scratch, { recursive: true, force: true });
     }
   }
 

@@ -10,7 +10,7 @@ import { batchFileExpiry } from '../core/batches/retention';
 import { queueBatchEvent } from '../core/batches/batch-events';
 import type { QueuedDelivery } from '../core/webhooks/fan-out';
 import { anthropicResultLine, openAIResultLine, type FinishedItem, type UnrunReason } from '../core/batches/result-lines';
-import type { BatchRow } from '../core/batches/present';
+import { batchEnded, type BatchRow } from '../core/batches/present';
 import type { Clock } from '../core/clock';
 import type { Database } from '../core/db/client';
 import { batches, batchItems, files, type BatchChunkStart, type BatchItemOutcome } from '../core/db/schema';
@@ -18,6 +18,9 @@ import { toNanos } from '../core/spend/money';
 import type { OutputStorage } from '../core/storage/output-storage';
 import type { BatchChunkResult, BatchEnding } from '../workflows/definitions';
 import { beatingThroughout } from './heartbeats';
+
+/** A batch as its activities read it (loadBatch). */
+type LoadedBatch = Omit<BatchRow, 'chunkStarts'> & { chunkCount: number | null };
 
 /** What one item's call through the gateway answered. */
 export type BatchItemAnswer = { status: number; body: unknown; requestId: string | null; retryAfterMs: number | null };
@@ -90,21 +93,25 @@ const sleep = (ms: number, signal?: AbortSignal) => new Promise<void>((resolve) 
 });
 
 export function createBatchActivities(deps: BatchDeps) {
-  /** The batch's row without its chunk list (read one chunk's start at a time, chunkItems). */
-  async function loadBatch(batchId: string): Promise<BatchRow> {
-    const [row] = await deps.db.select({ ...getTableColumns(batches), chunkStarts: sql<BatchChunkStart[] | null>`case when ${batches.chunkStarts} is null then null else '[]'::jsonb end` }).from(batches).where(eq(batches.id, batchId));
+  /**
+   * The batch's row, its chunk list left in Postgres (a chunk reads its own start, chunkItems)
+   * and only counted: `chunkCount` is null until validation has written it.
+   */
+  async function loadBatch(batchId: string): Promise<LoadedBatch> {
+    const { chunkStarts, ...columns } = getTableColumns(batches);
+    const [row] = await deps.db.select({ ...columns, chunkCount: sql<number | null>`jsonb_array_length(${chunkStarts})::int` }).from(batches).where(eq(batches.id, batchId));
     if (!row) throw inputGone(`batch ${batchId} has no row`);
     return row;
   }
 
-  async function openInput(batch: BatchRow, start = 0) {
+  async function openInput(batch: LoadedBatch, start = 0) {
     const [file] = await deps.db.select().from(files).where(eq(files.id, batch.inputFileId));
     const stored = file ? await deps.storage.open(file.storageKey, { start }) : null;
     return stored?.stream ?? null;
   }
 
   /** The items of one chunk, read from where validation found it starts. */
-  async function chunkItems(batch: BatchRow, chunk: number): Promise<BatchInputItem[]> {
+  async function chunkItems(batch: LoadedBatch, chunk: number): Promise<BatchInputItem[]> {
     // The one chunk's start, not the whole list (50,000 items make 500 of them, read per chunk).
     const [{ start } = { start: null }] = await deps.db.select({ start: sql<BatchChunkStart | null>`${batches.chunkStarts} -> (${chunk})::int` }).from(batches).where(eq(batches.id, batch.id));
     if (!start) throw inputGone(`batch ${batch.id} has no chunk ${chunk}`);
@@ -134,10 +141,7 @@ export function createBatchActivities(deps: BatchDeps) {
     async validateBatchInput(input: { batchId: string }): Promise<{ status: 'failed' } | { status: 'in_progress'; chunks: number }> {
       const batch = await loadBatch(input.batchId);
       if (batch.status === 'failed') return { status: 'failed' };
-      if (batch.chunkStarts) {
-        const [{ chunks } = { chunks: 0 }] = await deps.db.select({ chunks: sql<number>`jsonb_array_length(${batches.chunkStarts})::int` }).from(batches).where(eq(batches.id, batch.id));
-        return { status: 'in_progress', chunks };
-      }
+      if (batch.chunkCount !== null) return { status: 'in_progress', chunks: batch.chunkCount };
       return beatingThroughout(() => validate(batch));
     },
 
@@ -162,7 +166,7 @@ export function createBatchActivities(deps: BatchDeps) {
      */
     async finalizeBatch(input: { batchId: string; ending: BatchEnding }): Promise<void> {
       const batch = await loadBatch(input.batchId);
-      if (['completed', 'failed', 'expired', 'cancelled'].includes(batch.status)) return;
+      if (batchEnded(batch)) return;
       return beatingThroughout(() => finalize(batch, input.ending));
     },
 
@@ -181,7 +185,7 @@ export function createBatchActivities(deps: BatchDeps) {
     },
   };
 
-  async function validate(batch: BatchRow): Promise<{ status: 'failed' } | { status: 'in_progress'; chunks: number }> {
+  async function validate(batch: LoadedBatch): Promise<{ status: 'failed' } | { status: 'in_progress'; chunks: number }> {
     const check = new InputCheck(batch.endpoint);
     const starts: BatchChunkStart[] = [];
     const stream = await openInput(batch);
@@ -224,7 +228,7 @@ export function createBatchActivities(deps: BatchDeps) {
     return { status: 'in_progress', chunks: starts.length };
   }
 
-  async function finalize(batch: BatchRow, ending: BatchEnding): Promise<void> {
+  async function finalize(batch: LoadedBatch, ending: BatchEnding): Promise<void> {
     const startedAt = deps.clock.now();
     if (ending.status === 'completed') {
       await deps.db.update(batches).set({ status: 'finalizing', finalizingAt: startedAt, updatedAt: startedAt }).where(and(eq(batches.id, batch.id), eq(batches.status, 'in_progress')));
@@ -338,7 +342,7 @@ export function createBatchActivities(deps: BatchDeps) {
   }
 
   /** Calls one item, waiting out the key's own rate limit (the batch is paced to it) and calling again. */
-  async function callPaced(batch: BatchRow, item: BatchInputItem, signal: AbortSignal): Promise<BatchItemAnswer> {
+  async function callPaced(batch: LoadedBatch, item: BatchInputItem, signal: AbortSignal): Promise<BatchItemAnswer> {
     for (;;) {
       const answer = await deps.callItem({ batchId: batch.id, keyId: batch.keyId, endpoint: batch.endpoint, body: item.body });
       if (!isKeyRateLimited(answer) || signal.aborted) return answer;

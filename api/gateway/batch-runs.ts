@@ -1,11 +1,11 @@
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
 import { and, eq, inArray, type SQL } from 'drizzle-orm';
 import type { KeyContext } from '../../core/auth/gateway-key-auth';
-import { keyReach } from '../../core/auth/key-reach';
-import type { BatchRow } from '../../core/batches/present';
+import { withinReach } from '../../core/auth/key-reach';
+import { batchEnded, type BatchRow } from '../../core/batches/present';
 import type { Clock } from '../../core/clock';
 import type { Database } from '../../core/db/client';
-import { batches, TERMINAL_BATCH_STATUSES } from '../../core/db/schema';
+import { batches } from '../../core/db/schema';
 import { GatewayError } from '../../core/errors';
 import { newId } from '../../core/ids';
 import { errorSummary, type Logger } from '../../core/logger';
@@ -18,8 +18,7 @@ export const BATCH_WINDOW_MS = 24 * 3_600_000;
 
 /** A key reads the batches within its reach, as it reads jobs (core/auth/key-reach.ts). */
 export function batchVisibility(key: KeyContext): SQL {
-  const reach = keyReach(key);
-  return and(eq(batches.orgId, reach.orgId), reach.lineageId === null ? undefined : eq(batches.lineageId, reach.lineageId))!;
+  return withinReach(key, batches);
 }
 
 export const unknownBatch = (id: string) => new GatewayError('resource_not_found', `No batch \`${id}\` within this key's reach.`);
@@ -78,7 +77,7 @@ export async function startBatch(deps: { db: Database; clock: Clock; jobs: JobSe
  * and are kept, no new one starts, and the run ends it `cancelled`. An ended batch is refused.
  */
 export async function cancelBatch(deps: { db: Database; clock: Clock; jobs: JobServices }, row: BatchRow, log?: Logger): Promise<BatchRow> {
-  if ((TERMINAL_BATCH_STATUSES as readonly string[]).includes(row.status)) throw new GatewayError('invalid_request', `Batch \`${row.id}\` has already ended (${row.status}).`);
+  if (batchEnded(row)) throw new GatewayError('invalid_request', `Batch \`${row.id}\` has already ended (${row.status}).`);
   const now = deps.clock.now();
   const [moved] = await deps.db.update(batches).set({ status: 'cancelling', cancellingAt: now, updatedAt: now })
     .where(and(eq(batches.id, row.id), inArray(batches.status, ['validating', 'in_progress']))).returning();

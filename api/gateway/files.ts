@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import type Router from '@koa/router';
 import { and, asc, desc, eq, gt, inArray, lt, type SQL } from 'drizzle-orm';
 import type { KeyContext } from '../../core/auth/gateway-key-auth';
-import { keyReach } from '../../core/auth/key-reach';
+import { withinReach } from '../../core/auth/key-reach';
 import { batchFileExpiry } from '../../core/batches/retention';
 import { presentFile, type FileRow } from '../../core/batches/present';
 import type { Clock } from '../../core/clock';
@@ -23,8 +23,7 @@ const UPLOAD_PURPOSES = ['batch'] as const;
 
 /** A key reads the files within its reach, as it reads jobs and its request log (core/auth/key-reach.ts). */
 export function fileVisibility(key: KeyContext): SQL {
-  const reach = keyReach(key);
-  return and(eq(files.orgId, reach.orgId), reach.lineageId === null ? undefined : eq(files.lineageId, reach.lineageId))!;
+  return withinReach(key, files);
 }
 
 export const unknownFile = (id: string) => new GatewayError('resource_not_found', `No file \`${id}\` within this key's reach.`);

@@ -3,7 +3,7 @@ import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, WorkflowUp
 import { and, eq, inArray, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
 import type { KeyContext } from '../../core/auth/gateway-key-auth';
-import { keyReach } from '../../core/auth/key-reach';
+import { withinReach } from '../../core/auth/key-reach';
 import { closeJobSpend, endJobHold, reserveJobSpend } from '../../core/spend/job-spend';
 import { spendScopes } from '../../core/spend/scopes';
 import type { Clock } from '../../core/clock';
@@ -77,8 +77,7 @@ function checkWebhookUrl(raw: string): string {
  * its own lineage's, or the organization's with `observability_access: organization`.
  */
 function visibility(key: KeyContext): SQL {
-  const reach = keyReach(key);
-  return and(eq(jobs.orgId, reach.orgId), reach.lineageId === null ? undefined : eq(jobs.lineageId, reach.lineageId))!;
+  return withinReach(key, jobs);
 }
 
 /** Spec 4.2: `limit` 1 to 100, default 20. */

@@ -4,10 +4,10 @@ import type Router from '@koa/router';
 import { and, asc, desc, eq, gt, inArray, lt } from 'drizzle-orm';
 import { batchFileExpiry } from '../../core/batches/retention';
 import { ElementTooLarge, jsonArrayField, MalformedJsonBody } from '../../core/batches/json-array-field';
-import { presentAnthropicBatch } from '../../core/batches/present';
+import { batchEnded, presentAnthropicBatch } from '../../core/batches/present';
 import type { Clock } from '../../core/clock';
 import type { Database } from '../../core/db/client';
-import { batches, files, TERMINAL_BATCH_STATUSES } from '../../core/db/schema';
+import { batches, files } from '../../core/db/schema';
 import { GatewayError } from '../../core/errors';
 import { newId } from '../../core/ids';
 import type { GatewayContext, GatewayState } from '../context';
@@ -132,7 +132,7 @@ export function messageBatchRoutes(router: Router<GatewayState>, deps: { db: Dat
   /** Only an ended batch may be deleted (Anthropic's rule): its row and its files go. */
   router.delete('/messages/batches/:id', async (ctx) => {
     const row = await visibleBatch(deps.db, ctx.state.key!, ctx.params.id!, 'anthropic');
-    if (!(TERMINAL_BATCH_STATUSES as readonly string[]).includes(row.status)) throw refuse(`Batch \`${row.id}\` has not ended; cancel it first.`);
+    if (!batchEnded(row)) throw refuse(`Batch \`${row.id}\` has not ended; cancel it first.`);
     const owned = await deps.db.select().from(files).where(inArray(files.id, [row.inputFileId, ...(row.outputFileId ? [row.outputFileId] : [])]));
     await deps.db.transaction(async (tx) => {
       await tx.delete(batches).where(eq(batches.id, row.id));

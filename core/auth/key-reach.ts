@@ -1,3 +1,4 @@
+import { and, eq, type AnyColumn, type SQL } from 'drizzle-orm';
 import type { KeyContext } from './gateway-key-auth';
 
 /**
@@ -11,4 +12,10 @@ export type KeyReach = { orgId: string; lineageId: string | null };
 
 export function keyReach(key: Pick<KeyContext, 'orgId' | 'lineageId' | 'observabilityAccess'>): KeyReach {
   return { orgId: key.orgId, lineageId: key.observabilityAccess === 'organization' ? null : key.lineageId };
+}
+
+/** The rows of a table within a key's reach: its organization's, and its lineage's unless it reads the organization. */
+export function withinReach(key: Pick<KeyContext, 'orgId' | 'lineageId' | 'observabilityAccess'>, columns: { orgId: AnyColumn; lineageId: AnyColumn }): SQL {
+  const reach = keyReach(key);
+  return and(eq(columns.orgId, reach.orgId), reach.lineageId === null ? undefined : eq(columns.lineageId, reach.lineageId))!;
 }

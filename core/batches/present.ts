@@ -6,6 +6,14 @@ export type FileRow = typeof files.$inferSelect;
 
 const seconds = (at: Date | null | undefined): number | null => (at ? Math.floor(at.getTime() / 1000) : null);
 
+/** Whether a batch has ended (completed, failed, expired or cancelled). */
+export const batchEnded = (row: Pick<BatchRow, 'status'>): boolean => (TERMINAL_BATCH_STATUSES as readonly string[]).includes(row.status);
+
+/** When a batch ended: its terminal status's time; null while it runs. */
+export function batchEndedAt(row: BatchRow): Date | null {
+  return batchEnded(row) ? row.completedAt ?? row.cancelledAt ?? row.expiredAt ?? row.failedAt ?? row.updatedAt : null;
+}
+
 /** A file as OpenAI's Files API shows it (`object: "file"`); stored files are always `processed`. */
 export function presentFile(row: FileRow) {
   return {
@@ -63,7 +71,7 @@ const isoOrNull = (at: Date | null | undefined): string | null => (at ? at.toISO
  * or `expired` for the items never run; `processing` the rest. `results_url` once ended.
  */
 export function presentAnthropicBatch(row: BatchRow, baseUrl: string) {
-  const ended = (TERMINAL_BATCH_STATUSES as readonly string[]).includes(row.status);
+  const ended = batchEnded(row);
   const unrun = row.status === 'expired' ? { canceled: 0, expired: row.unrun } : { canceled: row.unrun, expired: 0 };
   const settled = row.completed + row.failed + row.unrun;
   return {
@@ -73,7 +81,7 @@ export function presentAnthropicBatch(row: BatchRow, baseUrl: string) {
     request_counts: { processing: ended ? 0 : Math.max(0, row.total - settled), succeeded: row.completed, errored: row.failed, ...unrun },
     created_at: row.createdAt.toISOString(),
     expires_at: row.expiresAt.toISOString(),
-    ended_at: ended ? isoOrNull(row.completedAt ?? row.cancelledAt ?? row.expiredAt ?? row.failedAt ?? row.updatedAt) : null,
+    ended_at: isoOrNull(batchEndedAt(row)),
     cancel_initiated_at: isoOrNull(row.cancellingAt),
     archived_at: null,
     results_url: ended && row.outputFileId ? `${baseUrl}/v1/messages/batches/${row.id}/results` : null,

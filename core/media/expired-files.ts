@@ -1,6 +1,6 @@
-import { and, asc, eq, gt, inArray, lte, or, sql, type SQL } from 'drizzle-orm';
+import { and, asc, eq, gt, inArray, lte, notExists, notInArray, or, sql, type SQL } from 'drizzle-orm';
 import type { Database } from '../db/client';
-import { batches, files, mediaFiles } from '../db/schema';
+import { batches, files, mediaFiles, TERMINAL_BATCH_STATUSES } from '../db/schema';
 import { deleteExpiredObjects, type ExpiredObjectDeletion, type ExpiredObjectSource } from '../storage/expired-objects';
 import type { OutputStorage } from '../storage/output-storage';
 
@@ -45,7 +45,7 @@ export async function deleteExpiredMediaFiles(
   const media = await deleteExpiredObjects(storage, expiredRows(db, mediaFiles, now), { ...settings, budgetMs: options.budgetMs });
   if (!media.done) return media;
   // A batch still running keeps its input past the retention: it reads it until it ends.
-  const unusedByRunningBatch = sql`not exists (select 1 from ${batches} where ${batches.inputFileId} = ${files.id} and ${batches.status} not in ('completed', 'failed', 'expired', 'cancelled'))`;
+  const unusedByRunningBatch = notExists(db.select({ one: sql`1` }).from(batches).where(and(eq(batches.inputFileId, files.id), notInArray(batches.status, [...TERMINAL_BATCH_STATUSES]))));
   const batchFiles = await deleteExpiredObjects(storage, expiredRows(db, files, now, unusedByRunningBatch), { ...settings, budgetMs: Math.max(0, options.budgetMs - (Date.now() - started)) });
   return { deleted: media.deleted + batchFiles.deleted, failed: media.failed + batchFiles.failed, done: batchFiles.done };
 }

@@ -3,7 +3,7 @@ import { and, asc, eq, gt, inArray, isNotNull, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
 import type { ZodOpenApiPathsObject } from 'zod-openapi';
 import { unixOrNull, unixSeconds } from '../../../core/clock';
-import type { BatchRow } from '../../../core/batches/present';
+import { batchEndedAt, type BatchRow } from '../../../core/batches/present';
 import type { Database } from '../../../core/db/client';
 import { BATCH_ITEM_OUTCOMES, BATCH_STATUSES, batches, batchItems } from '../../../core/db/schema';
 import { GatewayError } from '../../../core/errors';
@@ -62,7 +62,7 @@ function presentBatch(row: BatchRow): z.infer<typeof batchSchema> {
     id: row.id, object: 'batch', wire: row.wire, endpoint: row.endpoint, status: row.status, key_id: row.keyId, project_id: row.projectId,
     request_counts: { total: row.total, completed: row.completed, failed: row.failed, not_run: row.unrun },
     progress: row.total > 0 ? Math.min(1, ended / row.total) : 0, cost: toDollars(row.costNanos), rerun_count: row.rerun,
-    created_at: unixSeconds(row.createdAt), ended_at: unixOrNull(row.completedAt ?? row.cancelledAt ?? row.expiredAt ?? row.failedAt), expires_at: unixSeconds(row.expiresAt),
+    created_at: unixSeconds(row.createdAt), ended_at: unixOrNull(batchEndedAt(row)), expires_at: unixSeconds(row.expiresAt),
   };
 }
 

@@ -18,9 +18,9 @@ import { toNanos } from '../core/spend/money';
 import type { OutputStorage } from '../core/storage/output-storage';
 import type { BatchChunkResult, BatchEnding } from '../workflows/definitions';
 import { beatingThroughout } from './heartbeats';
+import { batchInputReaders, inputGone, type LoadedBatch } from './batch-input';
+import type { NativeBatchPlan } from '../core/batches/native-wire';
 
-/** A batch as its activities read it (loadBatch). */
-type LoadedBatch = Omit<BatchRow, 'chunkStarts'> & { chunkCount: number | null };
 
 /** What one item's call through the gateway answered. */
 export type BatchItemAnswer = { status: number; body: unknown; requestId: string | null; retryAfterMs: number | null };
@@ -31,6 +31,9 @@ export type BatchItemAnswer = { status: number; body: unknown; requestId: string
  * meets (reach, routes, spend limits, rate limits, guardrails, cache, the request log).
  */
 export type BatchItemCaller = (request: { batchId: string; keyId: string; endpoint: string; body: Record<string, unknown> }) => Promise<BatchItemAnswer>;
+
+/** What validation found: the batch failed, or how many chunks it has and whether a provider's batch API runs it. */
+export type BatchValidation = { status: 'failed' } | { status: 'in_progress'; chunks: number; native?: boolean };
 
 export type BatchDeps = {
   db: Database;
@@ -43,6 +46,8 @@ export type BatchDeps = {
   startDeliveries: (deliveries: QueuedDelivery[]) => Promise<void>;
   /** Where an Anthropic batch's `results_url` points in its event (GW_PUBLIC_URL). */
   publicUrl: string;
+  /** Where a batch of one model would run natively (api/native-batch-services.ts); absent or null: the gateway runs it. */
+  nativePlan?: (input: { keyId: string; endpoint: string; model: string }) => Promise<NativeBatchPlan | null>;
 };
 
 /** A wait the key's rate limit asks for is honoured up to this long at a time (then asked again). */
@@ -70,9 +75,6 @@ function isSharedLimit(answer: BatchItemAnswer): boolean {
   return typeof code === 'string' && SHARED_LIMIT_CODES.has(code);
 }
 
-/** The batch's input file or its row is gone: nothing a retry can mend, so the run ends the batch failed. */
-export const BATCH_INPUT_GONE = 'BatchInputGone';
-const inputGone = (what: string) => ApplicationFailure.nonRetryable(what, BATCH_INPUT_GONE);
 
 /** Answers fetched at a time when finalize writes the files: bounded by their size, not their count. */
 const FINALIZE_PAGE_BYTES = 32_000_000;
@@ -93,44 +95,7 @@ const sleep = (ms: number, signal?: AbortSignal) => new Promise<void>((resolve) 
 });
 
 export function createBatchActivities(deps: BatchDeps) {
-  /**
-   * The batch's row, its chunk list left in Postgres (a chunk reads its own start, chunkItems)
-   * and only counted: `chunkCount` is null until validation has written it.
-   */
-  async function loadBatch(batchId: string): Promise<LoadedBatch> {
-    const { chunkStarts, ...columns } = getTableColumns(batches);
-    const [row] = await deps.db.select({ ...columns, chunkCount: sql<number | null>`jsonb_array_length(${chunkStarts})::int` }).from(batches).where(eq(batches.id, batchId));
-    if (!row) throw inputGone(`batch ${batchId} has no row`);
-    return row;
-  }
-
-  async function openInput(batch: LoadedBatch, start = 0) {
-    const [file] = await deps.db.select().from(files).where(eq(files.id, batch.inputFileId));
-    const stored = file ? await deps.storage.open(file.storageKey, { start }) : null;
-    return stored?.stream ?? null;
-  }
-
-  /** The items of one chunk, read from where validation found it starts. */
-  async function chunkItems(batch: LoadedBatch, chunk: number): Promise<BatchInputItem[]> {
-    // The one chunk's start, not the whole list (50,000 items make 500 of them, read per chunk).
-    const [{ start } = { start: null }] = await deps.db.select({ start: sql<BatchChunkStart | null>`${batches.chunkStarts} -> (${chunk})::int` }).from(batches).where(eq(batches.id, batch.id));
-    if (!start) throw inputGone(`batch ${batch.id} has no chunk ${chunk}`);
-    const stream = await openInput(batch, start.offset);
-    if (!stream) throw inputGone(`batch ${batch.id}'s input file is gone`);
-    const items: BatchInputItem[] = [];
-    try {
-      for await (const { text, line } of jsonlLines(stream, { startOffset: start.offset, firstLine: start.line })) {
-        if (text.trim() === '') continue;
-        const parsed = parseInputLine(text, line, batch.endpoint);
-        if (isLineError(parsed)) throw new Error(`batch ${batch.id}: line ${line}, validated before, no longer parses (${parsed.message})`);
-        items.push(parsed);
-        if (items.length === batch.chunkItems) break;
-      }
-    } finally {
-      stream.destroy();
-    }
-    return items;
-  }
+  const { loadBatch, openInput, chunkItems } = batchInputReaders(deps);
 
   return {
     /**
@@ -138,10 +103,10 @@ export function createBatchActivities(deps: BatchDeps) {
      * names it), the count kept, and the byte offset where every chunk starts written down. Done
      * once: a retry after it finds the batch past `validating` and answers what it wrote.
      */
-    async validateBatchInput(input: { batchId: string }): Promise<{ status: 'failed' } | { status: 'in_progress'; chunks: number }> {
+    async validateBatchInput(input: { batchId: string }): Promise<BatchValidation> {
       const batch = await loadBatch(input.batchId);
       if (batch.status === 'failed') return { status: 'failed' };
-      if (batch.chunkCount !== null) return { status: 'in_progress', chunks: batch.chunkCount };
+      if (batch.chunkCount !== null) return { status: 'in_progress', chunks: batch.chunkCount, native: batch.native !== null };
       return beatingThroughout(() => validate(batch));
     },
 
@@ -185,7 +150,7 @@ export function createBatchActivities(deps: BatchDeps) {
     },
   };
 
-  async function validate(batch: LoadedBatch): Promise<{ status: 'failed' } | { status: 'in_progress'; chunks: number }> {
+  async function validate(batch: LoadedBatch): Promise<BatchValidation> {
     const check = new InputCheck(batch.endpoint);
     const starts: BatchChunkStart[] = [];
     const stream = await openInput(batch);
@@ -219,13 +184,15 @@ export function createBatchActivities(deps: BatchDeps) {
       await deps.startDeliveries(deliveries);
       return { status: 'failed' };
     }
+    // One model whose route's first connection has a batch API: the provider runs it (native-batch.ts).
+    const plan = check.model ? await deps.nativePlan?.({ keyId: batch.keyId, endpoint: batch.endpoint, model: check.model }) : null;
     // A cancel that came while validating keeps its `cancelling`; the run stops at its first chunk.
     await deps.db.update(batches).set({
-      chunkStarts: starts, total: check.items, updatedAt: now,
+      chunkStarts: starts, total: check.items, updatedAt: now, native: plan ? { plan } : null,
       status: sql`case when ${batches.status} = 'validating' then 'in_progress' else ${batches.status} end`,
       inProgressAt: now,
     }).where(eq(batches.id, batch.id));
-    return { status: 'in_progress', chunks: starts.length };
+    return { status: 'in_progress', chunks: starts.length, native: plan !== null && plan !== undefined };
   }
 
   async function finalize(batch: LoadedBatch, ending: BatchEnding): Promise<void> {

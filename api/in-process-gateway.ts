@@ -7,8 +7,10 @@ import type { Logger } from '../core/logger';
 import { createApp } from './app';
 import { BATCH_ITEM_AUTH, type BatchItemAuth } from './batch-item-auth';
 import { startApiRuntime } from './runtime';
+import { loadKeyContext } from '../core/auth/gateway-key-auth';
+import { createNativeBatchServices, type NativeBatchServices } from './native-batch-services';
 
-export type InProcessGateway = { callItem: BatchItemCaller; close(): Promise<void> };
+export type InProcessGateway = { callItem: BatchItemCaller; native: NativeBatchServices; close(): Promise<void> };
 
 /** How long the key a batch runs as is taken as known before it is looked up again. */
 const KEY_LOOKUP_TTL_MS = 30_000;
@@ -79,6 +81,11 @@ export async function startInProcessGateway(config: Config, logger: Logger): Pro
       const fresh = await secretHashOf(keyId);
       return fresh && fresh !== secretHash ? send(batchId, fresh, endpoint, body) : answer;
     },
+    // The key a batch runs as, as a request would find it (its lineage's newest unrevoked key).
+    native: createNativeBatchServices(runtime.deps, async (keyId) => {
+      const hash = await secretHashOf(keyId);
+      return hash ? loadKeyContext(runtime.deps.db, hash) : null;
+    }),
     close: () => runtime.close(),
   };
 }

@@ -46,7 +46,7 @@ export type BillLine = {
   provider: 'openai' | 'azure' | 'anthropic' | 'google';
   endpoint: string;
   model: string;
-  /** OpenAI's `service_tier` when not the default: `priority` or `flex`. */
+  /** OpenAI's `service_tier` when not the default (`priority` or `flex`), or `batch` for a request of a provider batch. */
   tier: string | null;
   units: BillUnits;
   /** What the provider bills, in USD; null when its list prices do not price the model. */
@@ -65,9 +65,10 @@ export const credentialHash = (secret: string) => createHash('sha256').update(se
 /**
  * OpenAI's published multiples of the standard rates for its service tiers: Priority costs
  * 1.7x to 2x standard by model (2x is the highest listed, kept as the bill's figure, so the
- * oracle never under-states it); Flex is half of standard where it is offered.
+ * oracle never under-states it); Flex is half of standard where it is offered. A request of a
+ * batch (OpenAI's Batch API, Anthropic's Message Batches) is half of standard at both.
  */
-const TIER_MULTIPLIER: Record<string, number> = { priority: 2, flex: 0.5 };
+const TIER_MULTIPLIER: Record<string, number> = { priority: 2, flex: 0.5, batch: 0.5 };
 
 const GENAI_PROVIDER: Record<BillLine['provider'], string> = { openai: 'openai', azure: 'openai', anthropic: 'anthropic', google: 'google' };
 

@@ -49,6 +49,9 @@
  *   check_status=<code> a video's status checks answer this HTTP status (e.g. 404 not found;
  *                       with times=<n>, only the first n checks)
  *   download_uri=<url>  a finished Veo operation points its download at this URL (URL-encoded)
+ *   batch_fail          a provider batch (batches.ts) fails
+ *   batch_expire        a provider batch's window runs out after half its requests
+ *   batch_item_ms=<ms>  each request of a provider batch takes this long (a slow batch)
  */
 export type Directives = {
   status?: number;
@@ -84,6 +87,9 @@ export type Directives = {
   submitGarbled?: boolean;
   checkStatus?: number;
   downloadUri?: string;
+  batchFail?: boolean;
+  batchExpire?: boolean;
+  batchItemMs?: number;
 };
 
 export function parseDirectives(text: string): Directives {
@@ -125,6 +131,9 @@ export function parseDirectives(text: string): Directives {
       case 'submit_garbled': d.submitGarbled = true; break;
       case 'check_status': d.checkStatus = Number(value); break;
       case 'download_uri': d.downloadUri = value; break;
+      case 'batch_fail': d.batchFail = true; break;
+      case 'batch_expire': d.batchExpire = true; break;
+      case 'batch_item_ms': d.batchItemMs = Number(value); break;
       default: break;
     }
   }

@@ -78,7 +78,7 @@ async function readBody(req: http.IncomingMessage): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-function readMultipart(req: http.IncomingMessage): Promise<Multipart> {
+export function readMultipart(req: http.IncomingMessage): Promise<Multipart> {
   return new Promise((resolve, reject) => {
     let parser: busboy.Busboy;
     try {

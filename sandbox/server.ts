@@ -6,6 +6,7 @@ import { directivesInText, numberedWords, parseDirectives, type Directives } fro
 import { planTurn } from './turn';
 import { createMediaState, handleMedia, isBlobPath, mediaEndpointFor, serveBlob, type ReceivedFile } from './media';
 import { createVideoState, handleVideo } from './video';
+import { batchRouteFor, createBatchState, handleBatch } from './batches';
 import { anthropicWire } from './wire/anthropic';
 import { googleWire } from './wire/google';
 import { openaiWire } from './wire/openai';
@@ -129,6 +130,7 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
     });
   });
   const media = createMediaState();
+  const batchState = createBatchState(runBatchItem);
   const failuresSeen = new Map<string, number>();
   let abandoned = 0;
   let abandonedWaits = 0;
@@ -151,6 +153,19 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
       const lines = bill.lines(secret, url.searchParams.get('request_id') ?? undefined);
       const priced = lines.filter((l) => l.usd !== null);
       return send(200, { lines, total_usd: priced.reduce((sum, l) => sum + l.usd!, 0), unpriced: lines.length - priced.length });
+    }
+    // The providers' batch wires (batches.ts) read their own bodies: JSON or multipart.
+    const batchRoute = batchRouteFor(req.method ?? 'GET', path);
+    if (batchRoute) {
+      received.push({ path: url.pathname + url.search, headers: req.headers, body: null });
+      const wire = batchRoute.wire === 'anthropic' ? anthropicWire : openaiWire;
+      const credential = wire.credential(req, url);
+      if (!credential?.startsWith(SANDBOX_SECRET_PREFIX)) {
+        const [status, payload] = wire.unauthorized();
+        return send(status, payload);
+      }
+      const origin = `http://${req.headers.host}${prefixed ? `/x/${prefixed[1]}` : ''}`;
+      return handleBatch(batchState, batchRoute, { req, res, credential, pathDirectives: prefixed?.[1] ?? '', origin, send }).catch(() => res.destroy());
     }
     // Images and audio (media.ts) read their own bodies: JSON or multipart.
     const mediaEndpoint = mediaEndpointFor(req.method ?? 'GET', path);
@@ -217,7 +232,7 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
         // The provider was working on it when its client left: it bills the answer it finishes,
         // unless the call was one it refuses anyway.
         const refused = wouldFail(directives, `${prefixed?.[1] ?? ''}|${directiveText}`) || directives.moderation || (directives.refuseParam && parsed.params.includes(directives.refuseParam));
-        if (!refused) accepted(req, url, endpoint, parsed, directives, receivedAt);
+        if (!refused) accepted(endpoint.wire.credential(req, url), req.headers, url.pathname.replace(/^\/x\/[^/]*/, ''), endpoint, parsed, directives, receivedAt);
         return;
       }
     }
@@ -236,6 +251,24 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
     const raw = directives.rawReply !== undefined && firstTimes(directives, `raw|${prefixed?.[1] ?? ''}|${directiveText}`);
     await answer(receivedAt, req, url, res, endpoint, raw ? { ...parsed, json: undefined } : parsed, raw ? { ...directives, reply: directives.rawReply } : directives);
   });
+
+  /**
+   * One request of a provider batch (batches.ts), through the chat path a direct call takes:
+   * parsed, refused or failed as its directives say, answered whole, and billed at the batch
+   * tier (half the standard rates), under the batch's credential and `<batch>:<custom_id>`.
+   */
+  function runBatchItem(input: { path: string; body: Record<string, unknown>; credential: string; requestId: string }): { status: number; body: unknown } {
+    const endpoint = endpointFor('POST', input.path);
+    if (!endpoint || endpoint.kind !== 'chat') return { status: 404, body: { error: { message: `sandbox: no batch path ${input.path}` } } };
+    const parsed = endpoint.wire.parseChat({ ...input.body, stream: false }, { model: endpoint.model });
+    if ('invalid' in parsed) return { status: 400, body: endpoint.wire.error(400, parsed.invalid, parsed.param ? { param: parsed.param } : undefined) };
+    const directiveText = directivesInText(parsed.promptText);
+    const directives = parseDirectives(directiveText);
+    if (failing(directives, `batch|${directiveText}`) && directives.status) return { status: directives.status, body: endpoint.wire.error(directives.status, `sandbox: simulated ${directives.status}`) };
+    if (directives.moderation) return { status: 400, body: endpoint.wire.error(400, 'Your request was rejected as a result of our safety system.', { moderation: true }) };
+    const ctx = accepted(input.credential, { 'x-client-request-id': input.requestId }, input.path, endpoint, { ...parsed, stream: false }, directives, new Date(), 'batch');
+    return { status: 200, body: endpoint.wire.answer(ctx) };
+  }
 
   /** Whether this request is one of the first `times` with these directives (all, without `times`). */
   function firstTimes(d: Directives, key: string): boolean {
@@ -258,20 +291,20 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
    * A call the model takes on: its turn, billed now for the whole answer, however much of it
    * the client reads (a provider bills the work it did, and finishes it when its client leaves).
    */
-  function accepted(req: http.IncomingMessage, url: URL, endpoint: Endpoint, parsed: ParsedChat, directives: Directives, receivedAt: Date): AnswerContext {
+  function accepted(credential: string | undefined, headers: http.IncomingHttpHeaders, billedPath: string, endpoint: Endpoint, parsed: ParsedChat, directives: Directives, receivedAt: Date, tier: string | null = parsed.serviceTier ?? null): AnswerContext {
     const reply = directives.reply ?? (directives.words ? numberedWords(directives.words, directives.wordBytes) : undefined);
     const turn = planTurn({ ...parsed, reply, parallelTools: directives.parallelTools === true && parsed.parallelToolCalls !== false, ...(directives.tool && { toolChoice: directives.tool }) });
     const ctx = { id: randomBytes(12).toString('hex'), created: Math.floor(Date.now() / 1000), directives, turn, model: parsed.model, includeUsage: parsed.includeUsage, choices: parsed.choices ?? 1, logprobs: parsed.logprobs, thinking: parsed.thinking, extra: parsed.extra };
     bill.add({
-      credential: endpoint.wire.credential(req, url), headers: req.headers, provider: endpoint.flavor,
-      endpoint: url.pathname.replace(/^\/x\/[^/]*/, ''), model: parsed.model, tier: parsed.serviceTier ?? null, units: endpoint.wire.billed(ctx), receivedAt,
+      credential, headers, provider: endpoint.flavor,
+      endpoint: billedPath, model: parsed.model, tier, units: endpoint.wire.billed(ctx), receivedAt,
       ...(directives.tag !== undefined && { tag: directives.tag }),
     });
     return ctx;
   }
 
   async function answer(receivedAt: Date, req: http.IncomingMessage, url: URL, res: http.ServerResponse, endpoint: Endpoint, parsed: ParsedChat, directives: Directives) {
-    const ctx = accepted(req, url, endpoint, parsed, directives, receivedAt);
+    const ctx = accepted(endpoint.wire.credential(req, url), req.headers, url.pathname.replace(/^\/x\/[^/]*/, ''), endpoint, parsed, directives, receivedAt);
     if (!parsed.stream) {
       res.writeHead(200, { 'content-type': 'application/json' });
       return res.end(JSON.stringify(endpoint.wire.answer(ctx)));

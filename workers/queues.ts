@@ -34,6 +34,8 @@ import { tracingClientInterceptors } from '../api/temporal-client';
 import { createJobSweepActivities } from '../activities/job-sweep';
 import { createWalkActivities } from '../activities/walks';
 import { createBatchActivities, type BatchItemCaller } from '../activities/batch-run';
+import { createNativeBatchActivities } from '../activities/native-batch';
+import type { NativeBatchServices } from '../api/native-batch-services';
 import { startInProcessGateway, type InProcessGateway } from '../api/in-process-gateway';
 import { spoolRoot } from '../core/http/multipart';
 import { createLogger } from '../core/logger';
@@ -131,7 +133,7 @@ export function createActivityServices(config: Config, db: Database, redis: Redi
   };
 }
 
-type LazyGateway = { callItem: BatchItemCaller; close(): Promise<void> };
+type LazyGateway = { callItem: BatchItemCaller; native: NativeBatchServices; close(): Promise<void> };
 
 /**
  * The in-process gateway for batch items, started on the first item a worker runs (a jobs
@@ -145,6 +147,11 @@ function lazyInProcessGateway(config: Config): LazyGateway {
   }));
   return {
     callItem: async (request) => (await started()).callItem(request),
+    native: {
+      plan: async (input) => (await started()).native.plan(input),
+      hold: async (input) => (await started()).native.hold(input),
+      price: async (input) => (await started()).native.price(input),
+    },
     close: async () => {
       if (gateway) await (await gateway.catch(() => null))?.close();
     },
@@ -164,7 +171,8 @@ function activitiesFor(name: TaskQueueName, queue: string, services: ActivitySer
       const startDeliveries = createDeliveryStarter(temporal, deliveryOptions(services, taskQueuePrefix));
       return {
         ...probe, ...createVideoJobActivities({ ...services.video, db: services.db, redis: services.spendRedis, clock: services.clock, startDeliveries }),
-        ...createBatchActivities({ db: services.db, storage: services.video.storage, clock: services.clock, callItem: services.batches.callItem, scratchDir: services.batches.scratchDir, startDeliveries, publicUrl: services.publicUrl }),
+        ...createBatchActivities({ db: services.db, storage: services.video.storage, clock: services.clock, callItem: services.batches.callItem, nativePlan: services.batches.native.plan, scratchDir: services.batches.scratchDir, startDeliveries, publicUrl: services.publicUrl }),
+        ...createNativeBatchActivities({ db: services.db, storage: services.video.storage, clock: services.clock, sealer: services.video.sealer, agent: services.video.agent, spendRedis: services.spendRedis.redis, native: services.batches.native, scratchDir: services.batches.scratchDir }),
       };
     }
     case 'webhooks':

@@ -1,9 +1,10 @@
 import { ActivityFailure, ApplicationFailure, continueAsNew, defineSignal, isCancellation, proxyActivities, setHandler } from '@temporalio/workflow';
 import type { BatchActivities } from '../activities/batch-run';
-import { BATCH_CANCEL_SIGNAL, infraRetryPolicy, RECORD_ACTIVITY_TIMEOUT, type BatchEnding, type BatchRunInput } from './definitions';
+import type { NativeBatchActivities } from '../activities/native-batch';
+import { BATCH_CANCEL_SIGNAL, infraRetryPolicy, NATIVE_BATCH_CHECK_MS, RECORD_ACTIVITY_TIMEOUT, type BatchEnding, type BatchRunInput } from './definitions';
 
-/** A batch's activities' failures whose messages we wrote (activities/batch-run.ts), shown in its `errors`. */
-const WORDED_FAILURES = new Set(['BatchInputGone']);
+/** A batch's activities' failures whose messages we wrote (activities/batch-run.ts, native-batch.ts), shown in its `errors`. */
+const WORDED_FAILURES = new Set(['BatchInputGone', 'NativeBatchRefused']);
 
 export const batchCancelled = defineSignal(BATCH_CANCEL_SIGNAL);
 
@@ -25,6 +26,10 @@ export async function batchRun(input: BatchRunInput): Promise<{ status: string }
   const fileWork = proxyActivities<BatchActivities>({ startToCloseTimeout: '2 hours', heartbeatTimeout: '10 seconds', retry });
   const chunks = proxyActivities<BatchActivities>({ startToCloseTimeout: '24 hours', heartbeatTimeout: '10 seconds', retry });
   const records = proxyActivities<BatchActivities>({ startToCloseTimeout: RECORD_ACTIVITY_TIMEOUT, retry });
+  // A batch a provider runs: its submit and the reading of its results beat like file work; its
+  // status checks ride the activity retry policy (each attempt one check, its wait the next).
+  const native = proxyActivities<NativeBatchActivities>({ startToCloseTimeout: '2 hours', heartbeatTimeout: '10 seconds', retry });
+  const statusChecks = proxyActivities<NativeBatchActivities>({ startToCloseTimeout: '11 minutes', retry });
 
   let cancelRequested = false;
   setHandler(batchCancelled, () => {
@@ -50,6 +55,7 @@ export async function batchRun(input: BatchRunInput): Promise<{ status: string }
     } else {
       const validated = await fileWork.validateBatchInput({ batchId: input.batchId });
       if (validated.status === 'failed') return { status: 'failed' };
+      if (validated.native) return runNative();
       chunkCount = validated.chunks;
       next = 0;
     }
@@ -70,6 +76,31 @@ export async function batchRun(input: BatchRunInput): Promise<{ status: string }
         ending = { status: result.stopped };
         break;
       }
+    }
+    await fileWork.finalizeBatch({ batchId: input.batchId, ending });
+    return { status: ending.status };
+  }
+
+  /**
+   * On the provider's own batch API: the worst case held part by part and the held items sent
+   * as one provider batch, followed until it ends (our cancel and window passed on to it), its
+   * results recorded by line, then the same output files as a batch the gateway runs.
+   */
+  async function runNative(): Promise<{ status: string }> {
+    let ending: BatchEnding;
+    const submitted = cancelRequested ? null : await native.submitNativeBatch({ batchId: input.batchId });
+    if (!submitted || submitted.cancelled) {
+      ending = { status: 'cancelled' };
+    } else if (!submitted.submitted) {
+      ending = { status: 'completed', ...(submitted.refusal && { unrun: submitted.refusal }) };
+    } else {
+      const status = await statusChecks.awaitNativeBatch({ batchId: input.batchId, checkEveryMs: input.nativeCheckMs ?? NATIVE_BATCH_CHECK_MS });
+      const collected = await native.collectNativeBatch({ batchId: input.batchId, status });
+      if ('failed' in collected) {
+        await records.failBatch({ batchId: input.batchId, message: `The batch could not be completed: ${collected.failed}` });
+        return { status: 'failed' };
+      }
+      ending = collected.ending;
     }
     await fileWork.finalizeBatch({ batchId: input.batchId, ending });
     return { status: ending.status };

@@ -232,7 +232,15 @@ export type BatchRunInput = {
   retryMs?: InfraRetry;
   /** Set by Continue-As-New: the validated input's chunk count, and where this run starts. */
   resume?: { chunks: number; nextChunk: number };
+  /** Between status checks of a batch a provider runs (NATIVE_BATCH_CHECK_MS, scaled); absent: the constant. */
+  nativeCheckMs?: number;
 };
+
+/**
+ * Between status checks of a provider's batch (issue 56): it runs for minutes to hours, and a
+ * check a minute finds its end soon enough while costing the provider's API nothing worth noting.
+ */
+export const NATIVE_BATCH_CHECK_MS = 60_000;
 
 /** How a chunk's activity ended: every item recorded, or stopped early and why. */
 export type BatchChunkResult = { stopped: null } | { stopped: 'cancelled' | 'expired' } | { stopped: 'budget'; refusal: BatchRefusal };

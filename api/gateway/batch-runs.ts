@@ -9,7 +9,7 @@ import { batches } from '../../core/db/schema';
 import { GatewayError } from '../../core/errors';
 import { newId } from '../../core/ids';
 import { errorSummary, type Logger } from '../../core/logger';
-import { BATCH_CANCEL_SIGNAL, BATCH_CHUNK_ITEMS, BATCH_CHUNKS_PER_RUN, BATCH_ITEM_CONCURRENCY, scaledInfraRetry, searchAttributeKeys, taskQueue, workflowIds, type BatchRunInput } from '../../workflows/definitions';
+import { BATCH_CANCEL_SIGNAL, BATCH_CHUNK_ITEMS, BATCH_CHUNKS_PER_RUN, BATCH_ITEM_CONCURRENCY, NATIVE_BATCH_CHECK_MS, scaledInfraRetry, searchAttributeKeys, taskQueue, workflowIds, type BatchRunInput } from '../../workflows/definitions';
 import { withTemporalDeadline } from '../temporal-client';
 import type { JobServices } from './jobs';
 
@@ -48,6 +48,7 @@ export async function startBatch(deps: { db: Database; clock: Clock; jobs: JobSe
     concurrency: deps.jobs.batches?.itemConcurrency ?? BATCH_ITEM_CONCURRENCY,
     chunksPerRun: deps.jobs.batches?.chunksPerRun ?? BATCH_CHUNKS_PER_RUN,
     retryMs: scaledInfraRetry(deps.jobs.scheduleScale),
+    nativeCheckMs: Math.max(1, Math.round(NATIVE_BATCH_CHECK_MS * deps.jobs.scheduleScale)),
   };
   try {
     await withTemporalDeadline(deps.jobs.temporal, () => deps.jobs.temporal.workflow.start('batchRun', {

@@ -56,6 +56,8 @@ export class InputCheck {
   private readonly found: BatchLineError[] = [];
   private errorCount = 0;
   items = 0;
+  /** The model every good item names; null once two differ (a batch sent to a provider's batch API is one model's). */
+  model: string | null | undefined = undefined;
 
   constructor(private readonly endpoint: string) {}
 
@@ -73,6 +75,8 @@ export class InputCheck {
     this.items += 1;
     if (this.overLimit) return this.refuse(lineError(line, 'too_many_requests', `A batch takes at most ${MAX_BATCH_ITEMS} requests; line ${line} is past that.`));
     this.seen.add(parsed.customId);
+    const model = parsed.body.model as string;
+    this.model = this.model === undefined || this.model === model ? model : null;
     return parsed;
   }
 

@@ -36,6 +36,8 @@ export type RouteConfig = {
   targets: RouteTarget[];
   rules: RouteRule[];
   failover: Record<FailureKind, FailoverAction>;
+  /** How its batches run (issue 56): on the provider's batch API where there is one, or by the gateway. */
+  batchMode: 'native' | 'gateway';
 };
 
 /** A stored rate (spec 2.6 model prices): per million tokens, or `unit` dollars per image, second or character. */
@@ -97,7 +99,7 @@ export async function loadOrgConfig(db: Database, sealer: Sealer, orgId: string)
     connections,
     routes: new Map(routeRows.map((r) => [r.slug, {
       id: r.id, slug: r.slug, name: r.name, strategy: r.strategy, environments: r.environments, timeoutMs: r.timeoutMs,
-      maxRetries: r.maxRetries, targets: r.targets, rules: r.rules, failover: fullFailover(r.failover),
+      maxRetries: r.maxRetries, targets: r.targets, rules: r.rules, failover: fullFailover(r.failover), batchMode: r.batchMode,
     }])),
     prices: priceRows.map((p) => ({ model: p.model, provider: p.provider, inputPerMillion: p.inputPerMillion, outputPerMillion: p.outputPerMillion, cachedInputPerMillion: p.cachedInputPerMillion, unit: p.unit })),
     modelAllowlist: settingsRows[0]?.modelAllowlist ?? [],

@@ -51,12 +51,14 @@ export async function reserveJobSpend(db: Database, spend: SpendLedger, input: {
   /** The dearest priced candidate's cost (null: none is priced); `unpriced`: some candidate has no price. */
   estimate: number | null; unpriced: boolean;
   scopes: SpendScope[]; unpricedBudgetPolicy: 'block' | 'allow'; now: Date;
+  /** How long the hold lasts unsettled (a native batch's runs as long as its window); JOB_HOLD_LEASE_MS by default. */
+  leaseMs?: number;
 }): Promise<void> {
   const blocking = anyBlocking(input.scopes);
   if (blocking && input.unpriced && input.unpricedBudgetPolicy !== 'allow') {
     throw new GatewayError('unpriced_model_under_budget', 'This model has no price, and a spend limit applies to this key; enter a rate or allow unpriced traffic.');
   }
-  if (blocking) await spend.reserve({ holdId: input.jobId, scopes: input.scopes, amount: input.estimate ?? 0, leaseMs: JOB_HOLD_LEASE_MS, now: input.now });
+  if (blocking) await spend.reserve({ holdId: input.jobId, scopes: input.scopes, amount: input.estimate ?? 0, leaseMs: input.leaseMs ?? JOB_HOLD_LEASE_MS, now: input.now });
   try {
     await db.insert(spendLedger).values({
       id: newId('spend'), orgId: input.orgId, lineageId: input.lineageId, projectId: input.projectId, memberId: input.memberId, jobId: input.jobId,

@@ -1,7 +1,7 @@
 import { and, eq, inArray, isNull } from 'drizzle-orm';
 import { z } from 'zod';
 import type { Executor } from '../../../core/db/client';
-import { FAILOVER_ACTIONS, FAILURE_KINDS, providerConnections, ROUTE_STRATEGIES, routes, type RouteTarget } from '../../../core/db/schema';
+import { BATCH_MODES, FAILOVER_ACTIONS, FAILURE_KINDS, providerConnections, ROUTE_STRATEGIES, routes, type RouteTarget } from '../../../core/db/schema';
 import { fullFailover } from '../../../core/routing/org-config';
 import { GatewayError } from '../../../core/errors';
 import { newId } from '../../../core/ids';
@@ -48,6 +48,7 @@ const settable = {
   targets: targetsField,
   rules: z.array(ruleSchema).max(MAX_ROUTE_RULES),
   failover: failoverField,
+  batch_mode: z.enum(BATCH_MODES).describe('How a batch naming this route runs (an extension): `native` on the first target\'s provider batch API where it has one (OpenAI, Azure OpenAI, Anthropic; half the price), `gateway` always through the gateway\'s own request path.'),
 };
 
 const createSchema = z.strictObject({ ...settable, slug: slugField }).partial().required({ slug: true, targets: true });
@@ -64,6 +65,7 @@ const readSchema = z.object({
   targets: z.array(targetSchema),
   rules: z.array(ruleSchema),
   failover: z.record(z.enum(FAILURE_KINDS), z.enum(FAILOVER_ACTIONS)).describe('Every failure kind; kinds never set read as `retry`.'),
+  batch_mode: z.enum(BATCH_MODES),
   created_at: unixTime,
   updated_at: unixTime,
 });
@@ -119,6 +121,7 @@ export const routesResource: ResourceType<RouteRow> = {
       targets: input.targets,
       rules: (input.rules ?? []) as never,
       failover: input.failover ?? {},
+      batchMode: input.batch_mode ?? 'native',
     }).returning();
     return { row: row! };
   },
@@ -137,6 +140,7 @@ export const routesResource: ResourceType<RouteRow> = {
       ...(input.rules !== undefined && { rules: input.rules }),
       // Omitted kinds keep `retry`: a patch's map replaces the stored one.
       ...(input.failover !== undefined && { failover: input.failover }),
+      ...(input.batch_mode !== undefined && { batchMode: input.batch_mode }),
     };
   },
 
@@ -158,6 +162,7 @@ export const routesResource: ResourceType<RouteRow> = {
     targets: row.targets,
     rules: row.rules,
     failover: fullFailover(row.failover),
+    batch_mode: row.batchMode,
     created_at: unix(row.createdAt),
     updated_at: unix(row.updatedAt),
   }),

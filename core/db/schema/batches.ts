@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { bigint, index, integer, jsonb, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
 import { organizations } from './organizations';
+import type { NativeBatchState } from '../../batches/native-wire';
 
 /** What a file is for (OpenAI's `purpose`): a batch's input, or the output and error files a batch writes. */
 export const FILE_PURPOSES = ['batch', 'batch_output'] as const;
@@ -85,6 +86,12 @@ export const batches = pgTable(
     costNanos: bigint('cost_nanos', { mode: 'number' }).notNull().default(0),
     outputFileId: text('output_file_id'),
     errorFileId: text('error_file_id'),
+    /**
+     * Set when the batch runs on the provider's own batch API (core/batches/native-wire.ts):
+     * the connection and model, the parts held, the provider's batch id; null when the gateway
+     * runs the items itself.
+     */
+    native: jsonb('native').$type<NativeBatchState | null>(),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     inProgressAt: timestamp('in_progress_at', { withTimezone: true }),
     finalizingAt: timestamp('finalizing_at', { withTimezone: true }),

@@ -23,6 +23,9 @@ export type RouteRule = {
 export type FailoverPolicy = Partial<Record<(typeof FAILURE_KINDS)[number], (typeof FAILOVER_ACTIONS)[number]>>;
 
 /** A named model applications send as `model`, resolved to ordered connection targets. */
+/** How a route's batches run: on the provider's batch API where there is one, or always by the gateway. */
+export const BATCH_MODES = ['native', 'gateway'] as const;
+
 export const routes = pgTable(
   'routes',
   {
@@ -39,6 +42,11 @@ export const routes = pgTable(
     rules: jsonb('rules').$type<RouteRule[]>().notNull().default([]),
     /** Only the kinds set explicitly; reads fill the rest with `retry`. */
     failover: jsonb('failover').$type<FailoverPolicy>().notNull().default({}),
+    /**
+     * How a batch of this route's model runs (issue 56, an extension): `native` on the first
+     * target's provider batch API where it has one, `gateway` always by the gateway itself.
+     */
+    batchMode: text('batch_mode', { enum: BATCH_MODES }).notNull().default('native'),
     deletedAt: timestamp('deleted_at', { withTimezone: true }),
     ...resourceColumns(),
   },

@@ -1,0 +1,137 @@
+import { eq } from 'drizzle-orm';
+import type { KeyContext } from '../core/auth/gateway-key-auth';
+import { refuseKey } from '../core/auth/gateway-key-auth';
+import { NATIVE_BATCH_PRICE_MULTIPLIER, nativeBatchWire, type NativeBatchPlan } from '../core/batches/native-wire';
+import { spendLedger } from '../core/db/schema';
+import { GatewayError } from '../core/errors';
+import { estimateCost } from '../core/pricing/cost';
+import { ADAPTERS } from '../core/providers/adapters';
+import type { ChatBody, ChatMessage } from '../core/providers/types';
+import { planCandidates, type Candidate } from '../core/routing/candidates';
+import { JOB_HOLD_LEASE_MS, reserveJobSpend } from '../core/spend/job-spend';
+import { spendScopes } from '../core/spend/scopes';
+import { worstCaseCost } from '../core/spend/worst-case';
+import type { AppDeps } from './app';
+import { anthropicErrorBody } from './gateway/protocols/anthropic-messages';
+
+/** The answer a spend limit gave, in the batch's wire: what the items it had no room for end with. */
+export type NativeRefusal = { statusCode: number; body: unknown };
+
+/**
+ * What a worker asks of the gateway's configuration to run a batch on a provider's own batch
+ * API (issue 56): where it goes, its worst case held against the key's limits, and what an
+ * answered item costs at batch rates. Answered from the API's own runtime in the worker
+ * (api/in-process-gateway.ts), so routes, keys, limits and prices are read exactly as a
+ * request reads them.
+ */
+export type NativeBatchServices = {
+  /**
+   * The provider batch a batch of one model goes to: the route's first candidate, when its
+   * connection's provider has a batch API for this endpoint and no guardrail policy applies to
+   * the key (a provider's batch never passes through the gateway's checks). Null otherwise: the
+   * gateway runs the items, each meeting every rule (a model the key may not call, a revoked
+   * key: each item answers the refusal).
+   */
+  plan(input: { keyId: string; endpoint: string; model: string }): Promise<NativeBatchPlan | null>;
+  /**
+   * Holds one part's worst case (each item's, at batch rates) in every spend scope of the key,
+   * as one job hold `holdId`; answers the refusal when a limit has no room (nothing held then).
+   * A part already held is not held again.
+   */
+  hold(input: { holdId: string; keyId: string; plan: NativeBatchPlan; wire: 'openai' | 'anthropic'; bodies: Record<string, unknown>[]; leaseMs: number }): Promise<NativeRefusal | null>;
+  /** What an answered item costs at batch rates, from the usage in its answer; null when unpriced. */
+  price(input: { orgId: string; plan: NativeBatchPlan; body: unknown }): Promise<number | null>;
+};
+
+type KeyOf = (keyId: string) => Promise<KeyContext | null>;
+
+/**
+ * The chat body the worst case is estimated on: a Messages body's `system` counted with its
+ * prompt (the chat estimate reads `messages` and `tools`), its `max_tokens` as the output cap.
+ */
+function estimationBody(body: Record<string, unknown>): ChatBody {
+  const messages = Array.isArray(body.messages) ? (body.messages as ChatMessage[]) : [];
+  const system = body.system === undefined ? [] : [{ role: 'system', content: typeof body.system === 'string' ? body.system : JSON.stringify(body.system) } as ChatMessage];
+  return { ...body, model: String(body.model ?? ''), messages: [...system, ...messages] } as ChatBody;
+}
+
+export function createNativeBatchServices(deps: Pick<AppDeps, 'db' | 'gateway'>, keyOf: KeyOf): NativeBatchServices {
+  const { gateway } = deps;
+
+  /** The plan's candidate, as the chat path would build it now. */
+  async function candidateOf(key: KeyContext, plan: NativeBatchPlan): Promise<Candidate | null> {
+    const config = await gateway.orgConfig.get(key.orgId);
+    const found = planCandidates({ model: plan.model, fallbacks: [], key, config, catalog: gateway.catalog }).candidates.find((c) => c.connection.id === plan.connectionId);
+    return found ?? null;
+  }
+
+  return {
+    async plan({ keyId, endpoint, model }) {
+      const key = await keyOf(keyId);
+      if (!key || refuseKey(key, new Date(), null)) return null;
+      const config = await gateway.orgConfig.get(key.orgId);
+      let first: Candidate | undefined;
+      try {
+        const planned = planCandidates({ model, fallbacks: [], key, config, catalog: gateway.catalog, catalogModelsOnly: true });
+        // A route may keep its batches on the gateway's own path (`batch_mode: gateway`).
+        if (planned.route?.batchMode === 'gateway') return null;
+        [first] = planned.candidates;
+      } catch (err) {
+        if (err instanceof GatewayError) return null;
+        throw err;
+      }
+      if (!first) return null;
+      const wire = nativeBatchWire(first.connection.kind, endpoint);
+      if (!wire) return null;
+      if (await gateway.guardrails.rulesFor(key)) return null;
+      return { model, connectionId: first.connection.id, kind: first.connection.kind, wire, upstreamModel: first.upstreamModel, modelId: first.modelId };
+    },
+
+    async hold({ holdId, keyId, plan, wire, bodies, leaseMs }) {
+      const [held] = await deps.db.select({ state: spendLedger.state }).from(spendLedger).where(eq(spendLedger.jobId, holdId));
+      if (held) return null;
+      const key = await keyOf(keyId);
+      const refusal = (err: GatewayError): NativeRefusal => ({ statusCode: err.status, body: wire === 'anthropic' ? anthropicErrorBody(err) : err.toBody() });
+      if (!key) return refusal(new GatewayError('authentication', 'The key that created this batch no longer exists.'));
+      const config = await gateway.orgConfig.get(key.orgId);
+      const candidate = await candidateOf(key, plan);
+      let estimate = 0;
+      let unpriced = candidate === null;
+      for (const body of bodies) {
+        if (!candidate) break;
+        try {
+          estimate += worstCaseCost([candidate], estimationBody(body), { prices: config.prices, unpricedBudgetPolicy: 'block' }, gateway.catalog);
+        } catch (err) {
+          if (!(err instanceof GatewayError)) throw err;
+          unpriced = true;
+        }
+      }
+      const now = new Date();
+      try {
+        await reserveJobSpend(deps.db, gateway.spend, {
+          orgId: key.orgId, lineageId: key.lineageId, projectId: key.projectId, memberId: key.createdByMemberId, jobId: holdId,
+          estimate: Math.round(estimate * NATIVE_BATCH_PRICE_MULTIPLIER * 1e9) / 1e9, unpriced,
+          scopes: spendScopes(key, config, [], now), unpricedBudgetPolicy: config.unpricedBudgetPolicy, now, leaseMs: Math.max(leaseMs, JOB_HOLD_LEASE_MS),
+        });
+      } catch (err) {
+        if (err instanceof GatewayError) return refusal(err);
+        throw err;
+      }
+      return null;
+    },
+
+    async price({ orgId, plan, body }) {
+      const config = await gateway.orgConfig.get(orgId);
+      let usage;
+      try {
+        ({ usage } = ADAPTERS[plan.kind].parseResponse(body));
+      } catch {
+        return null;
+      }
+      const estimate = estimateCost({ kind: plan.kind, upstreamModel: plan.upstreamModel, modelId: plan.modelId, prices: config.prices, catalog: gateway.catalog, usage });
+      if (!estimate) return null;
+      // A cost the provider reported is its bill already; a priced one is at the standard rates.
+      return estimate.source === 'provider' ? estimate.cost : Math.round(estimate.cost * NATIVE_BATCH_PRICE_MULTIPLIER * 1e9) / 1e9;
+    },
+  };
+}

@@ -1,0 +1,1 @@
+ALTER TABLE "routes" ADD COLUMN "batch_mode" text DEFAULT 'native' NOT NULL;

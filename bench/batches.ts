@@ -27,6 +27,8 @@ import { services, type Services } from './lib/services';
 
 const ITEMS = Number(process.env.BENCH_BATCH_ITEMS ?? 10_000);
 const MODEL = 'gpt-4o-mini';
+/** The route the items name, whose batches the gateway runs (`batch_mode: gateway`). */
+const ROUTE = 'bench-gateway-run';
 
 type Sample = { at: number; completed: number; workerCpu: number; workerRss: number; temporalCpu: number };
 
@@ -62,7 +64,9 @@ async function main(): Promise<void> {
   await waitForWorkerPolling('the jobs worker', worker, workerLog, client, config.TEMPORAL_NAMESPACE, taskQueue('jobs', config.GW_TASK_QUEUE_PREFIX));
 
   const org = await newOrganization(svc, `bench batches ${new Date().toISOString()}`);
-  await manage(api.apiUrl, org.token, 'POST', '/provider_connections', { kind: 'openai', name: 'sandbox', secret: 'sk-sandbox-bench', config: { base_url: `http://127.0.0.1:${sandboxPort}/openai/v1` } });
+  const sandboxConnection = await manage(api.apiUrl, org.token, 'POST', '/provider_connections', { kind: 'openai', name: 'sandbox', secret: 'sk-sandbox-bench', config: { base_url: `http://127.0.0.1:${sandboxPort}/openai/v1` } });
+  // The gateway runs these items itself: OpenAI's own batch API would otherwise take the batch.
+  await manage(api.apiUrl, org.token, 'POST', '/routes', { slug: ROUTE, targets: [{ connection_id: sandboxConnection.id, model: MODEL }], batch_mode: 'gateway' });
   const [key] = await benchKeys(api.apiUrl, org.token, 1);
   const call = async (method: string, p: string, body?: string | FormData, type?: string) => {
     const res = await fetch(`${api.apiUrl}${p}`, { method, headers: { authorization: `Bearer ${key}`, ...(type && { 'content-type': type }) }, body });
@@ -71,7 +75,7 @@ async function main(): Promise<void> {
     return JSON.parse(text) as Record<string, unknown>;
   };
   const upload = async (lines: number, tag: string) => {
-    const jsonl = Array.from({ length: lines }, (_, i) => JSON.stringify({ custom_id: `${tag}-${i}`, method: 'POST', url: '/v1/chat/completions', body: { model: MODEL, messages: [{ role: 'user', content: `${tag} question ${i}` }] } })).join('\n');
+    const jsonl = Array.from({ length: lines }, (_, i) => JSON.stringify({ custom_id: `${tag}-${i}`, method: 'POST', url: '/v1/chat/completions', body: { model: ROUTE, messages: [{ role: 'user', content: `${tag} question ${i}` }] } })).join('\n');
     const form = new FormData();
     form.set('purpose', 'batch');
     form.set('file', new Blob([jsonl]), `${tag}.jsonl`);

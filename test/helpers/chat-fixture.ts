@@ -25,6 +25,11 @@ export type ChatFixture = ManagementFixture & {
   connect(kind: string, options?: { directives?: string; name?: string; secret?: string; extra?: Record<string, unknown> }): Promise<string>;
   /** A gateway key of the tenant's project with these settings. */
   key(settings?: Record<string, unknown>): Promise<string>;
+  /**
+   * A route to one connection's model whose batches the gateway runs itself (`batch_mode:
+   * gateway`): for tests of the gateway-run path on a provider that has a batch API.
+   */
+  gatewayRunRoute(connectionId: string, model: string, slug: string): Promise<string>;
   /** POST /v1/chat/completions with a key; answers status, headers and parsed JSON or raw text. */
   chat(secret: string, body: Record<string, unknown>, headers?: Record<string, string>): Promise<Answer>;
   /** POST to a gateway path with these headers (the key among them, in whichever form); the answer as `chat` reads it. */
@@ -70,6 +75,12 @@ export async function startChatFixture(env: Record<string, string> = {}, options
       if (res.status !== 201) throw new Error(`connection refused: ${JSON.stringify(res.body)}`);
       await settle();
       return res.body.id;
+    },
+    async gatewayRunRoute(connectionId, model, slug) {
+      const res = await fixture.client.post('/routes', { slug, targets: [{ connection_id: connectionId, model }], batch_mode: 'gateway' });
+      if (res.status !== 201) throw new Error(`route refused: ${JSON.stringify(res.body)}`);
+      await settle();
+      return slug;
     },
     async key(settings = {}) {
       const res = await fixture.client.post<{ secret: string }>('/gateway_keys', { label: `k${seq++}`, project_id: fixture.tenant.projectId, ...settings });

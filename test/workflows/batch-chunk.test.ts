@@ -53,7 +53,7 @@ describe('a batch chunk', () => {
         return answer(calls.length);
       },
     });
-    if (options.validate !== false) expect(await new MockActivityEnvironment().run(activities.validateBatchInput, { batchId: id })).toEqual({ status: 'in_progress', chunks: 1 });
+    if (options.validate !== false) expect(await new MockActivityEnvironment().run(activities.validateBatchInput, { batchId: id })).toEqual({ status: 'in_progress', chunks: 1, native: false });
     return { id, calls, storageKey, activities, runChunk: (concurrency = 4, env = new MockActivityEnvironment()) => env.run(activities.runBatchChunk, { batchId: id, chunk: 0, concurrency }) };
   }
   const itemsOf = async (id: string) => database.db.select().from(batchItems).where(eq(batchItems.batchId, id)).orderBy(batchItems.line);

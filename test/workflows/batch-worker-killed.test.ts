@@ -24,7 +24,8 @@ describe('a batch whose worker is killed mid-batch', () => {
 
   beforeAll(async () => {
     f = await startChatFixture(env);
-    await f.connect('openai');
+    // A route whose batches the gateway runs (OpenAI's own batch API would otherwise take it).
+    await f.gatewayRunRoute(await f.connect('openai'), 'gpt-4o-mini', 'gwrun-mini');
   }, 120_000);
   afterAll(async () => {
     for (const w of workers) await w.stop();
@@ -36,7 +37,7 @@ describe('a batch whose worker is killed mid-batch', () => {
     const sdk = new OpenAI({ apiKey: await f.key({ rate_limit_rpm: 50000 }), baseURL: `${f.api.url}/v1`, maxRetries: 0, defaultHeaders: { 'x-forwarded-for': randomClientAddress() } });
     const lines = Array.from({ length: ITEMS }, (_, i) => JSON.stringify({
       custom_id: `k-${i}`, method: 'POST', url: '/v1/chat/completions',
-      body: { model: 'gpt-4o-mini', messages: [{ role: 'user', content: `${tag} item ${i} [sandbox delay_ms=150]` }] },
+      body: { model: 'gwrun-mini', messages: [{ role: 'user', content: `${tag} item ${i} [sandbox delay_ms=150]` }] },
     }));
     const file = await sdk.files.create({ file: await toFile(Buffer.from(lines.join('\n')), 'kill.jsonl'), purpose: 'batch' });
     const first = await startWorkerProcess('jobs', prefix, env);

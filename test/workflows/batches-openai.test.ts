@@ -17,8 +17,15 @@ const SCALE = 0.001;
 
 type OutputLine = { id: string; custom_id: string; response: { status_code: number; request_id: string | null; body: Record<string, unknown> } | null; error: { code: string; message: string } | null };
 
+/**
+ * The routes the items name: OpenAI has a batch API, so a batch naming its models directly would
+ * go to it (batches-native.test.ts); these routes keep their batches on the gateway's path.
+ */
+const MINI = 'gwrun-mini';
+const DEAR = 'gwrun-4o';
+
 const chatLine = (customId: string, content: string, extra: Record<string, unknown> = {}) =>
-  JSON.stringify({ custom_id: customId, method: 'POST', url: '/v1/chat/completions', body: { model: 'gpt-4o-mini', messages: [{ role: 'user', content }], ...extra } });
+  JSON.stringify({ custom_id: customId, method: 'POST', url: '/v1/chat/completions', body: { model: MINI, messages: [{ role: 'user', content }], ...extra } });
 
 /**
  * OpenAI's Batch API through the gateway (issue 56), with the unmodified `openai` SDK: a JSONL
@@ -55,7 +62,9 @@ describe('batches on the OpenAI wire, run by the gateway', () => {
     f = await startChatFixture(env);
     workers = await startTestWorkers(['jobs'], prefix, env);
     webhooksWorker = await startWorkerProcess('webhooks', prefix, { ...env, NODE_EXTRA_CA_CERTS: ca.caFile });
-    await f.connect('openai');
+    const openai = await f.connect('openai');
+    await f.gatewayRunRoute(openai, 'gpt-4o-mini', MINI);
+    await f.gatewayRunRoute(openai, 'gpt-4o', DEAR);
     sdk = clientFor(await f.key({ rate_limit_rpm: 50000 }));
     // An endpoint that names the batch events (an extension: by default an endpoint takes the job events only).
     const endpoint = await f.client.post<{ events: string[] }>('/webhook_endpoints', { url: receiver.url('/batches'), events: ['batch.completed', 'batch.failed', 'batch.cancelled'] });
@@ -159,7 +168,7 @@ describe('batches on the OpenAI wire, run by the gateway', () => {
     expect((await f.client.post('/model_prices', { model: 'openai/gpt-4o', provider: 'openai', input_per_million: 0, output_per_million: 100 })).status).toBe(201);
     await f.settle();
     const limited = clientFor(await f.key({ credit_limit: { amount: 0.01, period: 'never' }, rate_limit_rpm: 50000 }));
-    const file = await upload(limited, Array.from({ length: 30 }, (_, i) => chatLine(`b-${i}`, `budget ${i}`, { model: 'openai/gpt-4o', max_tokens: 20 })));
+    const file = await upload(limited, Array.from({ length: 30 }, (_, i) => chatLine(`b-${i}`, `budget ${i}`, { model: DEAR, max_tokens: 20 })));
     const created = await limited.batches.create({ input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
     const batch = await ended(limited, created.id);
     expect(batch.status).toBe('completed');

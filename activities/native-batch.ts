@@ -24,6 +24,9 @@ import type { ProviderFailure, UpstreamRequest } from '../core/providers/types';
 import type { RedisClient } from '../core/redis';
 import { closeJobSpend, endJobHold } from '../core/spend/job-spend';
 import { toNanos } from '../core/spend/money';
+import { newId } from '../core/ids';
+import type { RequestAttribution } from '../core/attribution/request-attribution';
+import { requestLogInsert, type RequestLogEntry } from '../core/request-log/writer';
 import type { OutputStorage } from '../core/storage/output-storage';
 import type { BatchEnding, BatchRefusal } from '../workflows/definitions';
 import { batchInputReaders, type LoadedBatch } from './batch-input';
@@ -38,6 +41,8 @@ export type NativeBatchDeps = {
   /** Where the parts' holds end (SPEND_REDIS_URL's Redis, else the main one). */
   spendRedis: RedisClient;
   native: NativeBatchServices;
+  /** Cost-center attribution of the items' request-log rows (issue 23), as the request log's writer does it. */
+  attribution: Pick<RequestAttribution, 'attributeRows'>;
   /** Where the provider's input file is written before its upload (GW_DATA_DIR's spool). */
   scratchDir?: string;
 };
@@ -69,6 +74,18 @@ function providerRefusal(what: string, failure: ProviderFailure): Error {
   const text = `The provider refused ${what}${status}: ${cleanProviderText(failure.message).slice(0, 500)}`;
   return TRANSIENT.has(failure.kind) ? ApplicationFailure.retryable(text, 'NativeBatchCallFailed') : refused(text);
 }
+
+/** An errored answer's type and code, as either wire words them (OpenAI `error.{type,code}`, Anthropic `error.error.type`). */
+function errorOf(body: unknown): { type: string | null; code: string | null } {
+  const error = (body as { error?: { type?: unknown; code?: unknown; error?: { type?: unknown } } } | null)?.error;
+  const type = typeof error?.type === 'string' && error.type !== 'error' ? error.type : typeof error?.error?.type === 'string' ? error.error.type : null;
+  return { type, code: typeof error?.code === 'string' ? error.code : null };
+}
+
+const servedModelOf = (body: unknown) => {
+  const model = (body as { model?: unknown } | null)?.model;
+  return typeof model === 'string' ? model : null;
+};
 
 type Target = { target: UpstreamTarget; query: Record<string, string> | undefined; azure: boolean };
 
@@ -175,19 +192,39 @@ export function createNativeBatchActivities(deps: NativeBatchDeps) {
     }
   }
 
-  /** Records answered items (each once), their costs at batch rates, and moves the batch's counts by what was recorded now. */
+  /**
+   * Records answered items (each once) with their costs at batch rates, logs each in the request
+   * log (with the batch's id, its usage and cost, in the hourly rollups) in the same transaction,
+   * and moves the batch's counts by what was recorded now. A second read of the same results
+   * records and logs nothing again.
+   */
   async function record(batch: LoadedBatch, state: NativeBatchState, answers: Array<Extract<NativeResult, { answered: true }>>, customIds: Map<number, string>): Promise<void> {
-    const rows = await Promise.all(answers.filter((a) => customIds.has(a.line)).map(async (a) => {
+    const now = deps.clock.now();
+    const { plan } = state;
+    const priced = await Promise.all(answers.filter((a) => customIds.has(a.line)).map(async (a) => {
       const outcome: BatchItemOutcome = a.status >= 200 && a.status < 300 ? 'succeeded' : 'errored';
-      const cost = outcome === 'succeeded' ? await deps.native.price({ orgId: batch.orgId, plan: state.plan, body: a.body }) : null;
+      const price = outcome === 'succeeded' ? await deps.native.price({ orgId: batch.orgId, plan, body: a.body }) : { cost: null, source: null, usage: null };
       // The answer carries its cost as every gateway answer does (`usage.cost`).
-      const body = cost !== null && typeof a.body === 'object' && a.body !== null && typeof (a.body as { usage?: unknown }).usage === 'object'
-        ? { ...(a.body as Record<string, unknown>), usage: { ...(a.body as { usage: Record<string, unknown> }).usage, cost } } : a.body;
-      return { batchId: batch.id, line: a.line, customId: customIds.get(a.line)!, outcome, attempts: 1, statusCode: a.status, body, costNanos: cost === null ? 0 : toNanos(cost) };
+      const body = price.cost !== null && typeof a.body === 'object' && a.body !== null && typeof (a.body as { usage?: unknown }).usage === 'object'
+        ? { ...(a.body as Record<string, unknown>), usage: { ...(a.body as { usage: Record<string, unknown> }).usage, cost: price.cost } } : a.body;
+      const requestId = newId('req');
+      const error = outcome === 'errored' ? errorOf(a.body) : null;
+      const log: RequestLogEntry = {
+        id: requestId, orgId: batch.orgId, keyId: batch.keyId, projectId: batch.projectId, endpoint: plan.wire === 'anthropic' ? 'messages' : 'chat.completions',
+        requestedModel: plan.model, routeSlug: plan.routeSlug ?? null, servedModel: servedModelOf(a.body) ?? plan.upstreamModel, provider: plan.kind, connectionId: plan.connectionId,
+        chainPosition: 'primary', status: a.status, errorType: error?.type ?? null, errorCode: error?.code ?? null, stream: false, latencyMs: 0,
+        usage: price.usage as Record<string, unknown> | null, cost: price.cost, priceSource: price.source, batchId: batch.id, createdAt: now,
+      };
+      const item = { batchId: batch.id, line: a.line, customId: customIds.get(a.line)!, outcome, attempts: 1, statusCode: a.status, requestId, body, costNanos: price.cost === null ? 0 : toNanos(price.cost) };
+      return { item, log };
     }));
-    if (rows.length === 0) return;
+    if (priced.length === 0) return;
+    await deps.attribution.attributeRows(priced.map((p) => p.log));
     await deps.db.transaction(async (tx) => {
-      const inserted = await tx.insert(batchItems).values(rows).onConflictDoNothing().returning({ outcome: batchItems.outcome, costNanos: batchItems.costNanos });
+      const inserted = await tx.insert(batchItems).values(priced.map((p) => p.item)).onConflictDoNothing().returning({ line: batchItems.line, outcome: batchItems.outcome, costNanos: batchItems.costNanos });
+      if (inserted.length === 0) return;
+      const lines = new Set(inserted.map((r) => r.line));
+      await tx.execute(requestLogInsert(priced.filter((p) => lines.has(p.item.line)).map((p) => p.log)));
       const completed = inserted.filter((r) => r.outcome === 'succeeded').length;
       const cost = inserted.reduce((sum, r) => sum + (r.costNanos ?? 0), 0);
       await tx.update(batches).set({

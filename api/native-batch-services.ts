@@ -4,15 +4,18 @@ import { refuseKey } from '../core/auth/gateway-key-auth';
 import { NATIVE_BATCH_PRICE_MULTIPLIER, nativeBatchWire, type NativeBatchPlan } from '../core/batches/native-wire';
 import { spendLedger } from '../core/db/schema';
 import { GatewayError } from '../core/errors';
-import { estimateCost } from '../core/pricing/cost';
+import { estimateCost, type PriceSource } from '../core/pricing/cost';
 import { ADAPTERS } from '../core/providers/adapters';
-import type { ChatBody, ChatMessage } from '../core/providers/types';
+import type { ChatBody, ChatMessage, Usage } from '../core/providers/types';
 import { planCandidates, type Candidate } from '../core/routing/candidates';
 import { JOB_HOLD_LEASE_MS, reserveJobSpend } from '../core/spend/job-spend';
 import { spendScopes } from '../core/spend/scopes';
 import { worstCaseCost } from '../core/spend/worst-case';
 import type { AppDeps } from './app';
 import { anthropicErrorBody } from './gateway/protocols/anthropic-messages';
+
+/** An answered item's cost and the usage it was priced on (the chat usage shape the request log keeps). */
+export type NativeItemPrice = { cost: number | null; source: PriceSource | null; usage: Usage | null };
 
 /** The answer a spend limit gave, in the batch's wire: what the items it had no room for end with. */
 export type NativeRefusal = { statusCode: number; body: unknown };
@@ -39,8 +42,8 @@ export type NativeBatchServices = {
    * A part already held is not held again.
    */
   hold(input: { holdId: string; keyId: string; plan: NativeBatchPlan; wire: 'openai' | 'anthropic'; bodies: Record<string, unknown>[]; leaseMs: number }): Promise<NativeRefusal | null>;
-  /** What an answered item costs at batch rates, from the usage in its answer; null when unpriced. */
-  price(input: { orgId: string; plan: NativeBatchPlan; body: unknown }): Promise<number | null>;
+  /** What an answered item costs at batch rates (null: unpriced), by which source, from the usage in its answer. */
+  price(input: { orgId: string; plan: NativeBatchPlan; body: unknown }): Promise<NativeItemPrice>;
 };
 
 type KeyOf = (keyId: string) => Promise<KeyContext | null>;
@@ -71,11 +74,13 @@ export function createNativeBatchServices(deps: Pick<AppDeps, 'db' | 'gateway'>,
       if (!key || refuseKey(key, new Date(), null)) return null;
       const config = await gateway.orgConfig.get(key.orgId);
       let first: Candidate | undefined;
+      let routeSlug: string | null = null;
       try {
         const planned = planCandidates({ model, fallbacks: [], key, config, catalog: gateway.catalog, catalogModelsOnly: true });
         // A route may keep its batches on the gateway's own path (`batch_mode: gateway`).
         if (planned.route?.batchMode === 'gateway') return null;
         [first] = planned.candidates;
+        routeSlug = planned.route?.slug ?? null;
       } catch (err) {
         if (err instanceof GatewayError) return null;
         throw err;
@@ -84,7 +89,7 @@ export function createNativeBatchServices(deps: Pick<AppDeps, 'db' | 'gateway'>,
       const wire = nativeBatchWire(first.connection.kind, endpoint);
       if (!wire) return null;
       if (await gateway.guardrails.rulesFor(key)) return null;
-      return { model, connectionId: first.connection.id, kind: first.connection.kind, wire, upstreamModel: first.upstreamModel, modelId: first.modelId };
+      return { model, routeSlug, connectionId: first.connection.id, kind: first.connection.kind, wire, upstreamModel: first.upstreamModel, modelId: first.modelId };
     },
 
     async hold({ holdId, keyId, plan, wire, bodies, leaseMs }) {
@@ -122,16 +127,17 @@ export function createNativeBatchServices(deps: Pick<AppDeps, 'db' | 'gateway'>,
 
     async price({ orgId, plan, body }) {
       const config = await gateway.orgConfig.get(orgId);
-      let usage;
+      let usage: Usage | null;
       try {
         ({ usage } = ADAPTERS[plan.kind].parseResponse(body));
       } catch {
-        return null;
+        return { cost: null, source: null, usage: null };
       }
       const estimate = estimateCost({ kind: plan.kind, upstreamModel: plan.upstreamModel, modelId: plan.modelId, prices: config.prices, catalog: gateway.catalog, usage });
-      if (!estimate) return null;
+      if (!estimate) return { cost: null, source: null, usage };
       // A cost the provider reported is its bill already; a priced one is at the standard rates.
-      return estimate.source === 'provider' ? estimate.cost : Math.round(estimate.cost * NATIVE_BATCH_PRICE_MULTIPLIER * 1e9) / 1e9;
+      const cost = estimate.source === 'provider' ? estimate.cost : Math.round(estimate.cost * NATIVE_BATCH_PRICE_MULTIPLIER * 1e9) / 1e9;
+      return { cost, source: estimate.source, usage };
     },
   };
 }

@@ -36,6 +36,7 @@ import { createWalkActivities } from '../activities/walks';
 import { createBatchActivities, type BatchItemCaller } from '../activities/batch-run';
 import { createNativeBatchActivities } from '../activities/native-batch';
 import type { NativeBatchServices } from '../api/native-batch-services';
+import { createRequestAttribution, type RequestAttribution } from '../core/attribution/request-attribution';
 import { startInProcessGateway, type InProcessGateway } from '../api/in-process-gateway';
 import { spoolRoot } from '../core/http/multipart';
 import { createLogger } from '../core/logger';
@@ -88,7 +89,7 @@ export type ActivityServices = {
   findings: ScanSettings;
   publicUrl: string;
   /** Batch items run through the gateway's own application, in this process (started on the first item). */
-  batches: LazyGateway & { scratchDir: string };
+  batches: LazyGateway & { scratchDir: string; attribution: RequestAttribution };
   /** Webhook receivers are reached through the guarded dispatcher, on the scaled schedule. */
   webhooks: { dispatcher: Dispatcher; mailer: Mailer; attemptDelaysMs: number[]; alertAttemptDelaysMs: number[]; retryMs: InfraRetry; unsubscribeKey: SigningKeys };
 };
@@ -115,7 +116,7 @@ export function createActivityServices(config: Config, db: Database, redis: Redi
       catalog: () => (catalog ??= loadModelCatalog()),
     },
     publicUrl: publicBaseUrl(config),
-    batches: { ...lazyInProcessGateway(config), scratchDir: spoolRoot(config.dataDir) },
+    batches: { ...lazyInProcessGateway(config), scratchDir: spoolRoot(config.dataDir), attribution: createRequestAttribution(db) },
     webhooks: {
       dispatcher: outbound,
       mailer: createMailer(config.SMTP_URL, config.SMTP_FROM),
@@ -172,7 +173,7 @@ function activitiesFor(name: TaskQueueName, queue: string, services: ActivitySer
       return {
         ...probe, ...createVideoJobActivities({ ...services.video, db: services.db, redis: services.spendRedis, clock: services.clock, startDeliveries }),
         ...createBatchActivities({ db: services.db, storage: services.video.storage, clock: services.clock, callItem: services.batches.callItem, nativePlan: services.batches.native.plan, scratchDir: services.batches.scratchDir, startDeliveries, publicUrl: services.publicUrl }),
-        ...createNativeBatchActivities({ db: services.db, storage: services.video.storage, clock: services.clock, sealer: services.video.sealer, agent: services.video.agent, spendRedis: services.spendRedis.redis, native: services.batches.native, scratchDir: services.batches.scratchDir }),
+        ...createNativeBatchActivities({ db: services.db, storage: services.video.storage, clock: services.clock, sealer: services.video.sealer, agent: services.video.agent, spendRedis: services.spendRedis.redis, native: services.batches.native, attribution: services.batches.attribution, scratchDir: services.batches.scratchDir }),
       };
     }
     case 'webhooks':

@@ -17,6 +17,8 @@ export type NativeBatchWire = 'openai' | 'anthropic';
 export type NativeBatchPlan = {
   /** The model (or route) the batch's items name. */
   model: string;
+  /** The route it named, when it named one (the request log's `route_slug`). */
+  routeSlug?: string | null;
   connectionId: string; kind: ProviderKind; wire: NativeBatchWire; upstreamModel: string; modelId: string;
 };
 

@@ -118,7 +118,7 @@ type BatchInsert<Row> = {
  * CPU under load; this is one `JSON.stringify` a row. Keys are the columns' database names, and
  * a column the row leaves out gets its default here, since the record would otherwise hold NULL.
  */
-function batchInsert<T extends PgTable>(table: T, afterInsert?: AfterInsert): BatchInsert<T['$inferInsert']> {
+export function batchInsert<T extends PgTable>(table: T, afterInsert?: AfterInsert): BatchInsert<T['$inferInsert']> {
   const columns = Object.entries(getTableColumns(table)) as Array<[string, PgColumn]>;
   const names = sql.raw(columns.map(([, c]) => `"${c.name}"`).join(', '));
   const tableName = sql.raw(`"${getTableName(table)}"`);

@@ -1,5 +1,6 @@
 import type { Database } from '../db/client';
-import { createBatchWriter, type BatchWriter, type BatchWriterOptions } from '../db/batch-writer';
+import type { SQL } from 'drizzle-orm';
+import { batchInsert, createBatchWriter, type BatchWriter, type BatchWriterOptions } from '../db/batch-writer';
 import { requestLogs } from '../db/schema';
 import type { Logger } from '../logger';
 import type { RequestAttribution } from '../attribution/request-attribution';
@@ -24,4 +25,14 @@ export function createRequestLogWriter(db: Database, logger: Logger, options: Op
     beforeInsert: attribution ? (rows: RequestLogEntry[]) => attribution.attributeRows(rows) : undefined,
     prepareNow: attribution ? (row: RequestLogEntry) => attribution.attributeRowNow(row) : undefined,
   }));
+}
+
+/**
+ * Request-log rows written at once, in the caller's transaction, with their part of the hourly
+ * usage rollups in the same statement: for rows recorded outside the request path (a native
+ * batch's items, activities/native-batch.ts) whose writing must commit with what they log.
+ */
+export function requestLogInsert(rows: RequestLogEntry[]): SQL {
+  const insert = batchInsert(requestLogs, usageRollupUpsert);
+  return insert.statement(rows.map((row) => insert.text(row)));
 }

@@ -87,6 +87,13 @@ describe('batches run natively by the provider', () => {
     expect(holds.map((h) => h.state)).toEqual(['settled', 'settled', 'settled']);
     expect(Math.round(holds.reduce((sum, h) => sum + Number(h.amount), 0) * 1e9)).toBe(row.costNanos);
     expect(row.native).toMatchObject({ plan: { kind: 'openai', upstreamModel: 'gpt-4o-mini' }, heldParts: 3 });
+    // Each item is in the request log, with the batch's id and its cost, as a request would be.
+    const logged = await f.database.db.select().from(requestLogs).where(eq(requestLogs.batchId, created.id));
+    expect(logged).toHaveLength(12);
+    expect(logged.every((l) => l.provider === 'openai' && l.status === 200 && l.endpoint === 'chat.completions' && (l.usage as { prompt_tokens?: number }).prompt_tokens! > 0)).toBe(true);
+    expect(Math.round(logged.reduce((sum, l) => sum + Number(l.cost), 0) * 1e9)).toBe(row.costNanos);
+    const items = await f.database.db.select().from(batchItems).where(eq(batchItems.batchId, created.id));
+    expect(new Set(items.map((i) => i.requestId))).toEqual(new Set(logged.map((l) => l.id)));
   });
 
   it('sends a Messages batch to Anthropic\'s Message Batches and maps each result back by its custom_id', async () => {

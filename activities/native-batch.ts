@@ -292,7 +292,7 @@ export function createNativeBatchActivities(deps: NativeBatchDeps) {
         }
       }
       const status = nativeStatus(state.plan.wire, await (await call(t, 'a status check of the batch', { method: 'GET', path: base })).json());
-      if (status.status !== state.providerStatus) await saveState(batch.id, { providerStatus: status.status });
+      if (status.status !== state.providerStatus || status.done !== state.providerDone) await saveState(batch.id, { providerStatus: status.status, providerDone: status.done });
       if (status.ended) return status;
       // Waiting is not an error: logged at DEBUG by the SDK, not counted as a failed activity.
       throw ApplicationFailure.create({ type: NATIVE_BATCH_RUNNING, category: ApplicationFailureCategory.BENIGN, message: `the provider's batch ${providerId} is ${status.status} (${status.done} requests answered)`, nextRetryDelay: input.checkEveryMs });

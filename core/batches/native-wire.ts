@@ -33,6 +33,8 @@ export type NativeBatchState = {
   submitting?: boolean;
   providerBatchId?: string | null;
   providerStatus?: string;
+  /** Requests the provider has answered so far (its status's counts): the batch's progress until its results are read. */
+  providerDone?: number;
   /** The provider was asked to cancel (our batch's cancel, or its window ran out). */
   cancelSent?: 'cancelled' | 'expired';
 };

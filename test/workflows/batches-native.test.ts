@@ -4,6 +4,7 @@ import OpenAI, { toFile } from 'openai';
 import { batches, batchItems, requestLogs, spendLedger } from '../../core/db/schema';
 import { startChatFixture, type ChatFixture } from '../helpers/chat-fixture';
 import { randomClientAddress, startTestWorkers, uniquePrefix } from '../helpers/harness';
+import { saveHistory } from '../helpers/histories';
 import { until } from '../helpers/until';
 import { startWorkerProcess, type WorkerProcess } from '../helpers/worker-process';
 
@@ -94,6 +95,9 @@ describe('batches run natively by the provider', () => {
     expect(Math.round(logged.reduce((sum, l) => sum + Number(l.cost), 0) * 1e9)).toBe(row.costNanos);
     const items = await f.database.db.select().from(batchItems).where(eq(batchItems.batchId, created.id));
     expect(new Set(items.map((i) => i.requestId))).toEqual(new Set(logged.map((l) => l.id)));
+    // Operators see who ran it.
+    expect((await f.client.get(`/batches/${created.id}`)).body).toMatchObject({ run_by: 'provider', progress: 1, request_counts: { total: 12, completed: 12 } });
+    await saveHistory('batch-run-native', created.id);
   });
 
   it('sends a Messages batch to Anthropic\'s Message Batches and maps each result back by its custom_id', async () => {
@@ -131,6 +135,7 @@ describe('batches run natively by the provider', () => {
     expect(errors.every((l) => l.error?.code === 'batch_cancelled')).toBe(true);
     expect([...output, ...errors].map((l) => l.custom_id).sort()).toEqual(Array.from({ length: 20 }, (_, i) => `c-${i}`).sort());
     expect(f.sandbox.received.some((r) => r.path.endsWith('/cancel') && r.path.includes('/openai/v1/batches/'))).toBe(true);
+    await saveHistory('batch-run-native-cancelled', created.id);
   });
 
   it('fails the batch the provider failed, and gives its holds back', async () => {
@@ -188,6 +193,43 @@ describe('batches run natively by the provider', () => {
     expect((await rowOf(created.id)).native).toBeNull();
     // Through the chat path: each item in the request log with the batch's id (written a moment after).
     await until(async () => (await f.database.db.select().from(requestLogs).where(eq(requestLogs.batchId, created.id))).length === 2 || null, 'the items in the request log', 10_000, 100);
+  });
+});
+
+/** Azure OpenAI's Batch API: the deployment the connection maps the model to, its `/chat/completions` endpoint, its `api-version`. */
+describe('a native batch on Azure OpenAI', () => {
+  const prefix = uniquePrefix('nbazure');
+  const env = { GW_TASK_QUEUE_PREFIX: prefix, GW_SCHEDULE_SCALE: '0.001', GW_ALLOW_PRIVATE_NETWORK: 'true' };
+  let f: ChatFixture;
+  let workers: Awaited<ReturnType<typeof startTestWorkers>> | null = null;
+
+  beforeAll(async () => {
+    f = await startChatFixture(env);
+    workers = await startTestWorkers(['jobs'], prefix, env);
+    await f.connect('azure_openai', { extra: { model_map: { 'gpt-4o-mini': 'prod-mini' } } });
+  }, 120_000);
+  afterAll(async () => {
+    await workers?.shutdown();
+    await f?.close();
+  });
+
+  it('sends the batch to the deployment and prices it as the model it was mapped from, at the batch rate', async () => {
+    const sdk = new OpenAI({ apiKey: await f.key({ rate_limit_rpm: 50000 }), baseURL: `${f.api.url}/v1`, maxRetries: 0, defaultHeaders: { 'x-forwarded-for': randomClientAddress() } });
+    const lines = Array.from({ length: 4 }, (_, i) => chatLine(`az-${i}`, `azure ${i}`));
+    const file = await sdk.files.create({ file: await toFile(Buffer.from(lines.join('\n')), 'azure.jsonl'), purpose: 'batch' });
+    const created = await sdk.batches.create({ input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
+    const batch = await until(async () => {
+      const read = await sdk.batches.retrieve(created.id);
+      return read.status === 'completed' ? read : null;
+    }, 'the batch completing', 60_000, 100);
+    expect(batch.request_counts).toEqual({ total: 4, completed: 4, failed: 0 });
+    const create = f.sandbox.received.find((r) => /^\/azure\/openai\/batches\?/.test(r.path));
+    expect(create?.path).toContain('api-version=');
+    const output = (await (await sdk.files.content(batch.output_file_id!)).text()).split('\n').filter(Boolean).map((l) => JSON.parse(l) as OutputLine);
+    expect(output.map((l) => l.custom_id)).toEqual(['az-0', 'az-1', 'az-2', 'az-3']);
+    const [row] = await f.database.db.select().from(batches).where(eq(batches.id, created.id));
+    expect(row!.native).toMatchObject({ plan: { kind: 'azure_openai', upstreamModel: 'prod-mini' } });
+    expect(row!.costNanos).toBeGreaterThan(0);
   });
 });
 

@@ -209,7 +209,7 @@ describe('batches on the OpenAI wire, run by the gateway', () => {
     await ended(sdk, created.id);
     const listed = await f.client.get<{ data: Array<{ id: string; progress: number; cost: number; request_counts: Record<string, number> }> }>('/batches?limit=100');
     expect(listed.status).toBe(200);
-    expect(listed.body.data.find((b) => b.id === created.id)).toMatchObject({ progress: 1, request_counts: { total: 2, completed: 2, failed: 0, not_run: 0 } });
+    expect(listed.body.data.find((b) => b.id === created.id)).toMatchObject({ progress: 1, run_by: 'gateway', request_counts: { total: 2, completed: 2, failed: 0, not_run: 0 } });
     const items = await f.client.get<{ data: Array<{ custom_id: string; outcome: string; cost: number | null; request_id: string }> }>(`/batches/${created.id}/items`);
     expect(items.body.data.map((i) => [i.custom_id, i.outcome])).toEqual([['op-0', 'succeeded'], ['op-1', 'succeeded']]);
     for (const item of items.body.data) expect(item.cost).toBeGreaterThan(0);

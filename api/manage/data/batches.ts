@@ -34,6 +34,7 @@ const batchSchema = z.object({
   project_id: z.string(),
   request_counts: z.object({ total: z.number().int(), completed: z.number().int(), failed: z.number().int(), not_run: z.number().int() }),
   progress: z.number().meta({ description: 'Items ended over items in the batch, 0 to 1.' }),
+  run_by: z.enum(['gateway', 'provider']).meta({ description: 'Who runs the items: the gateway, through its own request path, or the provider, on its own batch API (at its batch price).' }),
   cost: z.number().meta({ description: 'What the items cost so far, US dollars.' }),
   rerun_count: z.number().int(),
   created_at: z.number().int(),
@@ -57,11 +58,13 @@ const batchDetailSchema = batchSchema.extend({
 }).meta({ id: 'ManagedBatchDetail' });
 
 function presentBatch(row: BatchRow): z.infer<typeof batchSchema> {
-  const ended = row.completed + row.failed + row.unrun;
+  // A batch a provider runs is recorded when it ends; until then its progress is the provider's count.
+  const ended = Math.max(row.completed + row.failed + row.unrun, row.native?.providerDone ?? 0);
   return {
     id: row.id, object: 'batch', wire: row.wire, endpoint: row.endpoint, status: row.status, key_id: row.keyId, project_id: row.projectId,
     request_counts: { total: row.total, completed: row.completed, failed: row.failed, not_run: row.unrun },
     progress: row.total > 0 ? Math.min(1, ended / row.total) : 0, cost: toDollars(row.costNanos), rerun_count: row.rerun,
+    run_by: row.native ? 'provider' : 'gateway',
     created_at: unixSeconds(row.createdAt), ended_at: unixOrNull(batchEndedAt(row)), expires_at: unixSeconds(row.expiresAt),
   };
 }

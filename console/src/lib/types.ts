@@ -34,7 +34,7 @@ export type JobDetail = Job & { status_checks: number; timeline: Array<{ at: num
 export type RequestStats = { bucket_start: number; requests: number; errors: number; p50_latency_ms: number | null; p95_latency_ms: number | null; p50_added_ms: number | null; p95_added_ms: number | null };
 export type Batch = {
   id: string; wire: 'openai' | 'anthropic'; endpoint: string; status: string; key_id: string; project_id: string;
-  request_counts: { total: number; completed: number; failed: number; not_run: number }; progress: number; cost: number; rerun_count: number;
+  request_counts: { total: number; completed: number; failed: number; not_run: number }; progress: number; run_by: 'gateway' | 'provider'; cost: number; rerun_count: number;
   created_at: number; ended_at: number | null; expires_at: number;
 };
 export type BatchDetail = Batch & { errors: Array<{ code: string; message: string; param: string | null; line: number | null }> | null; workflow: { id: string; url: string | null } };

@@ -10,7 +10,9 @@ import { useNames } from '../lib/names';
 import { useRead } from '../lib/use-read';
 import type { Batch, BatchDetail as Detail, BatchItem } from '../lib/types';
 
-const progressOf = (b: Batch) => `${Math.round(b.progress * 100)}% (${b.request_counts.completed + b.request_counts.failed + b.request_counts.not_run} of ${b.request_counts.total})`;
+const progressOf = (b: Batch) => `${Math.round(b.progress * 100)}% (${Math.round(b.progress * b.request_counts.total)} of ${b.request_counts.total})`;
+/** Who runs the items: a provider's batch API (at its batch price) or the gateway's own request path. */
+const runBy = (b: Batch) => (b.run_by === 'provider' ? 'Provider batch API' : 'Gateway');
 
 /** Batches of both wires (issue 56), newest first, with their progress and what their items cost. */
 export function Batches() {
@@ -20,6 +22,7 @@ export function Batches() {
     { header: 'Batch', cell: ({ row }) => <Link href={`/batches/${row.original.id}`}>{row.original.id}</Link> },
     { header: 'Status', accessorKey: 'status' },
     { header: 'Endpoint', accessorKey: 'endpoint' },
+    { header: 'Run by', cell: ({ row }) => runBy(row.original) },
     { header: 'Key', cell: ({ row }) => keys.show(row.original.key_id) },
     { header: 'Progress', cell: ({ row }) => progressOf(row.original) },
     { header: 'Failed', cell: ({ row }) => row.original.request_counts.failed + row.original.request_counts.not_run },
@@ -59,6 +62,7 @@ export function BatchDetail({ id }: { id: string }) {
             <dt>Endpoint</dt><dd>{batch.endpoint} ({batch.wire === 'anthropic' ? 'Anthropic Message Batches' : 'OpenAI Batch API'})</dd>
             <dt>Key</dt><dd>{keys.show(batch.key_id)}</dd>
             <dt>Progress</dt><dd>{progressOf(batch)}: {batch.request_counts.completed} answered, {batch.request_counts.failed} errors, {batch.request_counts.not_run} not run</dd>
+            <dt>Run by</dt><dd>{runBy(batch)}</dd>
             <dt>Re-run calls</dt><dd>{batch.rerun_count}</dd>
             <dt>Cost</dt><dd>{usd(batch.cost)}</dd>
             {batch.errors ? <><dt>Refused</dt><dd>{batch.errors.map((e) => `line ${e.line ?? '?'}: ${e.message}`).join('; ')}</dd></> : null}

@@ -248,6 +248,27 @@ export function createNativeBatchActivities(deps: NativeBatchDeps) {
     }
   }
 
+  /** One status check of a provider batch (awaitNativeBatch). */
+  async function checkOnce(input: { batchId: string; checkEveryMs: number }): Promise<NativeStatus> {
+    const batch = await loadBatch(input.batchId);
+    const state = await stateOf(batch);
+    const t = await targetOf(batch, state);
+    const providerId = state.providerBatchId!;
+    const base = state.plan.wire === 'openai' ? `/batches/${encodeURIComponent(providerId)}` : `/messages/batches/${encodeURIComponent(providerId)}`;
+    if (!state.cancelSent) {
+      const stop = batch.status === 'cancelling' ? 'cancelled' : deps.clock.now().getTime() >= batch.expiresAt.getTime() ? 'expired' : null;
+      if (stop) {
+        await (await call(t, 'the batch\'s cancel', { path: `${base}/cancel`, body: {} })).json().catch(() => null);
+        await saveState(batch.id, { cancelSent: stop });
+      }
+    }
+    const status = nativeStatus(state.plan.wire, await (await call(t, 'a status check of the batch', { method: 'GET', path: base })).json());
+    if (status.status !== state.providerStatus || status.done !== state.providerDone) await saveState(batch.id, { providerStatus: status.status, providerDone: status.done });
+    if (status.ended) return status;
+    // Waiting is not an error: logged at DEBUG by the SDK, not counted as a failed activity.
+    throw ApplicationFailure.create({ type: NATIVE_BATCH_RUNNING, category: ApplicationFailureCategory.BENIGN, message: `the provider's batch ${providerId} is ${status.status} (${status.done} requests answered)`, nextRetryDelay: input.checkEveryMs });
+  }
+
   return {
     /**
      * Holds the batch's worst case part by part, then sends the held parts' items to the
@@ -279,23 +300,8 @@ export function createNativeBatchActivities(deps: NativeBatchDeps) {
      * provider (once), which then ends its batch with what it finished.
      */
     async awaitNativeBatch(input: { batchId: string; checkEveryMs: number }): Promise<NativeStatus> {
-      const batch = await loadBatch(input.batchId);
-      const state = await stateOf(batch);
-      const t = await targetOf(batch, state);
-      const providerId = state.providerBatchId!;
-      const base = state.plan.wire === 'openai' ? `/batches/${encodeURIComponent(providerId)}` : `/messages/batches/${encodeURIComponent(providerId)}`;
-      if (!state.cancelSent) {
-        const stop = batch.status === 'cancelling' ? 'cancelled' : deps.clock.now().getTime() >= batch.expiresAt.getTime() ? 'expired' : null;
-        if (stop) {
-          await (await call(t, 'the batch\'s cancel', { path: `${base}/cancel`, body: {} })).json().catch(() => null);
-          await saveState(batch.id, { cancelSent: stop });
-        }
-      }
-      const status = nativeStatus(state.plan.wire, await (await call(t, 'a status check of the batch', { method: 'GET', path: base })).json());
-      if (status.status !== state.providerStatus || status.done !== state.providerDone) await saveState(batch.id, { providerStatus: status.status, providerDone: status.done });
-      if (status.ended) return status;
-      // Waiting is not an error: logged at DEBUG by the SDK, not counted as a failed activity.
-      throw ApplicationFailure.create({ type: NATIVE_BATCH_RUNNING, category: ApplicationFailureCategory.BENIGN, message: `the provider's batch ${providerId} is ${status.status} (${status.done} requests answered)`, nextRetryDelay: input.checkEveryMs });
+      // Beating while the check is in flight: a worker lost mid-check is noticed within seconds.
+      return beatingThroughout(() => checkOnce(input));
     },
 
     /**

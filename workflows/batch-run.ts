@@ -29,7 +29,7 @@ export async function batchRun(input: BatchRunInput): Promise<{ status: string }
   // A batch a provider runs: its submit and the reading of its results beat like file work; its
   // status checks ride the activity retry policy (each attempt one check, its wait the next).
   const native = proxyActivities<NativeBatchActivities>({ startToCloseTimeout: '2 hours', heartbeatTimeout: '10 seconds', retry });
-  const statusChecks = proxyActivities<NativeBatchActivities>({ startToCloseTimeout: '11 minutes', retry });
+  const statusChecks = proxyActivities<NativeBatchActivities>({ startToCloseTimeout: '11 minutes', heartbeatTimeout: '10 seconds', retry });
 
   let cancelRequested = false;
   setHandler(batchCancelled, () => {

@@ -138,6 +138,26 @@ describe('batches run natively by the provider', () => {
     await saveHistory('batch-run-native-cancelled', created.id);
   });
 
+  it('passes a cancel of a Messages batch on to Anthropic: finished results kept, the rest canceled', async () => {
+    const requests = Array.from({ length: 12 }, (_, i) => ({ custom_id: `mc-${i}`, params: { model: 'claude-3-5-haiku-latest', max_tokens: 32, messages: [{ role: 'user' as const, content: `slow ${i}${i === 0 ? ' [sandbox batch_item_ms=150]' : ''}` }] } }));
+    const created = await anthropic.messages.batches.create({ requests });
+    await until(async () => (await rowOf(created.id)).native?.providerBatchId ? true : null, 'the provider batch created', 30_000, 20);
+    await new Promise((r) => setTimeout(r, 500));
+    expect((await anthropic.messages.batches.cancel(created.id)).processing_status).toBe('canceling');
+    const batch = await until(async () => {
+      const read = await anthropic.messages.batches.retrieve(created.id);
+      return read.processing_status === 'ended' ? read : null;
+    }, 'the message batch ending', 60_000, 100);
+    expect(batch.request_counts.succeeded).toBeGreaterThan(0);
+    expect(batch.request_counts.canceled).toBeGreaterThan(0);
+    expect(batch.request_counts.succeeded + batch.request_counts.canceled).toBe(12);
+    const results = [];
+    for await (const line of await anthropic.messages.batches.results(created.id)) results.push(line);
+    expect(results.map((r) => r.custom_id)).toEqual(requests.map((r) => r.custom_id));
+    expect(results.filter((r) => r.result.type === 'canceled')).toHaveLength(batch.request_counts.canceled);
+    expect(f.sandbox.received.some((r) => r.path.endsWith('/cancel') && r.path.includes('/anthropic/v1/messages/batches/'))).toBe(true);
+  });
+
   it('fails the batch the provider failed, and gives its holds back', async () => {
     const file = await upload(openai, [chatLine('f-0', 'doomed [sandbox batch_fail]'), chatLine('f-1', 'doomed too')]);
     const created = await openai.batches.create({ input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: '24h' });

@@ -12,7 +12,7 @@ import { useRead } from '../lib/use-read';
 
 type Connection = { id: string; version: number; kind: string; name: string; status: string; base_url: string; has_credential: boolean; credential_updated_at: number | null; fallback_secret_count: number };
 type Route = {
-  id: string; slug: string; strategy: string; max_retries: number; targets: Array<{ connection_id: string; model: string; weight?: number }>;
+  id: string; slug: string; strategy: string; max_retries: number; batch_mode: 'native' | 'gateway'; targets: Array<{ connection_id: string; model: string; weight?: number }>;
   rules: unknown[]; failover: Record<string, string>;
 };
 
@@ -91,7 +91,7 @@ export function Connections() {
           <>
             {page.data.map((r) => (
               <section key={r.id} aria-labelledby={`r-${r.id}`} className="route">
-                <h3 id={`r-${r.id}`}>{r.slug} <small>({r.strategy}, {r.max_retries} retries)</small></h3>
+                <h3 id={`r-${r.id}`}>{r.slug} <small>({r.strategy}, {r.max_retries} retries, batches run by {r.batch_mode === 'gateway' ? 'the gateway' : 'the provider where it can'})</small></h3>
                 {r.rules.length > 0 && <JsonBlock summary={`${r.rules.length} routing rule(s)`} value={r.rules} />}
                 <table className="data">
                   <caption>Targets of {r.slug}</caption>

@@ -128,7 +128,7 @@ async function main(): Promise<void> {
   const text = [
     `# A gateway-run batch of ${ITEMS} items, ${new Date().toISOString().slice(0, 10)}`,
     '',
-    `\`npm run bench:batches\` (bench/batches.ts), ${minutes} minutes. Temporal dev server as \`npm start\` starts it; the API and one jobs worker each in its own process, compiled as production runs them (default batch settings: ${config.GW_BATCH_CHUNK_ITEMS} items a chunk, ${config.GW_BATCH_ITEM_CONCURRENCY} in flight, Continue-As-New every ${config.GW_BATCH_CHUNKS_PER_RUN} chunks); every item a \`${MODEL}\` chat completion through the gateway's own request path, answered by the sandbox.`,
+    `\`npm run bench:batches\` (bench/batches.ts), ${minutes} minutes. Temporal dev server as \`npm start\` starts it; the API and one jobs worker each in its own process, compiled as production runs them (default batch settings: ${config.GW_BATCH_CHUNK_ITEMS} items a chunk, ${config.GW_BATCH_ITEM_CONCURRENCY} in flight, Continue-As-New every ${config.GW_BATCH_CHUNKS_PER_RUN} chunks); every item a \`${MODEL}\` chat completion, named by a \`batch_mode: gateway\` route, through the gateway's own request path, answered by the sandbox.`,
     '',
     `- input: ${ITEMS} lines, ${f1(bytes / 1e6)} MB; ended \`${String(ended.status)}\` with ${counts.completed} completed, ${counts.failed} failed`,
     `- wall time, create to \`completed\`: ${f1(wallS)} s; ${f1(ITEMS / wallS)} items a second`,

@@ -3,15 +3,13 @@ import { eq, like } from 'drizzle-orm';
 import OpenAI, { toFile } from 'openai';
 import { batches, batchItems, requestLogs, spendLedger } from '../../core/db/schema';
 import { startChatFixture, type ChatFixture } from '../helpers/chat-fixture';
-import { randomClientAddress, startTestWorkers, uniquePrefix } from '../helpers/harness';
+import { startTestWorkers, uniquePrefix } from '../helpers/harness';
 import { saveHistory } from '../helpers/histories';
 import { until } from '../helpers/until';
+import { chatLine as batchLine, openAIBatches, type OutputLine } from '../helpers/openai-batches';
 import { startWorkerProcess, type WorkerProcess } from '../helpers/worker-process';
 
-type OutputLine = { id: string; custom_id: string; response: { status_code: number; body: Record<string, unknown> } | null; error: { code: string; message: string } | null };
-
-const chatLine = (customId: string, content: string, extra: Record<string, unknown> = {}) =>
-  JSON.stringify({ custom_id: customId, method: 'POST', url: '/v1/chat/completions', body: { model: 'gpt-4o-mini', messages: [{ role: 'user', content }], ...extra } });
+const chatLine = (customId: string, content: string, extra: Record<string, unknown> = {}) => batchLine(customId, content, 'gpt-4o-mini', extra);
 
 /**
  * Batches run on the providers' own batch APIs (issue 56): a batch of one model whose route's
@@ -28,17 +26,7 @@ describe('batches run natively by the provider', () => {
   let workers: Awaited<ReturnType<typeof startTestWorkers>> | null = null;
   let openai: OpenAI;
   let anthropic: Anthropic;
-  const clientFor = (secret: string) => new OpenAI({ apiKey: secret, baseURL: `${f.api.url}/v1`, maxRetries: 0, defaultHeaders: { 'x-forwarded-for': randomClientAddress() } });
-  const upload = async (client: OpenAI, lines: string[]) => client.files.create({ file: await toFile(Buffer.from(`${lines.join('\n')}\n`), 'input.jsonl'), purpose: 'batch' });
-  const ended = (client: OpenAI, id: string, timeoutMs = 60_000) => until(async () => {
-    const batch = await client.batches.retrieve(id);
-    return ['completed', 'failed', 'expired', 'cancelled'].includes(batch.status) ? batch : null;
-  }, `batch ${id} ending`, timeoutMs, 100);
-  const linesOf = async (client: OpenAI, fileId: string | null | undefined): Promise<OutputLine[]> => {
-    if (!fileId) return [];
-    const text = await (await client.files.content(fileId)).text();
-    return text.split('\n').filter((l) => l.length > 0).map((l) => JSON.parse(l) as OutputLine);
-  };
+  const { clientFor, upload, ended, linesOf } = openAIBatches(() => f.api.url);
   /** The provider batches the sandbox was asked to create. */
   const providerCreates = (path: string) => f.sandbox.received.filter((r) => r.path.endsWith(path) && r.headers['content-type']?.includes('json')).length;
   /** What the sandbox billed at the batch tier, in nano-dollars, for these provider request ids (`<provider batch>:l<line>`). */
@@ -234,7 +222,7 @@ describe('a native batch on Azure OpenAI', () => {
   });
 
   it('sends the batch to the deployment and prices it as the model it was mapped from, at the batch rate', async () => {
-    const sdk = new OpenAI({ apiKey: await f.key({ rate_limit_rpm: 50000 }), baseURL: `${f.api.url}/v1`, maxRetries: 0, defaultHeaders: { 'x-forwarded-for': randomClientAddress() } });
+    const sdk = openAIBatches(() => f.api.url).clientFor(await f.key({ rate_limit_rpm: 50000 }));
     const lines = Array.from({ length: 4 }, (_, i) => chatLine(`az-${i}`, `azure ${i}`));
     const file = await sdk.files.create({ file: await toFile(Buffer.from(lines.join('\n')), 'azure.jsonl'), purpose: 'batch' });
     const created = await sdk.batches.create({ input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
@@ -273,7 +261,7 @@ describe('a native batch whose worker is killed', () => {
   });
 
   it('follows the one provider batch to its end on another worker, each item recorded once', async () => {
-    const sdk = new OpenAI({ apiKey: await f.key({ rate_limit_rpm: 50000 }), baseURL: `${f.api.url}/v1`, maxRetries: 0, defaultHeaders: { 'x-forwarded-for': randomClientAddress() } });
+    const sdk = openAIBatches(() => f.api.url).clientFor(await f.key({ rate_limit_rpm: 50000 }));
     const lines = Array.from({ length: 15 }, (_, i) => chatLine(`k-${i}`, `killed ${i}${i === 0 ? ' [sandbox batch_item_ms=100]' : ''}`));
     const file = await sdk.files.create({ file: await toFile(Buffer.from(lines.join('\n')), 'kill.jsonl'), purpose: 'batch' });
     const first = await startWorkerProcess('jobs', prefix, env);

@@ -1,21 +1,20 @@
 import { eq } from 'drizzle-orm';
-import OpenAI, { toFile } from 'openai';
+import type OpenAI from 'openai';
 import { sha256Hex } from '../../core/crypto/secrets';
 import { batches, batchItems, gatewayKeys, requestLogs } from '../../core/db/schema';
 import { issueManagementToken } from '../../core/tenancy/management-tokens';
 import { startChatFixture, type ChatFixture } from '../helpers/chat-fixture';
 import { manageClient } from '../helpers/manage-client';
-import { randomClientAddress, startTestWorkers, uniquePrefix } from '../helpers/harness';
+import { startTestWorkers, uniquePrefix } from '../helpers/harness';
 import { saveHistory } from '../helpers/histories';
 import { createLocalCa, type LocalCa } from '../helpers/local-ca';
 import { until } from '../helpers/until';
+import { chatLine as batchLine, openAIBatches } from '../helpers/openai-batches';
 import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver';
 import { startWorkerProcess, type WorkerProcess } from '../helpers/worker-process';
 
 /** A day's completion window lasts about 86 s here; retries after our own errors come within milliseconds. */
 const SCALE = 0.001;
-
-type OutputLine = { id: string; custom_id: string; response: { status_code: number; request_id: string | null; body: Record<string, unknown> } | null; error: { code: string; message: string } | null };
 
 /**
  * The routes the items name: OpenAI has a batch API, so a batch naming its models directly would
@@ -24,8 +23,7 @@ type OutputLine = { id: string; custom_id: string; response: { status_code: numb
 const MINI = 'gwrun-mini';
 const DEAR = 'gwrun-4o';
 
-const chatLine = (customId: string, content: string, extra: Record<string, unknown> = {}) =>
-  JSON.stringify({ custom_id: customId, method: 'POST', url: '/v1/chat/completions', body: { model: MINI, messages: [{ role: 'user', content }], ...extra } });
+const chatLine = (customId: string, content: string, extra: Record<string, unknown> = {}) => batchLine(customId, content, MINI, extra);
 
 /**
  * OpenAI's Batch API through the gateway (issue 56), with the unmodified `openai` SDK: a JSONL
@@ -44,17 +42,7 @@ describe('batches on the OpenAI wire, run by the gateway', () => {
   /** The batch events the organization's endpoint received, by batch id. */
   const eventsOf = (batchId: string) => receiver.received('/batches').map((r) => JSON.parse(r.body) as { type: string; data: { id: string; status: string } }).filter((e) => e.data.id === batchId);
 
-  const clientFor = (secret: string) => new OpenAI({ apiKey: secret, baseURL: `${f.api.url}/v1`, maxRetries: 0, defaultHeaders: { 'x-forwarded-for': randomClientAddress() } });
-  const upload = async (client: OpenAI, lines: string[]) => client.files.create({ file: await toFile(Buffer.from(`${lines.join('\n')}\n`), 'input.jsonl'), purpose: 'batch' });
-  const ended = (client: OpenAI, id: string, timeoutMs = 60_000) => until(async () => {
-    const batch = await client.batches.retrieve(id);
-    return ['completed', 'failed', 'expired', 'cancelled'].includes(batch.status) ? batch : null;
-  }, `batch ${id} ending`, timeoutMs, 100);
-  const linesOf = async (client: OpenAI, fileId: string | null | undefined): Promise<OutputLine[]> => {
-    if (!fileId) return [];
-    const text = await (await client.files.content(fileId)).text();
-    return text.split('\n').filter((l) => l.length > 0).map((l) => JSON.parse(l) as OutputLine);
-  };
+  const { clientFor, upload, ended, linesOf } = openAIBatches(() => f.api.url);
 
   beforeAll(async () => {
     ca = createLocalCa();

@@ -317,6 +317,8 @@ describe('operator console in a browser', () => {
     await open('/batches');
     await waitText(created.id);
     expect(await text()).toContain('100% (3 of 3)');
+    // One model on an OpenAI connection: OpenAI's own batch API ran it.
+    expect(await text()).toContain('Provider batch API');
     await shot('batches');
     await accessible('batches');
     await page.click(`a[href="/console/batches/${created.id}"]`);

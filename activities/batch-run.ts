@@ -184,8 +184,9 @@ export function createBatchActivities(deps: BatchDeps) {
       await deps.startDeliveries(deliveries);
       return { status: 'failed' };
     }
-    // One model whose route's first connection has a batch API: the provider runs it (native-batch.ts).
-    const plan = check.model ? await deps.nativePlan?.({ keyId: batch.keyId, endpoint: batch.endpoint, model: check.model }) : null;
+    // One model whose route's first connection has a batch API, and no item asking for the
+    // gateway's routing or cache: the provider runs it (native-batch.ts).
+    const plan = check.model && !check.needsGateway ? await deps.nativePlan?.({ keyId: batch.keyId, endpoint: batch.endpoint, model: check.model }) : null;
     // A cancel that came while validating keeps its `cancelling`; the run stops at its first chunk.
     await deps.db.update(batches).set({
       chunkStarts: starts, total: check.items, updatedAt: now, native: plan ? { plan } : null,

@@ -10,7 +10,7 @@ import type { Agent } from 'undici';
 import type { Readable } from 'node:stream';
 import type { NativeBatchServices } from '../api/native-batch-services';
 import { jsonlLines } from '../core/batches/jsonl-reader';
-import { anthropicRequest, nativeResult, nativeStatus, openAIInputLine, type NativeBatchState, type NativeResult, type NativeStatus } from '../core/batches/native-wire';
+import { anthropicRequest, nativeResult, nativeStatus, openAIInputLine, providerEndpoint, type NativeBatchState, type NativeResult, type NativeStatus } from '../core/batches/native-wire';
 import type { Clock } from '../core/clock';
 import type { Sealer } from '../core/crypto/sealing';
 import type { Database } from '../core/db/client';
@@ -58,6 +58,14 @@ export const NATIVE_BATCH_REFUSED = 'NativeBatchRefused';
 
 /** Provider calls of a native batch wait this long for an answer to begin (an upload of 200 MB takes a while). */
 const NATIVE_CALL_TIMEOUT_MS = 10 * 60_000;
+/** A status check or a cancel waits this long: two fit well inside the check activity's time. */
+const CHECK_CALL_TIMEOUT_MS = 60_000;
+/** The answer of an item a completed provider batch left out of its results, in the batch's wire. */
+const MISSING_MESSAGE = 'The provider completed the batch without an answer for this request, or with one the gateway could not read. It may have been billed.';
+const missingAnswer = (wire: LoadedBatch['wire']) => (wire === 'anthropic'
+  ? { type: 'error', error: { type: 'api_error', message: MISSING_MESSAGE, code: 'batch_item_missing' } }
+  : { error: { message: MISSING_MESSAGE, type: 'upstream_error', code: 'batch_item_missing' } });
+
 /** Results recorded a transaction at a time. */
 const RECORD_ROWS = 200;
 
@@ -87,6 +95,9 @@ const servedModelOf = (body: unknown) => {
   return typeof model === 'string' ? model : null;
 };
 
+/** The request log's name of each endpoint, as the request path logs it. */
+const LOGGED_ENDPOINT: Record<string, string> = { '/v1/chat/completions': 'chat.completions', '/v1/embeddings': 'embeddings', '/v1/messages': 'messages' };
+
 type Target = { target: UpstreamTarget; query: Record<string, string> | undefined; azure: boolean };
 
 export function createNativeBatchActivities(deps: NativeBatchDeps) {
@@ -114,10 +125,35 @@ export function createNativeBatchActivities(deps: NativeBatchDeps) {
     };
   }
 
-  async function call(t: Target, what: string, request: UpstreamRequest): Promise<Readable & { json(): Promise<unknown> }> {
-    const answer = await sendUpstream(deps.agent, ADAPTERS[t.target.kind], t.target, { ...request, ...(t.query && { query: { ...t.query, ...request.query } }) });
-    if (!answer.ok) throw providerRefusal(what, answer.failure);
+  /**
+   * One call to the provider. `timeoutMs`: how long its answer may take to begin (a status check
+   * or cancel a minute; an upload or a results file ten). `onRefused` runs when the provider
+   * surely saw nothing or answered no (the failure is not outcome-unknown), before the throw.
+   */
+  async function call(t: Target, what: string, request: UpstreamRequest, options: { timeoutMs?: number; onRefused?: () => Promise<void> } = {}): Promise<Readable & { json(): Promise<unknown> }> {
+    const target = options.timeoutMs ? { ...t.target, timeoutMs: options.timeoutMs } : t.target;
+    const answer = await sendUpstream(deps.agent, ADAPTERS[t.target.kind], target, { ...request, ...(t.query && { query: { ...t.query, ...request.query } }) });
+    if (!answer.ok) {
+      if (options.onRefused && !('outcomeUnknown' in answer.failure && answer.failure.outcomeUnknown)) await options.onRefused();
+      throw providerRefusal(what, answer.failure);
+    }
     return answer.body as unknown as Readable & { json(): Promise<unknown> };
+  }
+
+  /** The provider's batch is created once: the intent is recorded first, and cleared when the provider surely did not take it. */
+  async function createOnce(batchId: string, t: Target, request: UpstreamRequest): Promise<string> {
+    await saveState(batchId, { submitting: true });
+    const notTaken = () => saveState(batchId, { submitting: false });
+    let created: { id?: unknown };
+    try {
+      created = await (await call(t, 'the batch', { ...request, sendOnce: true }, { onRefused: notTaken })).json() as { id?: unknown };
+    } catch (err) {
+      // The answer began but could not be read: the provider may have taken the batch.
+      if (err instanceof SyntaxError) throw refused('The provider\'s answer to the batch could not be read; it may have taken the batch, so it was not sent again.');
+      throw err;
+    }
+    if (typeof created.id !== 'string') throw refused('The provider answered the batch without an id; it may have taken it, so it was not sent again.');
+    return created.id;
   }
 
   /** Where the held parts end: the first line of the first refused part (null: every part is held). */
@@ -153,7 +189,7 @@ export function createNativeBatchActivities(deps: NativeBatchDeps) {
     try {
       const out = fs.createWriteStream(file);
       for await (const item of itemsBefore(batch, boundary)) {
-        if (!out.write(`${openAIInputLine(item.line, item.body, state.plan.upstreamModel, t.azure)}\n`)) await once(out, 'drain');
+        if (!out.write(`${openAIInputLine(item.line, item.body, state.plan.upstreamModel, batch.endpoint, t.azure)}\n`)) await once(out, 'drain');
       }
       out.end();
       await once(out, 'close');
@@ -162,13 +198,10 @@ export function createNativeBatchActivities(deps: NativeBatchDeps) {
       form.set('file', await fs.openAsBlob(file, { type: 'application/jsonl' }), `${batch.id}.jsonl`);
       const uploaded = await (await call(t, 'the batch input file', { path: '/files', body: form })).json() as { id?: unknown };
       if (typeof uploaded.id !== 'string') throw refused('The provider answered the input file upload without an id.');
-      await saveState(batch.id, { submitting: true });
-      const created = await (await call(t, 'the batch', {
-        path: '/batches', sendOnce: true,
-        body: { input_file_id: uploaded.id, endpoint: t.azure ? '/chat/completions' : '/v1/chat/completions', completion_window: '24h', metadata: { gateway_batch_id: batch.id } },
-      })).json() as { id?: unknown };
-      if (typeof created.id !== 'string') throw refused('The provider answered the batch without an id.');
-      return created.id;
+      return await createOnce(batch.id, t, {
+        path: '/batches',
+        body: { input_file_id: uploaded.id, endpoint: providerEndpoint(batch.endpoint, t.azure), completion_window: '24h', metadata: { gateway_batch_id: batch.id } },
+      });
     } finally {
       await fs.promises.rm(file, { force: true });
     }
@@ -177,18 +210,15 @@ export function createNativeBatchActivities(deps: NativeBatchDeps) {
   async function createAnthropicBatch(batch: LoadedBatch, state: NativeBatchState, t: Target, boundary: number | null): Promise<string> {
     const requests: Record<string, unknown>[] = [];
     for await (const item of itemsBefore(batch, boundary)) requests.push(anthropicRequest(item.line, item.body, state.plan.upstreamModel));
-    await saveState(batch.id, { submitting: true });
-    const created = await (await call(t, 'the batch', { path: '/messages/batches', sendOnce: true, body: { requests } })).json() as { id?: unknown };
-    if (typeof created.id !== 'string') throw refused('The provider answered the batch without an id.');
-    return created.id;
+    return createOnce(batch.id, t, { path: '/messages/batches', body: { requests } });
   }
 
-  /** A results file's lines, in the provider's order. */
-  async function* resultsOf(t: Target, wire: NativeBatchState['plan']['wire'], request: UpstreamRequest): AsyncGenerator<NativeResult> {
+  /** A results file's lines, in the provider's order; null for a line that is not a result we can read. */
+  async function* resultsOf(t: Target, wire: NativeBatchState['plan']['wire'], request: UpstreamRequest): AsyncGenerator<NativeResult | null> {
     const body = await call(t, 'the batch results', { ...request, method: 'GET' });
     for await (const { text } of jsonlLines(body)) {
-      const result = nativeResult(wire, text);
-      if (result) yield result;
+      if (text.trim() === '') continue;
+      yield nativeResult(wire, text);
     }
   }
 
@@ -210,7 +240,7 @@ export function createNativeBatchActivities(deps: NativeBatchDeps) {
       const requestId = newId('req');
       const error = outcome === 'errored' ? errorOf(a.body) : null;
       const log: RequestLogEntry = {
-        id: requestId, orgId: batch.orgId, keyId: batch.keyId, projectId: batch.projectId, endpoint: plan.wire === 'anthropic' ? 'messages' : 'chat.completions',
+        id: requestId, orgId: batch.orgId, keyId: batch.keyId, projectId: batch.projectId, endpoint: LOGGED_ENDPOINT[batch.endpoint] ?? batch.endpoint,
         requestedModel: plan.model, routeSlug: plan.routeSlug ?? null, servedModel: servedModelOf(a.body) ?? plan.upstreamModel, provider: plan.kind, connectionId: plan.connectionId,
         chainPosition: 'primary', status: a.status, errorType: error?.type ?? null, errorCode: error?.code ?? null, stream: false, latencyMs: 0,
         usage: price.usage as Record<string, unknown> | null, cost: price.cost, priceSource: price.source, batchId: batch.id, createdAt: now,
@@ -234,39 +264,97 @@ export function createNativeBatchActivities(deps: NativeBatchDeps) {
     });
   }
 
-  /** Ends each held part's hold: settled at its items' recorded costs, or released when nothing ran. */
-  async function endHolds(batch: LoadedBatch, state: NativeBatchState, heldParts: number, release: boolean): Promise<void> {
-    for (let part = 0; part < heldParts; part += 1) {
+  /**
+   * Ends each held part's hold: `settle` at its items' recorded costs; `held` at what it holds
+   * (the provider may have run and billed items whose answers the gateway never read: the
+   * reservation is the honest upper bound, as for a video render whose end was not seen);
+   * `release` when nothing reached the provider.
+   */
+  async function endHolds(batch: LoadedBatch, state: NativeBatchState, mode: 'settle' | 'held' | 'release'): Promise<void> {
+    // Every chunk, not only the parts recorded held: an attempt lost while holding may have held
+    // more before it could record how many (a part never held has no row, and ends as a no-op).
+    for (let part = 0; part < Math.max(state.heldParts ?? 0, batch.chunkCount ?? 0); part += 1) {
       const holdId = partHoldId(batch.id, part);
-      const from = (await chunkStart(batch, part))?.line ?? 0;
-      const to = ((await chunkStart(batch, part + 1))?.line ?? Number.MAX_SAFE_INTEGER) - 1;
-      const [{ nanos } = { nanos: 0 }] = await deps.db.select({ nanos: sql<number>`coalesce(sum(${batchItems.costNanos}), 0)::bigint` }).from(batchItems)
-        .where(and(eq(batchItems.batchId, batch.id), between(batchItems.line, from, Math.min(to, 2_147_483_647))));
       const now = deps.clock.now();
-      await closeJobSpend(deps.db, holdId, release ? 'released' : { cost: Number(nanos) / 1e9, provider: state.plan.kind, model: state.plan.upstreamModel }, now);
+      const served = { provider: state.plan.kind, model: state.plan.upstreamModel };
+      if (mode === 'settle') {
+        const from = (await chunkStart(batch, part))?.line ?? 0;
+        const to = Math.min(((await chunkStart(batch, part + 1))?.line ?? Number.MAX_SAFE_INTEGER) - 1, 2_147_483_647);
+        const [{ nanos } = { nanos: 0 }] = await deps.db.select({ nanos: sql<number>`coalesce(sum(${batchItems.costNanos}), 0)::bigint` }).from(batchItems)
+          .where(and(eq(batchItems.batchId, batch.id), between(batchItems.line, from, to)));
+        await closeJobSpend(deps.db, holdId, { cost: Number(nanos) / 1e9, ...served }, now);
+      } else {
+        await closeJobSpend(deps.db, holdId, mode === 'held' ? { held: true, ...served } : 'released', now);
+      }
       await endJobHold(deps.db, deps.spendRedis, holdId);
     }
   }
+
+  /** The provider batch's own path: `/batches/<id>` (OpenAI, Azure) or `/messages/batches/<id>` (Anthropic). */
+  const providerPath = (state: NativeBatchState) => `${state.plan.wire === 'openai' ? '/batches' : '/messages/batches'}/${encodeURIComponent(state.providerBatchId!)}`;
 
   /** One status check of a provider batch (awaitNativeBatch). */
   async function checkOnce(input: { batchId: string; checkEveryMs: number }): Promise<NativeStatus> {
     const batch = await loadBatch(input.batchId);
     const state = await stateOf(batch);
     const t = await targetOf(batch, state);
-    const providerId = state.providerBatchId!;
-    const base = state.plan.wire === 'openai' ? `/batches/${encodeURIComponent(providerId)}` : `/messages/batches/${encodeURIComponent(providerId)}`;
+    const base = providerPath(state);
+    const now = deps.clock.now().getTime();
     if (!state.cancelSent) {
-      const stop = batch.status === 'cancelling' ? 'cancelled' : deps.clock.now().getTime() >= batch.expiresAt.getTime() ? 'expired' : null;
+      const stop = batch.status === 'cancelling' ? 'cancelled' : now >= batch.expiresAt.getTime() ? 'expired' : null;
       if (stop) {
-        await (await call(t, 'the batch\'s cancel', { path: `${base}/cancel`, body: {} })).json().catch(() => null);
+        // Asked once, and only asked: a provider that refuses (its batch ended meanwhile) is
+        // answered by the status check that follows.
+        await call(t, 'the batch\'s cancel', { path: `${base}/cancel`, body: {} }, { timeoutMs: CHECK_CALL_TIMEOUT_MS }).then((body) => body.json()).catch(() => null);
         await saveState(batch.id, { cancelSent: stop });
       }
     }
-    const status = nativeStatus(state.plan.wire, await (await call(t, 'a status check of the batch', { method: 'GET', path: base })).json());
+    const status = nativeStatus(state.plan.wire, await (await call(t, 'a status check of the batch', { method: 'GET', path: base }, { timeoutMs: CHECK_CALL_TIMEOUT_MS })).json());
     if (status.status !== state.providerStatus || status.done !== state.providerDone) await saveState(batch.id, { providerStatus: status.status, providerDone: status.done });
     if (status.ended) return status;
+    // A provider that has not ended its batch well past the window (it was asked to cancel at
+    // the window's end) is not waited on for ever: the batch fails, its holds kept as charged.
+    const windowMs = batch.expiresAt.getTime() - batch.createdAt.getTime();
+    if (now >= batch.expiresAt.getTime() + windowMs / 24) throw refused(`The provider had not ended its batch an hour past the completion window (it was ${status.status}).`);
     // Waiting is not an error: logged at DEBUG by the SDK, not counted as a failed activity.
-    throw ApplicationFailure.create({ type: NATIVE_BATCH_RUNNING, category: ApplicationFailureCategory.BENIGN, message: `the provider's batch ${providerId} is ${status.status} (${status.done} requests answered)`, nextRetryDelay: input.checkEveryMs });
+    throw ApplicationFailure.create({ type: NATIVE_BATCH_RUNNING, category: ApplicationFailureCategory.BENIGN, message: `the provider's batch ${state.providerBatchId} is ${status.status} (${status.done} requests answered)`, nextRetryDelay: input.checkEveryMs });
+  }
+
+  /**
+   * The items of parts a spend limit refused, recorded as answered with its refusal: their
+   * reason is theirs, whatever ends the provider's batch (a cancel, its window).
+   */
+  async function recordRefused(batch: LoadedBatch, state: NativeBatchState, boundary: number | null): Promise<void> {
+    if (!state.refusal || boundary === null) return;
+    let rows: Array<typeof batchItems.$inferInsert> = [];
+    const flush = async () => {
+      if (rows.length === 0) return;
+      const values = rows;
+      rows = [];
+      await deps.db.transaction(async (tx) => {
+        const inserted = await tx.insert(batchItems).values(values).onConflictDoNothing().returning({ line: batchItems.line });
+        await tx.update(batches).set({ failed: sql`${batches.failed} + ${inserted.length}`, updatedAt: sql`now()` }).where(eq(batches.id, batch.id));
+      });
+    };
+    for await (const item of itemsBefore(batch, null)) {
+      if (item.line < boundary) continue;
+      rows.push({ batchId: batch.id, line: item.line, customId: item.customId, outcome: 'errored', attempts: 0, statusCode: state.refusal.statusCode, body: state.refusal.body, costNanos: 0 });
+      if (rows.length === RECORD_ROWS) await flush();
+    }
+    await flush();
+  }
+
+  /** The sent items a completed provider batch gave no answer for, recorded as errors saying so. */
+  async function recordMissing(batch: LoadedBatch, customIds: Map<number, string>): Promise<void> {
+    const recorded = new Set((await deps.db.select({ line: batchItems.line }).from(batchItems).where(eq(batchItems.batchId, batch.id))).map((r) => r.line));
+    const missing = [...customIds].filter(([line]) => !recorded.has(line));
+    for (let at = 0; at < missing.length; at += RECORD_ROWS) {
+      const values = missing.slice(at, at + RECORD_ROWS).map(([line, customId]) => ({ batchId: batch.id, line, customId, outcome: 'errored' as const, attempts: 1, statusCode: 502, body: missingAnswer(batch.wire), costNanos: 0 }));
+      await deps.db.transaction(async (tx) => {
+        const inserted = await tx.insert(batchItems).values(values).onConflictDoNothing().returning({ line: batchItems.line });
+        await tx.update(batches).set({ failed: sql`${batches.failed} + ${inserted.length}`, updatedAt: sql`now()` }).where(eq(batches.id, batch.id));
+      });
+    }
   }
 
   return {
@@ -282,8 +370,12 @@ export function createNativeBatchActivities(deps: NativeBatchDeps) {
         const batch = await loadBatch(input.batchId);
         const state = await stateOf(batch);
         if (state.providerBatchId) return { submitted: true, refusal: state.refusal ?? null };
-        if (batch.status === 'cancelling') return { submitted: false, refusal: null, cancelled: true };
         if (state.submitting) throw refused('The batch was sent to the provider, but the answer was lost with the worker that sent it; it was not sent again, since the provider could run and bill it twice. Check the provider\'s batches, then create it again.');
+        if (batch.status === 'cancelling') {
+          // Cancelled before anything reached the provider: what an earlier attempt held goes back.
+          await endHolds(batch, state, 'release');
+          return { submitted: false, refusal: null, cancelled: true };
+        }
         const { heldParts, refusal } = await holdParts(batch, state);
         if (heldParts === 0) return { submitted: false, refusal };
         const t = await targetOf(batch, state);
@@ -307,32 +399,42 @@ export function createNativeBatchActivities(deps: NativeBatchDeps) {
     /**
      * Reads the provider's results, records each answered item once (mapped back by the line
      * its `custom_id` names) with its cost at batch rates, and ends every part's hold at what
-     * its items cost. Answers how the batch ends; a batch the provider failed answers its reason.
+     * its items cost. Results that cannot be read, or fewer answers than the provider counts,
+     * leave the holds as charged: the provider billed answers the gateway could not price.
+     * Answers how the batch ends; a batch the provider failed answers its reason.
      */
     async collectNativeBatch(input: { batchId: string; status: NativeStatus }): Promise<{ ending: BatchEnding } | { failed: string }> {
       return beatingThroughout(async () => {
         const batch = await loadBatch(input.batchId);
         const state = await stateOf(batch);
-        const heldParts = state.heldParts ?? 0;
         if (input.status.failure !== null) {
-          await endHolds(batch, state, heldParts, true);
-          return { failed: `the provider failed it: ${input.status.failure}` };
+          await endHolds(batch, state, 'release');
+          return { failed: `the provider failed it: ${cleanProviderText(input.status.failure).slice(0, 500)}` };
         }
-        const boundary = await heldBoundary(batch, heldParts);
+        const boundary = await heldBoundary(batch, state.heldParts ?? 0);
         const customIds = new Map<number, string>();
         for await (const item of itemsBefore(batch, boundary)) customIds.set(item.line, item.customId);
         const t = await targetOf(batch, state);
+        // Anthropic's results at the batch's own path under the connection (its `results_url`
+        // names api.anthropic.com, which a connection through a proxy does not reach).
         const sources: UpstreamRequest[] = state.plan.wire === 'openai'
           ? [input.status.outputFileId, input.status.errorFileId].filter((id): id is string => id !== null).map((id) => ({ path: `/files/${encodeURIComponent(id)}/content` }))
-          : input.status.resultsUrl ? [{ path: input.status.resultsUrl }] : [];
+          : [{ path: `${providerPath(state)}/results` }];
         let expired = false;
+        let answered = 0;
+        let unreadable = 0;
         for (const source of sources) {
           let pending: Array<Extract<NativeResult, { answered: true }>> = [];
           for await (const result of resultsOf(t, state.plan.wire, source)) {
+            if (result === null || (result.answered && !customIds.has(result.line))) {
+              unreadable += 1;
+              continue;
+            }
             if (!result.answered) {
               expired ||= result.unrun === 'expired';
               continue;
             }
+            answered += 1;
             pending.push(result);
             if (pending.length === RECORD_ROWS) {
               await record(batch, state, pending, customIds);
@@ -341,10 +443,33 @@ export function createNativeBatchActivities(deps: NativeBatchDeps) {
           }
           await record(batch, state, pending, customIds);
         }
-        await endHolds(batch, state, heldParts, false);
+        await recordRefused(batch, state, boundary);
+        await endHolds(batch, state, unreadable > 0 || answered < input.status.done ? 'held' : 'settle');
         const status = state.cancelSent === 'cancelled' || input.status.status === 'cancelled' ? 'cancelled'
           : state.cancelSent === 'expired' || expired || input.status.status === 'expired' ? 'expired' : 'completed';
-        return { ending: { status, ...(state.refusal && { unrun: state.refusal }) } };
+        // A batch the provider completed answers every item: one it left out is named as missing,
+        // not as cancelled (a cancelled or expired batch's unanswered items are that).
+        if (status === 'completed') await recordMissing(batch, customIds);
+        return { ending: { status } };
+      });
+    },
+
+    /**
+     * A native batch that fails on the gateway's side (a refusal, its connection gone, a provider
+     * that never ended it): a provider batch under way is asked to cancel, and the holds end.
+     * Released when nothing may have reached the provider; kept as charged when something may
+     * have (the provider runs and bills what it took, and the gateway will not read it).
+     */
+    async abandonNativeBatch(input: { batchId: string }): Promise<void> {
+      return beatingThroughout(async () => {
+        const batch = await loadBatch(input.batchId);
+        if (!batch.native) return;
+        const state = batch.native;
+        if (state.providerBatchId && !state.cancelSent) {
+          const t = await targetOf(batch, state).catch(() => null);
+          if (t) await call(t, 'the batch\'s cancel', { path: `${providerPath(state)}/cancel`, body: {} }, { timeoutMs: CHECK_CALL_TIMEOUT_MS }).then((body) => body.json()).catch(() => null);
+        }
+        await endHolds(batch, state, state.providerBatchId || state.submitting ? 'held' : 'release');
       });
     },
   };

@@ -7,7 +7,11 @@ import { GatewayError } from '../core/errors';
 import { estimateCost, type PriceSource } from '../core/pricing/cost';
 import { ADAPTERS } from '../core/providers/adapters';
 import type { ChatBody, ChatMessage, Usage } from '../core/providers/types';
-import { planCandidates, type Candidate } from '../core/routing/candidates';
+import { planCandidates, type Candidate, type PlanInput } from '../core/routing/candidates';
+import type { OrgConfig } from '../core/routing/org-config';
+import type { ModelCatalog } from '../core/catalog/model-catalog';
+import { estimatedTokens, inputList } from './gateway/embeddings';
+import { mediaModelKnown } from './gateway/media-call';
 import { JOB_HOLD_LEASE_MS, reserveJobSpend } from '../core/spend/job-spend';
 import { spendScopes } from '../core/spend/scopes';
 import { worstCaseCost } from '../core/spend/worst-case';
@@ -48,6 +52,12 @@ export type NativeBatchServices = {
 
 type KeyOf = (keyId: string) => Promise<KeyContext | null>;
 
+/** An embeddings answer's usage (`prompt_tokens`), as a chat usage with no output. */
+function embeddingUsage(body: unknown): Usage | null {
+  const tokens = (body as { usage?: { prompt_tokens?: unknown } } | null)?.usage?.prompt_tokens;
+  return typeof tokens === 'number' && Number.isFinite(tokens) ? { prompt_tokens: tokens, completion_tokens: 0, total_tokens: tokens } : null;
+}
+
 /**
  * The chat body the worst case is estimated on: a Messages body's `system` counted with its
  * prompt (the chat estimate reads `messages` and `tools`), its `max_tokens` as the output cap.
@@ -58,13 +68,41 @@ function estimationBody(body: Record<string, unknown>): ChatBody {
   return { ...body, model: String(body.model ?? ''), messages: [...system, ...messages] } as ChatBody;
 }
 
+/**
+ * An item's worst case at the standard rates: a chat or Messages request's as the chat path holds
+ * it; an embeddings request's as its path does (its input tokens, estimated, priced). Null: unpriced.
+ */
+function itemWorstCase(candidate: Candidate, config: OrgConfig, endpoint: string, body: Record<string, unknown>, catalog: ModelCatalog): number | null {
+  if (endpoint === '/v1/embeddings') {
+    const tokens = estimatedTokens(inputList(body.input as Parameters<typeof inputList>[0]));
+    return embeddingCost(candidate, config, catalog, tokens)?.cost ?? null;
+  }
+  try {
+    return worstCaseCost([candidate], estimationBody(body), { prices: config.prices, unpricedBudgetPolicy: 'block' }, catalog);
+  } catch (err) {
+    if (err instanceof GatewayError) return null;
+    throw err;
+  }
+}
+
+/** Embeddings are priced per input token, as their path prices them. */
+function embeddingCost(c: Pick<Candidate, 'connection' | 'upstreamModel' | 'modelId'>, config: OrgConfig, catalog: ModelCatalog, tokens: number) {
+  return estimateCost({ usage: { prompt_tokens: tokens, completion_tokens: 0, total_tokens: tokens }, kind: c.connection.kind, upstreamModel: c.upstreamModel, modelId: c.modelId, prices: config.prices, catalog });
+}
+
 export function createNativeBatchServices(deps: Pick<AppDeps, 'db' | 'gateway'>, keyOf: KeyOf): NativeBatchServices {
   const { gateway } = deps;
 
-  /** The plan's candidate, as the chat path would build it now. */
+  /** Planning as the endpoint's own path plans: chat's catalog, or the embedding models' (api/gateway/media-call.ts). */
+  const planInput = (key: KeyContext, config: OrgConfig, model: string, endpoint: string): PlanInput => ({
+    model, fallbacks: [], key, config, catalog: gateway.catalog, catalogModelsOnly: true,
+    ...(endpoint === '/v1/embeddings' && { knows: mediaModelKnown('embeddings', config) }),
+  });
+
+  /** The plan's candidate, as the request path would build it now. */
   async function candidateOf(key: KeyContext, plan: NativeBatchPlan): Promise<Candidate | null> {
     const config = await gateway.orgConfig.get(key.orgId);
-    const found = planCandidates({ model: plan.model, fallbacks: [], key, config, catalog: gateway.catalog }).candidates.find((c) => c.connection.id === plan.connectionId);
+    const found = planCandidates(planInput(key, config, plan.model, plan.endpoint)).candidates.find((c) => c.connection.id === plan.connectionId);
     return found ?? null;
   }
 
@@ -76,7 +114,7 @@ export function createNativeBatchServices(deps: Pick<AppDeps, 'db' | 'gateway'>,
       let first: Candidate | undefined;
       let routeSlug: string | null = null;
       try {
-        const planned = planCandidates({ model, fallbacks: [], key, config, catalog: gateway.catalog, catalogModelsOnly: true });
+        const planned = planCandidates(planInput(key, config, model, endpoint));
         // A route may keep its batches on the gateway's own path (`batch_mode: gateway`).
         if (planned.route?.batchMode === 'gateway') return null;
         [first] = planned.candidates;
@@ -89,7 +127,7 @@ export function createNativeBatchServices(deps: Pick<AppDeps, 'db' | 'gateway'>,
       const wire = nativeBatchWire(first.connection.kind, endpoint);
       if (!wire) return null;
       if (await gateway.guardrails.rulesFor(key)) return null;
-      return { model, routeSlug, connectionId: first.connection.id, kind: first.connection.kind, wire, upstreamModel: first.upstreamModel, modelId: first.modelId };
+      return { model, endpoint, routeSlug, connectionId: first.connection.id, kind: first.connection.kind, wire, upstreamModel: first.upstreamModel, modelId: first.modelId };
     },
 
     async hold({ holdId, keyId, plan, wire, bodies, leaseMs }) {
@@ -104,12 +142,9 @@ export function createNativeBatchServices(deps: Pick<AppDeps, 'db' | 'gateway'>,
       let unpriced = candidate === null;
       for (const body of bodies) {
         if (!candidate) break;
-        try {
-          estimate += worstCaseCost([candidate], estimationBody(body), { prices: config.prices, unpricedBudgetPolicy: 'block' }, gateway.catalog);
-        } catch (err) {
-          if (!(err instanceof GatewayError)) throw err;
-          unpriced = true;
-        }
+        const worst = itemWorstCase(candidate, config, plan.endpoint, body, gateway.catalog);
+        if (worst === null) unpriced = true;
+        else estimate += worst;
       }
       const now = new Date();
       try {
@@ -129,7 +164,7 @@ export function createNativeBatchServices(deps: Pick<AppDeps, 'db' | 'gateway'>,
       const config = await gateway.orgConfig.get(orgId);
       let usage: Usage | null;
       try {
-        ({ usage } = ADAPTERS[plan.kind].parseResponse(body));
+        usage = plan.endpoint === '/v1/embeddings' ? embeddingUsage(body) : ADAPTERS[plan.kind].parseResponse(body).usage;
       } catch {
         return { cost: null, source: null, usage: null };
       }

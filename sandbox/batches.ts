@@ -17,13 +17,16 @@ import { readMultipart } from './media';
  * A batch runs its requests one at a time through the provider's own chat path (`runItem`:
  * the same parsing, answers, per-request directives and bill as a direct call, billed at the
  * batch tier). Batch directives, in the connection's path or any request's text:
+ *   batch_refuse       the batch's create is refused (400)
  *   batch_fail         the batch fails (OpenAI: `failed` with `errors`; Anthropic: every request errored)
  *   batch_expire       the window runs out after half the requests: the rest expire
  *   batch_item_ms=<ms> each request takes this long (a slow batch, to cancel mid-way)
+ *   batch_check_status=<code>  OpenAI: the batch's status checks answer this HTTP status
  */
 export type BatchItemRun = (input: { flavor: 'openai' | 'azure' | 'anthropic'; path: string; body: Record<string, unknown>; credential: string; requestId: string }) => { status: number; body: unknown };
 
-type StoredFile = { id: string; purpose: string; filename: string; bytes: Buffer; createdAt: number };
+/** A file, read only with the credential that uploaded it (or, for a batch's output, that created the batch). */
+type StoredFile = { id: string; credential: string; purpose: string; filename: string; bytes: Buffer; createdAt: number };
 
 type Outcome = { customId: string; status: number | null; body: unknown; unrun?: 'expired' | 'canceled' };
 
@@ -106,13 +109,13 @@ async function openAIBatch(state: BatchState, route: Extract<BatchRoute, { wire:
     const upload = form?.files.find((f) => f.field === 'file');
     if (!form || !upload) return openAIError(send, 400, "Missing required parameter: 'file'.", 'file');
     if (form.fields.purpose !== 'batch') return openAIError(send, 400, `Invalid value for 'purpose': ${JSON.stringify(form.fields.purpose ?? null)}.`, 'purpose');
-    const file: StoredFile = { id: newId('file-'), purpose: 'batch', filename: upload.filename, bytes: upload.bytes, createdAt: Date.now() };
+    const file: StoredFile = { id: newId('file-'), credential: ctx.credential, purpose: 'batch', filename: upload.filename, bytes: upload.bytes, createdAt: Date.now() };
     state.files.set(file.id, file);
     return send(200, presentFile(file));
   }
   if (route.op === 'file' || route.op === 'file_content') {
     const file = state.files.get(route.id!);
-    if (!file) return openAIError(send, 404, `No such File object: ${route.id}`, 'id');
+    if (!file || file.credential !== ctx.credential) return openAIError(send, 404, `No such File object: ${route.id}`, 'id');
     if (route.op === 'file') return send(200, presentFile(file));
     ctx.res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(file.bytes.length) });
     return void ctx.res.end(file.bytes);
@@ -120,10 +123,11 @@ async function openAIBatch(state: BatchState, route: Extract<BatchRoute, { wire:
   if (route.op === 'create') {
     const body = await readJson(ctx.req);
     if (!body) return openAIError(send, 400, 'We could not parse the JSON body of your request.');
-    const file = typeof body.input_file_id === 'string' ? state.files.get(body.input_file_id) : undefined;
+    const found = typeof body.input_file_id === 'string' ? state.files.get(body.input_file_id) : undefined;
+    const file = found?.credential === ctx.credential ? found : undefined;
     if (!file) return openAIError(send, 400, `Invalid 'input_file_id': ${JSON.stringify(body.input_file_id ?? null)}.`, 'input_file_id');
     const endpoint = String(body.endpoint ?? '');
-    const endpoints = route.flavor === 'azure' ? ['/chat/completions', '/v1/chat/completions'] : ['/v1/chat/completions', '/v1/embeddings', '/v1/responses'];
+    const endpoints = route.flavor === 'azure' ? ['/chat/completions', '/embeddings'] : ['/v1/chat/completions', '/v1/embeddings', '/v1/responses'];
     if (!endpoints.includes(endpoint)) return openAIError(send, 400, `Invalid 'endpoint': ${JSON.stringify(endpoint)}.`, 'endpoint');
     if (body.completion_window !== '24h') return openAIError(send, 400, "Invalid 'completion_window': only '24h' is supported.", 'completion_window');
     const requests: SandboxBatch['requests'] = [];
@@ -143,6 +147,7 @@ async function openAIBatch(state: BatchState, route: Extract<BatchRoute, { wire:
       }
       requests.push({ customId: line.custom_id, url: endpoint, body: line.body as Record<string, unknown> });
     }
+    if (batchDirectives(ctx, requests).batchRefuse) return openAIError(send, 400, 'sandbox: simulated refusal of the batch.');
     const batch = newBatch(state, route.flavor, ctx, { endpoint, inputFileId: file.id, metadata: body.metadata ?? null, requests });
     if (errors.length > 0 || requests.length === 0) {
       batch.status = 'failed';
@@ -155,6 +160,7 @@ async function openAIBatch(state: BatchState, route: Extract<BatchRoute, { wire:
   }
   const batch = state.batches.get(route.id!);
   if (!batch || batch.flavor === 'anthropic' || batch.credential !== ctx.credential) return openAIError(send, 404, `No batch found with id '${route.id}'.`);
+  if (route.op === 'get' && batch.directives.batchCheckStatus) return openAIError(send, batch.directives.batchCheckStatus, `sandbox: simulated ${batch.directives.batchCheckStatus} on a status check.`);
   if (route.op === 'cancel') {
     if (batch.status !== 'validating' && batch.status !== 'in_progress') return openAIError(send, 409, `Cannot cancel a batch with status '${batch.status}'.`);
     batch.status = 'cancelling';
@@ -178,6 +184,7 @@ async function anthropicBatch(state: BatchState, route: Extract<BatchRoute, { wi
       seen.add(r.custom_id);
       parsed.push({ customId: r.custom_id, url: '/v1/messages', body: r.params as Record<string, unknown> });
     }
+    if (batchDirectives(ctx, parsed).batchRefuse) return anthropicError(send, 400, 'sandbox: simulated refusal of the batch.');
     const batch = newBatch(state, 'anthropic', ctx, { endpoint: '/v1/messages', inputFileId: null, metadata: null, requests: parsed });
     void runBatch(state, batch);
     return send(200, presentAnthropic(batch, ctx.origin));
@@ -205,11 +212,16 @@ async function anthropicBatch(state: BatchState, route: Extract<BatchRoute, { wi
   return send(200, presentAnthropic(batch, ctx.origin));
 }
 
+/** A batch's directives: the connection's path's, and any of its requests' texts'. */
+function batchDirectives(ctx: Parameters<typeof handleBatch>[2], requests: SandboxBatch['requests']): Directives {
+  const texts = requests.map((r) => directivesInText(JSON.stringify(r.body))).join(',');
+  return parseDirectives(`${ctx.pathDirectives},${texts}`);
+}
+
 function newBatch(state: BatchState, flavor: SandboxBatch['flavor'], ctx: Parameters<typeof handleBatch>[2], input: Pick<SandboxBatch, 'endpoint' | 'inputFileId' | 'metadata' | 'requests'>): SandboxBatch {
-  const texts = input.requests.map((r) => directivesInText(JSON.stringify(r.body))).join(',');
   const batch: SandboxBatch = {
     id: newId(flavor === 'anthropic' ? 'msgbatch_' : 'batch_'), flavor, credential: ctx.credential, ...input,
-    directives: parseDirectives(`${ctx.pathDirectives},${texts}`),
+    directives: batchDirectives(ctx, input.requests),
     status: 'in_progress', outcomes: [], createdAt: Date.now(), inProgressAt: Date.now(), endedAt: null, cancellingAt: null,
     outputFileId: null, errorFileId: null, errors: null,
   };
@@ -229,7 +241,7 @@ async function runBatch(state: BatchState, batch: SandboxBatch): Promise<void> {
       continue;
     }
     const path = batch.flavor === 'anthropic' ? '/anthropic/v1/messages'
-      : batch.flavor === 'azure' ? `/azure/openai/deployments/${encodeURIComponent(String(request.body.model ?? ''))}/chat/completions`
+      : batch.flavor === 'azure' ? `/azure/openai/deployments/${encodeURIComponent(String(request.body.model ?? ''))}${request.url}`
         : `/openai${request.url}`;
     const answered = state.run({ flavor: batch.flavor, path, body: request.body, credential: batch.credential, requestId: `${batch.id}:${request.customId}` });
     batch.outcomes.push({ customId: request.customId, ...answered });
@@ -256,7 +268,7 @@ async function runBatch(state: BatchState, batch: SandboxBatch): Promise<void> {
   const bad = batch.outcomes.filter((o) => !ok.includes(o));
   const keep = (outcomes: Outcome[], suffix: string) => {
     if (outcomes.length === 0) return null;
-    const file: StoredFile = { id: newId('file-'), purpose: 'batch_output', filename: `${batch.id}_${suffix}.jsonl`, bytes: Buffer.from(outcomes.map((o) => `${JSON.stringify(line(o))}\n`).join('')), createdAt: Date.now() };
+    const file: StoredFile = { id: newId('file-'), credential: batch.credential, purpose: 'batch_output', filename: `${batch.id}_${suffix}.jsonl`, bytes: Buffer.from(outcomes.map((o) => `${JSON.stringify(line(o))}\n`).join('')), createdAt: Date.now() };
     state.files.set(file.id, file);
     return file.id;
   };

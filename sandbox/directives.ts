@@ -49,9 +49,11 @@
  *   check_status=<code> a video's status checks answer this HTTP status (e.g. 404 not found;
  *                       with times=<n>, only the first n checks)
  *   download_uri=<url>  a finished Veo operation points its download at this URL (URL-encoded)
+ *   batch_refuse        a provider batch's create (batches.ts) is refused (400)
  *   batch_fail          a provider batch (batches.ts) fails
  *   batch_expire        a provider batch's window runs out after half its requests
  *   batch_item_ms=<ms>  each request of a provider batch takes this long (a slow batch)
+ *   batch_check_status=<code> a provider batch's status checks answer this HTTP status (OpenAI)
  */
 export type Directives = {
   status?: number;
@@ -87,9 +89,11 @@ export type Directives = {
   submitGarbled?: boolean;
   checkStatus?: number;
   downloadUri?: string;
+  batchRefuse?: boolean;
   batchFail?: boolean;
   batchExpire?: boolean;
   batchItemMs?: number;
+  batchCheckStatus?: number;
 };
 
 export function parseDirectives(text: string): Directives {
@@ -131,9 +135,11 @@ export function parseDirectives(text: string): Directives {
       case 'submit_garbled': d.submitGarbled = true; break;
       case 'check_status': d.checkStatus = Number(value); break;
       case 'download_uri': d.downloadUri = value; break;
+      case 'batch_refuse': d.batchRefuse = true; break;
       case 'batch_fail': d.batchFail = true; break;
       case 'batch_expire': d.batchExpire = true; break;
       case 'batch_item_ms': d.batchItemMs = Number(value); break;
+      case 'batch_check_status': d.batchCheckStatus = Number(value); break;
       default: break;
     }
   }

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createBill, videoUsd, type Bill, type BillLine, type BillUnits } from './bill';
+import { createBill, tokenUsd, videoUsd, type Bill, type BillLine, type BillUnits } from './bill';
+import { planOpenAiEmbeddings } from './embeddings';
 import { directivesInText, numberedWords, parseDirectives, type Directives } from './directives';
 import { planTurn } from './turn';
 import { createMediaState, handleMedia, isBlobPath, mediaEndpointFor, serveBlob, type ReceivedFile } from './media';
@@ -257,7 +258,15 @@ export async function startSandbox(port = 0, host = '127.0.0.1'): Promise<Sandbo
    * parsed, refused or failed as its directives say, answered whole, and billed at the batch
    * tier (half the standard rates), under the batch's credential and `<batch>:<custom_id>`.
    */
-  function runBatchItem(input: { path: string; body: Record<string, unknown>; credential: string; requestId: string }): { status: number; body: unknown } {
+  function runBatchItem(input: { flavor: BillLine['provider']; path: string; body: Record<string, unknown>; credential: string; requestId: string }): { status: number; body: unknown } {
+    const embeddings = mediaEndpointFor('POST', input.path);
+    if (embeddings?.kind === 'embeddings') {
+      const plan = planOpenAiEmbeddings(input.body, embeddings.model);
+      if ('refusal' in plan) return { status: plan.refusal.status ?? 400, body: { error: { message: plan.refusal.message, type: 'invalid_request_error', param: plan.refusal.param ?? null, code: plan.refusal.code ?? null } } };
+      const units = { input_tokens: plan.tokens };
+      bill.add({ credential: input.credential, headers: { 'x-client-request-id': input.requestId }, provider: input.flavor, endpoint: input.path, model: plan.model, tier: 'batch', units, usd: tokenUsd(input.flavor, plan.model, units, 'batch') });
+      return { status: 200, body: plan.answer };
+    }
     const endpoint = endpointFor('POST', input.path);
     if (!endpoint || endpoint.kind !== 'chat') return { status: 404, body: { error: { message: `sandbox: no batch path ${input.path}` } } };
     const parsed = endpoint.wire.parseChat({ ...input.body, stream: false }, { model: endpoint.model });

@@ -32,6 +32,8 @@ export async function batchRun(input: BatchRunInput): Promise<{ status: string }
   const statusChecks = proxyActivities<NativeBatchActivities>({ startToCloseTimeout: '11 minutes', heartbeatTimeout: '10 seconds', retry });
 
   let cancelRequested = false;
+  /** Whether the batch runs on a provider's batch API: a failure then ends its holds and its provider batch. */
+  let runsNatively = false;
   setHandler(batchCancelled, () => {
     cancelRequested = true;
   });
@@ -43,6 +45,7 @@ export async function batchRun(input: BatchRunInput): Promise<{ status: string }
     // `failed`, its reason ours to word, or none (a database error's text is not the customer's).
     if (!(err instanceof ActivityFailure) || isCancellation(err)) throw err;
     const worded = err.cause instanceof ApplicationFailure && WORDED_FAILURES.has(err.cause.type ?? '');
+    if (runsNatively) await native.abandonNativeBatch({ batchId: input.batchId });
     await records.failBatch({ batchId: input.batchId, message: `The batch could not be completed because of an error on the gateway's side${worded ? `: ${(err.cause as ApplicationFailure).message}` : '.'}` });
     return { status: 'failed' };
   }
@@ -55,7 +58,10 @@ export async function batchRun(input: BatchRunInput): Promise<{ status: string }
     } else {
       const validated = await fileWork.validateBatchInput({ batchId: input.batchId });
       if (validated.status === 'failed') return { status: 'failed' };
-      if (validated.native) return runNative();
+      if (validated.native) {
+        runsNatively = true;
+        return runNative();
+      }
       chunkCount = validated.chunks;
       next = 0;
     }

@@ -52,7 +52,7 @@ const NOT_FORWARDED: ReadonlySet<string> = new Set([...Object.keys(MEDIA_EXTENSI
 type CachedEmbeddings = CachedServing & { vectors: string[]; promptTokens: number; estimated: boolean };
 
 /** The inputs always as a list: one string or one token-id array is one input. */
-function inputList(input: z.infer<typeof embeddingsRequestSchema>['input']): string[] | number[][] {
+export function inputList(input: z.infer<typeof embeddingsRequestSchema>['input']): string[] | number[][] {
   if (typeof input === 'string') return [input];
   if (input.every((i) => typeof i === 'number')) return [input as number[]];
   return input as string[] | number[][];
@@ -73,7 +73,7 @@ function tokenEncodingOf(candidates: readonly Candidate[], model: string): Token
 }
 
 /** Input tokens, estimated as chat's prompts are (leaning high); token ids count one each. */
-function estimatedTokens(inputs: EmbeddingsBody['input']): number {
+export function estimatedTokens(inputs: EmbeddingsBody['input']): number {
   let tokens = 0;
   for (const i of inputs) tokens += typeof i === 'string' ? estimateTextTokens(i) : i.length;
   return tokens;

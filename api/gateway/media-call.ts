@@ -170,7 +170,7 @@ function logMedia(call: MediaCall, loggedRequest: Record<string, unknown>, outco
  * organization gave a rate of the endpoint's unit (per image, second or character; per input
  * token for embeddings).
  */
-function mediaModelKnown(endpoint: MediaEndpoint, config: OrgConfig): (kind: ProviderKind, name: string) => boolean {
+export function mediaModelKnown(endpoint: MediaEndpoint, config: OrgConfig): (kind: ProviderKind, name: string) => boolean {
   const rated = (kind: ProviderKind, name: string, has: (p: OrgConfig['prices'][number]) => boolean) => config.prices.some((p) => has(p) && (p.model === name || p.model === `${kind}/${name}`));
   if (endpoint === 'embeddings') return (kind, name) => embeddingModel(kind, name) !== null || rated(kind, name, (p) => p.inputPerMillion !== null);
   const media = MEDIA_KIND_OF[endpoint];

@@ -1,4 +1,5 @@
 import type { BatchLineError } from '../db/schema';
+import { GATEWAY_RUN_FIELDS } from './native-wire';
 
 /** The endpoints a batch's items may call, as OpenAI's `endpoint` names them. */
 export const BATCH_ENDPOINTS = ['/v1/chat/completions', '/v1/embeddings', '/v1/responses'] as const;
@@ -58,6 +59,8 @@ export class InputCheck {
   items = 0;
   /** The model every good item names; null once two differ (a batch sent to a provider's batch API is one model's). */
   model: string | null | undefined = undefined;
+  /** Whether an item asks for the gateway's own routing or cache (`routing`, `fallbacks`, `cache`): then the gateway runs the batch. */
+  needsGateway = false;
 
   constructor(private readonly endpoint: string) {}
 
@@ -77,6 +80,7 @@ export class InputCheck {
     this.seen.add(parsed.customId);
     const model = parsed.body.model as string;
     this.model = this.model === undefined || this.model === model ? model : null;
+    this.needsGateway ||= GATEWAY_RUN_FIELDS.some((name) => parsed.body[name] !== undefined);
     return parsed;
   }
 

@@ -17,6 +17,8 @@ export type NativeBatchWire = 'openai' | 'anthropic';
 export type NativeBatchPlan = {
   /** The model (or route) the batch's items name. */
   model: string;
+  /** The path every item calls (`/v1/chat/completions`, `/v1/embeddings`, `/v1/messages`). */
+  endpoint: string;
   /** The route it named, when it named one (the request log's `route_slug`). */
   routeSlug?: string | null;
   connectionId: string; kind: ProviderKind; wire: NativeBatchWire; upstreamModel: string; modelId: string;
@@ -35,13 +37,19 @@ export type NativeBatchState = {
   providerStatus?: string;
   /** Requests the provider has answered so far (its status's counts): the batch's progress until its results are read. */
   providerDone?: number;
+  /** How many items the held parts hold (what the provider batch was sent), to check its results against. */
+  submittedItems?: number;
   /** The provider was asked to cancel (our batch's cancel, or its window ran out). */
   cancelSent?: 'cancelled' | 'expired';
 };
 
-/** Which provider batch API takes a batch of this endpoint on a connection of this kind; null: none (the gateway runs it). */
+/**
+ * Which provider batch API takes a batch of this endpoint on a connection of this kind; null:
+ * none (the gateway runs it). OpenAI's runs chat completions and embeddings (its Responses are
+ * run by the gateway: their answers are priced and logged through the Responses translation).
+ */
 export function nativeBatchWire(kind: ProviderKind, endpoint: string): NativeBatchWire | null {
-  if ((kind === 'openai' || kind === 'azure_openai') && endpoint === '/v1/chat/completions') return 'openai';
+  if ((kind === 'openai' || kind === 'azure_openai') && (endpoint === '/v1/chat/completions' || endpoint === '/v1/embeddings')) return 'openai';
   if (kind === 'anthropic' && endpoint === '/v1/messages') return 'anthropic';
   return null;
 }
@@ -63,20 +71,37 @@ export function lineOfCustomId(customId: unknown): number | null {
   return match ? Number(match[1]) : null;
 }
 
-/** One item as submitted: its body with the model the connection knows. */
-export function submittedBody(body: Record<string, unknown>, upstreamModel: string): Record<string, unknown> {
-  const { stream: _stream, stream_options: _options, ...rest } = body;
-  return { ...rest, model: upstreamModel };
+/**
+ * The gateway's own request fields (spec 4.1 extensions), never sent to a provider. A Messages
+ * request's `metadata` is Anthropic's own and goes as it came.
+ */
+const GATEWAY_FIELDS: ReadonlySet<string> = new Set(['routing', 'fallbacks', 'logging', 'cache', 'metadata']);
+/** Extension fields that ask for the gateway's routing or cache: a batch whose items carry one is run by the gateway. */
+export const GATEWAY_RUN_FIELDS: readonly string[] = ['routing', 'fallbacks', 'cache'];
+
+/** One item as submitted: its body with the model the connection knows, without the gateway's fields or a stream. */
+export function submittedBody(body: Record<string, unknown>, upstreamModel: string, endpoint: string): Record<string, unknown> {
+  const sent: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(body)) {
+    if (name === 'stream' || name === 'stream_options') continue;
+    if (GATEWAY_FIELDS.has(name) && !(name === 'metadata' && endpoint === '/v1/messages')) continue;
+    sent[name] = value;
+  }
+  sent.model = upstreamModel;
+  return sent;
 }
 
-/** An OpenAI (or Azure OpenAI) batch input line. Azure names its endpoint without `/v1`. */
-export function openAIInputLine(line: number, body: Record<string, unknown>, upstreamModel: string, azure: boolean): string {
-  return JSON.stringify({ custom_id: providerCustomId(line), method: 'POST', url: azure ? '/chat/completions' : '/v1/chat/completions', body: submittedBody(body, upstreamModel) });
+/** The endpoint as the provider's batch API names it: Azure OpenAI's without `/v1`. */
+export const providerEndpoint = (endpoint: string, azure: boolean) => (azure ? endpoint.replace(/^\/v1/, '') : endpoint);
+
+/** An OpenAI (or Azure OpenAI) batch input line. */
+export function openAIInputLine(line: number, body: Record<string, unknown>, upstreamModel: string, endpoint: string, azure: boolean): string {
+  return JSON.stringify({ custom_id: providerCustomId(line), method: 'POST', url: providerEndpoint(endpoint, azure), body: submittedBody(body, upstreamModel, endpoint) });
 }
 
 /** An Anthropic Message Batches request. */
 export function anthropicRequest(line: number, body: Record<string, unknown>, upstreamModel: string): Record<string, unknown> {
-  return { custom_id: providerCustomId(line), params: submittedBody(body, upstreamModel) };
+  return { custom_id: providerCustomId(line), params: submittedBody(body, upstreamModel, '/v1/messages') };
 }
 
 /** What a provider's batch object says, in the gateway's terms. */

@@ -2,21 +2,30 @@ import { anthropicRequest, lineOfCustomId, nativeBatchWire, nativeResult, native
 
 /** The providers' batch wires as data (core/batches/native-wire.ts), on fixtures in each provider's documented shapes. */
 describe('native batch wires', () => {
-  it('sends chat batches to OpenAI and Azure, Messages batches to Anthropic, and nothing else', () => {
+  it('sends chat and embeddings batches to OpenAI and Azure, Messages batches to Anthropic, and nothing else', () => {
     expect(nativeBatchWire('openai', '/v1/chat/completions')).toBe('openai');
     expect(nativeBatchWire('azure_openai', '/v1/chat/completions')).toBe('openai');
     expect(nativeBatchWire('anthropic', '/v1/messages')).toBe('anthropic');
-    expect(nativeBatchWire('openai', '/v1/embeddings')).toBeNull();
+    expect(nativeBatchWire('openai', '/v1/embeddings')).toBe('openai');
+    expect(nativeBatchWire('openai', '/v1/responses')).toBeNull();
     expect(nativeBatchWire('anthropic', '/v1/chat/completions')).toBeNull();
     expect(nativeBatchWire('groq', '/v1/chat/completions')).toBeNull();
   });
 
   it('submits each item under its line, with the model the connection knows and no stream', () => {
-    expect(JSON.parse(openAIInputLine(7, { model: 'gpt-4o-mini', stream: false, stream_options: { include_usage: true }, messages: [] }, 'prod-mini', true))).toEqual({
+    expect(JSON.parse(openAIInputLine(7, { model: 'gpt-4o-mini', stream: false, stream_options: { include_usage: true }, messages: [] }, 'prod-mini', '/v1/chat/completions', true))).toEqual({
       custom_id: 'l7', method: 'POST', url: '/chat/completions', body: { model: 'prod-mini', messages: [] },
     });
-    expect(JSON.parse(openAIInputLine(1, { model: 'route-x', messages: [] }, 'gpt-4o', false)).url).toBe('/v1/chat/completions');
+    expect(JSON.parse(openAIInputLine(1, { model: 'route-x', messages: [] }, 'gpt-4o', '/v1/chat/completions', false)).url).toBe('/v1/chat/completions');
+    expect(JSON.parse(openAIInputLine(2, { model: 'e', input: ['a'] }, 'text-embedding-3-small', '/v1/embeddings', false)).url).toBe('/v1/embeddings');
+    expect(JSON.parse(openAIInputLine(2, { model: 'e', input: ['a'] }, 'emb-deployment', '/v1/embeddings', true)).url).toBe('/embeddings');
     expect(anthropicRequest(3, { model: 'claude', max_tokens: 5, messages: [] }, 'claude-sonnet-4-5')).toEqual({ custom_id: 'l3', params: { model: 'claude-sonnet-4-5', max_tokens: 5, messages: [] } });
+  });
+
+  it('never sends the gateway\'s own fields; a Messages request keeps Anthropic\'s metadata', () => {
+    const body = { model: 'x', messages: [], routing: { providers: { deny: ['openai'] } }, fallbacks: ['a/b'], logging: false, cache: { ttl: 60 }, metadata: { user_id: 'u' }, temperature: 0 };
+    expect(JSON.parse(openAIInputLine(1, body, 'gpt-4o', '/v1/chat/completions', false)).body).toEqual({ model: 'gpt-4o', messages: [], temperature: 0 });
+    expect(anthropicRequest(1, body, 'claude').params).toEqual({ model: 'claude', messages: [], metadata: { user_id: 'u' }, temperature: 0 });
   });
 
   it('maps a custom_id back only when it is one we sent', () => {

@@ -88,6 +88,25 @@ describe('batches run natively by the provider', () => {
     await saveHistory('batch-run-native', created.id);
   });
 
+  it('sends an embeddings batch to OpenAI\'s Batch API, priced per input token at the batch rate', async () => {
+    const before = billedNanos('sk-sandbox-native-openai');
+    const lines = Array.from({ length: 5 }, (_, i) => JSON.stringify({ custom_id: `emb-${i}`, method: 'POST', url: '/v1/embeddings', body: { model: 'text-embedding-3-small', input: [`embed ${i} words here`] } }));
+    const file = await upload(openai, lines);
+    const created = await openai.batches.create({ input_file_id: file.id, endpoint: '/v1/embeddings', completion_window: '24h' });
+    const batch = await ended(openai, created.id);
+    expect(batch.request_counts).toEqual({ total: 5, completed: 5, failed: 0 });
+    const output = await linesOf(openai, batch.output_file_id);
+    expect(output.map((l) => l.custom_id)).toEqual(['emb-0', 'emb-1', 'emb-2', 'emb-3', 'emb-4']);
+    for (const line of output) expect(line.response!.body).toMatchObject({ object: 'list', data: [{ object: 'embedding', index: 0 }], usage: { prompt_tokens: 4 } });
+    const row = await rowOf(created.id);
+    expect(row.native).toMatchObject({ plan: { kind: 'openai', endpoint: '/v1/embeddings', upstreamModel: 'text-embedding-3-small' } });
+    const billed = billedNanos('sk-sandbox-native-openai') - before;
+    expect(billed).toBeGreaterThan(0);
+    expect(Math.abs(row.costNanos - billed)).toBeLessThanOrEqual(5);
+    const logged = await f.database.db.select().from(requestLogs).where(eq(requestLogs.batchId, created.id));
+    expect(logged.map((l) => l.endpoint)).toEqual(Array(5).fill('embeddings'));
+  });
+
   it('sends a Messages batch to Anthropic\'s Message Batches and maps each result back by its custom_id', async () => {
     const before = billedNanos('sk-sandbox-native-anthropic');
     const requests = Array.from({ length: 7 }, (_, i) => ({ custom_id: `m-${i}`, params: { model: 'claude-3-5-haiku-latest', max_tokens: 64, messages: [{ role: 'user' as const, content: `anthropic native ${i}` }] } }));
@@ -154,6 +173,52 @@ describe('batches run natively by the provider', () => {
     expect(batch.errors?.data?.[0]?.message).toContain('the provider failed it');
     const holds = await f.database.db.select().from(spendLedger).where(like(spendLedger.jobId, `${created.id}.p%`));
     expect(holds.map((h) => h.state)).toEqual(['released']);
+  });
+
+  it('fails a batch the provider refused to take, and gives its holds back', async () => {
+    const file = await upload(openai, [chatLine('r-0', 'refused [sandbox batch_refuse]'), chatLine('r-1', 'refused too')]);
+    const created = await openai.batches.create({ input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
+    const batch = await ended(openai, created.id);
+    expect(batch.status).toBe('failed');
+    expect(batch.errors?.data?.[0]?.message).toContain('The provider refused the batch (HTTP 400)');
+    expect(batch.errors?.data?.[0]?.message).not.toContain('sk-sandbox');
+    const holds = await f.database.db.select().from(spendLedger).where(like(spendLedger.jobId, `${created.id}.p%`));
+    expect(holds.map((h) => h.state)).toEqual(['released']);
+    expect((await rowOf(created.id)).native).toMatchObject({ submitting: false });
+  });
+
+  it('runs a batch whose items ask for the gateway\'s routing or cache by the gateway, and sends no gateway field to the provider', async () => {
+    const routed = await upload(openai, [chatLine('x-0', 'with fallbacks', { fallbacks: ['anthropic/claude-3-5-haiku-latest'] }), chatLine('x-1', 'plain')]);
+    const viaGateway = await openai.batches.create({ input_file_id: routed.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
+    expect((await ended(openai, viaGateway.id)).request_counts).toEqual({ total: 2, completed: 2, failed: 0 });
+    expect((await rowOf(viaGateway.id)).native).toBeNull();
+    // `metadata` and `logging` alone leave a batch native (they are the gateway's, and are not
+    // sent: test/unit/native-batch-wire.test.ts).
+    const tagged = await upload(openai, [chatLine('t-0', 'tagged item', { metadata: { user_id: 'u-1' }, logging: false })]);
+    const uploadsBefore = f.sandbox.received.filter((r) => r.path.endsWith('/openai/v1/files')).length;
+    const native = await openai.batches.create({ input_file_id: tagged.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
+    const batch = await ended(openai, native.id);
+    expect(batch.request_counts).toEqual({ total: 1, completed: 1, failed: 0 });
+    expect((await rowOf(native.id)).native).not.toBeNull();
+    expect(f.sandbox.received.filter((r) => r.path.endsWith('/openai/v1/files')).length).toBe(uploadsBefore + 1);
+  });
+
+  it('fails a batch whose provider stops knowing it, keeping what it held as charged: the provider may have run and billed it', async () => {
+    const limited = clientFor(await f.key({ rate_limit_rpm: 50000, credit_limit: { amount: 100, period: 'never' } }));
+    const file = await upload(limited, Array.from({ length: 6 }, (_, i) => chatLine(`u-${i}`, `unknown ${i}${i === 0 ? ' [sandbox batch_item_ms=100,batch_check_status=404]' : ''}`)));
+    const created = await limited.batches.create({ input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
+    const batch = await ended(limited, created.id);
+    expect(batch.status).toBe('failed');
+    expect(batch.errors?.data?.[0]?.message).toContain('The provider refused a status check of the batch (HTTP 404)');
+    const holds = await f.database.db.select().from(spendLedger).where(like(spendLedger.jobId, `${created.id}.p%`));
+    expect(holds.length).toBe(2);
+    for (const hold of holds) {
+      expect(hold.state).toBe('settled');
+      expect(Number(hold.amount)).toBeGreaterThan(0);
+    }
+    // It was asked to stop.
+    const providerBatchId = (await rowOf(created.id)).native!.providerBatchId!;
+    expect(f.sandbox.received.some((r) => r.path.includes(providerBatchId) && r.path.endsWith('/cancel'))).toBe(true);
   });
 
   it('ends a batch whose provider window ran out as expired, with the answers it has', async () => {

@@ -130,14 +130,14 @@ export function createNativeBatchActivities(deps: NativeBatchDeps) {
    * or cancel a minute; an upload or a results file ten). `onRefused` runs when the provider
    * surely saw nothing or answered no (the failure is not outcome-unknown), before the throw.
    */
-  async function call(t: Target, what: string, request: UpstreamRequest, options: { timeoutMs?: number; onRefused?: () => Promise<void> } = {}): Promise<Readable & { json(): Promise<unknown> }> {
+  async function call(t: Target, what: string, request: UpstreamRequest, options: { timeoutMs?: number; onRefused?: () => Promise<void> } = {}): Promise<Readable & { json(): Promise<unknown>; text(): Promise<string> }> {
     const target = options.timeoutMs ? { ...t.target, timeoutMs: options.timeoutMs } : t.target;
     const answer = await sendUpstream(deps.agent, ADAPTERS[t.target.kind], target, { ...request, ...(t.query && { query: { ...t.query, ...request.query } }) });
     if (!answer.ok) {
       if (options.onRefused && !('outcomeUnknown' in answer.failure && answer.failure.outcomeUnknown)) await options.onRefused();
       throw providerRefusal(what, answer.failure);
     }
-    return answer.body as unknown as Readable & { json(): Promise<unknown> };
+    return answer.body as unknown as Readable & { json(): Promise<unknown>; text(): Promise<string> };
   }
 
   /** The provider's batch is created once: the intent is recorded first, and cleared when the provider surely did not take it. */
@@ -198,6 +198,7 @@ export function createNativeBatchActivities(deps: NativeBatchDeps) {
       form.set('file', await fs.openAsBlob(file, { type: 'application/jsonl' }), `${batch.id}.jsonl`);
       const uploaded = await (await call(t, 'the batch input file', { path: '/files', body: form })).json() as { id?: unknown };
       if (typeof uploaded.id !== 'string') throw refused('The provider answered the input file upload without an id.');
+      await saveState(batch.id, { providerInputFileId: uploaded.id });
       return await createOnce(batch.id, t, {
         path: '/batches',
         body: { input_file_id: uploaded.id, endpoint: providerEndpoint(batch.endpoint, t.azure), completion_window: '24h', metadata: { gateway_batch_id: batch.id } },
@@ -344,6 +345,18 @@ export function createNativeBatchActivities(deps: NativeBatchDeps) {
     await flush();
   }
 
+  /**
+   * Deletes what the batch left at the provider once its results are read: OpenAI's input,
+   * output and error files; Anthropic's batch with its results. The prompts and answers then
+   * live only in the gateway's own files, under the organization's retention. Best effort: a
+   * provider that refuses keeps them under its own retention (OpenAI's files, Anthropic's 29 days).
+   */
+  async function forgetAtProvider(t: Target, state: NativeBatchState, status: NativeStatus): Promise<void> {
+    const paths = state.plan.wire === 'anthropic' ? [providerPath(state)]
+      : [state.providerInputFileId ?? null, status.outputFileId, status.errorFileId].filter((id): id is string => id !== null).map((id) => `/files/${encodeURIComponent(id)}`);
+    for (const where of paths) await call(t, 'a delete of the batch\'s data', { method: 'DELETE', path: where }, { timeoutMs: CHECK_CALL_TIMEOUT_MS }).then((body) => body.text()).catch(() => null);
+  }
+
   /** The sent items a completed provider batch gave no answer for, recorded as errors saying so. */
   async function recordMissing(batch: LoadedBatch, customIds: Map<number, string>): Promise<void> {
     const recorded = new Set((await deps.db.select({ line: batchItems.line }).from(batchItems).where(eq(batchItems.batchId, batch.id))).map((r) => r.line));
@@ -407,6 +420,7 @@ export function createNativeBatchActivities(deps: NativeBatchDeps) {
       return beatingThroughout(async () => {
         const batch = await loadBatch(input.batchId);
         const state = await stateOf(batch);
+        if (state.collected) return { ending: { status: state.collected } };
         if (input.status.failure !== null) {
           await endHolds(batch, state, 'release');
           return { failed: `the provider failed it: ${cleanProviderText(input.status.failure).slice(0, 500)}` };
@@ -450,6 +464,9 @@ export function createNativeBatchActivities(deps: NativeBatchDeps) {
         // A batch the provider completed answers every item: one it left out is named as missing,
         // not as cancelled (a cancelled or expired batch's unanswered items are that).
         if (status === 'completed') await recordMissing(batch, customIds);
+        // Recorded before the provider's copies are deleted: a retry after that answers from here.
+        await saveState(batch.id, { collected: status });
+        await forgetAtProvider(t, state, input.status);
         return { ending: { status } };
       });
     },

@@ -7,12 +7,12 @@ import { readMultipart } from './media';
  * The providers' batch wires (issue 56), kept in memory:
  *
  *   OpenAI (`/openai/v1`) and Azure OpenAI (`/azure/openai`):
- *     POST files (multipart `file`, `purpose: batch`), GET files/<id>, GET files/<id>/content,
+ *     POST files (multipart `file`, `purpose: batch`), GET files/<id>, GET files/<id>/content, DELETE files/<id>,
  *     POST batches (`input_file_id`, `endpoint`, `completion_window: 24h`, `metadata`),
  *     GET batches/<id>, POST batches/<id>/cancel
  *   Anthropic (`/anthropic/v1`):
  *     POST messages/batches (`requests: [{custom_id, params}]`), GET messages/batches/<id>,
- *     POST messages/batches/<id>/cancel, GET messages/batches/<id>/results (JSONL)
+ *     POST messages/batches/<id>/cancel, GET messages/batches/<id>/results (JSONL), DELETE messages/batches/<id> (ended)
  *
  * A batch runs its requests one at a time through the provider's own chat path (`runItem`:
  * the same parsing, answers, per-request directives and bill as a direct call, billed at the
@@ -51,8 +51,8 @@ const DAY_MS = 24 * 3_600_000;
 const newId = (prefix: string) => `${prefix}${randomBytes(12).toString('hex')}`;
 
 type BatchRoute =
-  | { wire: 'openai'; flavor: 'openai' | 'azure'; op: 'upload' | 'file' | 'file_content' | 'create' | 'get' | 'cancel'; id?: string }
-  | { wire: 'anthropic'; flavor: 'anthropic'; op: 'create' | 'get' | 'cancel' | 'results'; id?: string };
+  | { wire: 'openai'; flavor: 'openai' | 'azure'; op: 'upload' | 'file' | 'file_content' | 'file_delete' | 'create' | 'get' | 'cancel'; id?: string }
+  | { wire: 'anthropic'; flavor: 'anthropic'; op: 'create' | 'get' | 'cancel' | 'results' | 'delete'; id?: string };
 
 /** Which batch call a request is, or null. */
 export function batchRouteFor(method: string, path: string): BatchRoute | null {
@@ -64,6 +64,7 @@ export function batchRouteFor(method: string, path: string): BatchRoute | null {
       if (method === 'POST' && !id) return { wire: 'openai', flavor, op: 'upload' };
       if (method === 'GET' && id && !tail) return { wire: 'openai', flavor, op: 'file', id };
       if (method === 'GET' && id && tail === 'content') return { wire: 'openai', flavor, op: 'file_content', id };
+      if (method === 'DELETE' && id && !tail) return { wire: 'openai', flavor, op: 'file_delete', id };
       return null;
     }
     if (method === 'POST' && !id) return { wire: 'openai', flavor, op: 'create' };
@@ -77,6 +78,7 @@ export function batchRouteFor(method: string, path: string): BatchRoute | null {
     if (method === 'GET' && id && !tail) return { wire: 'anthropic', flavor: 'anthropic', op: 'get', id };
     if (method === 'POST' && id && tail === 'cancel') return { wire: 'anthropic', flavor: 'anthropic', op: 'cancel', id };
     if (method === 'GET' && id && tail === 'results') return { wire: 'anthropic', flavor: 'anthropic', op: 'results', id };
+    if (method === 'DELETE' && id && !tail) return { wire: 'anthropic', flavor: 'anthropic', op: 'delete', id };
   }
   return null;
 }
@@ -113,10 +115,14 @@ async function openAIBatch(state: BatchState, route: Extract<BatchRoute, { wire:
     state.files.set(file.id, file);
     return send(200, presentFile(file));
   }
-  if (route.op === 'file' || route.op === 'file_content') {
+  if (route.op === 'file' || route.op === 'file_content' || route.op === 'file_delete') {
     const file = state.files.get(route.id!);
     if (!file || file.credential !== ctx.credential) return openAIError(send, 404, `No such File object: ${route.id}`, 'id');
     if (route.op === 'file') return send(200, presentFile(file));
+    if (route.op === 'file_delete') {
+      state.files.delete(file.id);
+      return send(200, { id: file.id, object: 'file', deleted: true });
+    }
     ctx.res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(file.bytes.length) });
     return void ctx.res.end(file.bytes);
   }
@@ -197,6 +203,11 @@ async function anthropicBatch(state: BatchState, route: Extract<BatchRoute, { wi
       batch.cancellingAt = Date.now();
     }
     return send(200, presentAnthropic(batch, ctx.origin));
+  }
+  if (route.op === 'delete') {
+    if (batch.endedAt === null) return anthropicError(send, 400, `Batch ${batch.id} is still being processed; cancel it, then delete it once it has ended.`);
+    state.batches.delete(batch.id);
+    return send(200, { id: batch.id, type: 'message_batch_deleted' });
   }
   if (route.op === 'results') {
     if (batch.endedAt === null) return anthropicError(send, 400, `Batch ${batch.id} has not ended; its results are not available yet.`);

@@ -34,11 +34,15 @@ export type NativeBatchState = {
   /** Set just before the provider's batch is created: a retry that finds it without an id cannot know whether the provider took it. */
   submitting?: boolean;
   providerBatchId?: string | null;
+  /** OpenAI: the input file uploaded to the provider, deleted there once the results are read. */
+  providerInputFileId?: string;
   providerStatus?: string;
   /** Requests the provider has answered so far (its status's counts): the batch's progress until its results are read. */
   providerDone?: number;
   /** How many items the held parts hold (what the provider batch was sent), to check its results against. */
   submittedItems?: number;
+  /** The results were read and recorded, and the batch ends so: a retry answers this (the provider's copies may be deleted). */
+  collected?: 'completed' | 'cancelled' | 'expired';
   /** The provider was asked to cancel (our batch's cancel, or its window ran out). */
   cancelSent?: 'cancelled' | 'expired';
 };

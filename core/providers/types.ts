@@ -154,7 +154,7 @@ export type ProviderFailure =
  * with a pooled credential reads the same bytes again).
  */
 export type UpstreamRequest = {
-  method?: 'GET' | 'POST'; path: string; query?: Record<string, string>; body?: Record<string, unknown> | FormData; headers?: Record<string, string>;
+  method?: 'GET' | 'POST' | 'DELETE'; path: string; query?: Record<string, string>; body?: Record<string, unknown> | FormData; headers?: Record<string, string>;
   /** Never sent to an alternate host after a failure that may have reached the first (a video submit: a second render). */
   sendOnce?: boolean;
 };

@@ -83,6 +83,11 @@ describe('batches run natively by the provider', () => {
     expect(Math.round(logged.reduce((sum, l) => sum + Number(l.cost), 0) * 1e9)).toBe(row.costNanos);
     const items = await f.database.db.select().from(batchItems).where(eq(batchItems.batchId, created.id));
     expect(new Set(items.map((i) => i.requestId))).toEqual(new Set(logged.map((l) => l.id)));
+    // What the batch left at the provider is deleted there once read: the prompts live on only
+    // in the gateway's own files, under the organization's retention.
+    const providerFile = await fetch(`${f.sandbox.url}/openai/v1/files/${row.native!.providerInputFileId}`, { headers: { authorization: 'Bearer sk-sandbox-native-openai' } });
+    expect(providerFile.status).toBe(404);
+    expect(row.native).toMatchObject({ collected: 'completed' });
     // Operators see who ran it.
     expect((await f.client.get(`/batches/${created.id}`)).body).toMatchObject({ run_by: 'provider', progress: 1, request_counts: { total: 12, completed: 12 } });
     await saveHistory('batch-run-native', created.id);
@@ -123,6 +128,8 @@ describe('batches run natively by the provider', () => {
     for (const r of results) expect(r.result).toMatchObject({ type: 'succeeded', message: { type: 'message', role: 'assistant' } });
     const row = await rowOf(created.id);
     expect(row.native).toMatchObject({ plan: { kind: 'anthropic', wire: 'anthropic' } });
+    const providerBatch = await fetch(`${f.sandbox.url}/anthropic/v1/messages/batches/${row.native!.providerBatchId}`, { headers: { 'x-api-key': 'sk-sandbox-native-anthropic' } });
+    expect(providerBatch.status).toBe(404);
     expect(Math.abs(row.costNanos - (billedNanos('sk-sandbox-native-anthropic') - before))).toBeLessThanOrEqual(7);
     expect(row.costNanos).toBeGreaterThan(0);
   });

@@ -98,6 +98,9 @@ const servedModelOf = (body: unknown) => {
 /** The request log's name of each endpoint, as the request path logs it. */
 const LOGGED_ENDPOINT: Record<string, string> = { '/v1/chat/completions': 'chat.completions', '/v1/embeddings': 'embeddings', '/v1/messages': 'messages' };
 
+/** An item recorded as an error without an answer from the provider. */
+type ErroredRow = { line: number; customId: string; attempts: number; statusCode: number; body: unknown };
+
 type Target = { target: UpstreamTarget; query: Record<string, string> | undefined; azure: boolean };
 
 export function createNativeBatchActivities(deps: NativeBatchDeps) {
@@ -173,7 +176,7 @@ export function createNativeBatchActivities(deps: NativeBatchDeps) {
     const windowMs = batch.expiresAt.getTime() - batch.createdAt.getTime();
     for (let part = 0; part < (batch.chunkCount ?? 0); part += 1) {
       const items = await chunkItems(batch, part);
-      refusal = await deps.native.hold({ holdId: partHoldId(batch.id, part), keyId: batch.keyId, plan: state.plan, wire: batch.wire, bodies: items.map((i) => i.body), leaseMs: windowMs + 3_600_000 });
+      refusal = await deps.native.hold({ holdId: partHoldId(batch.id, part), keyId: batch.keyId, plan: state.plan, bodies: items.map((i) => i.body), leaseMs: windowMs + 3_600_000 });
       if (refusal) break;
       heldParts = part + 1;
     }
@@ -304,9 +307,7 @@ export function createNativeBatchActivities(deps: NativeBatchDeps) {
     if (!state.cancelSent) {
       const stop = batch.status === 'cancelling' ? 'cancelled' : now >= batch.expiresAt.getTime() ? 'expired' : null;
       if (stop) {
-        // Asked once, and only asked: a provider that refuses (its batch ended meanwhile) is
-        // answered by the status check that follows.
-        await call(t, 'the batch\'s cancel', { path: `${base}/cancel`, body: {} }, { timeoutMs: CHECK_CALL_TIMEOUT_MS }).then((body) => body.json()).catch(() => null);
+        await askToCancel(t, state);
         await saveState(batch.id, { cancelSent: stop });
       }
     }
@@ -326,23 +327,32 @@ export function createNativeBatchActivities(deps: NativeBatchDeps) {
    * reason is theirs, whatever ends the provider's batch (a cancel, its window).
    */
   async function recordRefused(batch: LoadedBatch, state: NativeBatchState, boundary: number | null): Promise<void> {
-    if (!state.refusal || boundary === null) return;
-    let rows: Array<typeof batchItems.$inferInsert> = [];
-    const flush = async () => {
-      if (rows.length === 0) return;
-      const values = rows;
-      rows = [];
-      await deps.db.transaction(async (tx) => {
-        const inserted = await tx.insert(batchItems).values(values).onConflictDoNothing().returning({ line: batchItems.line });
-        await tx.update(batches).set({ failed: sql`${batches.failed} + ${inserted.length}`, updatedAt: sql`now()` }).where(eq(batches.id, batch.id));
-      });
-    };
+    const refusal = state.refusal;
+    if (!refusal || boundary === null) return;
+    let rows: ErroredRow[] = [];
     for await (const item of itemsBefore(batch, null)) {
       if (item.line < boundary) continue;
-      rows.push({ batchId: batch.id, line: item.line, customId: item.customId, outcome: 'errored', attempts: 0, statusCode: state.refusal.statusCode, body: state.refusal.body, costNanos: 0 });
-      if (rows.length === RECORD_ROWS) await flush();
+      rows.push({ line: item.line, customId: item.customId, attempts: 0, statusCode: refusal.statusCode, body: refusal.body });
+      if (rows.length === RECORD_ROWS) {
+        await recordErrored(batch, rows);
+        rows = [];
+      }
     }
-    await flush();
+    await recordErrored(batch, rows);
+  }
+
+  /** Items that end as errors the provider never answered (refused parts, missing answers): each once, counted failed. */
+  async function recordErrored(batch: LoadedBatch, rows: ErroredRow[]): Promise<void> {
+    if (rows.length === 0) return;
+    await deps.db.transaction(async (tx) => {
+      const inserted = await tx.insert(batchItems).values(rows.map((r) => ({ batchId: batch.id, outcome: 'errored' as const, costNanos: 0, ...r }))).onConflictDoNothing().returning({ line: batchItems.line });
+      await tx.update(batches).set({ failed: sql`${batches.failed} + ${inserted.length}`, updatedAt: sql`now()` }).where(eq(batches.id, batch.id));
+    });
+  }
+
+  /** Asks the provider to cancel its batch, once and only asks: a provider that refuses (its batch ended meanwhile) is answered by the next status check. */
+  async function askToCancel(t: Target, state: NativeBatchState): Promise<void> {
+    await call(t, 'the batch\'s cancel', { path: `${providerPath(state)}/cancel`, body: {} }, { timeoutMs: CHECK_CALL_TIMEOUT_MS }).then((body) => body.json()).catch(() => null);
   }
 
   /**
@@ -362,11 +372,7 @@ export function createNativeBatchActivities(deps: NativeBatchDeps) {
     const recorded = new Set((await deps.db.select({ line: batchItems.line }).from(batchItems).where(eq(batchItems.batchId, batch.id))).map((r) => r.line));
     const missing = [...customIds].filter(([line]) => !recorded.has(line));
     for (let at = 0; at < missing.length; at += RECORD_ROWS) {
-      const values = missing.slice(at, at + RECORD_ROWS).map(([line, customId]) => ({ batchId: batch.id, line, customId, outcome: 'errored' as const, attempts: 1, statusCode: 502, body: missingAnswer(batch.wire), costNanos: 0 }));
-      await deps.db.transaction(async (tx) => {
-        const inserted = await tx.insert(batchItems).values(values).onConflictDoNothing().returning({ line: batchItems.line });
-        await tx.update(batches).set({ failed: sql`${batches.failed} + ${inserted.length}`, updatedAt: sql`now()` }).where(eq(batches.id, batch.id));
-      });
+      await recordErrored(batch, missing.slice(at, at + RECORD_ROWS).map(([line, customId]) => ({ line, customId, attempts: 1, statusCode: 502, body: missingAnswer(batch.wire) })));
     }
   }
 
@@ -484,7 +490,7 @@ export function createNativeBatchActivities(deps: NativeBatchDeps) {
         const state = batch.native;
         if (state.providerBatchId && !state.cancelSent) {
           const t = await targetOf(batch, state).catch(() => null);
-          if (t) await call(t, 'the batch\'s cancel', { path: `${providerPath(state)}/cancel`, body: {} }, { timeoutMs: CHECK_CALL_TIMEOUT_MS }).then((body) => body.json()).catch(() => null);
+          if (t) await askToCancel(t, state);
         }
         await endHolds(batch, state, state.providerBatchId || state.submitting ? 'held' : 'release');
       });

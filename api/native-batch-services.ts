@@ -1,7 +1,7 @@
 import { eq } from 'drizzle-orm';
 import type { KeyContext } from '../core/auth/gateway-key-auth';
 import { refuseKey } from '../core/auth/gateway-key-auth';
-import { NATIVE_BATCH_PRICE_MULTIPLIER, nativeBatchWire, type NativeBatchPlan } from '../core/batches/native-wire';
+import { atBatchRate, nativeBatchWire, type NativeBatchPlan } from '../core/batches/native-wire';
 import { spendLedger } from '../core/db/schema';
 import { GatewayError } from '../core/errors';
 import { estimateCost, type PriceSource } from '../core/pricing/cost';
@@ -10,7 +10,7 @@ import type { ChatBody, ChatMessage, Usage } from '../core/providers/types';
 import { planCandidates, type Candidate, type PlanInput } from '../core/routing/candidates';
 import type { OrgConfig } from '../core/routing/org-config';
 import type { ModelCatalog } from '../core/catalog/model-catalog';
-import { estimatedTokens, inputList } from './gateway/embeddings';
+import { estimatedTokens, inputList, priced as pricedEmbeddings } from './gateway/embeddings';
 import { mediaModelKnown } from './gateway/media-call';
 import { JOB_HOLD_LEASE_MS, reserveJobSpend } from '../core/spend/job-spend';
 import { spendScopes } from '../core/spend/scopes';
@@ -45,7 +45,7 @@ export type NativeBatchServices = {
    * as one job hold `holdId`; answers the refusal when a limit has no room (nothing held then).
    * A part already held is not held again.
    */
-  hold(input: { holdId: string; keyId: string; plan: NativeBatchPlan; wire: 'openai' | 'anthropic'; bodies: Record<string, unknown>[]; leaseMs: number }): Promise<NativeRefusal | null>;
+  hold(input: { holdId: string; keyId: string; plan: NativeBatchPlan; bodies: Record<string, unknown>[]; leaseMs: number }): Promise<NativeRefusal | null>;
   /** What an answered item costs at batch rates (null: unpriced), by which source, from the usage in its answer. */
   price(input: { orgId: string; plan: NativeBatchPlan; body: unknown }): Promise<NativeItemPrice>;
 };
@@ -75,7 +75,7 @@ function estimationBody(body: Record<string, unknown>): ChatBody {
 function itemWorstCase(candidate: Candidate, config: OrgConfig, endpoint: string, body: Record<string, unknown>, catalog: ModelCatalog): number | null {
   if (endpoint === '/v1/embeddings') {
     const tokens = estimatedTokens(inputList(body.input as Parameters<typeof inputList>[0]));
-    return embeddingCost(candidate, config, catalog, tokens)?.cost ?? null;
+    return pricedEmbeddings(candidate, config, { catalog }, tokens)?.cost ?? null;
   }
   try {
     return worstCaseCost([candidate], estimationBody(body), { prices: config.prices, unpricedBudgetPolicy: 'block' }, catalog);
@@ -83,11 +83,6 @@ function itemWorstCase(candidate: Candidate, config: OrgConfig, endpoint: string
     if (err instanceof GatewayError) return null;
     throw err;
   }
-}
-
-/** Embeddings are priced per input token, as their path prices them. */
-function embeddingCost(c: Pick<Candidate, 'connection' | 'upstreamModel' | 'modelId'>, config: OrgConfig, catalog: ModelCatalog, tokens: number) {
-  return estimateCost({ usage: { prompt_tokens: tokens, completion_tokens: 0, total_tokens: tokens }, kind: c.connection.kind, upstreamModel: c.upstreamModel, modelId: c.modelId, prices: config.prices, catalog });
 }
 
 export function createNativeBatchServices(deps: Pick<AppDeps, 'db' | 'gateway'>, keyOf: KeyOf): NativeBatchServices {
@@ -130,11 +125,11 @@ export function createNativeBatchServices(deps: Pick<AppDeps, 'db' | 'gateway'>,
       return { model, endpoint, routeSlug, connectionId: first.connection.id, kind: first.connection.kind, wire, upstreamModel: first.upstreamModel, modelId: first.modelId };
     },
 
-    async hold({ holdId, keyId, plan, wire, bodies, leaseMs }) {
+    async hold({ holdId, keyId, plan, bodies, leaseMs }) {
       const [held] = await deps.db.select({ state: spendLedger.state }).from(spendLedger).where(eq(spendLedger.jobId, holdId));
       if (held) return null;
       const key = await keyOf(keyId);
-      const refusal = (err: GatewayError): NativeRefusal => ({ statusCode: err.status, body: wire === 'anthropic' ? anthropicErrorBody(err) : err.toBody() });
+      const refusal = (err: GatewayError): NativeRefusal => ({ statusCode: err.status, body: plan.wire === 'anthropic' ? anthropicErrorBody(err) : err.toBody() });
       if (!key) return refusal(new GatewayError('authentication', 'The key that created this batch no longer exists.'));
       const config = await gateway.orgConfig.get(key.orgId);
       const candidate = await candidateOf(key, plan);
@@ -150,7 +145,7 @@ export function createNativeBatchServices(deps: Pick<AppDeps, 'db' | 'gateway'>,
       try {
         await reserveJobSpend(deps.db, gateway.spend, {
           orgId: key.orgId, lineageId: key.lineageId, projectId: key.projectId, memberId: key.createdByMemberId, jobId: holdId,
-          estimate: Math.round(estimate * NATIVE_BATCH_PRICE_MULTIPLIER * 1e9) / 1e9, unpriced,
+          estimate: atBatchRate(estimate), unpriced,
           scopes: spendScopes(key, config, [], now), unpricedBudgetPolicy: config.unpricedBudgetPolicy, now, leaseMs: Math.max(leaseMs, JOB_HOLD_LEASE_MS),
         });
       } catch (err) {
@@ -171,7 +166,7 @@ export function createNativeBatchServices(deps: Pick<AppDeps, 'db' | 'gateway'>,
       const estimate = estimateCost({ kind: plan.kind, upstreamModel: plan.upstreamModel, modelId: plan.modelId, prices: config.prices, catalog: gateway.catalog, usage });
       if (!estimate) return { cost: null, source: null, usage };
       // A cost the provider reported is its bill already; a priced one is at the standard rates.
-      const cost = estimate.source === 'provider' ? estimate.cost : Math.round(estimate.cost * NATIVE_BATCH_PRICE_MULTIPLIER * 1e9) / 1e9;
+      const cost = estimate.source === 'provider' ? estimate.cost : atBatchRate(estimate.cost);
       return { cost, source: estimate.source, usage };
     },
   };

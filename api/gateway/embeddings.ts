@@ -87,7 +87,7 @@ function tableRow(candidate: Candidate) {
 }
 
 /** Embeddings are priced per input token, from the same sources as chat's prompt tokens. */
-function priced(candidate: Candidate, config: OrgConfig, services: GatewayServices, tokens: number) {
+export function priced(candidate: Candidate, config: OrgConfig, services: Pick<GatewayServices, 'catalog'>, tokens: number) {
   return estimateCost({
     usage: { prompt_tokens: tokens, completion_tokens: 0, total_tokens: tokens },
     kind: candidate.connection.kind,

@@ -66,6 +66,9 @@ export function nativeBatchWire(kind: ProviderKind, endpoint: string): NativeBat
  */
 export const NATIVE_BATCH_PRICE_MULTIPLIER = 0.5;
 
+/** A standard-rate cost at the batch rate, to the nano-dollar. */
+export const atBatchRate = (usd: number) => Math.round(usd * NATIVE_BATCH_PRICE_MULTIPLIER * 1e9) / 1e9;
+
 export const providerCustomId = (line: number) => `l${line}`;
 
 /** The line a provider's `custom_id` stands for, or null when it is not one we sent. */
